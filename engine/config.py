@@ -1,0 +1,175 @@
+"""Plain, torch-free configuration dataclasses for every engine job (validated on creation)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from engine.errors import ConfigError
+
+Runner = Literal["local", "inline", "spark", "hadoop", "emr"]
+InputFormat = Literal["auto", "mcauley", "jsonl"]
+
+
+def _check(condition: bool, field_name: str, allowed: str, value: object) -> None:
+    if not condition:
+        raise ConfigError(f"{field_name} = {value!r} is not allowed; expected {allowed}")
+
+
+@dataclass(kw_only=True, slots=True)
+class PreprocessConfig:
+    """Settings of the preprocessing job (raw reviews → dataset.h5)."""
+
+    inputs: list[str]
+    """Input files (plain or .gz), local paths or s3:// URIs on EMR."""
+    output: str
+    """Output folder; receives dataset.h5, vocab.json and stats.json."""
+    runner: Runner = "local"
+    """Where the MapReduce steps run: local (all cores), inline, spark, hadoop or emr."""
+    workers: int | None = None
+    """Worker processes for the local runner; None = all cores."""
+    vocab_size: int = 10_000
+    """Number of most frequent training words given ids (ids 2..vocab_size+1)."""
+    seq_len: int = 100
+    """Tokens per sequence after padding/truncation."""
+    test_fraction: float = 0.1
+    """Fraction of distinct texts put in the test split (by a hash of the text)."""
+    format: InputFormat = "auto"
+    """Input record format: auto-detect, McAuley 2014/2018, or generic JSON lines."""
+    text_field: str | None = None
+    """Field holding the review text for generic JSON lines (default reviewText)."""
+    rating_field: str | None = None
+    """Field holding the 1-5 rating for generic JSON lines (default overall)."""
+    append_summary: bool = False
+    """Append the `summary` field to the review text."""
+    keep_negations: bool = False
+    """Keep not/no/nor/n't forms instead of dropping them as stopwords."""
+    max_line_bytes: int = 1 << 20
+    """Lines longer than this are skipped as too_long."""
+
+    def __post_init__(self) -> None:
+        _check(bool(self.inputs), "inputs", "at least one input path", self.inputs)
+        _check(self.vocab_size >= 1, "vocab_size", "an integer >= 1", self.vocab_size)
+        _check(self.seq_len >= 1, "seq_len", "an integer >= 1", self.seq_len)
+        _check(0.0 <= self.test_fraction < 1.0, "test_fraction", "0 <= F < 1", self.test_fraction)
+        _check(self.workers is None or self.workers >= 1, "workers", ">= 1", self.workers)
+        _check(
+            self.runner in ("local", "inline", "spark", "hadoop", "emr"),
+            "runner",
+            "local|inline|spark|hadoop|emr",
+            self.runner,
+        )
+        _check(self.format in ("auto", "mcauley", "jsonl"), "format", "auto|mcauley|jsonl", self.format)
+
+
+@dataclass(kw_only=True, slots=True)
+class BalanceConfig:
+    """Dynamic load balancer settings (per-rank data shares and batch sizes)."""
+
+    enabled: bool = False
+    """Re-split shares and batch sizes by measured speed."""
+    every_epochs: int = 1
+    """Rebalance after every X epochs."""
+    every_steps: int = 0
+    """Also rebalance every K steps inside an epoch (0 = never)."""
+    measure: Literal["fwd_bwd", "forward"] = "fwd_bwd"
+    """What to time: forward+backward (default) or forward only (the old system)."""
+    smoothing: float = 0.5
+    """Exponential smoothing factor of measured seconds per sample (weight of the newest)."""
+    hysteresis: float = 0.02
+    """Do not move shares when every share would change by less than this."""
+    min_share: float = 0.05
+    """No rank gets less than this fraction of the data."""
+    straggle: dict[int, float] = field(default_factory=dict)
+    """Injected slowness for tests/benchmarks: rank -> factor (sleep (factor-1) x compute)."""
+
+    def __post_init__(self) -> None:
+        _check(self.every_epochs >= 1, "balance.every_epochs", ">= 1", self.every_epochs)
+        _check(self.every_steps >= 0, "balance.every_steps", ">= 0", self.every_steps)
+        _check(0 < self.smoothing <= 1, "balance.smoothing", "0 < s <= 1", self.smoothing)
+        _check(0 <= self.hysteresis < 1, "balance.hysteresis", "0 <= h < 1", self.hysteresis)
+        _check(0 < self.min_share < 1, "balance.min_share", "0 < m < 1", self.min_share)
+        for rank, factor in self.straggle.items():
+            _check(rank >= 0 and factor >= 1, "balance.straggle", "RANK>=0:FACTOR>=1", (rank, factor))
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelConfig:
+    """LSTM classifier shape."""
+
+    preset: Literal["default", "seed"] = "default"
+    """`seed` reproduces the old model (emb 100, 2-layer LSTM hidden 32, two FC layers)."""
+    embedding_dim: int | None = None
+    """Override the preset's embedding size."""
+    hidden: int | None = None
+    """Override the preset's LSTM hidden size."""
+    layers: int | None = None
+    """Override the preset's LSTM layer count."""
+    bidirectional: bool | None = None
+    """Override the preset's bidirectionality."""
+    dropout: float | None = None
+    """Override the preset's dropout."""
+
+
+@dataclass(kw_only=True, slots=True)
+class TrainConfig:
+    """Settings of a training run (read by every rank)."""
+
+    data_dir: str
+    """Folder holding dataset.h5 and vocab.json (from preprocessing)."""
+    run_dir: str
+    """Run folder: events.jsonl, checkpoints, summary.json."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """Model shape."""
+    epochs: int = 3
+    """Number of epochs."""
+    batch_size: int = 256
+    """Global batch size (sum over ranks); per-rank batches split it."""
+    lr: float = 2e-3
+    """Learning rate at the reference batch size (scaled linearly with the global batch)."""
+    lr_reference_batch: int = 256
+    """Global batch at which `lr` applies (Goyal et al. linear scaling rule)."""
+    warmup_steps: int = 100
+    """Linear LR warm-up steps."""
+    optimizer: Literal["adam", "sgd"] = "adam"
+    """Optimizer."""
+    clip_grad_norm: float = 1.0
+    """Gradient clipping max norm (0 = off)."""
+    pos_weight: float | Literal["auto", "none"] = "auto"
+    """BCE positive-class weight: auto = negatives/positives of the training set."""
+    eval_every: int = 1
+    """Evaluate on the test split every N epochs (and always after the last)."""
+    log_every: int = 20
+    """Emit a `step` event every k steps."""
+    checkpoint_every_min: float = 5.0
+    """Also checkpoint every N minutes inside an epoch (0 = only at epoch end)."""
+    loss_threshold: float = 0.13
+    """Report time-to-threshold when the smoothed train loss first drops below this."""
+    seed: int = 0
+    """Seed of model init and the per-epoch sample order."""
+    threads: int | None = None
+    """torch intra-op threads per rank (None = cores / local ranks)."""
+    loader_workers: int = 0
+    """DataLoader worker processes per rank."""
+    amp: bool = True
+    """bf16 autocast on CUDA."""
+    max_train_samples: int | None = None
+    """Use only the first N training samples (smoke runs, weak scaling)."""
+    resume: bool = False
+    """Continue from the latest checkpoint in run_dir."""
+    balance: BalanceConfig = field(default_factory=BalanceConfig)
+    """Load balancer."""
+
+    def __post_init__(self) -> None:
+        _check(self.epochs >= 1, "train.epochs", ">= 1", self.epochs)
+        _check(self.batch_size >= 1, "train.batch_size", ">= 1", self.batch_size)
+        _check(self.lr > 0, "train.lr", "> 0", self.lr)
+        _check(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
+        _check(self.log_every >= 1, "train.log_every", ">= 1", self.log_every)
+        _check(self.checkpoint_every_min >= 0, "train.checkpoint_every_min", ">= 0",
+               self.checkpoint_every_min)
+        if isinstance(self.pos_weight, float | int):
+            _check(self.pos_weight > 0, "train.pos_weight", "> 0, auto or none", self.pos_weight)
+        else:
+            _check(self.pos_weight in ("auto", "none"), "train.pos_weight", "> 0, auto or none",
+                   self.pos_weight)

@@ -1,0 +1,74 @@
+"""Exception hierarchy: one base with a user-facing title, one subclass per area."""
+
+from __future__ import annotations
+
+
+class SentitopError(Exception):
+    """Base of every error sentitop reports to a user (never shown as a traceback)."""
+
+    title = "sentitop error"
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def user_message(self) -> str:
+        """One or two lines for the terminal: title, message and what to do."""
+        text = f"{self.title}: {self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class InputError(SentitopError):
+    """A missing, unreadable or invalid input file or argument."""
+
+    title = "bad input"
+    exit_code = 2
+
+
+class ConfigError(SentitopError):
+    """An invalid configuration value (names the field and what is allowed)."""
+
+    title = "bad configuration"
+    exit_code = 2
+
+
+class DatasetError(SentitopError):
+    """A dataset folder that is missing, incomplete or of an unknown format version."""
+
+    title = "bad dataset"
+    exit_code = 2
+
+
+class TrainError(SentitopError):
+    """Training failed on some rank."""
+
+    title = "training failed"
+
+
+class LaunchError(SentitopError):
+    """Starting or supervising processes on nodes failed."""
+
+    title = "launch failed"
+
+
+class ProfileError(SentitopError):
+    """A profile file that does not validate (names file, field and what is allowed)."""
+
+    title = "bad profile"
+    exit_code = 2
+
+
+class BudgetError(SentitopError):
+    """A run that would exceed its budget."""
+
+    title = "budget exceeded"
+
+
+class CloudError(SentitopError):
+    """A cloud API call failed (EC2, EMR, S3, Pricing)."""
+
+    title = "cloud error"

@@ -1,0 +1,1 @@
+"""sentitop remote package."""

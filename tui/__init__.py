@@ -1,0 +1,1 @@
+"""sentitop tui package."""

@@ -1,0 +1,72 @@
+"""The `sentitop` command: the dashboard with no arguments, headless subcommands otherwise."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from engine.errors import SentitopError
+
+COMMAND_MODULES = [
+    "preprocess",
+    "synth",
+    "train",
+    "evaluate",
+    "predict",
+    "run",
+    "replay",
+    "prices",
+    "profiles",
+    "runs",
+    "sweep",
+    "report",
+    "plan",
+    "embed",
+]
+"""Modules under tui.commands; each defines register(subparsers) and sets func=run(args)->int."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (one subparser per command module that exists)."""
+    parser = argparse.ArgumentParser(
+        prog="sentitop",
+        description="Distributed sentiment-analysis experiments: preprocess, train, watch, review.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"tui.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"tui.commands.{name}":
+                continue  # command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if not args_list:
+        from tui.app import run_dashboard
+
+        return run_dashboard()
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except SentitopError as exc:
+        print(exc.user_message(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the sentitop CLI, one module each."""
