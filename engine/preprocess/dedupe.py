@@ -1,0 +1,50 @@
+"""De-duplication and split: packed rating counts, mode rating (ties → smaller), stable hashes."""
+
+from __future__ import annotations
+
+import hashlib
+
+SLOT_BITS = 40
+"""Bits per rating in a packed count (a Python int: slot r - rating_min holds rating r's count)."""
+_SLOT_MASK = (1 << SLOT_BITS) - 1
+_TWO64 = float(1 << 64)
+
+
+def pack_counts(counts: list[int]) -> int:
+    """[count of rating_min, count of rating_min+1, ...] → packed int."""
+    packed = 0
+    for slot, n in enumerate(counts):
+        packed |= n << (SLOT_BITS * slot)
+    return packed
+
+
+def unpack_counts(packed: int, slots: int) -> list[int]:
+    """Packed int → per-rating counts (rating_min first)."""
+    return [(packed >> (SLOT_BITS * s)) & _SLOT_MASK for s in range(slots)]
+
+
+def mode_rating(packed: int, rating_min: int, rating_max: int) -> tuple[int, int]:
+    """(most frequent rating, total occurrences); ties go to the smaller rating."""
+    best, best_n, total = rating_min, -1, 0
+    for slot, n in enumerate(unpack_counts(packed, rating_max - rating_min + 1)):
+        total += n
+        if n > best_n:
+            best, best_n = rating_min + slot, n
+    return best, total
+
+
+def order_key(cleaned: bytes) -> int:
+    """64-bit stable key that fixes the row order of the dataset (and the reduce partition)."""
+    return int.from_bytes(hashlib.blake2b(cleaned, digest_size=8).digest(), "big")
+
+
+def is_test(cleaned: bytes, test_fraction: float) -> bool:
+    """True when the text belongs to the test split (a stable hash below test_fraction)."""
+    digest = hashlib.blake2b(cleaned, digest_size=8, person=b"sentitop-split").digest()
+    return int.from_bytes(digest, "big") / _TWO64 < test_fraction
+
+
+def partition_of(order: int, partitions: int) -> int:
+    """Reduce partition of an order key: contiguous key ranges, so concatenating partitions in
+    order yields the global order whatever the partition count."""
+    return (order * partitions) >> 64

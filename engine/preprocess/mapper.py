@@ -1,0 +1,130 @@
+"""The map side shared by every runner: lines → per-worker text→rating-count aggregation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import orjson
+
+from engine.preprocess.dedupe import SLOT_BITS
+from engine.preprocess.readers import MapTask, iter_task_blocks
+from engine.preprocess.records import RecordSpec, parse_line
+from engine.preprocess.text import CLEAN_TABLE, DELETE_BYTES
+
+MAX_EXAMPLES = 5
+"""Example line numbers kept per skip reason."""
+
+Agg = dict[bytes, int]
+"""cleaned text → packed rating counts (see engine.preprocess.dedupe)."""
+
+
+@dataclass(slots=True)
+class MapStats:
+    """Counts of the map side; mergeable across tasks and workers."""
+
+    read: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+    """reason → (file index, split number, line number within the split), first ones."""
+    split_lines: dict[tuple[int, int], int] = field(default_factory=dict)
+    """(file index, split number) → lines read in that split."""
+    input_bytes: int = 0
+
+    def skip(self, reason: str, file_index: int, split_no: int, line_no: int) -> None:
+        """Count one skipped line."""
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+        examples = self.examples.setdefault(reason, [])
+        if len(examples) < MAX_EXAMPLES:
+            examples.append((file_index, split_no, line_no))
+
+    def merge(self, other: MapStats) -> None:
+        """Add another worker's counts."""
+        self.read += other.read
+        self.input_bytes += other.input_bytes
+        for reason, n in other.skipped.items():
+            self.skipped[reason] = self.skipped.get(reason, 0) + n
+        for reason, examples in other.examples.items():
+            merged = sorted(self.examples.get(reason, []) + examples)
+            self.examples[reason] = merged[:MAX_EXAMPLES]
+        for key, n in other.split_lines.items():
+            self.split_lines[key] = self.split_lines.get(key, 0) + n
+
+    def example_lines(self, inputs: list[str]) -> dict[str, list[str]]:
+        """reason → up to 5 "file:line" strings (1-based lines), earliest first."""
+        offsets: dict[tuple[int, int], int] = {}
+        running: dict[int, int] = {}
+        for (file_index, split_no), n in sorted(self.split_lines.items()):
+            offsets[(file_index, split_no)] = running.get(file_index, 0)
+            running[file_index] = running.get(file_index, 0) + n
+        out = {}
+        for reason, examples in sorted(self.examples.items()):
+            lines = sorted((f, offsets.get((f, s), 0) + n) for f, s, n in examples)
+            out[reason] = [f"{inputs[f]}:{n}" for f, n in lines[:MAX_EXAMPLES]]
+        return out
+
+
+def map_lines(
+    lines: list[bytes],
+    too_long: Iterable[int],
+    first_line: int,
+    task: MapTask,
+    spec: RecordSpec,
+    max_line_bytes: int,
+    agg: Agg,
+    stats: MapStats,
+) -> None:
+    """Parse a block of lines into `agg` (text → packed counts) and `stats`. `first_line` is
+    the 1-based number of lines[0] within the task's split."""
+    incs: dict[float, int] = {
+        r: 1 << (SLOT_BITS * (r - spec.rating_min))
+        for r in range(spec.rating_min, spec.rating_max + 1)
+    }
+    fast = spec.summary_field is None
+    text_field, rating_field = spec.text_field, spec.rating_field
+    loads, table, delete, get = orjson.loads, CLEAN_TABLE, DELETE_BYTES, agg.get
+    slow: list[int] = []
+    for i, line in enumerate(lines):
+        # Fast path for the common record: ASCII text without entities, integral rating.
+        if fast and len(line) <= max_line_bytes:
+            try:
+                obj = loads(line)
+                text = obj[text_field]
+                rating = obj[rating_field]
+                if (type(rating) is float or type(rating) is int) and type(text) is str:
+                    inc = incs[rating]
+                    if "&" not in text and text.isascii():
+                        key = b" ".join(text.encode().translate(table, delete).split())
+                        if key:
+                            agg[key] = get(key, 0) + inc
+                            continue
+            except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
+                pass
+        slow.append(i)
+    stats.read += len(lines)
+    long_set = set(too_long)
+    for i in slow:
+        line_no = first_line + i
+        if i in long_set:
+            stats.skip("too_long", task.file_index, task.split_no, line_no)
+            continue
+        parsed = parse_line(lines[i], spec, max_line_bytes)
+        if isinstance(parsed, str):
+            stats.skip(parsed, task.file_index, task.split_no, line_no)
+        else:
+            key, rating = parsed
+            agg[key] = get(key, 0) + incs[rating]
+
+
+def map_task(
+    task: MapTask, spec: RecordSpec, max_line_bytes: int, agg: Agg, stats: MapStats
+) -> int:
+    """Run one task into `agg`/`stats`; returns the number of lines read."""
+    line_no = 1
+    for lines, too_long in iter_task_blocks(task, max_line_bytes):
+        map_lines(lines, too_long, line_no, task, spec, max_line_bytes, agg, stats)
+        line_no += len(lines)
+    key = (task.file_index, task.split_no)
+    stats.split_lines[key] = stats.split_lines.get(key, 0) + line_no - 1
+    stats.input_bytes += task.nbytes
+    return line_no - 1

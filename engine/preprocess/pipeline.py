@@ -1,0 +1,271 @@
+"""run_preprocess: inputs → runner (map/dedupe/reduce) → combine → dataset.h5, vocab.json,
+stats.json, with stage/progress/summary events."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from engine.config import PreprocessConfig
+from engine.errors import InputError
+from engine.events import Emitter
+from engine.preprocess.readers import check_inputs, detect_spec, plan_tasks
+from engine.preprocess.records import SKIP_REASONS, RecordSpec
+from engine.preprocess.reduce import PAD_ID, UNK_ID, LabelRule, token_dtype
+from engine.preprocess.run_local import JobSettings, LocalResult, make_tmp, run_local
+from engine.preprocess.text import stopwords
+from engine.preprocess.writer import (
+    FORMAT_VERSION,
+    combine_parts,
+    publish_dataset,
+    write_json_atomic,
+)
+
+STAGE = "preprocess"
+
+
+class _ProgressEvents:
+    """Turns runner progress callbacks into rate-limited `progress` events."""
+
+    def __init__(self, emitter: Emitter | None, total: int, every_s: float = 0.5) -> None:
+        self.emitter, self.total, self.every_s = emitter, total, every_s
+        self.done = self.records = 0
+        self.start = self.last = time.monotonic()
+
+    def __call__(self, nbytes: int, lines: int) -> None:
+        self.done += nbytes
+        self.records += lines
+        now = time.monotonic()
+        if self.emitter and (now - self.last >= self.every_s or self.done >= self.total):
+            self.last = now
+            elapsed = max(now - self.start, 1e-9)
+            self.emitter.emit(
+                "progress",
+                stage=STAGE,
+                done=self.done,
+                total=self.total,
+                unit="bytes",
+                rate=self.done / elapsed,
+                records=self.records,
+                records_per_s=self.records / elapsed,
+            )
+
+
+def resolve_specs(
+    cfg: PreprocessConfig, rating_max: int | None = None, negative_max: int | None = None
+) -> list[RecordSpec]:
+    """One RecordSpec per input (detected or from cfg), label-rule overrides applied; all
+    inputs must share one rating scale."""
+    specs = []
+    for path in cfg.inputs:
+        if path.startswith("s3://"):  # cannot probe remotely: explicit fields or McAuley
+            spec = RecordSpec(
+                format="jsonl" if cfg.format == "jsonl" else "mcauley",
+                text_field=cfg.text_field or "reviewText",
+                rating_field=cfg.rating_field or "overall",
+                summary_field="summary" if cfg.append_summary else None,
+            )
+        else:
+            spec = detect_spec(path, cfg)
+        if rating_max is not None:
+            spec = replace(spec, rating_max=rating_max)
+        if negative_max is not None:
+            spec = replace(spec, negative_max=negative_max)
+        if not spec.rating_min <= spec.negative_max < spec.rating_max:
+            raise InputError(
+                f"negative_max {spec.negative_max} must lie in "
+                f"{spec.rating_min}..{spec.rating_max - 1}"
+            )
+        specs.append(spec)
+    rules = {LabelRule.of(s) for s in specs}
+    if len(rules) > 1:
+        raise InputError(
+            "inputs use different rating scales: "
+            + "; ".join(
+                f"{p}: {s.rating_min}-{s.rating_max}"
+                for p, s in zip(cfg.inputs, specs, strict=True)
+            ),
+            hint="preprocess them separately, or pass --rating-max/--negative-max",
+        )
+    return specs
+
+
+def run_preprocess(
+    cfg: PreprocessConfig,
+    emitter: Emitter | None = None,
+    *,
+    rating_max: int | None = None,
+    negative_max: int | None = None,
+    mrjob_args: list[str] | None = None,
+) -> dict[str, Any]:
+    """Preprocess cfg.inputs into cfg.output; returns the stats written to stats.json."""
+    start = time.time()
+    if emitter:
+        emitter.emit("stage_start", stage=STAGE, runner=cfg.runner, inputs=cfg.inputs)
+    out = Path(cfg.output)
+    tmp: str | None = None
+    try:
+        remote = cfg.runner in ("emr", "hadoop")
+        local_inputs = [p for p in cfg.inputs if not (remote and p.startswith("s3://"))]
+        sizes = dict(zip(local_inputs, check_inputs(local_inputs), strict=True))
+        specs = resolve_specs(cfg, rating_max, negative_max)
+        out.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            (out / "dataset.h5").unlink()  # never leave an old dataset next to new json files
+        tmp = make_tmp(cfg.output)
+        job = JobSettings(
+            specs=specs,
+            rule=LabelRule.of(specs[0]),
+            stop=stopwords(cfg.keep_negations),
+            test_fraction=cfg.test_fraction,
+            max_line_bytes=cfg.max_line_bytes,
+            vocab_size=cfg.vocab_size,
+            seq_len=cfg.seq_len,
+            tmp=tmp,
+        )
+        total = sum(sizes.values())
+        progress = _ProgressEvents(emitter, total)
+        workers = cfg.workers or os.cpu_count() or 1
+        result = _run_runner(cfg, job, sizes, workers, progress, mrjob_args)
+        stats = _finish(cfg, job, result, start, workers, out, tmp)
+    except BaseException as exc:
+        if emitter:
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            emitter.emit(
+                "stage_end",
+                stage=STAGE,
+                status=status,
+                seconds=time.time() - start,
+                reason=str(exc)[:500],
+            )
+        raise
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if emitter:
+        emitter.emit("summary", stage=STAGE, **stats)
+        emitter.emit("stage_end", stage=STAGE, status="ok", seconds=stats["seconds"])
+    return stats
+
+
+def _run_runner(
+    cfg: PreprocessConfig,
+    job: JobSettings,
+    sizes: dict[str, int],
+    workers: int,
+    progress: _ProgressEvents,
+    mrjob_args: list[str] | None,
+) -> LocalResult:
+    if cfg.runner == "local":
+        tasks = plan_tasks(cfg.inputs, [sizes[p] for p in cfg.inputs], workers)
+        return run_local(tasks, job, min(workers, len(tasks)), progress)
+    if cfg.runner == "spark":
+        from engine.preprocess.run_spark import run_spark
+
+        tasks = plan_tasks(cfg.inputs, [sizes[p] for p in cfg.inputs], workers)
+        return run_spark(tasks, job, workers, progress)
+    from engine.preprocess.run_mrjob import run_mrjob
+
+    return run_mrjob(cfg, job, progress, mrjob_args or [])
+
+
+def _finish(
+    cfg: PreprocessConfig,
+    job: JobSettings,
+    result: LocalResult,
+    start: float,
+    workers: int,
+    out: Path,
+    tmp: str,
+) -> dict[str, Any]:
+    num_ids = len(result.vocab) + 2
+    dtype = token_dtype(num_ids)
+    vocab_doc = _vocab_doc(cfg, job, result.vocab)
+    vocab_bytes = json.dumps(vocab_doc, sort_keys=True).encode()
+    attrs = {
+        "vocab_size": len(result.vocab),
+        "num_ids": num_ids,
+        "seq_len": cfg.seq_len,
+        "pad_id": PAD_ID,
+        "unk_id": UNK_ID,
+        "format_version": FORMAT_VERSION,
+        "vocab_sha256": hashlib.sha256(vocab_bytes).hexdigest(),
+    }
+    tmp_h5 = os.path.join(tmp, "dataset.h5")
+    combine_parts(result.parts, tmp_h5, cfg.seq_len, dtype, attrs)
+    stats = build_stats(cfg, result, time.time() - start, workers)
+    write_json_atomic(out / "vocab.json", vocab_doc)
+    write_json_atomic(out / "stats.json", stats)
+    publish_dataset(tmp_h5, out / "dataset.h5")
+    return stats
+
+
+def _vocab_doc(cfg: PreprocessConfig, job: JobSettings, vocab: list[str]) -> dict[str, Any]:
+    """vocab.json: ids, and every setting needed to encode new raw text the same way."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "pad_id": PAD_ID,
+        "unk_id": UNK_ID,
+        "vocab_size": len(vocab),
+        "itos": ["<pad>", "<unk>", *vocab],
+        "settings": {
+            "seq_len": cfg.seq_len,
+            "vocab_size_requested": cfg.vocab_size,
+            "keep_negations": cfg.keep_negations,
+            "append_summary": cfg.append_summary,
+            "format": cfg.format,
+            "text_field": cfg.text_field,
+            "rating_field": cfg.rating_field,
+            "test_fraction": cfg.test_fraction,
+            "max_line_bytes": cfg.max_line_bytes,
+            "specs": [s.to_dict() for s in job.specs],
+            "stopwords": sorted(w.decode() for w in job.stop),
+        },
+    }
+
+
+def build_stats(
+    cfg: PreprocessConfig, result: LocalResult, seconds: float, workers: int
+) -> dict[str, Any]:
+    """stats.json content; asserts read = kept + skipped + duplicates."""
+    ms, rc = result.stats, result.counts
+    skipped = {reason: ms.skipped.get(reason, 0) for reason in SKIP_REASONS}
+    skipped["only_stopwords"] = rc.only_stopwords
+    kept = rc.train + rc.test
+    if ms.read != kept + sum(skipped.values()) + rc.duplicates:
+        raise AssertionError(
+            f"count mismatch: read {ms.read} != kept {kept} + skipped "
+            f"{sum(skipped.values())} + duplicates {rc.duplicates}"
+        )
+    lines_per_file = [0] * len(cfg.inputs)
+    for (file_index, _), n in ms.split_lines.items():
+        lines_per_file[file_index] += n
+    return {
+        "read": ms.read,
+        "kept": kept,
+        "skipped_total": sum(skipped.values()),
+        "skipped": skipped,
+        "skipped_examples": ms.example_lines(cfg.inputs),
+        "duplicates": rc.duplicates,
+        "distinct": rc.distinct,
+        "positive": rc.positive,
+        "negative": rc.negative,
+        "train": rc.train,
+        "test": rc.test,
+        "vocab_size": len(result.vocab),
+        "input_bytes": ms.input_bytes,
+        "seconds": round(seconds, 3),
+        "mb_per_s": round(ms.input_bytes / 1e6 / max(seconds, 1e-9), 3),
+        "runner": cfg.runner,
+        "workers": workers if cfg.runner == "local" else None,
+        "inputs": list(cfg.inputs),
+        "lines_per_file": lines_per_file,
+        "empty_files": [p for p, n in zip(cfg.inputs, lines_per_file, strict=True) if n == 0],
+    }

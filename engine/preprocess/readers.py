@@ -1,0 +1,236 @@
+"""Input files: open plain or gzip, split into line-aligned tasks, read in large blocks,
+detect the record format, and iterate parsed records (for eval/predict on new raw files)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, BinaryIO, cast
+
+from engine.errors import InputError
+from engine.preprocess.records import Record, RecordSpec, parse_line, parse_object
+
+if TYPE_CHECKING:
+    from engine.config import PreprocessConfig
+
+BLOCK_BYTES = 8 << 20
+"""Bytes read per block (blocks are split on newlines)."""
+GZIP_MAGIC = b"\x1f\x8b"
+
+KNOWN_LAYOUTS: list[tuple[frozenset[str], RecordSpec]] = [
+    (frozenset({"reviewText", "overall"}), RecordSpec()),
+    (
+        frozenset({"Text", "Score"}),
+        RecordSpec(format="jsonl", text_field="Text", rating_field="Score"),
+    ),
+    (
+        frozenset({"verified_reviews", "rating"}),
+        RecordSpec(format="jsonl", text_field="verified_reviews", rating_field="rating"),
+    ),
+    # IMDB (Maas et al. 2011): ratings 1-10; 1-4 negative, 7-10 positive (5-6 are not in the set).
+    (
+        frozenset({"text", "rating", "label"}),
+        RecordSpec(
+            format="jsonl", text_field="text", rating_field="rating", rating_max=10, negative_max=4
+        ),
+    ),
+    (
+        frozenset({"text", "rating"}),
+        RecordSpec(format="jsonl", text_field="text", rating_field="rating"),
+    ),
+]
+"""Field layouts recognised by format=auto, first match wins (McAuley 2014/2018, Fine Food,
+Alexa, IMDB, generic text/rating)."""
+
+SUMMARY_FIELDS = {"reviewText": "summary", "Text": "Summary"}
+
+
+@dataclass(frozen=True, slots=True)
+class MapTask:
+    """A line-aligned byte range of one input file (a whole file when gzip)."""
+
+    file_index: int
+    path: str
+    start: int
+    end: int
+    gzip: bool
+    split_no: int
+
+    @property
+    def nbytes(self) -> int:
+        """Input bytes this task covers (compressed size for gzip)."""
+        return self.end - self.start
+
+
+def check_inputs(paths: list[str]) -> list[int]:
+    """File sizes of the local inputs; raise InputError naming the first missing/unreadable."""
+    sizes = []
+    for path in paths:
+        if path.startswith("s3://"):
+            raise InputError(
+                f"{path}: s3:// inputs need --runner emr or hadoop",
+                hint="download the file, or run on EMR",
+            )
+        try:
+            with open(path, "rb") as fh:
+                fh.read(1)
+            sizes.append(os.path.getsize(path))
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise InputError(f"cannot read input {path}: {reason}") from None
+    return sizes
+
+
+def is_gzip(path: str) -> bool:
+    """True when the file starts with the gzip magic bytes."""
+    with open(path, "rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def open_binary(path: str) -> IO[bytes]:
+    """A binary stream of the file's content, decompressed when it is gzip."""
+    if is_gzip(path):
+        return cast(BinaryIO, gzip.open(path, "rb"))
+    return open(path, "rb")
+
+
+def plan_tasks(paths: list[str], sizes: list[int], workers: int) -> list[MapTask]:
+    """Split plain files into ranges (several per worker, 4-64 MiB), gzip files whole."""
+    total = sum(sizes)
+    target = min(64 << 20, max(4 << 20, total // max(1, workers * 4)))
+    tasks = []
+    for index, (path, size) in enumerate(zip(paths, sizes, strict=True)):
+        if is_gzip(path) or size <= target:
+            tasks.append(MapTask(index, path, 0, size, is_gzip(path), 0))
+            continue
+        for split_no, start in enumerate(range(0, size, target)):
+            tasks.append(MapTask(index, path, start, min(size, start + target), False, split_no))
+    return tasks
+
+
+def _skip_partial_line(stream: IO[bytes], start: int) -> int:
+    """Move to the first line that starts at or after `start`; return that offset."""
+    stream.seek(start - 1)
+    if stream.read(1) == b"\n":
+        return start
+    pos = start
+    while True:
+        chunk = stream.read(1 << 16)
+        if not chunk:
+            return pos
+        nl = chunk.find(b"\n")
+        if nl >= 0:
+            return pos + nl + 1
+        pos += len(chunk)
+
+
+def iter_task_blocks(
+    task: MapTask, max_line_bytes: int, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[list[bytes], list[int]]]:
+    """Lines of a task in blocks: (lines without newline, indexes of too-long lines in the
+    block, which are replaced by b"" and never held in memory)."""
+    if task.gzip:
+        with gzip.open(task.path, "rb") as gz:
+            yield from iter_line_blocks(cast(BinaryIO, gz), None, block_bytes, max_line_bytes)
+        return
+    with open(task.path, "rb", buffering=0) as stream:
+        start = task.start if task.start == 0 else _skip_partial_line(stream, task.start)
+        if start >= task.end and task.start > 0:
+            return
+        stream.seek(start)
+        yield from iter_line_blocks(stream, task.end - start, block_bytes, max_line_bytes)
+
+
+def iter_line_blocks(
+    stream: IO[bytes], limit: int | None, block_bytes: int, max_line_bytes: int
+) -> Iterator[tuple[list[bytes], list[int]]]:
+    """Complete lines of the lines starting in the next `limit` bytes (None: to the end)."""
+    carry = b""
+    dropping = False  # inside a line already known to be too long
+    consumed = 0
+    while True:
+        past = limit is not None and consumed >= limit
+        if past and not carry and not dropping:
+            return
+        want = block_bytes if limit is None or past else min(block_bytes, limit - consumed)
+        chunk = stream.read(want)
+        if not chunk:
+            if dropping or carry:
+                yield ([b""], [0]) if dropping else ([carry], [])
+            return
+        consumed += len(chunk)
+        cut = chunk.find(b"\n") if past else chunk.rfind(b"\n")
+        if cut < 0:
+            if not dropping:
+                carry += chunk
+                if len(carry) > max_line_bytes:
+                    dropping, carry = True, b""
+            continue
+        lines = chunk[:cut].split(b"\n")
+        too_long = []
+        if dropping:
+            lines[0], dropping = b"", False
+            too_long.append(0)
+        elif carry:
+            lines[0] = carry + lines[0]
+        carry = chunk[cut + 1 :]
+        yield lines, too_long
+        if past:
+            return
+
+
+def detect_spec(path: str, cfg: PreprocessConfig, probe_lines: int = 50) -> RecordSpec:
+    """The RecordSpec of a file: from cfg.format/text_field/rating_field, or detected from the
+    first parseable records when format is auto (raises InputError when nothing matches)."""
+    if cfg.format != "auto" or cfg.text_field or cfg.rating_field:
+        fmt = "jsonl" if cfg.format == "auto" else cfg.format
+        text_field = cfg.text_field or "reviewText"
+        base = RecordSpec(
+            format=fmt, text_field=text_field, rating_field=cfg.rating_field or "overall"
+        )
+        return _with_summary(base, cfg.append_summary)
+    keys_seen: set[str] = set()
+    with open_binary(path) as stream:
+        for n, raw in enumerate(stream):
+            if n >= probe_lines:
+                break
+            obj = parse_object(raw.rstrip(b"\r\n"), RecordSpec())
+            if isinstance(obj, str):
+                continue
+            keys = set(obj)
+            for fields, spec in KNOWN_LAYOUTS:
+                if fields <= keys:
+                    return _with_summary(spec, cfg.append_summary)
+            keys_seen |= keys
+    if not keys_seen:  # empty or entirely unreadable: every line will be counted as skipped
+        return _with_summary(RecordSpec(), cfg.append_summary)
+    raise InputError(
+        f"{path}: cannot tell the review text and rating fields apart "
+        f"(fields seen: {', '.join(sorted(keys_seen)[:12])})",
+        hint="pass --format jsonl --text-field NAME --rating-field NAME",
+    )
+
+
+def _with_summary(spec: RecordSpec, append_summary: bool) -> RecordSpec:
+    if not append_summary:
+        return spec
+    summary = SUMMARY_FIELDS.get(spec.text_field, "summary")
+    return RecordSpec(**{**spec.to_dict(), "summary_field": summary})
+
+
+def iter_records(
+    path: str, cfg: PreprocessConfig, spec: RecordSpec | None = None
+) -> Iterator[Record]:
+    """Record(text=cleaned text, rating, label) of each usable line of a local file, in file
+    order; bad lines are skipped silently (preprocess counts them). `spec` defaults to the one
+    detected from cfg; pass the spec recorded in vocab.json to reproduce a dataset's rules."""
+    check_inputs([path])
+    spec = spec or detect_spec(path, cfg)
+    task = MapTask(0, path, 0, os.path.getsize(path), is_gzip(path), 0)
+    for lines, _too_long in iter_task_blocks(task, cfg.max_line_bytes):
+        for line in lines:
+            parsed = parse_line(line, spec, cfg.max_line_bytes)
+            if not isinstance(parsed, str):
+                yield Record(parsed[0].decode(), parsed[1], spec.label(parsed[1]))

@@ -1,0 +1,110 @@
+"""Output files: HDF5 parts written by reducers, the combine step, and atomic JSON writes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from engine.preprocess.reduce import ReducedPart, encode_word_lists
+
+FORMAT_VERSION = 1
+"""Version of the dataset.h5 / vocab.json layout."""
+SPLITS = ("train", "test")
+CHUNK_BYTES = 1 << 20
+"""Target size of one tokens chunk (a block of whole rows)."""
+
+
+def write_part(
+    path: str | Path, part: ReducedPart, index: dict[bytes, int], seq_len: int, dtype: Any
+) -> dict[str, int]:
+    """Encode a reduced part and write it as an HDF5 part file; returns rows per split."""
+    sizes = {}
+    with h5py.File(path, "w") as h5:
+        for split, flag in (("train", 0), ("test", 1)):
+            rows = [r for r in part.rows if r[3] == flag]
+            tokens, lengths = encode_word_lists((r[4] for r in rows), index, seq_len, dtype)
+            group = h5.create_group(split)
+            group["tokens"] = tokens
+            group["labels"] = np.fromiter((r[2] for r in rows), dtype=np.uint8, count=len(rows))
+            group["lengths"] = lengths
+            sizes[split] = len(rows)
+    return sizes
+
+
+def _chunk_rows(seq_len: int, itemsize: int) -> int:
+    return max(1, CHUNK_BYTES // (seq_len * itemsize))
+
+
+def combine_parts(
+    parts: Sequence[str | Path],
+    out_path: str | Path,
+    seq_len: int,
+    dtype: Any,
+    attrs: dict[str, Any],
+) -> None:
+    """Concatenate part files (in the given order) into one chunked dataset file."""
+    totals = dict.fromkeys(SPLITS, 0)
+    for part in parts:
+        with h5py.File(part, "r") as h5:
+            for split in SPLITS:
+                totals[split] += h5[split]["labels"].shape[0]
+    rows_per_chunk = _chunk_rows(seq_len, np.dtype(dtype).itemsize)
+    with h5py.File(out_path, "w") as out:
+        for key, value in attrs.items():
+            out.attrs[key] = value
+        for split in SPLITS:
+            n = totals[split]
+            group = out.create_group(split)
+            chunk = max(1, min(rows_per_chunk, n))
+            group.create_dataset(
+                "tokens",
+                shape=(n, seq_len),
+                maxshape=(None, seq_len),
+                dtype=dtype,
+                chunks=(chunk, seq_len),
+            )
+            for name, kind in (("labels", np.uint8), ("lengths", np.int32)):
+                vec_chunk = max(1, min(n, 1 << 16))
+                group.create_dataset(
+                    name, shape=(n,), maxshape=(None,), dtype=kind, chunks=(vec_chunk,)
+                )
+            group.attrs["rows"] = n
+            at = 0
+            for part in parts:
+                with h5py.File(part, "r") as h5:
+                    src = h5[split]
+                    k = src["labels"].shape[0]
+                    if k:
+                        for name in ("tokens", "labels", "lengths"):
+                            group[name][at : at + k] = src[name][()]
+                    at += k
+
+
+def write_json_atomic(path: str | Path, data: Any) -> None:
+    """Write JSON to a temporary file in the same folder, fsync, then rename over `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def publish_dataset(tmp_h5: str | Path, final_h5: str | Path) -> None:
+    """fsync the finished dataset file and rename it into place (the last step of a run)."""
+    with open(tmp_h5, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp_h5, final_h5)
