@@ -59,7 +59,9 @@ class PreprocessConfig:
             "local|inline|spark|hadoop|emr",
             self.runner,
         )
-        _check(self.format in ("auto", "mcauley", "jsonl"), "format", "auto|mcauley|jsonl", self.format)
+        _check(
+            self.format in ("auto", "mcauley", "jsonl"), "format", "auto|mcauley|jsonl", self.format
+        )
 
 
 @dataclass(kw_only=True, slots=True)
@@ -90,7 +92,9 @@ class BalanceConfig:
         _check(0 <= self.hysteresis < 1, "balance.hysteresis", "0 <= h < 1", self.hysteresis)
         _check(0 < self.min_share < 1, "balance.min_share", "0 < m < 1", self.min_share)
         for rank, factor in self.straggle.items():
-            _check(rank >= 0 and factor >= 1, "balance.straggle", "RANK>=0:FACTOR>=1", (rank, factor))
+            _check(
+                rank >= 0 and factor >= 1, "balance.straggle", "RANK>=0:FACTOR>=1", (rank, factor)
+            )
 
 
 @dataclass(kw_only=True, slots=True)
@@ -157,6 +161,18 @@ class TrainConfig:
     """Use only the first N training samples (smoke runs, weak scaling)."""
     resume: bool = False
     """Continue from the latest checkpoint in run_dir."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """auto = CUDA device LOCAL_RANK when one is visible, else CPU."""
+    grad_sync: Literal["overlap", "separate"] = "overlap"
+    """overlap = DDP all-reduces buckets during backward (fastest); separate = backward under
+    no_sync() then one flat all-reduce, so forward+backward time is pure compute (balancer)."""
+    eval_batch_size: int = 1024
+    """Batch size of evaluation (per rank)."""
+    checkpoint_every_steps: int = 0
+    """Also checkpoint every N global steps (0 = off; deterministic, for tests)."""
+    events_file: bool = True
+    """Rank 0 appends every event to RUN_DIR/events.jsonl (turn off when a launcher already
+    records stdout into that file)."""
     balance: BalanceConfig = field(default_factory=BalanceConfig)
     """Load balancer."""
 
@@ -166,10 +182,34 @@ class TrainConfig:
         _check(self.lr > 0, "train.lr", "> 0", self.lr)
         _check(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
         _check(self.log_every >= 1, "train.log_every", ">= 1", self.log_every)
-        _check(self.checkpoint_every_min >= 0, "train.checkpoint_every_min", ">= 0",
-               self.checkpoint_every_min)
+        _check(self.eval_batch_size >= 1, "train.eval_batch_size", ">= 1", self.eval_batch_size)
+        _check(
+            self.checkpoint_every_steps >= 0,
+            "train.checkpoint_every_steps",
+            ">= 0",
+            self.checkpoint_every_steps,
+        )
+        _check(self.loader_workers >= 0, "train.loader_workers", ">= 0", self.loader_workers)
+        _check(self.threads is None or self.threads >= 1, "train.threads", ">= 1", self.threads)
+        _check(self.device in ("auto", "cpu", "cuda"), "train.device", "auto|cpu|cuda", self.device)
+        _check(
+            self.grad_sync in ("overlap", "separate"),
+            "train.grad_sync",
+            "overlap|separate",
+            self.grad_sync,
+        )
+        _check(
+            self.checkpoint_every_min >= 0,
+            "train.checkpoint_every_min",
+            ">= 0",
+            self.checkpoint_every_min,
+        )
         if isinstance(self.pos_weight, float | int):
             _check(self.pos_weight > 0, "train.pos_weight", "> 0, auto or none", self.pos_weight)
         else:
-            _check(self.pos_weight in ("auto", "none"), "train.pos_weight", "> 0, auto or none",
-                   self.pos_weight)
+            _check(
+                self.pos_weight in ("auto", "none"),
+                "train.pos_weight",
+                "> 0, auto or none",
+                self.pos_weight,
+            )

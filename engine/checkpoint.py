@@ -1,0 +1,94 @@
+"""Run-folder files: atomic checkpoints, summary.json, and what eval/predict need (rank 0 only).
+
+RUN_DIR layout::
+
+    events.jsonl          every event of the run (rank 0)
+    train_config.json     the resolved TrainConfig
+    model.json            the resolved ModelSpec (shape + vocabulary size)
+    vocab.json            copy of the dataset's vocabulary and preprocessing settings
+    checkpoints/latest.pt model, optimizer, progress, sampler plan, metrics so far
+    model.pt              final weights (state_dict of SentimentLSTM)
+    summary.json          final numbers
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.errors import TrainError
+
+CHECKPOINT = Path("checkpoints") / "latest.pt"
+MODEL_WEIGHTS = "model.pt"
+MODEL_SPEC = "model.json"
+VOCAB = "vocab.json"
+TRAIN_CONFIG = "train_config.json"
+SUMMARY = "summary.json"
+
+
+def _atomic_replace(path: Path, write: Any) -> None:
+    """Write via ``write(fh)`` to a temp file beside ``path``, fsync, then rename over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """Atomically write ``data`` as indented JSON."""
+    blob = (json.dumps(data, indent=2, sort_keys=False) + "\n").encode()
+    _atomic_replace(Path(path), lambda fh: fh.write(blob))
+
+
+def save_checkpoint(run_dir: str | Path, state: dict[str, Any]) -> Path:
+    """Atomically write ``state`` to RUN_DIR/checkpoints/latest.pt; return the path."""
+    path = Path(run_dir) / CHECKPOINT
+    _atomic_replace(path, lambda fh: torch.save(state, fh))
+    return path
+
+
+def load_checkpoint(run_dir: str | Path) -> dict[str, Any] | None:
+    """The latest checkpoint of ``run_dir``, or None when there is none."""
+    path = Path(run_dir) / CHECKPOINT
+    if not path.is_file():
+        return None
+    try:
+        state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError) as exc:
+        raise TrainError(
+            f"{path} cannot be read: {exc}", hint="delete it to start over, or restore a copy"
+        ) from exc
+    return state
+
+
+def save_weights(run_dir: str | Path, model_state: dict[str, Any]) -> Path:
+    """Atomically write the final weights to RUN_DIR/model.pt."""
+    path = Path(run_dir) / MODEL_WEIGHTS
+    _atomic_replace(path, lambda fh: torch.save(model_state, fh))
+    return path
+
+
+def prepare_run_dir(
+    run_dir: str | Path, data_dir: str | Path, *, spec: dict[str, Any], config: dict[str, Any]
+) -> None:
+    """Copy the vocabulary and write model.json / train_config.json so eval/predict stand alone."""
+    run = Path(run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    vocab = Path(data_dir) / VOCAB
+    if vocab.is_file():
+        shutil.copyfile(vocab, run / VOCAB)
+    write_json(run / MODEL_SPEC, spec)
+    write_json(run / TRAIN_CONFIG, config)

@@ -1,0 +1,387 @@
+"""Training data: chunk-aligned reads of dataset.h5, a per-rank plan sampler, batch loaders.
+
+Layout read here (written by ``engine.preprocess``): ``/train`` and ``/test`` groups, each with
+``tokens`` (N × L, uint16 or int32, right-padded with 0), ``labels`` (uint8 0/1) and ``lengths``;
+file attrs ``vocab_size``, ``seq_len``, ``pad_id``, ``unk_id``, ``format_version``.
+
+Each rank loads a split into memory with a few large reads aligned to the HDF5 chunks (never
+one read per sample), then draws batches by fancy indexing. The per-epoch sample order is a
+permutation that depends only on (seed, epoch); an :class:`EpochPlan` cuts it into per-rank
+shares (possibly unequal, from the load balancer) that all run the same number of steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+import h5py
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from engine.errors import DatasetError
+
+DATASET_FILE = "dataset.h5"
+VOCAB_FILE = "vocab.json"
+SUPPORTED_FORMAT_VERSIONS = (1,)
+_BLOCK_ROWS = 1 << 16
+"""Rows per read when loading a split (rounded to whole chunks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetInfo:
+    """Attributes and sizes of a dataset.h5."""
+
+    path: Path
+    vocab_size: int
+    """Embedding rows needed (ids 0..vocab_size-1)."""
+    seq_len: int
+    train_size: int
+    test_size: int
+    format_version: int
+
+
+class SplitArrays(NamedTuple):
+    """One split held in memory."""
+
+    tokens: np.ndarray  # (N, L) uint16/int32
+    labels: np.ndarray  # (N,) float32 0/1
+    lengths: np.ndarray  # (N,) int64
+
+
+class Batch(NamedTuple):
+    """One batch; ``lengths`` stays on the CPU (packing needs it there)."""
+
+    tokens: torch.Tensor  # (B, T) int32, T = longest length in the batch
+    lengths: torch.Tensor  # (B,) int64
+    labels: torch.Tensor  # (B,) float32
+
+
+def dataset_path(data_dir: str | Path) -> Path:
+    """The dataset.h5 inside ``data_dir`` (DatasetError when missing)."""
+    path = Path(data_dir) / DATASET_FILE
+    if not path.is_file():
+        raise DatasetError(f"{path} not found", hint="run `sentitop preprocess` first")
+    return path
+
+
+def read_info(data_dir: str | Path) -> DatasetInfo:
+    """Validate the layout of ``data_dir/dataset.h5`` and return its attributes and sizes."""
+    path = dataset_path(data_dir)
+    with h5py.File(path, "r") as fh:
+        for name in (
+            "train/tokens",
+            "train/labels",
+            "train/lengths",
+            "test/tokens",
+            "test/labels",
+            "test/lengths",
+        ):
+            if name not in fh:
+                raise DatasetError(
+                    f"{path}: dataset /{name} is missing",
+                    hint="re-run preprocessing into an empty folder",
+                )
+        version = int(fh.attrs.get("format_version", -1))
+        if version not in SUPPORTED_FORMAT_VERSIONS:
+            raise DatasetError(
+                f"{path}: format_version {version} is not supported "
+                f"(this sentitop reads {SUPPORTED_FORMAT_VERSIONS})"
+            )
+        # vocab_size counts words (ids 2..vocab_size+1; pad 0, unk 1): the table needs +2 rows.
+        return DatasetInfo(
+            path=path,
+            vocab_size=int(fh.attrs["vocab_size"]) + 2,
+            seq_len=int(fh["train/tokens"].shape[1]),
+            train_size=int(fh["train/labels"].shape[0]),
+            test_size=int(fh["test/labels"].shape[0]),
+            format_version=version,
+        )
+
+
+def _read_blocks(dset: h5py.Dataset, stop: int) -> np.ndarray:
+    """Rows [0, stop) of ``dset`` read in large chunk-aligned blocks into one array."""
+    out = np.empty((stop, *dset.shape[1:]), dtype=dset.dtype)
+    chunk_rows = dset.chunks[0] if dset.chunks else _BLOCK_ROWS
+    block = max(chunk_rows, (_BLOCK_ROWS // chunk_rows) * chunk_rows)
+    for start in range(0, stop, block):
+        end = min(stop, start + block)
+        dset.read_direct(out, np.s_[start:end], np.s_[start:end])
+    return out
+
+
+def load_split(data_dir: str | Path, split: str, limit: int | None = None) -> SplitArrays:
+    """The ``split`` ("train"/"test") of ``data_dir`` in memory (first ``limit`` rows if given)."""
+    path = dataset_path(data_dir)
+    with h5py.File(path, "r") as fh:
+        group = fh[split]
+        n = int(group["labels"].shape[0])
+        stop = n if limit is None else min(n, limit)
+        tokens = _read_blocks(group["tokens"], stop)
+        labels = _read_blocks(group["labels"], stop).astype(np.float32)
+        lengths = _read_blocks(group["lengths"], stop).astype(np.int64)
+    if tokens.dtype not in (np.uint16, np.int32, np.int64):
+        raise DatasetError(
+            f"{path}: /{split}/tokens has dtype {tokens.dtype}; expected uint16 or int32"
+        )
+    return SplitArrays(tokens, labels, lengths)
+
+
+def gather_batch(arrays: SplitArrays, index: np.ndarray) -> Batch:
+    """The rows ``index`` of ``arrays`` as tensors, tokens trimmed to the longest length."""
+    lengths = arrays.lengths[index]
+    width = int(min(arrays.tokens.shape[1], max(1, int(lengths.max(initial=1)))))
+    tokens = arrays.tokens[index, :width].astype(np.int32, copy=False)
+    return Batch(
+        torch.from_numpy(tokens), torch.from_numpy(lengths), torch.from_numpy(arrays.labels[index])
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Plans and the sampler
+
+
+class StepPlan(Protocol):
+    """A cut of permutation positions ``start .. start + n - 1`` into equal-step rank shares.
+
+    :class:`EpochPlan` is the even split; ``engine.balancer.SplitPlan`` (speed-proportional
+    shares) satisfies the same protocol. Every rank must hold an identical plan.
+    """
+
+    @property
+    def start(self) -> int:
+        """First position of the epoch permutation covered."""
+
+    @property
+    def n(self) -> int:
+        """Positions covered (each exactly once)."""
+
+    @property
+    def steps(self) -> int:
+        """Steps of this plan, the same on every rank."""
+
+    @property
+    def world(self) -> int:
+        """Number of ranks."""
+
+    def local_range(self, rank: int, step: int) -> tuple[int, int]:
+        """Permutation positions [lo, hi) of ``rank`` at ``step`` (non-empty)."""
+
+    def step_global(self, step: int) -> int:
+        """Samples over all ranks at ``step``."""
+
+
+@dataclass(frozen=True, slots=True)
+class EpochPlan:
+    """Per-rank sample counts and batch sizes covering positions [start, start + sum(counts)).
+
+    Rank r owns the contiguous slice of ``counts[r]`` positions after the ranks before it.
+    Every rank runs ``steps = max_r ceil(counts[r] / batch_sizes[r])`` steps and spreads its
+    samples evenly over them (its step sizes differ by at most one and never exceed its batch
+    size), so all ranks meet at every all-reduce and no sample is dropped or repeated.
+    """
+
+    counts: tuple[int, ...]
+    batch_sizes: tuple[int, ...]
+    start: int = 0
+
+    def __post_init__(self) -> None:
+        if len(self.counts) != len(self.batch_sizes) or not self.counts:
+            raise ValueError(f"plan needs one count and one batch size per rank: {self}")
+        if min(self.batch_sizes) < 1:
+            raise ValueError(f"every batch size must be >= 1: {self.batch_sizes}")
+        if min(self.counts) < self.steps:
+            raise ValueError(
+                f"every rank needs >= {self.steps} samples (one per step): {self.counts}"
+            )
+
+    @property
+    def world(self) -> int:
+        """Number of ranks."""
+        return len(self.counts)
+
+    @property
+    def n(self) -> int:
+        """Samples covered by the plan."""
+        return sum(self.counts)
+
+    @property
+    def steps(self) -> int:
+        """Steps every rank runs."""
+        return max(math.ceil(c / b) for c, b in zip(self.counts, self.batch_sizes, strict=True))
+
+    def local_range(self, rank: int, step: int) -> tuple[int, int]:
+        """Permutation positions [lo, hi) of ``rank`` at ``step``."""
+        if not 0 <= step < self.steps:
+            raise IndexError(f"step {step} outside 0..{self.steps - 1}")
+        count, steps = self.counts[rank], self.steps
+        base = self.start + sum(self.counts[:rank])
+        return base + (step * count) // steps, base + ((step + 1) * count) // steps
+
+    def local_size(self, rank: int, step: int) -> int:
+        """Samples of ``rank`` at ``step``."""
+        lo, hi = self.local_range(rank, step)
+        return hi - lo
+
+    def step_global(self, step: int) -> int:
+        """Samples over all ranks at ``step``."""
+        return sum(self.local_size(r, step) for r in range(self.world))
+
+
+def even_plan(num_samples: int, world: int, global_batch: int, start: int = 0) -> EpochPlan:
+    """Equal shares (±1 sample) of positions [start, start + num_samples) for ``world`` ranks.
+
+    Per-rank batches are about ``global_batch / world``; no sample is lost.
+    """
+    if num_samples < world:
+        raise DatasetError(
+            f"{num_samples} training samples cannot feed {world} ranks",
+            hint="use fewer processes or more data",
+        )
+    per_rank_batch = max(1, global_batch // world)
+    counts = tuple(num_samples // world + (r < num_samples % world) for r in range(world))
+    steps = min(min(counts), max(1, math.ceil(num_samples / (per_rank_batch * world))))
+    return EpochPlan(counts, tuple(math.ceil(c / steps) for c in counts), start)
+
+
+def epoch_permutation(num_samples: int, seed: int, epoch: int) -> np.ndarray:
+    """The global sample order of ``epoch``: a function of (seed, epoch) only."""
+    return np.random.default_rng([seed, epoch]).permutation(num_samples)
+
+
+class PlanSampler:
+    """This rank's batch indices: epoch permutation → a sequence of plans → steps.
+
+    Needs no communication: every rank computes the same permutation and plans. An epoch is
+    one plan covering every sample, or several consecutive plans (the load balancer re-plans
+    every K steps); each plan starts where the previous one ended.
+    """
+
+    def __init__(self, num_samples: int, seed: int, rank: int) -> None:
+        self.num_samples = num_samples
+        self.seed = seed
+        self.rank = rank
+        self.epoch = -1
+        self.plans: list[StepPlan] = []
+        self._first_steps: list[int] = []
+        self._order = np.empty(0, dtype=np.int64)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch``: new permutation, no plan yet."""
+        self.epoch = epoch
+        self._order = epoch_permutation(self.num_samples, self.seed, epoch)
+        self.plans, self._first_steps = [], []
+
+    def add_plan(self, plan: StepPlan) -> None:
+        """Append the plan covering the next positions of the epoch."""
+        if plan.start != self.covered:
+            raise ValueError(f"plan starts at position {plan.start}, expected {self.covered}")
+        if plan.start + plan.n > self.num_samples:
+            raise ValueError(
+                f"plan covers positions up to {plan.start + plan.n}, epoch has {self.num_samples}"
+            )
+        self._first_steps.append(self.steps)
+        self.plans.append(plan)
+
+    @property
+    def covered(self) -> int:
+        """Positions of the epoch covered by the plans so far."""
+        return self.plans[-1].start + self.plans[-1].n if self.plans else 0
+
+    @property
+    def steps(self) -> int:
+        """Steps of the plans so far."""
+        return self._first_steps[-1] + self.plans[-1].steps if self.plans else 0
+
+    def plan_at(self, step: int) -> tuple[StepPlan, int]:
+        """The plan in force at epoch step ``step`` and the step's index inside it."""
+        for first, plan in zip(reversed(self._first_steps), reversed(self.plans), strict=True):
+            if step >= first:
+                return plan, step - first
+        raise IndexError(f"step {step} has no plan")
+
+    def indices(self, step: int, rank: int | None = None) -> np.ndarray:
+        """Sample ids of ``rank`` (default: this rank) at epoch step ``step``."""
+        plan, local = self.plan_at(step)
+        lo, hi = plan.local_range(self.rank if rank is None else rank, local)
+        return self._order[lo:hi]
+
+    def loss_scale(self, step: int) -> float:
+        """b_i·W/B of this rank at ``step``: DDP's gradient mean then equals the global mean."""
+        plan, local = self.plan_at(step)
+        lo, hi = plan.local_range(self.rank, local)
+        return (hi - lo) * plan.world / plan.step_global(local)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The epoch and its plans (plain picklable objects) for a checkpoint."""
+        return {"epoch": self.epoch, "plans": list(self.plans)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Rebuild the epoch order saved by :meth:`state_dict`."""
+        self.set_epoch(int(state["epoch"]))
+        for plan in state["plans"]:
+            self.add_plan(plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loaders
+
+
+class _StepBatches(Dataset[Batch]):
+    """Item i = this rank's batch at step ``first_step + i`` (one fancy-index gather)."""
+
+    def __init__(self, arrays: SplitArrays, sampler: PlanSampler, first: int, stop: int) -> None:
+        self.arrays = arrays
+        self.sampler = sampler
+        self.first_step = first
+        self.stop = stop
+
+    def __len__(self) -> int:
+        return self.stop - self.first_step
+
+    def __getitem__(self, i: int) -> Batch:
+        return gather_batch(self.arrays, self.sampler.indices(self.first_step + i))
+
+
+def train_loader(
+    arrays: SplitArrays,
+    sampler: PlanSampler,
+    first_step: int,
+    stop_step: int,
+    *,
+    workers: int = 0,
+    pin_memory: bool = False,
+) -> DataLoader[Batch]:
+    """This rank's batches of epoch steps [first_step, stop_step) (resume skips steps)."""
+    batches = _StepBatches(arrays, sampler, first_step, stop_step)
+    return DataLoader(
+        batches, batch_size=None, shuffle=False, num_workers=workers, pin_memory=pin_memory
+    )
+
+
+def shard_bounds(num_samples: int, rank: int, world: int) -> tuple[int, int]:
+    """[start, end) of rank's contiguous evaluation shard (sizes differ by at most one)."""
+    return (rank * num_samples) // world, ((rank + 1) * num_samples) // world
+
+
+def eval_batches(arrays: SplitArrays, start: int, end: int, batch_size: int) -> list[Batch]:
+    """The rows [start, end) in order as batches (built once, reused every evaluation)."""
+    batches = []
+    for lo in range(start, end, batch_size):
+        index = np.arange(lo, min(end, lo + batch_size))
+        batches.append(gather_batch(arrays, index))
+    return batches
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    """Copy tokens and labels to ``device`` (non-blocking from pinned memory on CUDA)."""
+    if device.type == "cpu":
+        return batch
+    return Batch(
+        batch.tokens.to(device, non_blocking=True),
+        batch.lengths,
+        batch.labels.to(device, non_blocking=True),
+    )

@@ -1,0 +1,201 @@
+"""Start N local training ranks, stream their output, and stop them all when one fails.
+
+Each rank is ``python -m engine.train --config RUN_DIR/train_config.json`` with the same
+environment torchrun gives (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT), so one trainer serves both. We supervise the processes ourselves rather than
+through torchrun's elastic agent to report exactly which rank failed and to stop the others
+within a couple of seconds. Each rank runs in its own session so its loader workers die with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from engine.config import TrainConfig
+from engine.errors import LaunchError
+
+LineHandler = Callable[[int, str, str], None]
+"""Called with (rank, "stdout"|"stderr", line without newline) for every output line."""
+
+_POLL_S = 0.05
+_TAIL = 30
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1 (for the rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def rank_environ(
+    rank: int, nproc: int, port: int, threads: int, base: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The torchrun-style environment of local rank ``rank`` of ``nproc``."""
+    env = dict(os.environ if base is None else base)
+    env.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(nproc),
+        LOCAL_WORLD_SIZE=str(nproc),
+        GROUP_RANK="0",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS=str(threads),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def _default_handler(rank: int, stream: str, line: str) -> None:
+    if stream == "stdout":
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    else:
+        sys.stderr.write(f"[rank {rank}] {line}\n")
+        sys.stderr.flush()
+
+
+@dataclass(slots=True)
+class _Rank:
+    rank: int
+    proc: subprocess.Popen[bytes]
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=_TAIL))
+    readers: list[threading.Thread] = field(default_factory=list)
+
+
+def _pump(r: _Rank, stream: IO[bytes], name: str, on_line: LineHandler) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        if name == "stderr":
+            r.tail.append(line)
+        on_line(r.rank, name, line)
+    stream.close()
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _stop(ranks: Sequence[_Rank], grace_s: float) -> None:
+    """SIGTERM every live rank's session, then SIGKILL what is left after ``grace_s``."""
+    live = [r for r in ranks if r.proc.poll() is None]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for r in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(r.proc.pid, sig)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and any(r.proc.poll() is None for r in live):
+            time.sleep(_POLL_S)
+        live = [r for r in live if r.proc.poll() is None]
+        if not live:
+            return
+
+
+def launch_local(
+    cfg: TrainConfig,
+    nproc: int,
+    *,
+    on_line: LineHandler | None = None,
+    threads: int | None = None,
+    python: str = sys.executable,
+    grace_s: float = 3.0,
+    env: dict[str, str] | None = None,
+) -> None:
+    """Train with ``nproc`` local ranks; returns when all finished, raises LaunchError otherwise.
+
+    The config is written to RUN_DIR/train_config.json and read by every rank. ``threads`` is
+    torch threads per rank (default: cores // nproc). When a rank fails the others are stopped
+    (SIGTERM, SIGKILL after ``grace_s``) and the error names the rank and its last stderr lines.
+    """
+    from engine.train import default_threads
+    from engine.trainer import config_to_dict
+
+    if nproc < 1:
+        raise LaunchError(f"--nproc = {nproc} must be >= 1")
+    handler = on_line or _default_handler
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run_dir / "train_config.json"
+    from engine.checkpoint import write_json
+
+    write_json(config_path, config_to_dict(cfg))
+    per_rank = threads or cfg.threads or default_threads(nproc)
+    port = free_port()
+    ranks: list[_Rank] = []
+    try:
+        for rank in range(nproc):
+            cmd = [
+                python,
+                "-m",
+                "engine.train",
+                "--config",
+                str(config_path),
+                "--threads",
+                str(per_rank),
+            ]
+            proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=rank_environ(rank, nproc, port, per_rank, env),
+                start_new_session=True,
+            )
+            r = _Rank(rank, proc)
+            for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
+                assert stream is not None
+                t = threading.Thread(target=_pump, args=(r, stream, name, handler), daemon=True)
+                t.start()
+                r.readers.append(t)
+            ranks.append(r)
+            handler(rank, "stderr", f"launch: rank {rank} pid {proc.pid}")
+        failed = _supervise(ranks)
+        if failed is not None:
+            _stop(ranks, grace_s)
+            _join(ranks)
+            tail = "\n".join(failed.tail) or "(no stderr)"
+            code = failed.proc.returncode
+            raise LaunchError(
+                f"rank {failed.rank} (pid {failed.proc.pid}) failed: {_describe(code)}; "
+                f"stopped the other {nproc - 1} rank(s)",
+                hint=f"last lines of rank {failed.rank}:\n{tail}",
+            )
+        _join(ranks)
+    except BaseException:
+        _stop(ranks, grace_s)
+        raise
+
+
+def _supervise(ranks: Sequence[_Rank]) -> _Rank | None:
+    """Wait until every rank exited 0 (None) or one failed (that rank, the first seen)."""
+    while True:
+        codes = [(r, r.proc.poll()) for r in ranks]
+        failed = [r for r, code in codes if code not in (None, 0)]
+        if failed:  # a rank killed by a signal is the cause; peers then fail in collectives
+            return min(failed, key=lambda r: (r.proc.returncode >= 0, r.rank))
+        if all(code == 0 for _, code in codes):
+            return None
+        time.sleep(_POLL_S)
+
+
+def _join(ranks: Sequence[_Rank]) -> None:
+    for r in ranks:
+        for t in r.readers:
+            t.join(timeout=5)

@@ -1,0 +1,115 @@
+"""LSTM sentiment classifier: embedding → LSTM over packed sequences → two FC layers → one logit."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+from engine.config import ModelConfig
+from engine.errors import ConfigError
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class ModelSpec:
+    """A fully resolved model shape (preset + overrides + the dataset's vocabulary)."""
+
+    vocab_size: int
+    """Rows of the embedding table (ids 0..vocab_size-1; 0 = padding)."""
+    embedding_dim: int
+    hidden: int
+    layers: int
+    bidirectional: bool
+    dropout: float
+    fc_hidden: int
+    """Width of the first fully connected layer of the head."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (stored in checkpoints and RUN_DIR/model.json)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**data)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The old system's model: embedding 100, 2-layer LSTM hidden 32, two FC layers.
+    "seed": dict(
+        embedding_dim=100, hidden=32, layers=2, bidirectional=False, dropout=0.0, fc_hidden=32
+    ),
+    # Measured stronger on the real Amazon files (BENCHMARKS.md "Training"): one bidirectional
+    # layer sees both ends of long reviews; light dropout.
+    "default": dict(
+        embedding_dim=100, hidden=64, layers=1, bidirectional=True, dropout=0.2, fc_hidden=64
+    ),
+}
+
+
+def resolve_spec(cfg: ModelConfig, vocab_size: int) -> ModelSpec:
+    """The preset of ``cfg`` with its overrides applied, sized for ``vocab_size`` ids."""
+    if cfg.preset not in PRESETS:
+        raise ConfigError(
+            f"model.preset = {cfg.preset!r} is not allowed; expected one of {', '.join(PRESETS)}"
+        )
+    values = dict(PRESETS[cfg.preset])
+    for name in ("embedding_dim", "hidden", "layers", "bidirectional", "dropout"):
+        override = getattr(cfg, name)
+        if override is not None:
+            values[name] = override
+    spec = ModelSpec(vocab_size=vocab_size, **values)
+    for name in ("vocab_size", "embedding_dim", "hidden", "layers", "fc_hidden"):
+        if getattr(spec, name) < 1:
+            raise ConfigError(f"model.{name} = {getattr(spec, name)} must be >= 1")
+    if not 0.0 <= spec.dropout < 1.0:
+        raise ConfigError(f"model.dropout = {spec.dropout} must be in [0, 1)")
+    return spec
+
+
+class SentimentLSTM(nn.Module):
+    """Binary sentiment classifier; padding is skipped by packing sequences with their lengths."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.spec = spec
+        directions = 2 if spec.bidirectional else 1
+        self.embedding = nn.Embedding(spec.vocab_size, spec.embedding_dim, padding_idx=0)
+        self.lstm = nn.LSTM(
+            spec.embedding_dim,
+            spec.hidden,
+            num_layers=spec.layers,
+            batch_first=True,
+            bidirectional=spec.bidirectional,
+            dropout=spec.dropout if spec.layers > 1 else 0.0,
+        )
+        self.head = nn.Sequential(
+            nn.Dropout(spec.dropout),
+            nn.Linear(spec.hidden * directions, spec.fc_hidden),
+            nn.ReLU(),
+            nn.Linear(spec.fc_hidden, 1),
+        )
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Logits (B,) for right-padded token ids (B, T) with true lengths (B,) (on the CPU)."""
+        lengths = lengths.clamp(min=1, max=tokens.shape[1])  # empty texts read one pad token
+        emb = self.embedding(tokens)  # (B, T, E)
+        packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        _, (h_n, _) = self.lstm(packed)  # h_n: (layers * directions, B, H), in input order
+        # last: (B, H), or (B, 2H) = [forward at the end, backward at the start]
+        last = torch.cat([h_n[-2], h_n[-1]], dim=1) if self.spec.bidirectional else h_n[-1]
+        logits: torch.Tensor = self.head(last).squeeze(1)  # (B,)
+        return logits
+
+
+def build_model(spec: ModelSpec) -> SentimentLSTM:
+    """A freshly initialised model for ``spec`` (seed torch first for reproducibility)."""
+    return SentimentLSTM(spec)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,597 @@
+"""The training loop: one process or DDP across ranks; plans, events, evaluation, checkpoints.
+
+Run it through ``python -m engine.train`` (standalone, under torchrun, or from
+``engine.launch``). The loop reads top to bottom in :meth:`Trainer.fit`; the load balancer
+plugs in through :class:`TrainHooks` (per-plan sample split, per-step timings, per-plan
+gathered measurements).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from engine import checkpoint as ckpt
+from engine.config import TrainConfig
+from engine.data import (
+    Batch,
+    PlanSampler,
+    StepPlan,
+    eval_batches,
+    even_plan,
+    load_split,
+    read_info,
+    shard_bounds,
+    to_device,
+    train_loader,
+)
+from engine.errors import TrainError
+from engine.events import Emitter
+from engine.metrics import Confusion, ThresholdClock
+from engine.model import ModelSpec, SentimentLSTM, build_model, count_parameters, resolve_spec
+
+PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt")
+"""Per-step phases timed on every rank (plus ``eval`` per epoch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DistEnv:
+    """Where this process sits: from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK...)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    local_world: int = 1
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @classmethod
+    def from_environ(cls, device: str = "auto") -> DistEnv:
+        """Read the torchrun variables; CUDA device ``LOCAL_RANK`` when available and wanted."""
+        env = os.environ
+        local_rank = int(env.get("LOCAL_RANK", "0"))
+        use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+        if use_cuda and not torch.cuda.is_available():
+            raise TrainError(
+                "device = cuda but no CUDA device is visible",
+                hint="use --device cpu or check the driver",
+            )
+        dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+        return cls(
+            rank=int(env.get("RANK", "0")),
+            world=int(env.get("WORLD_SIZE", "1")),
+            local_rank=local_rank,
+            local_world=int(env.get("LOCAL_WORLD_SIZE", "1")),
+            device=dev,
+        )
+
+
+@dataclass(slots=True)
+class StepTiming:
+    """Seconds of one step on this rank (CUDA work is synchronised at each boundary)."""
+
+    epoch: int
+    step: int
+    samples: int
+    data: float = 0.0
+    h2d: float = 0.0
+    forward: float = 0.0
+    backward: float = 0.0
+    allreduce_opt: float = 0.0
+    loss: float = 0.0
+
+    @property
+    def compute(self) -> float:
+        """Forward + backward seconds (what the balancer divides by the samples)."""
+        return self.forward + self.backward
+
+
+@dataclass(slots=True)
+class HookContext:
+    """What hooks may read: the run's shape and its event emitter."""
+
+    cfg: TrainConfig
+    rank: int
+    world: int
+    num_samples: int
+    global_batch: int
+    emitter: Emitter
+
+
+class TrainHooks:
+    """Seams for the load balancer. The defaults give the even split and do nothing else.
+
+    Every rank calls every hook with identical arguments except ``after_compute``, so plans
+    computed from the gathered windows agree without more communication.
+    """
+
+    def setup(self, ctx: HookContext) -> None:
+        """Called once before training."""
+        self.ctx = ctx
+
+    def next_plan(self, epoch: int, start: int) -> StepPlan:
+        """The plan covering epoch positions from ``start`` (to the end or a chunk of steps)."""
+        c = self.ctx
+        return even_plan(c.num_samples - start, c.world, c.global_batch, start)
+
+    def after_compute(self, timing: StepTiming) -> None:
+        """After forward+backward, before gradient sync (may sleep: straggler injection)."""
+
+    def end_plan(self, epoch: int, plan: StepPlan, windows: list[dict[str, float]]) -> None:
+        """After a plan's steps; ``windows[r]`` = rank r's samples/compute/forward/allreduce
+        seconds over them (gathered from every rank)."""
+
+    def summary(self) -> dict[str, Any]:
+        """Extra keys for summary.json (the balancer's split and advice)."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Saved in checkpoints."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restored on resume."""
+
+
+class _Clock:
+    """Lap timer that waits for queued CUDA work so phases are attributed correctly."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.last = time.perf_counter()
+
+    def lap(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        seconds, self.last = now - self.last, now
+        return seconds
+
+
+class Trainer:
+    """Trains one model on this rank's share; rank 0 writes events, checkpoints and summary."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        *,
+        emitter: Emitter | None = None,
+        hooks: TrainHooks | None = None,
+        env: DistEnv | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.env = env or DistEnv.from_environ(cfg.device)
+        self.emitter = emitter or Emitter()
+        self.hooks = hooks or TrainHooks()
+        self.main = self.env.rank == 0
+        self.device = self.env.device
+        # progress (restored by --resume)
+        self.epoch = 0
+        self.resume_step = 0
+        """Steps of ``self.epoch`` already done (mid-epoch resume skips them)."""
+        self.global_step = 0
+        self.samples_seen = 0
+        self.train_seconds = 0.0
+        self.prior_wall_s = 0.0
+        """Wall seconds of earlier sessions of this run."""
+        self.eval_seconds = 0.0
+        self.history: list[dict[str, Any]] = []
+        self.last_test: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ the loop, top to bottom
+    def fit(self) -> dict[str, Any]:
+        """Train ``cfg.epochs`` epochs (continuing a checkpoint if asked); return the summary."""
+        self._setup()
+        for epoch in range(self.epoch, self.cfg.epochs):
+            self.epoch = epoch
+            train = self._train_epoch(epoch)
+            last = epoch == self.cfg.epochs - 1
+            test = self._evaluate() if last or (epoch + 1) % self.cfg.eval_every == 0 else None
+            train["eval"] = self.eval_seconds if test else 0.0
+            self._end_epoch(epoch, self._gather(train), test)
+        return self._finish()
+
+    def _train_epoch(self, epoch: int) -> dict[str, float]:
+        """Run every step of ``epoch`` (from the resumed step); return this rank's totals."""
+        sampler, step = self.sampler, self.resume_step
+        if step == 0:
+            sampler.set_epoch(epoch)
+        self.resume_step = 0
+        totals = dict.fromkeys((*PHASES, "loss_sum", "samples", "steps"), 0.0)
+        start = time.perf_counter()
+        while step < sampler.steps or sampler.covered < self.n_train:
+            if step == sampler.steps:
+                sampler.add_plan(self.hooks.next_plan(epoch, sampler.covered))
+            plan_first, window = (
+                step,
+                dict.fromkeys(("samples", "compute", "forward", "allreduce_opt", "data"), 0.0),
+            )
+            for batch, data_s in self._batches(step, sampler.steps):
+                timing = self._train_step(epoch, step, batch, data_s)
+                self._account(timing, totals, window)
+                step += 1
+                self.global_step += 1
+                self._after_step(epoch, step, timing, start)
+            plan, _ = sampler.plan_at(plan_first)
+            self.hooks.end_plan(epoch, plan, self._gather(window))
+        totals["seconds"] = time.perf_counter() - start
+        return totals
+
+    def _train_step(self, epoch: int, step: int, batch: Batch, data_s: float) -> StepTiming:
+        """One optimisation step; the loss is scaled by b_i·W/B so the gradient is exact."""
+        clock = _Clock(self.device)
+        timing = StepTiming(epoch, step, len(batch.labels), data=data_s)
+        batch = to_device(batch, self.device)
+        timing.h2d = clock.lap()
+        self._set_lr()
+        torch.manual_seed(hash((self.cfg.seed, self.env.rank, self.global_step)) & 0x7FFFFFFF)
+        with self._sync_context():
+            with self._autocast():
+                logits = self.ddp(batch.tokens, batch.lengths)  # (B,)
+            loss = self.criterion(logits.float(), batch.labels)
+            timing.forward = clock.lap()
+            (loss * self.sampler.loss_scale(step)).backward()
+            timing.backward = clock.lap()
+            self.hooks.after_compute(timing)  # may sleep (straggler): counted as backward
+            timing.backward += clock.lap()
+        if self.cfg.grad_sync == "separate":
+            self._allreduce_grads()
+        if self.cfg.clip_grad_norm > 0:
+            nn.utils.clip_grad_norm_(self.params, self.cfg.clip_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        timing.loss = float(loss.item())
+        timing.allreduce_opt = clock.lap()
+        return timing
+
+    def _end_epoch(
+        self, epoch: int, ranks: list[dict[str, float]], test: dict[str, Any] | None
+    ) -> None:
+        """Per-epoch events (phases of every rank, metrics), history and the checkpoint."""
+        samples = sum(r["samples"] for r in ranks)
+        seconds = max(r["seconds"] for r in ranks)
+        record = {
+            "epoch": epoch,
+            "train_loss": sum(r["loss_sum"] for r in ranks) / max(1.0, samples),
+            "test_loss": test["loss"] if test else None,
+            **{k: (test[k] if test else None) for k in ("accuracy", "precision", "recall", "f1")},
+            "seconds": seconds,
+            "samples_per_s": samples / seconds if seconds > 0 else 0.0,
+        }
+        self.history.append(record)
+        self.train_seconds += seconds
+        self.samples_seen += int(samples)
+        self.last_test = test or self.last_test
+        if self.main:
+            for rank, r in enumerate(ranks):
+                self.emitter.emit(
+                    "phase",
+                    rank=rank,
+                    epoch=epoch,
+                    **{k: r[k] for k in PHASES},
+                    eval=r["eval"],
+                    steps=int(r["steps"]),
+                    samples=int(r["samples"]),
+                )
+            self.emitter.emit("epoch", **record)
+            self._save_checkpoint(epoch + 1, 0)
+
+    # ------------------------------------------------------------------ setup
+    def _setup(self) -> None:
+        cfg, env = self.cfg, self.env
+        self.wall_start = time.time()
+        info = read_info(cfg.data_dir)
+        self.train_arrays = load_split(cfg.data_dir, "train", cfg.max_train_samples)
+        self.test_arrays = load_split(cfg.data_dir, "test")
+        self.n_train = len(self.train_arrays.labels)
+        self.spec: ModelSpec = resolve_spec(cfg.model, info.vocab_size)
+        torch.manual_seed(cfg.seed)
+        self.model: SentimentLSTM = build_model(self.spec).to(self.device)
+        self.params = list(self.model.parameters())
+        self.ddp: nn.Module = self.model
+        if env.world > 1:
+            ids = [env.local_rank] if self.device.type == "cuda" else None
+            self.ddp = DDP(self.model, device_ids=ids, gradient_as_bucket_view=True)
+        self.pos_weight = self._pos_weight()
+        pw = torch.tensor([self.pos_weight], device=self.device) if self.pos_weight else None
+        self.criterion = nn.BCEWithLogitsLoss(pos_weight=pw)
+        self.eval_criterion = nn.BCEWithLogitsLoss(pos_weight=pw, reduction="sum")
+        self.base_lr = cfg.lr * cfg.batch_size / cfg.lr_reference_batch
+        opt_cls = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.SGD
+        self.optimizer = opt_cls(self.params, lr=self.base_lr)
+        self.sampler = PlanSampler(self.n_train, cfg.seed, env.rank)
+        self.hooks.setup(
+            HookContext(
+                cfg=cfg,
+                rank=env.rank,
+                world=env.world,
+                num_samples=self.n_train,
+                global_batch=cfg.batch_size,
+                emitter=self.emitter,
+            )
+        )
+        lo, hi = shard_bounds(len(self.test_arrays.labels), env.rank, env.world)
+        self.eval_set = [
+            to_device(b, self.device)  # copied to the device once for the run
+            for b in eval_batches(self.test_arrays, lo, hi, cfg.eval_batch_size)
+        ]
+        self.clock = ThresholdClock(cfg.loss_threshold)
+        self.last_checkpoint = time.monotonic()
+        self.last_log, self.samples_since_log = time.perf_counter(), 0
+        if cfg.resume:
+            self._resume()
+        if self.main:
+            ckpt.prepare_run_dir(
+                cfg.run_dir, cfg.data_dir, spec=self.spec.to_dict(), config=config_to_dict(cfg)
+            )
+            self.emitter.emit(
+                "stage_start",
+                stage="train",
+                world_size=env.world,
+                device=str(self.device),
+                n_train=self.n_train,
+                n_test=len(self.test_arrays.labels),
+                params=count_parameters(self.model),
+                spec=self.spec.to_dict(),
+                global_batch=cfg.batch_size,
+                lr=self.base_lr,
+                pos_weight=self.pos_weight,
+                resumed_epoch=self.epoch,
+                resumed_step=self.resume_step,
+                threads=torch.get_num_threads(),
+            )
+
+    def _pos_weight(self) -> float | None:
+        pw = self.cfg.pos_weight
+        if pw == "none":
+            return None
+        if pw == "auto":
+            positives = float(self.train_arrays.labels.sum())
+            negatives = self.n_train - positives
+            return negatives / positives if positives and negatives else None
+        return float(pw)
+
+    # ------------------------------------------------------------------ step helpers
+    def _batches(self, first: int, stop: int) -> Iterator[tuple[Batch, float]]:
+        """This rank's batches for steps [first, stop) with the seconds spent waiting for each."""
+        loader = train_loader(
+            self.train_arrays,
+            self.sampler,
+            first,
+            stop,
+            workers=self.cfg.loader_workers,
+            pin_memory=self.device.type == "cuda",
+        )
+        it = iter(loader)
+        for _ in range(first, stop):
+            t0 = time.perf_counter()
+            batch = next(it)
+            yield batch, time.perf_counter() - t0
+
+    def _set_lr(self) -> None:
+        warm = self.cfg.warmup_steps
+        factor = min(1.0, (self.global_step + 1) / warm) if warm > 0 else 1.0
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.base_lr * factor
+
+    def _sync_context(self) -> contextlib.AbstractContextManager[Any]:
+        if isinstance(self.ddp, DDP) and self.cfg.grad_sync == "separate":
+            return self.ddp.no_sync()  # gradients are all-reduced after backward, timed apart
+        return contextlib.nullcontext()
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        on = self.device.type == "cuda" and self.cfg.amp
+        return torch.autocast("cuda", dtype=torch.bfloat16) if on else contextlib.nullcontext()
+
+    def _allreduce_grads(self) -> None:
+        """Average gradients in one flat all-reduce (``grad_sync = separate``)."""
+        if self.env.world == 1:
+            return
+        grads = [p.grad for p in self.params if p.grad is not None]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat /= self.env.world
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def _account(self, t: StepTiming, totals: dict[str, float], window: dict[str, float]) -> None:
+        for k in PHASES:
+            totals[k] += getattr(t, k)
+        totals["loss_sum"] += t.loss * t.samples
+        totals["samples"] += t.samples
+        totals["steps"] += 1
+        window["samples"] += t.samples
+        window["compute"] += t.compute
+        window["forward"] += t.forward
+        window["allreduce_opt"] += t.allreduce_opt
+        window["data"] += t.data
+
+    def _after_step(self, epoch: int, step: int, t: StepTiming, epoch_start: float) -> None:
+        """Threshold clock, `step` events and time-based checkpoints (rank 0)."""
+        if not self.main:
+            return
+        self.samples_since_log += t.samples
+        elapsed = self.prior_wall_s + time.time() - self.wall_start
+        if self.clock.update(t.loss, seconds=elapsed, epoch=epoch, global_step=self.global_step):
+            self.emitter.emit(
+                "threshold",
+                loss=self.clock.smoothed,
+                epoch=epoch,
+                step=self.global_step,
+                seconds=elapsed,
+                threshold=self.cfg.loss_threshold,
+            )
+        if self.global_step % self.cfg.log_every == 0:
+            now = time.perf_counter()
+            world_samples = self.samples_since_log * self.env.world  # approx. for uneven splits
+            self.emitter.emit(
+                "step",
+                epoch=epoch,
+                step=step,
+                global_step=self.global_step,
+                loss=t.loss,
+                smoothed_loss=self.clock.smoothed,
+                samples_per_s=world_samples / max(now - self.last_log, 1e-9),
+                lr=self.optimizer.param_groups[0]["lr"],
+            )
+            self.last_log, self.samples_since_log = now, 0
+        every_steps = self.cfg.checkpoint_every_steps
+        minutes = self.cfg.checkpoint_every_min
+        due = (every_steps and self.global_step % every_steps == 0) or (
+            minutes and time.monotonic() - self.last_checkpoint >= minutes * 60
+        )
+        mid_epoch = step < self.sampler.steps or self.sampler.covered < self.n_train
+        if due and mid_epoch:  # the epoch-end checkpoint follows the epoch's evaluation
+            self._save_checkpoint(epoch, step)
+
+    def _gather(self, values: dict[str, float]) -> list[dict[str, float]]:
+        """Every rank's ``values`` (on every rank), rank order."""
+        if self.env.world == 1:
+            return [dict(values)]
+        out: list[Any] = [None] * self.env.world
+        dist.all_gather_object(out, dict(values))
+        return out
+
+    # ------------------------------------------------------------------ evaluation
+    def _evaluate(self) -> dict[str, Any]:
+        """Metrics on the test split: each rank scores its shard, counts are summed."""
+        start = time.perf_counter()
+        self.model.eval()
+        stats = torch.zeros(5, dtype=torch.float64, device=self.device)
+        with torch.no_grad(), self._autocast():
+            for batch in self.eval_set:
+                logits = self.model(batch.tokens, batch.lengths).float()  # (B,)
+                pred, true = logits > 0, batch.labels > 0.5
+                loss = self.eval_criterion(logits, batch.labels)
+                stats += torch.stack(
+                    [
+                        (pred & true).sum(),
+                        (pred & ~true).sum(),
+                        (~pred & ~true).sum(),
+                        (~pred & true).sum(),
+                        loss,
+                    ]
+                ).double()
+        self.model.train()
+        if self.env.world > 1:
+            dist.all_reduce(stats)
+        result = Confusion.from_vector(stats.cpu().tolist()).metrics()
+        self.eval_seconds = time.perf_counter() - start
+        return result
+
+    # ------------------------------------------------------------------ checkpoints / summary
+    def _save_checkpoint(self, epoch: int, step: int) -> None:
+        """Rank 0: the state to continue at ``epoch``/``step`` (atomic replace)."""
+        if not self.main:
+            return
+        t0 = time.perf_counter()
+        state = {
+            "format": 1,
+            "epoch": epoch,
+            "step": step,
+            "global_step": self.global_step,
+            "world_size": self.env.world,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "sampler": self.sampler.state_dict() if step else None,
+            "clock": self.clock.state_dict(),
+            "history": self.history,
+            "train_seconds": self.train_seconds,
+            "samples_seen": self.samples_seen,
+            "wall_s": self.prior_wall_s + time.time() - self.wall_start,
+            "last_test": self.last_test,
+            "hooks": self.hooks.state_dict(),
+            "spec": self.spec.to_dict(),
+        }
+        path = ckpt.save_checkpoint(self.cfg.run_dir, state)
+        self.last_checkpoint = time.monotonic()
+        self.emitter.emit(
+            "checkpoint",
+            epoch=epoch,
+            step=step,
+            global_step=self.global_step,
+            path=str(path),
+            seconds=time.perf_counter() - t0,
+        )
+
+    def _resume(self) -> None:
+        """Load the latest checkpoint (read on rank 0, broadcast to all ranks)."""
+        box: list[Any] = [ckpt.load_checkpoint(self.cfg.run_dir) if self.main else None]
+        if self.env.world > 1:
+            dist.broadcast_object_list(box, src=0)
+        state = box[0]
+        if state is None:
+            return  # nothing saved yet: start fresh
+        if state["spec"] != self.spec.to_dict():
+            raise TrainError(
+                f"checkpoint in {self.cfg.run_dir} is for model {state['spec']}, "
+                f"not {self.spec.to_dict()}",
+                hint="use a new --run-dir",
+            )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])
+        if state["sampler"] is not None and state["world_size"] == self.env.world:
+            self.sampler.load_state_dict(state["sampler"])
+            self.resume_step = int(state["step"])  # skip the steps already consumed
+        elif state["sampler"] is not None:  # other world size: redo the epoch from its start
+            self.resume_step = 0
+        self.clock.load_state_dict(state["clock"])
+        self.history = list(state["history"])
+        self.train_seconds = float(state["train_seconds"])
+        self.samples_seen = int(state["samples_seen"])
+        self.prior_wall_s = float(state["wall_s"])
+        self.last_test = state["last_test"]
+        self.hooks.load_state_dict(state["hooks"])
+
+    def _finish(self) -> dict[str, Any]:
+        """Rank 0 writes model.pt and summary.json and emits `summary`; returns the summary."""
+        test = self.last_test or {}
+        wall = self.prior_wall_s + time.time() - self.wall_start
+        summary = {
+            "status": "ok",
+            **{k: test.get(k) for k in ("accuracy", "precision", "recall", "f1")},
+            "test_loss": test.get("loss"),
+            "n_test": test.get("n"),
+            "confusion": test.get("confusion"),
+            "epochs": len(self.history),
+            "wall_s": wall,
+            "train_s": self.train_seconds,
+            "samples_per_s": self.samples_seen / self.train_seconds if self.train_seconds else 0,
+            "time_to_threshold_s": self.clock.reached_at_s,
+            "threshold_epoch": self.clock.reached_epoch,
+            "loss_threshold": self.clock.threshold,
+            "world_size": self.env.world,
+            "device": str(self.device),
+            "global_batch": self.cfg.batch_size,
+            "lr": self.base_lr,
+            "pos_weight": self.pos_weight,
+            "model": self.spec.to_dict(),
+            "params": count_parameters(self.model),
+            "n_train": self.n_train,
+            "per_epoch": self.history,
+            **self.hooks.summary(),
+        }
+        if self.main:
+            ckpt.save_weights(self.cfg.run_dir, self.model.state_dict())
+            ckpt.write_json(os.path.join(self.cfg.run_dir, ckpt.SUMMARY), summary)
+            self.emitter.emit("summary", stage="train", **summary)
+            self.emitter.emit("stage_end", stage="train", status="ok", seconds=wall)
+        return summary
+
+
+def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """JSON-ready TrainConfig (nested dataclasses become dicts)."""
+    data = asdict(cfg)
+    data["balance"]["straggle"] = {str(k): v for k, v in cfg.balance.straggle.items()}
+    return data

@@ -1,0 +1,60 @@
+"""Fixtures: tiny learnable datasets written directly with h5py in the preprocess layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+
+def write_dataset(
+    folder: Path,
+    *,
+    n_train: int = 512,
+    n_test: int = 128,
+    seq_len: int = 12,
+    vocab_size: int = 50,
+    chunk_rows: int = 64,
+    seed: int = 0,
+    dtype: str = "uint16",
+) -> Path:
+    """A dataset.h5 + vocab.json whose label is decided by word 2 vs word 3 counts.
+
+    Positive texts hold more id 2 ("good") than id 3 ("bad"); lengths vary, padding is 0.
+    """
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = vocab_size + 2
+    with h5py.File(folder / "dataset.h5", "w") as fh:
+        for split, n in (("train", n_train), ("test", n_test)):
+            lengths = rng.integers(1, seq_len + 1, size=n)
+            labels = (rng.random(n) < 0.7).astype(np.uint8)
+            tokens = np.zeros((n, seq_len), dtype=dtype)
+            for i in range(n):
+                row = rng.integers(4, ids, size=lengths[i])
+                mark = 2 if labels[i] else 3
+                row[rng.random(lengths[i]) < 0.4] = mark
+                row[0] = mark
+                tokens[i, : lengths[i]] = row
+            group = fh.create_group(split)
+            group.create_dataset("tokens", data=tokens, chunks=(min(chunk_rows, n), seq_len))
+            group.create_dataset("labels", data=labels, chunks=(min(chunk_rows, n),))
+            group.create_dataset(
+                "lengths", data=lengths.astype(np.int32), chunks=(min(chunk_rows, n),)
+            )
+        fh.attrs.update(
+            vocab_size=vocab_size, seq_len=seq_len, pad_id=0, unk_id=1, format_version=1
+        )
+    words = {"<pad>": 0, "<unk>": 1, "good": 2, "bad": 3}
+    words.update({f"w{i}": i for i in range(4, ids)})
+    (folder / "vocab.json").write_text(json.dumps({"words": words, "settings": {}}))
+    return folder
+
+
+@pytest.fixture
+def tiny_data(tmp_path: Path) -> Path:
+    """A 512/128-sample dataset folder."""
+    return write_dataset(tmp_path / "data")

@@ -1,0 +1,87 @@
+"""`sentitop train`: train on a preprocessed dataset with N local processes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.events import parse_event_line
+
+
+def register(subparsers: Any) -> None:
+    """Add the `train` parser."""
+    from engine.train import add_train_arguments
+
+    parser = subparsers.add_parser(
+        "train",
+        help="train the LSTM classifier with N local processes (DDP over gloo/NCCL)",
+        description="Train on DATA/dataset.h5; events go to stdout and RUN_DIR/events.jsonl.",
+    )
+    add_train_arguments(parser)
+    parser.add_argument("--nproc", type=int, default=1, help="local processes (ranks)")
+    parser.add_argument(
+        "--json", action="store_true", help="print only the final summary as one JSON object"
+    )
+    parser.set_defaults(func=run)
+
+
+class _Printer:
+    """Turns rank output into short progress lines (or keeps quiet for --json)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.summary: dict[str, Any] | None = None
+
+    def __call__(self, rank: int, stream: str, line: str) -> None:
+        event = parse_event_line(line) if stream == "stdout" else None
+        if event is not None and event["type"] == "summary":
+            self.summary = event
+        if self.quiet:
+            if event is None and stream == "stderr":
+                print(f"[rank {rank}] {line}", file=sys.stderr)
+            return
+        if event is None:
+            print(f"[rank {rank}] {line}", file=sys.stderr if stream == "stderr" else sys.stdout)
+        elif event["type"] == "epoch":
+            acc = event.get("accuracy")
+            test = f"  test acc {acc:.4f} f1 {event['f1']:.4f}" if acc is not None else ""
+            print(
+                f"epoch {event['epoch']}: train loss {event['train_loss']:.4f}{test}  "
+                f"{event['seconds']:.1f} s  {event['samples_per_s']:.0f} samples/s"
+            )
+        elif event["type"] == "error":
+            print(f"[rank {event.get('rank')}] error: {event.get('message')}", file=sys.stderr)
+        elif event["type"] == "threshold":
+            print(f"loss threshold reached at {event['seconds']:.1f} s (epoch {event['epoch']})")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Launch the ranks and report the summary."""
+    from engine.errors import InputError
+    from engine.launch import launch_local
+    from engine.train import config_from_args
+
+    cfg = config_from_args(args)
+    if not (Path(cfg.data_dir) / "dataset.h5").is_file():
+        raise InputError(
+            f"{cfg.data_dir}/dataset.h5 not found",
+            hint="run `sentitop preprocess` first, or pass --data",
+        )
+    printer = _Printer(quiet=args.json)
+    launch_local(cfg, args.nproc, on_line=printer)
+    summary = printer.summary or json.loads((Path(cfg.run_dir) / "summary.json").read_text())
+    summary = {k: v for k, v in summary.items() if k not in ("type", "t", "rank", "stage")}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        tts = summary.get("time_to_threshold_s")
+        print(
+            f"accuracy {summary['accuracy']:.4f}  f1 {summary['f1']:.4f}  "
+            f"epochs {summary['epochs']}  wall {summary['wall_s']:.1f} s  "
+            f"{summary['samples_per_s']:.0f} samples/s  time-to-threshold "
+            f"{f'{tts:.1f} s' if tts is not None else 'not reached'}  → {cfg.run_dir}"
+        )
+    return 0
