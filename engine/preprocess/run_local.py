@@ -99,7 +99,7 @@ def _load_partition(tmp: str, workers: int, p: int) -> dict[bytes, int]:
     return merged
 
 
-def _encode_part(part: ReducedPart, vocab: list[str], job: JobSettings, p: int) -> str:
+def encode_part(part: ReducedPart, vocab: list[str], job: JobSettings, p: int) -> str:
     path = os.path.join(job.tmp, f"part-{p:05d}.h5")
     write_part(path, part, word_index(vocab), job.seq_len, token_dtype(len(vocab) + 2))
     return path
@@ -114,7 +114,7 @@ def run_local(
         part = reduce_texts(agg.items(), job.rule, job.stop, job.test_fraction)
         del agg
         vocab = select_vocab(part.train_words, job.vocab_size)
-        return LocalResult(stats, part.counts, vocab, [_encode_part(part, vocab, job, 0)])
+        return LocalResult(stats, part.counts, vocab, [encode_part(part, vocab, job, 0)])
     return _Pool(job, workers).run(tasks, progress)
 
 
@@ -138,7 +138,7 @@ def _worker(
         results.put(("reduced", wid, (part.counts, part.train_words)))
         part.train_words = Counter()
         vocab = commands.get()
-        results.put(("encoded", wid, _encode_part(part, vocab, job, wid)))
+        results.put(("encoded", wid, encode_part(part, vocab, job, wid)))
     except BaseException:  # reported to the parent, which raises it
         results.put(("error", wid, traceback.format_exc()))
         raise

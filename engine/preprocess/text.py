@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import html
+import os
 import re
+import sys
 import unicodedata
+import zipfile
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 EXTRA_STOPWORDS = ("product", "would", "get")
 """Added to NLTK's English list, as the seed did."""
@@ -107,13 +111,30 @@ def stopwords(keep_negations: bool = False) -> frozenset[bytes]:
     return frozenset(w.encode() for w in cleaned if w)
 
 
-def _nltk_words() -> list[str] | None:
-    try:
-        from nltk.corpus import stopwords as nltk_stopwords
+def nltk_data_dirs() -> list[Path]:
+    """NLTK's data search path (as nltk.data.path builds it), without importing nltk (slow)."""
+    dirs = [Path(p) for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
+    dirs.append(Path.home() / "nltk_data")
+    dirs += [Path(sys.prefix) / sub for sub in ("nltk_data", "share/nltk_data", "lib/nltk_data")]
+    dirs += [Path(p) for p in ("/usr/share/nltk_data", "/usr/local/share/nltk_data",
+                               "/usr/lib/nltk_data", "/usr/local/lib/nltk_data")]  # fmt: skip
+    return dirs
 
-        return list(nltk_stopwords.words("english"))
-    except (ImportError, LookupError, OSError):
-        return None
+
+def _nltk_words() -> list[str] | None:
+    """NLTK's installed English stopword list, or None when its data is not installed."""
+    for base in nltk_data_dirs():
+        plain = base / "corpora" / "stopwords" / "english"
+        if plain.is_file():
+            return plain.read_text(encoding="utf-8").split()
+        packed = base / "corpora" / "stopwords.zip"
+        if packed.is_file():
+            try:
+                with zipfile.ZipFile(packed) as zf:
+                    return zf.read("stopwords/english").decode().split()
+            except (KeyError, zipfile.BadZipFile, OSError):
+                continue
+    return None
 
 
 def content_words(cleaned: bytes, stop: frozenset[bytes]) -> list[bytes]:

@@ -1,0 +1,195 @@
+"""The mrjob runners (inline, hadoop, emr): de-duplication and vocabulary counting as MRJob
+steps over the same pure functions as the local runner; the driver encodes and writes HDF5.
+
+Steps: (1) map each raw file (mapper_raw, in-mapper combining) → text → rating counts; reduce
+by text → mode rating, label, split, content words. (2) map rows → training word counts
+(in-mapper combining), reduce → word totals; rows and stats pass through. On hadoop/emr the
+`engine` package must be importable on the nodes (e.g. `--py-files sentitop.zip` or a bootstrap
+action that installs sentitop); s3:// inputs are read by mrjob."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from mrjob.job import MRJob
+from mrjob.step import MRStep
+
+from engine.preprocess.dedupe import order_key, pack_counts, unpack_counts
+from engine.preprocess.mapper import MapStats, map_task
+from engine.preprocess.readers import MapTask, is_gzip
+from engine.preprocess.records import RecordSpec
+from engine.preprocess.reduce import LabelRule, ReducedPart, reduce_one, select_vocab
+
+if TYPE_CHECKING:
+    from engine.config import PreprocessConfig
+    from engine.preprocess.run_local import JobSettings, LocalResult, Progress
+
+Key = list[str]
+
+
+def stats_to_json(stats: MapStats) -> dict[str, Any]:
+    """MapStats as plain JSON values."""
+    return {
+        "read": stats.read,
+        "skipped": stats.skipped,
+        "examples": {k: [list(e) for e in v] for k, v in stats.examples.items()},
+        "split_lines": [[f, s, n] for (f, s), n in stats.split_lines.items()],
+        "input_bytes": stats.input_bytes,
+    }
+
+
+def stats_from_json(data: dict[str, Any]) -> MapStats:
+    """Inverse of stats_to_json."""
+    return MapStats(
+        read=data["read"],
+        skipped=dict(data["skipped"]),
+        examples={k: [(e[0], e[1], e[2]) for e in v] for k, v in data["examples"].items()},
+        split_lines={(f, s): n for f, s, n in data["split_lines"]},
+        input_bytes=data["input_bytes"],
+    )
+
+
+class PreprocessJob(MRJob):  # type: ignore[misc]
+    """De-duplicate reviews and count training words (settings in --settings as JSON)."""
+
+    def configure_args(self) -> None:
+        """--settings: inputs, specs, stopwords, test_fraction, max_line_bytes as JSON."""
+        super().configure_args()
+        self.add_passthru_arg("--settings", default="{}", help="job settings as JSON")
+
+    def load_args(self, args: Any) -> None:
+        """Decode --settings once per task."""
+        super().load_args(args)
+        settings = json.loads(self.options.settings)
+        self.inputs: list[str] = settings.get("inputs", [])
+        self.specs = [RecordSpec(**s) for s in settings.get("specs", [])]
+        self.stop = frozenset(w.encode() for w in settings.get("stopwords", []))
+        self.test_fraction = float(settings.get("test_fraction", 0.1))
+        self.max_line_bytes = int(settings.get("max_line_bytes", 1 << 20))
+
+    def steps(self) -> list[MRStep]:
+        """Dedupe (per-file map, per-text reduce), then vocabulary counting."""
+        return [
+            MRStep(mapper_raw=self.map_file, reducer=self.reduce_text),
+            MRStep(
+                mapper_init=self.init_words,
+                mapper=self.map_row,
+                mapper_final=self.final_words,
+                reducer=self.reduce_words,
+            ),
+        ]
+
+    def _file_index(self, uri: str) -> int:
+        if uri in self.inputs:
+            return self.inputs.index(uri)
+        names = [os.path.basename(p) for p in self.inputs]
+        base = os.path.basename(uri)
+        return names.index(base) if base in names else 0
+
+    def map_file(self, path: str, uri: str) -> Iterator[tuple[Key, Any]]:
+        """One raw file → (["T", text], per-rating counts) per distinct text, and its stats."""
+        index = self._file_index(uri)
+        spec = self.specs[index]
+        agg: dict[bytes, int] = {}
+        stats = MapStats()
+        task = MapTask(index, path, 0, os.path.getsize(path), is_gzip(path), 0)
+        map_task(task, spec, self.max_line_bytes, agg, stats)
+        slots = spec.rating_max - spec.rating_min + 1
+        for text, packed in agg.items():
+            yield ["T", text.decode()], unpack_counts(packed, slots)
+        yield ["S", ""], stats_to_json(stats)
+
+    def reduce_text(self, key: Key, values: Iterator[Any]) -> Iterator[tuple[Key, Any]]:
+        """Sum counts of one text → its row; merge stats."""
+        if key[0] == "S":
+            merged = MapStats()
+            for value in values:
+                merged.merge(stats_from_json(value))
+            yield key, stats_to_json(merged)
+            return
+        totals: list[int] = []
+        for counts in values:
+            totals = [a + b for a, b in zip(totals, counts, strict=True)] if totals else counts
+        spec = self.specs[0]
+        rule = LabelRule.of(spec)
+        row, duplicates = reduce_one(
+            key[1].encode(), pack_counts(totals), rule, self.stop, self.test_fraction
+        )
+        if row is None:
+            yield ["R", key[1]], [None, None, None, duplicates]
+        else:
+            yield ["R", key[1]], [row[2], row[3], row[4].decode(), duplicates]
+
+    def init_words(self) -> None:
+        """Start in-mapper word counts."""
+        self.words: Counter[str] = Counter()
+
+    def map_row(self, key: Key, value: Any) -> Iterator[tuple[Key, Any]]:
+        """Count the words of training rows; pass everything through."""
+        if key[0] == "R" and value[0] is not None and not value[1]:
+            self.words.update(value[2].split())
+        yield key, value
+
+    def final_words(self) -> Iterator[tuple[Key, Any]]:
+        """Emit this mapper's word counts."""
+        for word, n in self.words.items():
+            yield ["W", word], n
+
+    def reduce_words(self, key: Key, values: Iterator[Any]) -> Iterator[tuple[Key, Any]]:
+        """Sum word counts; rows and stats pass through."""
+        if key[0] == "W":
+            yield key, sum(values)
+        else:
+            for value in values:
+                yield key, value
+
+
+def run_mrjob(
+    cfg: PreprocessConfig, job: JobSettings, progress: Progress | None, extra_args: list[str]
+) -> LocalResult:
+    """Run PreprocessJob on cfg.runner (inline/hadoop/emr) and hand its output to the
+    combine step as one HDF5 part."""
+    from engine.preprocess.run_local import LocalResult, encode_part
+
+    settings = {
+        "inputs": cfg.inputs,
+        "specs": [s.to_dict() for s in job.specs],
+        "stopwords": sorted(w.decode() for w in job.stop),
+        "test_fraction": job.test_fraction,
+        "max_line_bytes": job.max_line_bytes,
+    }
+    args = ["-r", cfg.runner, "--settings", json.dumps(settings), *extra_args, *cfg.inputs]
+    mr = PreprocessJob(args=args)
+    part = ReducedPart()
+    words: Counter[bytes] = Counter()
+    stats = MapStats()
+    with mr.make_runner() as runner:
+        runner.run()
+        for key, value in mr.parse_output(runner.cat_output()):
+            if key[0] == "W":
+                words[key[1].encode()] = value
+            elif key[0] == "S":
+                stats.merge(stats_from_json(value))
+            else:
+                text = key[1].encode()
+                label, test, content, duplicates = value
+                row = (
+                    None
+                    if label is None
+                    else (order_key(text), text, label, test, content.encode())
+                )
+                part.add(row, duplicates)
+    part.finish()
+    part.train_words = Counter()
+    if progress:
+        progress(stats.input_bytes, stats.read)
+    vocab = select_vocab(words, job.vocab_size)
+    return LocalResult(stats, part.counts, vocab, [encode_part(part, vocab, job, 0)])
+
+
+if __name__ == "__main__":
+    PreprocessJob.run()

@@ -1,0 +1,100 @@
+"""The `spark` runner: the same map/reduce functions on pyspark (local[N] here, any master via
+SPARK_MASTER); the driver encodes and writes HDF5 like the mrjob runners."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from operator import add
+from typing import Any
+
+from engine.preprocess.mapper import MapStats, map_task
+from engine.preprocess.readers import MapTask
+from engine.preprocess.reduce import ReducedPart, reduce_one, select_vocab
+from engine.preprocess.run_local import JobSettings, LocalResult, Progress, encode_part
+
+STATS_KEY = ("S", b"")
+
+
+def _map_partition(tasks: Iterable[MapTask], job: JobSettings) -> Iterator[tuple[Any, Any]]:
+    agg: dict[bytes, int] = {}
+    stats = MapStats()
+    for task in tasks:
+        map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats)
+    for text, packed in agg.items():
+        yield ("T", text), packed
+    yield STATS_KEY, stats
+
+
+def _combine(a: Any, b: Any) -> Any:
+    if isinstance(a, MapStats):
+        merged = MapStats()
+        merged.merge(a)
+        merged.merge(b)
+        return merged
+    return a + b
+
+
+def _reduce(item: tuple[Any, Any], job: JobSettings) -> tuple[Any, Any]:
+    key, value = item
+    if key == STATS_KEY:
+        return key, value
+    return key, reduce_one(key[1], value, job.rule, job.stop, job.test_fraction)
+
+
+def _train_words(item: tuple[Any, Any]) -> list[bytes]:
+    key, value = item
+    if key == STATS_KEY or value[0] is None or value[0][3]:
+        return []
+    words: list[bytes] = value[0][4].split()
+    return words
+
+
+def run_spark(
+    tasks: list[MapTask], job: JobSettings, workers: int, progress: Progress | None
+) -> LocalResult:
+    """Run the job on Spark (master from SPARK_MASTER, default local[workers])."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv's packages
+    from pyspark import SparkConf, SparkContext
+
+    master = os.environ.get("SPARK_MASTER", f"local[{workers}]")
+    conf = (
+        SparkConf()
+        .setMaster(master)
+        .setAppName("sentitop-preprocess")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g"))
+    )
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel(os.environ.get("SPARK_LOG_LEVEL", "ERROR"))
+    try:
+        rows = (
+            sc.parallelize(tasks, max(1, len(tasks)))
+            .mapPartitions(lambda it: _map_partition(it, job))
+            .reduceByKey(_combine, numPartitions=workers)
+            .map(lambda item: _reduce(item, job))
+            .cache()
+        )
+        words = Counter(
+            dict(rows.flatMap(_train_words).map(lambda w: (w, 1)).reduceByKey(add).collect())
+        )
+        collected = rows.collect()
+    finally:
+        sc.stop()
+    part = ReducedPart()
+    stats = MapStats()
+    for key, value in collected:
+        if key == STATS_KEY:
+            stats.merge(value)
+        else:
+            part.add(*value)
+    part.finish()
+    part.train_words = Counter()
+    if progress:
+        progress(stats.input_bytes, stats.read)
+    vocab = select_vocab(words, job.vocab_size)
+    return LocalResult(stats, part.counts, vocab, [encode_part(part, vocab, job, 0)])
