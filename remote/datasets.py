@@ -1,0 +1,123 @@
+"""The data stage of a run: synthetic reviews generated once, preprocessed datasets cached by key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.config import PreprocessConfig
+from engine.errors import InputError
+from engine.events import Emitter
+from engine.jobs import preprocess_config_to_dict
+from remote.clusters import Command, LocalCluster
+from remote.clusters.base import NodeFailedError
+from remote.profile import Profile
+
+
+def cache_root() -> Path:
+    """Where generated data and preprocessed datasets are kept between runs."""
+    env = os.environ.get("SENTITOP_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("sentitop"))
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedData:
+    """A preprocessed dataset ready for training."""
+
+    dataset_dir: Path
+    """Folder with dataset.h5, vocab.json and stats.json."""
+    cached: bool
+    """True when an identical earlier preprocessing was reused."""
+    stats: dict[str, Any]
+    """stats.json of the dataset."""
+
+
+def synthetic_inputs(profile: Profile, emitter: Emitter) -> list[str]:
+    """The profile's input files, generating its synthetic reviews first when it asks for them."""
+    spec = profile.data.synthetic
+    if spec is None:
+        return [os.path.expanduser(p) for p in profile.data.inputs]
+    folder = cache_root() / "synthetic"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"reviews-{spec.size}-seed{spec.seed}.jsonl"
+    if not target.exists():
+        from engine.synth import generate
+
+        emitter.emit("stage_start", stage="synth", size=spec.size, seed=spec.seed)
+        partial = target.with_suffix(f".part{os.getpid()}")
+        counts = generate(partial, spec.size, seed=spec.seed)
+        os.replace(partial, target)
+        emitter.emit("stage_end", stage="synth", status="ok", seconds=counts.get("seconds"),
+                     records=counts.get("records"))
+    return [str(target)]
+
+
+def dataset_key(cfg: PreprocessConfig) -> str:
+    """A key that changes when the inputs (path, size, mtime) or any preprocessing setting do."""
+    parts: dict[str, Any] = {k: v for k, v in preprocess_config_to_dict(cfg).items()
+                             if k not in ("output", "workers", "runner")}
+    stamps = []
+    for path in cfg.inputs:
+        try:
+            st = os.stat(path)
+            stamps.append([os.path.abspath(path), st.st_size, int(st.st_mtime)])
+        except OSError:
+            stamps.append([path, None, None])
+    parts["inputs"] = stamps
+    blob = json.dumps(parts, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _complete(folder: Path) -> bool:
+    return all((folder / name).is_file() for name in ("dataset.h5", "vocab.json", "stats.json"))
+
+
+async def prepare_dataset(profile: Profile, run_dir: Path, emitter: Emitter,
+                          events_sink: Any) -> PreparedData:
+    """Generate (if synthetic) and preprocess the profile's data, reusing a cached result."""
+    inputs = synthetic_inputs(profile, emitter)
+    probe = profile.to_preprocess_config(cache_root() / "datasets" / "probe", inputs=inputs)
+    out = cache_root() / "datasets" / dataset_key(probe)
+    cfg = profile.to_preprocess_config(out, inputs=inputs)
+    if _complete(out):
+        stats = json.loads((out / "stats.json").read_text())
+        emitter.emit("stage_start", stage="preprocess", runner=cfg.runner, inputs=cfg.inputs)
+        emitter.emit("summary", stage="preprocess", cached=True, **stats)
+        emitter.emit("stage_end", stage="preprocess", status="ok", seconds=0.0, cached=True)
+        return PreparedData(out, True, stats)
+    if cfg.runner == "emr":
+        from remote.emr import run_emr_preprocess
+
+        await run_emr_preprocess(profile, cfg, run_dir=run_dir, emitter=emitter)
+    else:
+        await _preprocess_here(cfg, run_dir, events_sink)
+    if not _complete(out):
+        raise InputError(f"preprocessing finished but {out} lacks dataset.h5/vocab.json/stats.json")
+    return PreparedData(out, False, json.loads((out / "stats.json").read_text()))
+
+
+async def _preprocess_here(cfg: PreprocessConfig, run_dir: Path, events_sink: Any) -> None:
+    """Run ``python -m engine.jobs preprocess`` as a supervised local process."""
+    config_path = run_dir / "preprocess_config.json"
+    config_path.write_text(json.dumps(preprocess_config_to_dict(cfg), indent=2))
+    cluster = LocalCluster(["local"])
+    async with cluster:
+        await cluster.start(run_dir, events=events_sink)
+        command = Command(argv=(sys.executable, "-m", "engine.jobs", "preprocess",
+                                str(config_path)), env=cluster.code_env("local"))
+        try:
+            await cluster.run({"local": command}, stage="preprocess")
+        except NodeFailedError as exc:
+            if exc.exit_code == 2:
+                raise InputError("preprocessing rejected its input:\n" +
+                                 "\n".join(exc.tail[-5:])) from None
+            raise

@@ -1,0 +1,285 @@
+"""One run from start to finish: profile → data → preprocess → train → summary, cost-metered.
+
+Every exit path — success, a failed node, the budget, the caller's stop, Ctrl-C — stops the
+cost meter, tears the cluster down (``async with cluster``) and writes ``summary.json`` with the
+status and reason. Events of every stage go to ``runs/<run-id>/events.jsonl`` and to the
+caller's ``on_event`` (the dashboard or the headless progress display).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from engine.config import TrainConfig
+from engine.errors import SentitopError
+from engine.events import Emitter, FanoutSink, JsonlFileSink
+from remote.cluster_factory import make_cluster
+from remote.clusters import Cluster, Command
+from remote.cost import CostMeter, CostTicker
+from remote.datasets import PreparedData, prepare_dataset
+from remote.pricing import PriceBook, load_catalog
+from remote.profile import Profile
+from remote.security import make_private_dir, write_private_file
+
+RunStatus = Literal["ok", "failed", "interrupted", "budget"]
+EventCallback = Callable[[dict[str, Any]], None]
+
+SUMMARY_KEYS = ("accuracy", "precision", "recall", "f1", "epochs", "samples_per_s",
+                "train_seconds", "time_to_threshold_s", "threshold_epoch", "test_loss",
+                "train_loss")
+"""Training results copied to the top level of a run's summary.json."""
+
+
+def runs_root() -> Path:
+    """The runs folder: $SENTITOP_RUNS_DIR or ./runs."""
+    return Path(os.environ.get("SENTITOP_RUNS_DIR", "runs")).expanduser()
+
+
+def new_run_dir(root: Path, profile_name: str) -> Path:
+    """A fresh private run folder named ``YYYYmmdd-HHMMSS-<profile>``."""
+    make_private_dir(root)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for attempt in range(100):
+        name = f"{stamp}-{profile_name}" + (f"-{attempt}" if attempt else "")
+        path = root / name
+        try:
+            path.mkdir(mode=0o700)
+            return path
+        except FileExistsError:
+            continue
+    raise SentitopError(f"cannot create a new run folder under {root}")
+
+
+class CallbackSink:
+    """Passes events to a callback (the dashboard, the headless display)."""
+
+    def __init__(self, callback: EventCallback | None) -> None:
+        self.callback = callback
+
+    def write(self, event: Mapping[str, Any]) -> None:
+        """Hand the event over."""
+        if self.callback is not None:
+            self.callback(dict(event))
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    """How a run ended."""
+
+    run_dir: Path
+    status: RunStatus
+    summary: dict[str, Any]
+    error: SentitopError | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 ok, 130 interrupted, the error's code (2 bad input/profile) or 1 otherwise."""
+        if self.status == "ok":
+            return 0
+        if self.status == "interrupted":
+            return 130
+        return self.error.exit_code if self.error is not None else 1
+
+
+@dataclass(slots=True)
+class _Progress:
+    """What the runner tracks from the event stream (for ETA and the summary)."""
+
+    epochs_total: int = 0
+    epoch_seconds: list[float] = field(default_factory=list)
+    train_summary: dict[str, Any] = field(default_factory=dict)
+    preprocess_summary: dict[str, Any] = field(default_factory=dict)
+    balance_advice: Any = None
+
+    def observe(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "epoch" and isinstance(event.get("seconds"), int | float):
+            self.epoch_seconds.append(float(event["seconds"]))
+        elif kind == "summary":
+            if event.get("stage") == "preprocess":
+                self.preprocess_summary = dict(event)
+            elif event.get("stage") in (None, "train"):
+                self.train_summary = dict(event)
+
+    def remaining_s(self) -> float | None:
+        if not self.epoch_seconds or not self.epochs_total:
+            return None
+        left = max(0, self.epochs_total - len(self.epoch_seconds))
+        return left * sum(self.epoch_seconds) / len(self.epoch_seconds)
+
+
+def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str, Any]:
+    """The TrainConfig as JSON for ``python -m engine.train --config`` on one node."""
+    data = dataclasses.asdict(cfg)
+    data.update(data_dir=data_dir, run_dir=run_dir)
+    data["balance"]["straggle"] = {str(k): v for k, v in data["balance"]["straggle"].items()}
+    return data
+
+
+async def _train(profile: Profile, cluster: Cluster, data: PreparedData, run_dir: Path,
+                 emitter: Emitter, sink: Any, meter: CostMeter, book: PriceBook) -> None:
+    await cluster.start(run_dir, events=sink)
+    keys = [meter.start(line) for line in profile.cost_lines(book) if line.stage == "train"]
+    try:
+        data_paths = await cluster.put_data(data.dataset_dir)
+        args: dict[str, list[str]] = {}
+        base = profile.to_train_config(data.dataset_dir, run_dir / "train")
+        for node in cluster.nodes:
+            node_cfg = train_config_dict(base, data_paths[node], f"{cluster.node_dir(node)}/train")
+            local = make_private_dir(run_dir / "config") / f"train-{node}.json"
+            write_private_file(local, json.dumps(node_cfg, indent=2))
+            remote_path = (await cluster.put_data(local))[node]
+            args[node] = ["--config", remote_path, "--no-events-file"]
+        commands: dict[str, Command] = cluster.torchrun_commands("engine.train", args)
+        started = time.time()
+        emitter.emit("stage_start", stage="train", world_size=profile.world_size(),
+                     nodes=cluster.nodes)
+        await cluster.run(commands, stage="train")
+        emitter.emit("stage_end", stage="train", status="ok", seconds=time.time() - started)
+    finally:
+        for key in keys:
+            meter.stop(key)
+
+
+async def execute_run(profile: Profile, *, runs_dir: Path | None = None,
+                      on_event: EventCallback | None = None,
+                      stop: asyncio.Event | None = None) -> RunOutcome:
+    """Run ``profile`` end to end; never raises for run failures (see RunOutcome)."""
+    run_dir = new_run_dir(runs_dir or runs_root(), profile.name)
+    write_private_file(run_dir / "profile.yaml", yaml.safe_dump(profile.resolved(), sort_keys=False))
+    progress = _Progress(epochs_total=profile.to_train_config(".", ".").epochs)
+
+    def tap(event: dict[str, Any]) -> None:
+        progress.observe(event)
+        if on_event is not None:
+            on_event(event)
+
+    sink = FanoutSink(JsonlFileSink(run_dir / "events.jsonl"), CallbackSink(tap))
+    emitter = Emitter(sink, run=run_dir.name)
+    meter = CostMeter()
+    loop = asyncio.get_running_loop()
+    budget_hit = asyncio.Event()
+    started = time.time()
+    status: RunStatus = "ok"
+    reason = ""
+    error: SentitopError | None = None
+    ticker: CostTicker | None = None
+    try:
+        book = PriceBook.from_catalog(load_catalog(), profile.region)
+        rate = profile.check_launch_budget(book)
+        emitter.emit("run_start", profile=profile.name, provider=profile.provider,
+                     world_size=profile.world_size(), usd_per_hour=rate,
+                     config=profile.resolved())
+        for line in profile.cost_lines(book):
+            if line.stage == "all":
+                meter.start(line)
+        ticker = CostTicker(meter, emitter, max_usd=profile.budget.max_usd,
+                            remaining=progress.remaining_s,
+                            on_exceeded=lambda _why: loop.call_soon_threadsafe(budget_hit.set))
+        ticker.start()
+        status, reason = await _supervise(profile, run_dir, emitter, sink, meter, book,
+                                          stop, budget_hit)
+        if status == "budget" and ticker.exceeded_reason:
+            reason = ticker.exceeded_reason
+    except SentitopError as exc:
+        status, reason, error = "failed", exc.message, exc
+    except Exception as exc:  # an internal failure: reported with its traceback file, not hidden
+        trace = run_dir / "runner-error.log"
+        write_private_file(trace, traceback.format_exc())
+        status, reason = "failed", f"internal error {type(exc).__name__}: {exc} (see {trace})"
+        error = SentitopError(reason)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        status, reason = "interrupted", "interrupted by the user (Ctrl-C)"
+        raise
+    finally:
+        meter.stop_all()
+        if ticker is not None:
+            ticker.stop()
+        summary = _summary(profile, run_dir, status, reason, started, meter, progress)
+        write_private_file(run_dir / "summary.json", json.dumps(summary, indent=2))
+        emitter.emit("summary", stage="run", **{k: v for k, v in summary.items() if k != "run"})
+        emitter.emit("run_end", status=status, reason=reason)
+        emitter.close()
+    return RunOutcome(run_dir, status, summary, error)
+
+
+async def _supervise(profile: Profile, run_dir: Path, emitter: Emitter, sink: Any,
+                     meter: CostMeter, book: PriceBook, stop: asyncio.Event | None,
+                     budget_hit: asyncio.Event) -> tuple[RunStatus, str]:
+    """Run the stages until they end, the caller stops, or the budget is hit."""
+    work = asyncio.create_task(_stages(profile, run_dir, emitter, sink, meter, book))
+    watchers = {asyncio.create_task(budget_hit.wait()): "budget"}
+    if stop is not None:
+        watchers[asyncio.create_task(stop.wait())] = "interrupted"
+    try:
+        done, _ = await asyncio.wait({work, *watchers}, return_when=asyncio.FIRST_COMPLETED)
+        if work in done:
+            work.result()
+            return "ok", ""
+        why = next(watchers[t] for t in done if t in watchers)
+        work.cancel()
+        try:
+            await work
+        except asyncio.CancelledError:
+            pass
+        if why == "budget":
+            return "budget", "budget max_usd would be exceeded"
+        return "interrupted", "stopped by the user"
+    finally:
+        for task in [work, *watchers]:
+            task.cancel()
+        await asyncio.gather(work, *watchers, return_exceptions=True)
+
+
+async def _stages(profile: Profile, run_dir: Path, emitter: Emitter, sink: Any,
+                  meter: CostMeter, book: PriceBook) -> None:
+    emr_keys = []
+    if profile.preprocess.runner == "emr":
+        emr_keys = [meter.start(line) for line in profile.cost_lines(book)
+                    if line.stage == "preprocess"]
+    try:
+        data = await prepare_dataset(profile, run_dir, emitter, sink)
+    finally:
+        for key in emr_keys:
+            meter.stop(key)
+    cluster = make_cluster(profile)
+    async with cluster:
+        await _train(profile, cluster, data, run_dir, emitter, sink, meter, book)
+
+
+def _summary(profile: Profile, run_dir: Path, status: RunStatus, reason: str, started: float,
+             meter: CostMeter, progress: _Progress) -> dict[str, Any]:
+    train = {k: v for k, v in progress.train_summary.items() if k not in ("type", "t")}
+    summary: dict[str, Any] = {
+        "run": run_dir.name,
+        "profile": profile.name,
+        "provider": profile.provider,
+        "status": status,
+        "reason": reason,
+        "world_size": profile.world_size(),
+        "started": started,
+        "wall_s": round(time.time() - started, 3),
+    }
+    summary.update({k: train[k] for k in SUMMARY_KEYS if k in train})
+    cost = meter.summary()
+    summary["usd"] = cost["usd"]
+    summary["usd_per_hour"] = round(sum(line["usd_per_hour"] for line in cost["lines"]), 6)
+    summary["cost"] = cost
+    summary["train"] = train
+    pre = progress.preprocess_summary
+    summary["preprocess"] = {k: v for k, v in pre.items() if k not in ("type", "t")}
+    return summary

@@ -1,0 +1,133 @@
+"""Headless run display: rich progress (stage, epoch bar, samples/s, loss, $) and a summary table."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+def _fmt(value: Any, spec: str = "", none: str = "—") -> str:
+    if value is None:
+        return none
+    if isinstance(value, int | float) and spec:
+        return format(value, spec)
+    return str(value)
+
+
+class HeadlessProgress:
+    """Turns run events into a live rich progress display (thread-safe)."""
+
+    def __init__(self, console: Console, epochs: int) -> None:
+        self.console = console
+        self._lock = threading.Lock()
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[count]}"),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self.stage: TaskID = self.progress.add_task("starting", total=None, info="", count="")
+        self.epochs: TaskID = self.progress.add_task(
+            "epochs", total=max(1, epochs), info="", count=f"0/{epochs}"
+        )
+        self.epoch_total = epochs
+        self.loss: float | None = None
+        self.samples_per_s: float | None = None
+        self.usd: float | None = None
+        self.usd_per_hour: float | None = None
+
+    def __enter__(self) -> HeadlessProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def _info(self) -> str:
+        parts = []
+        if self.samples_per_s is not None:
+            parts.append(f"{self.samples_per_s:,.0f} samples/s")
+        if self.loss is not None:
+            parts.append(f"loss {self.loss:.4f}")
+        if self.usd is not None:
+            parts.append(f"${self.usd:.4f} (${_fmt(self.usd_per_hour, '.3f')}/h)")
+        return "  ".join(parts)
+
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        """Update the display for one event."""
+        with self._lock:
+            self._handle(event)
+
+    def _handle(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "stage_start":
+            self.progress.update(self.stage, description=f"stage: {event.get('stage')}")
+        elif kind == "progress" and event.get("total"):
+            self.progress.update(self.stage, total=float(event["total"]),
+                                 completed=float(event.get("done") or 0),
+                                 count=f"{float(event.get('done') or 0) / 1e6:,.0f} MB",
+                                 info=f"{_fmt(event.get('rate'), ',.0f')} {event.get('unit', '')}/s")
+        elif kind == "stage_end":
+            status = event.get("status", "ok")
+            self.progress.update(self.stage, description=f"{event.get('stage')}: {status}")
+            if event.get("cached"):
+                self.console.print(f"[dim]{event.get('stage')}: reused cached result[/dim]")
+        elif kind == "step":
+            self.loss = event.get("loss", self.loss)
+            self.samples_per_s = event.get("samples_per_s", self.samples_per_s)
+        elif kind == "epoch":
+            done = int(event.get("epoch", 0))
+            self.progress.update(self.epochs, completed=float(done),
+                                 count=f"{done}/{self.epoch_total}")
+            self.console.print(
+                f"epoch {event.get('epoch')}: train loss {_fmt(event.get('train_loss'), '.4f')}"
+                f"  test loss {_fmt(event.get('test_loss'), '.4f')}"
+                f"  acc {_fmt(event.get('accuracy'), '.4f')}  F1 {_fmt(event.get('f1'), '.4f')}"
+                f"  {_fmt(event.get('seconds'), '.1f')} s"
+            )
+        elif kind == "cost":
+            self.usd = event.get("usd")
+            self.usd_per_hour = event.get("usd_per_hour")
+        elif kind == "balance":
+            shares = ", ".join(f"{s:.2f}" for s in event.get("shares") or [])
+            self.console.print(f"[cyan]balance: shares [{shares}] batch sizes "
+                               f"{event.get('batch_sizes')}[/cyan]")
+        elif kind == "error":
+            where = event.get("node") or event.get("rank")
+            self.console.print(f"[red]error ({where}): {event.get('message')}[/red]")
+        self.progress.update(self.epochs, info=self._info())
+
+
+def summary_table(summary: Mapping[str, Any]) -> Table:
+    """The end-of-run table."""
+    status = summary.get("status", "?")
+    colour = "green" if status == "ok" else "red"
+    table = Table(title=f"run {summary.get('run')} — [{colour}]{status}[/{colour}]",
+                  show_header=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    ttt = summary.get("time_to_threshold_s")
+    rows = [
+        ("profile", summary.get("profile")),
+        ("world size", summary.get("world_size")),
+        ("accuracy", _fmt(summary.get("accuracy"), ".4f")),
+        ("F1", _fmt(summary.get("f1"), ".4f")),
+        ("epochs", summary.get("epochs")),
+        ("wall time", f"{_fmt(summary.get('wall_s'), '.1f')} s"),
+        ("samples/s", _fmt(summary.get("samples_per_s"), ",.0f")),
+        ("time to threshold", "not reached" if ttt is None else f"{ttt:.1f} s"),
+        ("cost", f"${_fmt(summary.get('usd'), '.4f')} at ${_fmt(summary.get('usd_per_hour'), '.3f')}/h"),
+    ]
+    if summary.get("reason"):
+        rows.append(("reason", summary["reason"]))
+    for name, value in rows:
+        table.add_row(name, _fmt(value))
+    return table
