@@ -1,0 +1,133 @@
+"""The load balancer plugged into the trainer: plans, measurements, straggler, events, advice.
+
+:class:`BalanceHooks` implements the trainer's :class:`~engine.trainer.TrainHooks` seam. Every
+rank holds one and receives the same gathered measurement windows, so every rank derives the
+same plans from the pure functions of :mod:`engine.balancer` without more communication.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine.balancer import Balancer, SplitPlan
+from engine.config import BalanceConfig, TrainConfig
+from engine.data import StepPlan
+from engine.trainer import HookContext, StepTiming, TrainHooks
+
+
+class BalanceHooks(TrainHooks):
+    """Per-rank shares and batch sizes from measured compute speed (or equal when disabled).
+
+    Measures forward+backward seconds per sample (``measure = forward``: forward only) on
+    every rank, excluding the gradient all-reduce (the trainer runs backward under
+    ``no_sync()`` and all-reduces separately), and re-plans every X epochs / K steps.
+    A straggling rank sleeps ``(factor - 1)`` × its compute time after each backward.
+    """
+
+    def __init__(self, config: BalanceConfig) -> None:
+        self.config = config
+        self.balancer: Balancer | None = None
+        self._epoch_step = 0
+        self._restored: dict[str, Any] | None = None
+        self.last_measured: list[float] | None = None
+
+    def setup(self, ctx: HookContext) -> None:
+        """Build the balancer for this run's world, global batch and epoch size."""
+        super().setup(ctx)
+        self.factor = self.config.straggle.get(ctx.rank, 1.0)
+        self.balancer = Balancer(
+            config=self.config, world=ctx.world, global_batch=ctx.global_batch, n=ctx.num_samples
+        )
+        if self._restored is not None:
+            self._apply_state(self._restored)
+
+    @property
+    def _bal(self) -> Balancer:
+        if self.balancer is None:
+            raise RuntimeError("BalanceHooks.setup() was not called")
+        return self.balancer
+
+    def next_plan(self, epoch: int, start: int) -> StepPlan:
+        """The split for epoch positions from ``start``; rank 0 emits a ``balance`` event."""
+        if start == 0:
+            self._epoch_step = 0
+        plan = self._bal.plan(start)
+        if self.ctx.rank == 0:
+            self.ctx.emitter.emit(
+                "balance", epoch=epoch, step=self._epoch_step, start=start,
+                rebalances=self._bal.rebalances, measured=self.last_measured,
+                **self._bal.event_fields(plan),
+            )  # fmt: skip
+        self._epoch_step += plan.steps
+        return plan
+
+    def after_compute(self, timing: StepTiming) -> None:
+        """Straggler injection: sleep (factor - 1) × this step's compute seconds."""
+        if self.factor > 1.0:
+            time.sleep((self.factor - 1.0) * timing.compute)
+
+    def end_plan(self, epoch: int, plan: StepPlan, windows: list[dict[str, float]]) -> None:
+        """Feed every rank's measured seconds per sample; maybe move the shares."""
+        key = "forward" if self.config.measure == "forward" else "compute"
+        steps = max(plan.steps, 1)
+        measured = [max(w[key], 1e-12) / max(w["samples"], 1.0) for w in windows]
+        self.last_measured = measured
+        # the least-waiting rank's all-reduce+optimizer time is the closest to the pure cost
+        allreduce = min(w["allreduce_opt"] for w in windows) / steps
+        other = sum(w.get("data", 0.0) + w.get("h2d", 0.0) for w in windows) / len(windows)
+        self._bal.observe(measured, per_step_s=allreduce + other / steps, allreduce_s=allreduce)
+        end = plan.start + plan.n >= self.ctx.num_samples
+        self._bal.end_chunk(epoch_end=end)
+
+    def summary(self) -> dict[str, Any]:
+        """The ``balance`` block of summary.json: final split, speeds and drop-a-rank advice."""
+        bal = self._bal
+        advice = bal.advice()
+        plan: SplitPlan = bal.plan()
+        return {
+            "balance": {
+                **bal.event_fields(plan),
+                "rebalances": bal.rebalances,
+                "allreduce_s_per_step": bal.allreduce_s,
+                "straggle": {str(k): v for k, v in self.config.straggle.items()},
+                "advice": None if advice is None else advice.as_dict(),
+            }
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Balancer state for checkpoints (plain types)."""
+        bal = self._bal
+        return {
+            "shares": list(bal.shares),
+            "sec_per_sample": bal.sec_per_sample,
+            "per_step_s": bal.per_step_s,
+            "allreduce_s": bal.allreduce_s,
+            "epochs_seen": bal.epochs_seen,
+            "rebalances": bal.rebalances,
+            "world": bal.world,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the shares and measurements (ignored when the world size changed)."""
+        if self.balancer is None:
+            self._restored = state
+        else:
+            self._apply_state(state)
+
+    def _apply_state(self, state: dict[str, Any]) -> None:
+        bal = self._bal
+        if not state or state.get("world") != bal.world:
+            return
+        bal.shares = [float(s) for s in state["shares"]]
+        sps = state.get("sec_per_sample")
+        bal.sec_per_sample = None if sps is None else [float(s) for s in sps]
+        bal.per_step_s = float(state["per_step_s"])
+        bal.allreduce_s = float(state["allreduce_s"])
+        bal.epochs_seen = int(state["epochs_seen"])
+        bal.rebalances = int(state["rebalances"])
+
+
+def make_hooks(cfg: TrainConfig) -> BalanceHooks:
+    """The trainer hooks for ``cfg.balance`` (also when disabled: equal split, straggler)."""
+    return BalanceHooks(cfg.balance)

@@ -1,0 +1,53 @@
+"""A real 2-process gloo training run with a straggler: the balancer moves the shares."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from engine.config import BalanceConfig, ModelConfig, TrainConfig  # noqa: E402
+from engine.events import read_events  # noqa: E402
+from engine.launch import launch_local  # noqa: E402
+from tests.train.conftest import write_dataset  # noqa: E402
+
+
+def _run(tmp_path: Path, balance: BalanceConfig, epochs: int = 3) -> Path:
+    data = write_dataset(tmp_path / "data", n_train=2048, n_test=128, seq_len=32)
+    cfg = TrainConfig(
+        data_dir=str(data), run_dir=str(tmp_path / "run"), model=ModelConfig(preset="seed"),
+        epochs=epochs, batch_size=128, warmup_steps=0, log_every=1000,
+        checkpoint_every_min=0, balance=balance,
+    )  # fmt: skip
+    launch_local(cfg, 2, threads=1, on_line=lambda rank, stream, line: None)
+    return tmp_path / "run"
+
+
+@pytest.mark.slow
+def test_straggler_shares_move_toward_the_speed_ratio(tmp_path: Path) -> None:
+    run = _run(tmp_path, BalanceConfig(enabled=True, straggle={1: 2.0}))
+    events = list(read_events(run / "events.jsonl"))
+    balance = [e for e in events if e["type"] == "balance"]
+    assert [e["epoch"] for e in balance] == [0, 1, 2]  # one plan per epoch
+    assert balance[0]["shares"] == [0.5, 0.5] and balance[0]["batch_sizes"] == [64, 64]
+    first = balance[1]["measured"]  # seconds per sample in epoch 0, equal batches
+    assert 1.5 < first[1] / first[0] < 3.0  # rank 1 sleeps 1x its compute: about 2x slower
+    final = balance[-1]
+    assert final["shares"][0] / final["shares"][1] > 1.5  # from 1.0 toward the ~2x ratio
+    assert final["batch_sizes"][0] > final["batch_sizes"][1]
+    assert sum(final["batch_sizes"]) == 128 and sum(final["counts"]) == 2048
+    for e in balance[1:]:  # shares follow the smoothed measurements
+        s0, s1 = e["sec_per_sample"]
+        assert e["shares"][0] / e["shares"][1] == pytest.approx(s1 / s0, rel=1e-3)
+    phases = [e for e in events if e["type"] == "phase"]
+    for epoch in range(3):  # every sample once per epoch, the same steps on both ranks
+        ranks = [p for p in phases if p["epoch"] == epoch]
+        assert sum(p["samples"] for p in ranks) == 2048
+        assert len({p["steps"] for p in ranks}) == 1
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["balance"]["advice"]["drop_rank"] == 1
+    assert summary["balance"]["rebalances"] >= 1
+
