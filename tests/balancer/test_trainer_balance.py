@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from engine.config import BalanceConfig, ModelConfig, TrainConfig  # noqa: E402
-from engine.events import read_events  # noqa: E402
-from engine.launch import launch_local  # noqa: E402
-from tests.train.conftest import write_dataset  # noqa: E402
+from engine.config import BalanceConfig, ModelConfig, TrainConfig
+from engine.events import read_events
+from engine.launch import launch_local
+from tests.train.conftest import write_dataset
 
 
 def _run(tmp_path: Path, balance: BalanceConfig, epochs: int = 3) -> Path:
@@ -50,4 +50,3 @@ def test_straggler_shares_move_toward_the_speed_ratio(tmp_path: Path) -> None:
     summary = json.loads((run / "summary.json").read_text())
     assert summary["balance"]["advice"]["drop_rank"] == 1
     assert summary["balance"]["rebalances"] >= 1
-
