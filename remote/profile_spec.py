@@ -1,0 +1,271 @@
+"""Profile sections shared by every provider: data, preprocess (with EMR), train, budget."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from engine.config import BalanceConfig, ModelConfig, PreprocessConfig, TrainConfig
+
+InstanceTypeName = Annotated[
+    str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$", max_length=40)
+]
+"""An EC2 instance type such as g5.xlarge."""
+
+PathText = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]+$", max_length=4096)]
+"""A path or command word: any text without control characters (newlines, NUL, escapes)."""
+
+S3Uri = Annotated[
+    str, StringConstraints(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,62}(/[^\x00-\x1f\x7f]*)?$")
+]
+"""s3://bucket or s3://bucket/prefix."""
+
+
+class Section(BaseModel):
+    """Base of every profile section: unknown keys are errors; docstrings document fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class SyntheticData(Section):
+    """Generate McAuley-format reviews instead of reading files (the embedded default)."""
+
+    size: int = Field(ge=10_000, le=10**12)
+    """Uncompressed bytes to generate: 30MB, 1GB, 1.5GiB or a byte count (at least 10KB)."""
+    seed: int = 0
+    """Random seed of the generator (same seed and size, same bytes)."""
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _parse_size(cls, value: object) -> object:
+        if isinstance(value, str):
+            from engine.errors import InputError
+            from engine.synth.size import parse_size
+
+            try:
+                return parse_size(value, name="size")
+            except InputError:
+                raise ValueError(
+                    f"cannot read {value!r} as a size; give e.g. 30MB, 1GB, 1.5GiB"
+                ) from None
+        return value
+
+
+class DataSpec(Section):
+    """What to preprocess: input files or synthetic reviews (exactly one)."""
+
+    inputs: list[PathText] = []
+    """Raw review files (plain or .gz): local paths, or s3:// URIs for the EMR runner."""
+    synthetic: SyntheticData | None = None
+    """Generate reviews: {size: N, seed: S}."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> DataSpec:
+        if bool(self.inputs) == (self.synthetic is not None):
+            raise ValueError("give exactly one of data.inputs (a list of files) or data.synthetic")
+        return self
+
+
+class EMRSpec(Section):
+    """The EMR cluster that runs preprocessing when preprocess.runner is emr."""
+
+    s3: S3Uri | None = None
+    """Writable s3://bucket/prefix for inputs, temporary files and parts (needed for emr)."""
+    instance_type: InstanceTypeName = "m5.xlarge"
+    """EC2 type of the core nodes."""
+    master_instance_type: InstanceTypeName | None = None
+    """EC2 type of the master node (default: instance_type)."""
+    count: int = Field(default=2, ge=1, le=100)
+    """Number of core nodes (a master node is added)."""
+    spot: bool = False
+    """Run the core nodes on spot capacity."""
+    spot_bid_usd: float | None = Field(default=None, gt=0)
+    """Maximum spot price per instance-hour in USD (needs spot: true)."""
+    release_label: Annotated[str, StringConstraints(pattern=r"^emr-\d+\.\d+\.\d+$")] = "emr-7.2.0"
+    """EMR release, e.g. emr-7.2.0 (7.x has python3.11)."""
+    python: PathText | None = None
+    """Interpreter on the EMR nodes (default: the EMR runner's, python3.11)."""
+    bootstrap: list[str] = []
+    """Extra bootstrap shell commands, run after the project is installed on every node."""
+    key_name: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    """EC2 key pair for SSH to the master (lets mrjob show task progress)."""
+    subnet: Annotated[str, StringConstraints(pattern=r"^subnet-[0-9a-f]+$")] | None = None
+    """Subnet id (default: the default VPC)."""
+
+    @model_validator(mode="after")
+    def _bid_needs_spot(self) -> EMRSpec:
+        if self.spot_bid_usd is not None and not self.spot:
+            raise ValueError(
+                "spot_bid_usd is set but spot is false; set spot: true or drop the bid"
+            )
+        return self
+
+    def settings_kwargs(self, region: str) -> dict[str, object]:
+        """Keyword arguments for remote.emr.EMRSettings (unset fields keep its defaults)."""
+        kwargs: dict[str, object] = {
+            "s3": self.s3,
+            "region": region,
+            "master_instance_type": self.master_instance_type or self.instance_type,
+            "core_instance_type": self.instance_type,
+            "core_count": self.count,
+            "release_label": self.release_label,
+            "bootstrap": list(self.bootstrap),
+            "spot_bid": self.spot_bid_usd if self.spot else None,
+            "python": self.python,
+            "key_name": self.key_name,
+            "subnet": self.subnet,
+        }
+        return {k: v for k, v in kwargs.items() if v is not None}
+
+
+class PreprocessSpec(Section):
+    """Preprocessing settings (unset fields take the engine defaults)."""
+
+    runner: Literal["local", "inline", "spark", "hadoop", "emr"] = "local"
+    """Where the MapReduce steps run."""
+    workers: int | None = Field(default=None, ge=1)
+    """Worker processes of the local runner (default: all cores)."""
+    vocab_size: int | None = Field(default=None, ge=1)
+    """Words given ids (default 10000)."""
+    seq_len: int | None = Field(default=None, ge=1)
+    """Tokens per sequence (default 100)."""
+    test_fraction: float | None = Field(default=None, ge=0, lt=1)
+    """Fraction of texts in the test split (default 0.1)."""
+    format: Literal["auto", "mcauley", "jsonl"] | None = None
+    """Input record format (default auto)."""
+    text_field: str | None = None
+    """Review text field of generic JSON lines."""
+    rating_field: str | None = None
+    """Rating field of generic JSON lines."""
+    append_summary: bool | None = None
+    """Append the summary field to the text."""
+    keep_negations: bool | None = None
+    """Keep not/no/nor/n't instead of dropping them."""
+    emr: EMRSpec = EMRSpec()
+    """EMR cluster settings (used when runner is emr)."""
+
+    @model_validator(mode="after")
+    def _emr_needs_s3(self) -> PreprocessSpec:
+        if self.runner == "emr" and self.emr.s3 is None:
+            raise ValueError("runner emr needs emr.s3: a writable s3://bucket/prefix")
+        return self
+
+    def to_config(self, inputs: list[str], output_dir: str) -> PreprocessConfig:
+        """The engine config (raises engine ConfigError on values the engine refuses)."""
+        fields = self.model_dump(exclude={"emr"}, exclude_none=True)
+        return PreprocessConfig(inputs=inputs, output=output_dir, **fields)
+
+
+class ModelSpec(Section):
+    """Model shape (unset fields take the preset's values)."""
+
+    preset: Literal["default", "seed"] = "default"
+    """default, or seed (the old system's model)."""
+    embedding_dim: int | None = Field(default=None, ge=1)
+    """Embedding size."""
+    hidden: int | None = Field(default=None, ge=1)
+    """LSTM hidden size."""
+    layers: int | None = Field(default=None, ge=1)
+    """LSTM layers."""
+    bidirectional: bool | None = None
+    """Bidirectional LSTM."""
+    dropout: float | None = Field(default=None, ge=0, lt=1)
+    """Dropout probability."""
+
+
+class BalancerSpec(Section):
+    """Dynamic load balancer: re-split data shares and batch sizes by measured speed."""
+
+    enabled: bool = False
+    """Turn the balancer on (useful for heterogeneous nodes)."""
+    every_epochs: int | None = Field(default=None, ge=1)
+    """Rebalance after every X epochs (default 1)."""
+    every_steps: int | None = Field(default=None, ge=0)
+    """Also rebalance every K steps inside an epoch (0 = never; default 0)."""
+    measure: Literal["fwd_bwd", "forward"] | None = None
+    """Time forward+backward (fwd_bwd, default) or forward only."""
+    smoothing: float | None = Field(default=None, gt=0, le=1)
+    """Weight of the newest speed measurement (default 0.5)."""
+    hysteresis: float | None = Field(default=None, ge=0, lt=1)
+    """Do not move shares that would change by less than this (default 0.02)."""
+    min_share: float | None = Field(default=None, gt=0, lt=1)
+    """No rank gets less than this fraction of the data (default 0.05)."""
+    straggle: dict[Annotated[int, Field(ge=0)], Annotated[float, Field(ge=1)]] = {}
+    """Injected slowness for tests/benchmarks: {rank: factor >= 1}."""
+
+
+class TrainSpec(Section):
+    """Training settings (unset fields take the engine defaults)."""
+
+    model: ModelSpec = ModelSpec()
+    """Model shape."""
+    epochs: int | None = Field(default=None, ge=1)
+    """Number of epochs (default 3)."""
+    batch: int | None = Field(default=None, ge=1)
+    """Global batch size, summed over ranks (default 256)."""
+    lr: float | None = Field(default=None, gt=0)
+    """Learning rate at the reference batch 256 (default 0.002)."""
+    warmup_steps: int | None = Field(default=None, ge=0)
+    """Linear learning-rate warm-up steps (default 100)."""
+    optimizer: Literal["adam", "sgd"] | None = None
+    """adam (default) or sgd."""
+    pos_weight: float | Literal["auto", "none"] | None = None
+    """Positive-class weight: a number > 0, auto (default) or none."""
+    eval_every: int | None = Field(default=None, ge=1)
+    """Evaluate every N epochs and after the last (default 1)."""
+    log_every: int | None = Field(default=None, ge=1)
+    """Emit a step event every k steps (default 20)."""
+    checkpoint_every_min: float | None = Field(default=None, ge=0)
+    """Checkpoint every N minutes inside an epoch too (0 = epoch ends only; default 5)."""
+    loss_threshold: float | None = Field(default=None, gt=0)
+    """Report the time until the smoothed train loss drops below this (default 0.13)."""
+    seed: int | None = None
+    """Seed of model init and sample order (default 0)."""
+    threads: int | None = Field(default=None, ge=1)
+    """torch threads per rank (default: cores / local ranks)."""
+    loader_workers: int | None = Field(default=None, ge=0)
+    """DataLoader workers per rank (default 0)."""
+    amp: bool | None = None
+    """bf16 autocast on CUDA (default true)."""
+    max_train_samples: int | None = Field(default=None, ge=1)
+    """Use only the first N training samples."""
+    device: Literal["auto", "cpu", "cuda"] | None = None
+    """auto (default: CUDA when visible), cpu or cuda."""
+    grad_sync: Literal["overlap", "separate"] | None = None
+    """overlap (default: all-reduce during backward) or separate (pure compute timing)."""
+    eval_batch_size: int | None = Field(default=None, ge=1)
+    """Evaluation batch size per rank (default 1024)."""
+    checkpoint_every_steps: int | None = Field(default=None, ge=0)
+    """Also checkpoint every N global steps (0 = off; default 0)."""
+    nproc: int | None = Field(default=None, ge=1, le=256)
+    """Training processes on this machine (provider local only; default 1)."""
+    balancer: BalancerSpec = BalancerSpec()
+    """Dynamic load balancer."""
+
+    def to_config(self, data_dir: str, run_dir: str) -> TrainConfig:
+        """The engine config (raises engine ConfigError on values the engine refuses)."""
+        fields = self.model_dump(exclude={"model", "balancer", "nproc", "batch"}, exclude_none=True)
+        if self.batch is not None:
+            fields["batch_size"] = self.batch
+        model = ModelConfig(**self.model.model_dump(exclude_none=True))
+        balance = BalanceConfig(**self.balancer.model_dump(exclude_none=True))
+        return TrainConfig(
+            data_dir=data_dir, run_dir=run_dir, model=model, balance=balance, **fields
+        )
+
+
+class BudgetSpec(Section):
+    """Money limits: stop (and tear down) before max_usd; refuse to launch above the rate."""
+
+    max_usd: float | None = Field(default=None, gt=0)
+    """Stop the run before its cost would exceed this many USD."""
+    max_usd_per_hour: float | None = Field(default=None, gt=0)
+    """Refuse to launch when the profile's machines cost more than this per hour."""

@@ -1,0 +1,202 @@
+"""Cost meter: per-second billing with the 60 s minimum, EMR, spot, ticker events and budgets."""
+
+from __future__ import annotations
+
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.errors import BudgetError, ProfileError
+from engine.events import Emitter, JsonlFileSink, read_events
+from remote.cost import BILLING_MINIMUM_S, CostLine, CostMeter, CostTicker, check_launch_budget
+from remote.pricing import LiveClients, PriceBook, load_bundled_catalog, price_book
+from remote.profile import load_profile
+
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+
+
+def line(name: str = "g", usd: float = 3.6, count: int = 1, emr: float = 0.0) -> CostLine:
+    return CostLine(
+        name=name,
+        field="nodes[0].instance_type",
+        instance_type="x.large",
+        count=count,
+        usd_per_hour=usd,
+        emr_usd_per_hour=emr,
+    )
+
+
+def test_minimum_charge_then_per_second() -> None:
+    meter = CostMeter(clock=lambda: 0.0)
+    meter.start(line(usd=3.6), at=0.0)  # $0.001 per second
+    assert meter.usd(now=0.0) == pytest.approx(BILLING_MINIMUM_S * 0.001)
+    assert meter.usd(now=59.0) == pytest.approx(0.060)
+    assert meter.usd(now=60.0) == pytest.approx(0.060)
+    assert meter.usd(now=90.2) == pytest.approx(0.091)  # whole seconds, rounded up
+    meter.stop("g", at=120.0)
+    assert meter.usd(now=5000.0) == pytest.approx(0.120)  # stopped: no more billing
+    assert meter.usd_per_hour() == 0.0
+
+
+def test_groups_count_emr_surcharge_and_stop_independently() -> None:
+    meter = CostMeter()
+    meter.start(line("train", usd=1.0, count=4), at=0.0)
+    meter.start(line("emr", usd=0.2, count=3, emr=0.06), at=0.0)
+    assert meter.usd_per_hour() == pytest.approx(4 * 1.0 + 3 * 0.26)
+    meter.stop("emr", at=1800.0)
+    assert meter.usd_per_hour() == pytest.approx(4.0)
+    assert meter.usd(now=3600.0) == pytest.approx(4.0 + 3 * 0.26 / 2)
+    summary = meter.summary(now=3600.0)
+    assert summary["usd"] == pytest.approx(meter.usd(now=3600.0))
+    assert {x["name"]: x["billed_s"] for x in summary["lines"]} == {"train": 3600, "emr": 1800}
+    with pytest.raises(ValueError):
+        meter.start(line("train"), at=10.0)
+
+
+def test_would_exceed_looks_ahead() -> None:
+    meter = CostMeter()
+    meter.start(line(usd=3.6), at=0.0)
+    assert not meter.would_exceed(0.5, now=400.0)
+    assert meter.would_exceed(0.5, now=400.0, horizon_s=120.0)
+    assert meter.projected_usd(now=100.0, remaining_s=400.0) == pytest.approx(0.5)
+
+
+def test_ticker_emits_cost_events_and_stops_at_budget(tmp_path: Path) -> None:
+    clock = {"now": 0.0}
+    meter = CostMeter(clock=lambda: clock["now"])
+    meter.start(line(usd=36.0), at=0.0)  # $0.01 per second
+    sink = JsonlFileSink(tmp_path / "events.jsonl")
+    reasons: list[str] = []
+    ticker = CostTicker(
+        meter,
+        Emitter(sink, run="r1"),
+        interval_s=5.0,
+        max_usd=2.0,
+        on_exceeded=reasons.append,
+        teardown_s=15.0,
+        remaining=lambda: 100.0,
+    )
+    for now in (0.0, 60.0, 170.0, 185.0, 200.0):
+        clock["now"] = now
+        ticker.tick_once()
+    sink.close()
+    events = list(read_events(tmp_path / "events.jsonl"))
+    assert [e["type"] for e in events] == ["cost"] * 5
+    assert events[-1]["usd"] == pytest.approx(2.0)
+    assert events[1]["usd_per_hour"] == pytest.approx(36.0)
+    assert events[1]["projected_usd"] == pytest.approx(1.6)  # 60 s + 100 s remaining
+    assert events[1]["elapsed_s"] == 60.0
+    assert len(reasons) == 1 and "max_usd $2.00" in reasons[0]  # once, at t=185 (185+20 > 200)
+    assert ticker.exceeded_reason == reasons[0]
+
+
+def test_ticker_thread_ticks_and_final_event() -> None:
+    meter = CostMeter()
+    meter.start(line(usd=1.0))
+    seen: list[dict[str, float]] = []
+    done = threading.Event()
+
+    def emit(fields: dict[str, float]) -> None:
+        seen.append(fields)
+        if len(seen) >= 3:
+            done.set()
+
+    ticker = CostTicker(meter, emit, interval_s=0.05).start()
+    assert done.wait(5)
+    meter.stop_all()
+    final = ticker.stop()
+    assert final["usd_per_hour"] == 0.0 and seen[-1] is final
+    count = len(seen)
+    time.sleep(0.15)
+    assert len(seen) == count  # stopped for good
+
+
+def test_launch_refused_above_rate_names_profile_rate_and_limit() -> None:
+    with pytest.raises(BudgetError) as info:
+        check_launch_budget("big", 5.34, max_usd_per_hour=5.0)
+    assert "'big'" in info.value.message and "$5.340/h" in info.value.message
+    assert "$5.000/h" in info.value.message and info.value.exit_code == 1
+    with pytest.raises(BudgetError, match="one billed minute"):
+        check_launch_budget("big", 120.0, max_usd=1.0)
+    check_launch_budget("ok", 2.0, max_usd_per_hour=3.0, max_usd=1.0)
+
+
+def test_profile_rates_come_from_the_catalog(tmp_path: Path) -> None:
+    catalog = load_bundled_catalog()
+    book = PriceBook.from_catalog(catalog)
+    seed = load_profile(PROFILES / "aws-seed-g3.yaml")
+    g3, m4 = catalog.get("g3.4xlarge"), catalog.get("m4.xlarge")
+    train = 4 * g3.on_demand_usd
+    emr = 3 * (m4.on_demand_usd + m4.emr_usd)  # master + 2 core, with the EMR surcharge
+    assert seed.hourly_usd(book, stage="train") == pytest.approx(train)
+    assert seed.hourly_usd(book, stage="preprocess") == pytest.approx(emr)
+    assert seed.hourly_usd(catalog) == pytest.approx(train + emr)
+    assert seed.check_launch_budget(book) == pytest.approx(train + emr)
+    local = load_profile(PROFILES / "local.yaml")
+    assert local.hourly_usd(catalog) == pytest.approx(catalog.get("m5.large").on_demand_usd)
+    assert load_profile(PROFILES / "ssh-loopback.yaml").hourly_usd(catalog) == 0.0
+
+    tight = tmp_path / "tight.yaml"
+    text = (
+        (PROFILES / "aws-g5-2node.yaml")
+        .read_text()
+        .replace("max_usd_per_hour: 3.0", "max_usd_per_hour: 1.5")
+    )
+    tight.write_text(text)
+    with pytest.raises(BudgetError, match=r"'aws-g5-2node' costs \$2\.012/h.*\$1\.500/h"):
+        load_profile(tight).check_launch_budget(book)
+
+
+def test_spot_groups_use_spot_prices_when_known(tmp_path: Path) -> None:
+    class Spot:
+        def get_paginator(self, op: str) -> Spot:
+            self.op = op
+            return self
+
+        def paginate(self, **kwargs: object) -> list[dict[str, object]]:
+            if self.op == "get_products":
+                return [{"PriceList": []}]
+            return [
+                {
+                    "SpotPriceHistory": [
+                        {
+                            "InstanceType": "g4dn.xlarge",
+                            "AvailabilityZone": "us-east-1a",
+                            "SpotPrice": "0.2",
+                            "Timestamp": None,
+                        }
+                    ]
+                }
+            ]
+
+    fake = Spot()
+    book = price_book(
+        instance_types=["g4dn.xlarge"],
+        clients=LiveClients(fake, fake),
+        cache_folder=tmp_path,
+        now=10.0,
+    )
+    mixed = load_profile(PROFILES / "aws-mixed-g4dn-g5.yaml")
+    lines = {x.instance_type: x for x in mixed.cost_lines(book)}
+    assert lines["g4dn.xlarge"].market == "spot" and lines["g4dn.xlarge"].usd_per_hour == 0.2
+    assert lines["g4dn.xlarge"].count == 2
+    assert lines["g5.xlarge"].market == "on_demand"
+
+
+def test_unknown_instance_type_cannot_be_priced(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        textwrap.dedent("""
+        name: odd
+        provider: ec2
+        nodes: [{instance_type: zz9.mega}]
+        data: {synthetic: {size: 1MB}}
+        """)
+    )
+    profile = load_profile(path)
+    with pytest.raises(ProfileError, match=r"nodes\[0\]\.instance_type: no price known"):
+        profile.hourly_usd(load_bundled_catalog())
+    assert any("not in the price catalog" in w for w in profile.warnings())

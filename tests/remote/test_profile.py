@@ -1,0 +1,384 @@
+"""Profiles: shipped files validate; bad ones say file:line: field: what is allowed."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from engine.config import BalanceConfig, PreprocessConfig, TrainConfig
+from engine.errors import ProfileError
+from remote.pricing import load_bundled_catalog
+from remote.profile import (
+    EC2Profile,
+    LocalProfile,
+    SSHProfile,
+    check_profile_file,
+    list_profiles,
+    load_profile,
+    resolve_profile_path,
+)
+from remote.profile_spec import BalancerSpec, PreprocessSpec, TrainSpec
+
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+SHIPPED = ["local", "ssh-loopback", "aws-g5-2node", "aws-mixed-g4dn-g5", "aws-seed-g3"]
+
+
+def write(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    return info.value.message
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_profiles_validate(name: str) -> None:
+    profile = load_profile(PROFILES / f"{name}.yaml")
+    assert profile.name == name
+    assert profile.source == PROFILES / f"{name}.yaml"
+    assert profile.world_size() >= 1
+
+
+def test_shipped_profile_kinds() -> None:
+    assert isinstance(load_profile(PROFILES / "local.yaml"), LocalProfile)
+    loopback = load_profile(PROFILES / "ssh-loopback.yaml")
+    assert isinstance(loopback, SSHProfile)
+    assert [n.host for n in loopback.nodes] == ["127.0.0.2", "127.0.0.3"]
+    assert not loopback.insecure_ignore_host_keys
+    mixed = load_profile(PROFILES / "aws-mixed-g4dn-g5.yaml")
+    assert isinstance(mixed, EC2Profile)
+    assert len({g.instance_type for g in mixed.nodes}) == 2  # heterogeneous
+    assert mixed.train.balancer.enabled
+
+
+def test_seed_profile_warns_about_unsupported_gpus_and_others_do_not() -> None:
+    entries = {e.path.stem: e for e in list_profiles(PROFILES)}
+    assert set(SHIPPED) <= set(entries)
+    seed = entries["aws-seed-g3"]
+    assert seed.ok
+    assert any("M60" in w and "PyTorch" in w for w in seed.warnings)
+    for name in ("local", "aws-g5-2node", "aws-mixed-g4dn-g5", "ssh-loopback"):
+        assert entries[name].ok and entries[name].warnings == [], entries[name].warnings
+
+
+def test_name_lookup_uses_profiles_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SENTITOP_PROFILES_DIR", str(PROFILES))
+    assert resolve_profile_path("local") == PROFILES / "local.yaml"
+    assert load_profile("aws-g5-2node").name == "aws-g5-2node"
+
+
+BAD_CASES = [
+    (  # wrong type deep in a list, with the line of the key
+        """
+        name: two
+        provider: ssh
+        nodes:
+          - host: a
+          - host: b
+            gpus: two
+        data: {synthetic: {size: 1MB}}
+        """,
+        6,
+        "nodes[1].gpus",
+        "valid integer",
+    ),
+    (  # unknown key lists what is allowed
+        """
+        name: x
+        provider: ssh
+        nodes:
+          - host: a
+            gpu: 1
+        data: {synthetic: {size: 1MB}}
+        """,
+        5,
+        "nodes[0].gpu",
+        "allowed here: name, host, port",
+    ),
+    (
+        """
+        name: x
+        provider: local
+        data: {synthetic: {size: 1MB}}
+        train:
+          balancer:
+            measure: backward
+        """,
+        6,
+        "train.balancer.measure",
+        "'fwd_bwd' or 'forward'",
+    ),
+    (
+        """
+        name: x
+        provider: gcp
+        data: {synthetic: {size: 1MB}}
+        """,
+        2,
+        "provider",
+        "local, ssh, ec2",
+    ),
+    (
+        """
+        name: x
+        provider: ec2
+        nodes:
+          - count: 2
+        data: {synthetic: {size: 1MB}}
+        """,
+        4,
+        "nodes[0].instance_type",
+        "required",
+    ),
+    (
+        """
+        name: x
+        provider: local
+        data:
+          inputs: [a.json]
+          synthetic: {size: 1MB}
+        """,
+        3,
+        "data",
+        "exactly one",
+    ),
+    (
+        """
+        name: x
+        provider: ssh
+        nodes: [{host: a}]
+        data: {synthetic: {size: 1MB}}
+        train:
+          nproc: 2
+        """,
+        5,
+        "train",
+        "provider local only",
+    ),
+    (
+        """
+        name: x
+        provider: local
+        data: {synthetic: {size: lots}}
+        """,
+        3,
+        "data.synthetic.size",
+        "30MB",
+    ),
+    (
+        """
+        name: x
+        provider: local
+        data: {synthetic: {size: 1MB}}
+        train:
+          epochs: 1
+          epochs: 2
+        """,
+        6,
+        "train.epochs",
+        "twice",
+    ),
+    (
+        """
+        name: x
+        provider: ssh
+        nodes: [{host: "a; rm -rf ~"}]
+        data: {synthetic: {size: 1MB}}
+        """,
+        3,
+        "nodes[0].host",
+        "allowed form",
+    ),
+    (
+        """
+        name: x
+        provider: ssh
+        workdir: "/tmp/a\\nrm -rf ~"
+        nodes: [{host: a}]
+        data: {synthetic: {size: 1MB}}
+        """,
+        3,
+        "workdir",
+        "allowed form",
+    ),
+    (
+        """
+        name: x
+        provider: local
+        data: {inputs: [s3://b/x.gz]}
+        preprocess:
+          runner: emr
+        """,
+        4,
+        "preprocess",
+        "emr.s3",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "field", "allowed"), BAD_CASES)
+def test_bad_profile_names_file_line_field_and_what_is_allowed(
+    tmp_path: Path, text: str, line: int, field: str, allowed: str
+) -> None:
+    path = write(tmp_path, text)
+    message = error_of(path)
+    assert message.startswith(f"{path}:{line}: {field}: "), message
+    assert allowed in message
+    assert "Traceback" not in message
+
+
+def test_several_problems_are_reported_together(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        name: x
+        provider: ssh
+        nodes:
+          - host: a
+            port: 99999
+        data: {synthetic: {size: 1MB}}
+        budget: {max_usd: -1}
+        """,
+    )
+    message = error_of(path)
+    assert message.splitlines()[0] == f"{path}: 2 problems"
+    assert f"{path}:5: nodes[0].port" in message
+    assert f"{path}:7: budget.max_usd" in message
+
+
+def test_yaml_syntax_error_and_non_mapping(tmp_path: Path) -> None:
+    message = error_of(write(tmp_path, "name: x\nprovider: [local\n"))
+    assert "not valid YAML" in message and str(tmp_path) in message
+    assert "a mapping of fields" in error_of(write(tmp_path, "- just\n- a list\n", "l.yaml"))
+
+
+def test_missing_file_is_a_profile_error(tmp_path: Path) -> None:
+    assert "no such profile file" in error_of(tmp_path / "nope.yaml")
+
+
+def test_list_profiles_keeps_errors_per_file(tmp_path: Path) -> None:
+    (tmp_path / "good.yaml").write_text((PROFILES / "local.yaml").read_text())
+    write(tmp_path, "name: bad\nprovider: local\n", "bad.yaml")
+    (tmp_path / "notes.txt").write_text("ignored")
+    entries = list_profiles(tmp_path)
+    assert [e.path.name for e in entries] == ["bad.yaml", "good.yaml"]
+    bad, good = entries
+    assert not bad.ok and bad.error and bad.problems[0].path == "data"
+    assert "required" in bad.problems[0].message
+    assert good.ok and good.profile is not None and good.error is None
+
+
+def test_local_profile_converts_into_engine_configs(tmp_path: Path) -> None:
+    profile = load_profile(PROFILES / "local.yaml")
+    with pytest.raises(ValueError, match="synthetic"):
+        profile.to_preprocess_config(tmp_path / "data")
+    pre = profile.to_preprocess_config(tmp_path / "data", inputs=["reviews.json"])
+    assert isinstance(pre, PreprocessConfig)
+    assert pre.inputs == ["reviews.json"] and pre.output == str(tmp_path / "data")
+    assert (pre.vocab_size, pre.seq_len) == (
+        profile.preprocess.vocab_size,
+        profile.preprocess.seq_len,
+    )
+    train = profile.to_train_config(tmp_path / "data", tmp_path / "run")
+    assert isinstance(train, TrainConfig)
+    assert train.epochs == profile.train.epochs and train.batch_size == profile.train.batch
+    assert train.run_dir == str(tmp_path / "run")
+    # unset fields keep the engine defaults
+    assert train.warmup_steps == TrainConfig(data_dir="d", run_dir="r").warmup_steps
+    assert profile.world_size() == profile.train.nproc == 2
+    assert profile.data.synthetic is not None and profile.data.synthetic.size == 30_000_000
+
+
+def test_train_section_passes_balancer_and_model(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        name: bal
+        provider: local
+        data: {inputs: [a.json, b.json.gz]}
+        train:
+          model: {preset: seed, hidden: 48}
+          balancer:
+            enabled: true
+            every_epochs: 2
+            every_steps: 50
+            straggle: {1: 2.5}
+          nproc: 2
+        """,
+    )
+    profile = load_profile(path)
+    config = profile.to_train_config("d", "r")
+    assert config.balance == BalanceConfig(
+        enabled=True, every_epochs=2, every_steps=50, straggle={1: 2.5}
+    )
+    assert config.model.preset == "seed" and config.model.hidden == 48
+    assert profile.to_preprocess_config("out").inputs == ["a.json", "b.json.gz"]
+    assert profile.warnings() == []
+
+
+def test_straggle_rank_outside_world_is_a_warning(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        name: w
+        provider: local
+        data: {synthetic: {size: 1MB}}
+        train: {nproc: 2, balancer: {straggle: {5: 2.0}}}
+        """,
+    )
+    assert any("rank 5" in w for w in check_profile_file(path).warnings)
+
+
+def test_insecure_host_keys_must_be_explicit_and_warns(tmp_path: Path) -> None:
+    base = "name: s\nprovider: ssh\nnodes: [{host: a}]\ndata: {synthetic: {size: 1MB}}\n"
+    assert not load_profile(write(tmp_path, base, "a.yaml")).insecure_ignore_host_keys
+    entry = check_profile_file(
+        write(tmp_path, base + "insecure_ignore_host_keys: true\n", "b.yaml")
+    )
+    assert entry.ok and any("not checked" in w for w in entry.warnings)
+
+
+def test_ec2_world_size_uses_catalog_gpus() -> None:
+    catalog = load_bundled_catalog()
+    profile = load_profile(PROFILES / "aws-mixed-g4dn-g5.yaml")
+    assert isinstance(profile, EC2Profile)
+    expected = sum(g.count * max(1, catalog.specs(g.instance_type).gpus) for g in profile.nodes)
+    assert profile.world_size(catalog) == expected
+
+
+def _documented_default(description: str) -> str | None:
+    match = re.search(r"default:? ([\w.]+)\)", description)
+    return match.group(1) if match else None
+
+
+@pytest.mark.parametrize(
+    ("spec", "engine", "renames"),
+    [
+        (TrainSpec, TrainConfig, {"batch": "batch_size"}),
+        (BalancerSpec, BalanceConfig, {}),
+        (PreprocessSpec, PreprocessConfig, {}),
+    ],
+)
+def test_documented_defaults_match_the_engine(spec: type, engine: type, renames: dict) -> None:
+    fields = {f.name: f for f in dataclasses.fields(engine)}
+    checked = 0
+    for name, info in spec.model_fields.items():
+        documented = _documented_default(info.description or "")
+        target = fields.get(renames.get(name, name))
+        if documented is None or target is None or target.default is dataclasses.MISSING:
+            continue
+        default = target.default
+        if isinstance(default, int | float) and not isinstance(default, bool):
+            assert float(documented) == default, (name, documented, default)
+        else:
+            assert str(default).lower() == documented.lower(), (name, documented, default)
+        checked += 1
+    assert checked >= 3
