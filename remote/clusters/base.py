@@ -1,0 +1,392 @@
+"""The one cluster interface: start nodes, run a command per node with live lines, stop them all.
+
+A :class:`Cluster` is used as ``async with cluster:`` so that :meth:`Cluster.stop` — which kills
+every node's process group and closes connections — runs on every exit path: normal exit,
+exceptions, task cancellation and SIGINT (``asyncio.run`` turns Ctrl-C into cancellation).
+
+:meth:`Cluster.run` supervises one process per node. The first node that exits non-zero (or
+whose connection is lost) stops every other node at once and raises :class:`NodeFailedError`
+naming that node with the last lines of its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+from engine.errors import LaunchError
+from engine.events import EventSink
+from remote.shell import check_name, torchrun_argv
+from remote.streams import LineCallback, LineSplitter, RunStreams
+
+log = logging.getLogger(__name__)
+
+KILL_GRACE_S = 3.0
+"""Seconds between SIGTERM and SIGKILL when stopping a node's process group."""
+SETTLE_S = 1.0
+"""After a first failure, seconds to wait for other nodes' failures before choosing the cause."""
+PEER_LOST_MARKS = (
+    "connection reset by peer",
+    "connection closed by peer",
+    "broken pipe",
+    "rendezvousclosederror",
+    "rendezvousconnectionerror",
+    "remote process exited",
+    "distnetworkerror",
+)
+"""Output that marks a node failing because another node went away (so not the root cause)."""
+DRAIN_S = 2.0
+"""Seconds given to stopped nodes' output streams to reach end-of-file before they are cut."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """What one node runs."""
+
+    argv: tuple[str, ...]
+    """Program and arguments (never parsed by a shell; quoted where a shell is involved)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Extra environment variables."""
+    cwd: str | None = None
+    """Working directory; None = the node's run folder (:meth:`Cluster.node_dir`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResult:
+    """How one node's process ended."""
+
+    node: str
+    """Node name."""
+    exit_code: int
+    """Exit status (negative: killed by that signal; -255: connection lost)."""
+    seconds: float
+    """Wall time from start to exit."""
+    log_path: Path
+    """The node's log file in the run folder."""
+
+
+LOST = -255
+"""Exit code recorded when a node's connection was lost before it reported an exit status."""
+
+
+class NodeFailedError(LaunchError):
+    """A node's process failed; every node was stopped. Names the node, shows its last lines."""
+
+    def __init__(
+        self,
+        node: str,
+        where: str,
+        exit_code: int,
+        tail: Sequence[str],
+        log_path: Path,
+        *,
+        stage: str,
+    ) -> None:
+        self.node = node
+        self.exit_code = exit_code
+        self.tail = list(tail)
+        self.log_path = log_path
+        why = "lost its connection" if exit_code == LOST else f"exited with code {exit_code}"
+        shown = "\n".join(f"    | {line}" for line in self.tail) or "    (no output)"
+        super().__init__(
+            f"node {node} ({where}) {why} during {stage}; every node was stopped.\n"
+            f"  last lines of {log_path}:\n{shown}",
+            hint=f"the full log is {log_path}",
+        )
+
+
+class NodeProcess(Protocol):
+    """A running node command (local subprocess or SSH channel)."""
+
+    async def read(self) -> bytes:
+        """The next chunk of merged stdout/stderr; b"" at end of stream."""
+
+    async def wait(self) -> int:
+        """Exit code once it ended (see :attr:`NodeResult.exit_code`)."""
+
+    async def kill(self, grace: float) -> None:
+        """Stop the whole process group: TERM, then KILL after ``grace`` seconds; never raises."""
+
+
+class Cluster(ABC):
+    """Nodes that run commands; concrete classes: LocalCluster, SSHCluster (and EC2Cluster)."""
+
+    kind: str = "cluster"
+
+    def __init__(self) -> None:
+        self.streams: RunStreams | None = None
+        self.run_dir: Path | None = None
+        self._running: dict[str, NodeProcess] = {}
+        self._rank0: str | None = None
+
+    # -- what a concrete cluster provides ------------------------------------------------
+    @property
+    @abstractmethod
+    def nodes(self) -> list[str]:
+        """Node names, first node first (it hosts the rendezvous and rank 0)."""
+
+    @abstractmethod
+    def describe(self, node: str) -> str:
+        """Where ``node`` is, for messages (e.g. ``ubuntu@10.0.0.5:22``)."""
+
+    @abstractmethod
+    def nproc(self, node: str) -> int:
+        """Worker processes torchrun starts on ``node``."""
+
+    @abstractmethod
+    async def _prepare(self) -> None:
+        """Connect and set nodes up (called by :meth:`start` once streams exist)."""
+
+    @abstractmethod
+    async def _spawn(self, node: str, command: Command, stage: str) -> NodeProcess:
+        """Start ``command`` on ``node`` in a new process group."""
+
+    @abstractmethod
+    async def _disconnect(self) -> None:
+        """Close connections (after every process was stopped); never raises."""
+
+    @abstractmethod
+    def node_dir(self, node: str) -> str:
+        """The node's run folder (default working directory; rank 0 writes checkpoints here)."""
+
+    @abstractmethod
+    def python(self, node: str) -> str:
+        """The Python interpreter on ``node``."""
+
+    @abstractmethod
+    def code_env(self, node: str) -> dict[str, str]:
+        """Environment that makes the project's ``engine`` package importable on ``node``."""
+
+    @abstractmethod
+    async def put_data(self, local: str | Path) -> dict[str, str]:
+        """Make a local file or folder available on every node; its path per node."""
+
+    @abstractmethod
+    async def fetch(self, node: str, path: str, local: str | Path) -> Path:
+        """Copy ``path`` (relative to the node's run folder, or absolute) from ``node`` here."""
+
+    @abstractmethod
+    def rendezvous_endpoint(self) -> str | None:
+        """``host:port`` of the c10d store on the first node; None = single-node standalone."""
+
+    @property
+    def rank0_node(self) -> str:
+        """The node that ran global rank 0 (seen from events; else the first node)."""
+        seen = self.streams.rank0_node if self.streams is not None else self._rank0
+        return seen or self.nodes[0]
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self, run_dir: str | Path, *, events: EventSink | None = None) -> None:
+        """Open the run folder's logs/events and make every node ready to run commands."""
+        self.run_dir = Path(run_dir)
+        check_name(self.run_dir.name, "run id (run folder name)")
+        if self.streams is None:
+            self.streams = RunStreams(self.run_dir, events=events)
+        for node in self.nodes:
+            check_name(node, "node name")
+        await self._prepare()
+
+    async def stop(self) -> None:
+        """Kill every node's process group and disconnect; safe to call twice, never raises."""
+        await self._kill_running()
+        await self._disconnect()
+        if self.streams is not None:
+            self._rank0 = self.streams.rank0_node
+            self.streams.close()
+            self.streams = None
+
+    async def __aenter__(self) -> Cluster:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await _finish(self.stop())
+
+    async def _kill_running(self) -> None:
+        running, self._running = self._running, {}
+        if running:
+            await asyncio.gather(*(proc.kill(KILL_GRACE_S) for proc in running.values()))
+
+    # -- commands --------------------------------------------------------------------------
+    def torchrun_commands(
+        self,
+        module: str,
+        args: Sequence[str] | Mapping[str, Sequence[str]],
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> dict[str, Command]:
+        """One torchrun command per node running ``python -m module args`` on every worker.
+
+        ``args`` may be a mapping node → args when nodes see different paths (see
+        :meth:`put_data`). The environment carries ``SENTITOP_NODE`` and the code path.
+        """
+        nodes = self.nodes
+        endpoint = self.rendezvous_endpoint()
+        run_id = self.run_dir.name if self.run_dir else "sentitop"
+        commands = {}
+        for rank, node in enumerate(nodes):
+            node_args = args[node] if isinstance(args, Mapping) else args
+            argv = torchrun_argv(
+                self.python(node),
+                module,
+                list(node_args),
+                nnodes=len(nodes),
+                node_rank=rank,
+                nproc=self.nproc(node),
+                rdzv_endpoint=endpoint,
+                rdzv_id=run_id,
+                local_addr=self.local_addr(node),
+            )
+            node_env = {**self.code_env(node), "SENTITOP_NODE": node, **(env or {})}
+            commands[node] = Command(argv=tuple(argv), env=node_env)
+        return commands
+
+    def local_addr(self, node: str) -> str | None:
+        """Address of ``node`` that the other nodes reach (torchrun ``--local-addr``)."""
+        return None
+
+    async def run(
+        self,
+        commands: Mapping[str, Command],
+        *,
+        on_line: LineCallback | None = None,
+        stage: str = "train",
+    ) -> dict[str, NodeResult]:
+        """Run one command per named node, streaming lines; results once all exit 0.
+
+        Raises :class:`NodeFailedError` (after stopping every node) when one fails, and stops
+        every node when cancelled.
+        """
+        streams = self._require_started()
+        unknown = set(commands) - set(self.nodes)
+        if unknown:
+            raise LaunchError(f"no such node(s): {', '.join(sorted(unknown))}")
+        tasks: dict[asyncio.Task[NodeResult], str] = {}
+        try:
+            for node, command in commands.items():
+                streams.note(node, f"{stage}: starting {' '.join(command.argv)}")
+                started = time.monotonic()
+                self._running[node] = proc = await self._spawn(node, command, stage)
+                streams.emit(
+                    "node", node=node, status="running", stage=stage, detail=self.describe(node)
+                )
+                task = asyncio.create_task(self._supervise(node, proc, started, on_line))
+                tasks[task] = node
+            results: dict[str, NodeResult] = {}
+            pending = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                finished = [task.result() for task in done]
+                results.update((result.node, result) for result in finished)
+                failed = [result for result in finished if result.exit_code != 0]
+                if failed:
+                    if pending:  # nodes that fail because of this one are not the cause
+                        more, pending = await asyncio.wait(pending, timeout=SETTLE_S)
+                        failed += [t.result() for t in more if t.result().exit_code != 0]
+                    raise self._failure(self._root_cause(failed), failed, stage)
+            for node in commands:
+                streams.emit(
+                    "node",
+                    node=node,
+                    status="done",
+                    stage=stage,
+                    detail=f"exit 0 after {results[node].seconds:.1f} s",
+                )
+                self._running.pop(node, None)
+            return results
+        finally:
+            try:
+                await _finish(self._kill_running())
+                if tasks:  # let killed nodes' last lines reach their logs, briefly
+                    await asyncio.wait(tasks, timeout=DRAIN_S)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _root_cause(self, failed: list[NodeResult]) -> NodeResult:
+        """The failure that caused the others: not a lost peer if possible, else the first."""
+        streams = self._require_started()
+
+        def lost_peer(result: NodeResult) -> bool:
+            text = "\n".join(streams.tail(result.node, 200)).lower()
+            return any(mark in text for mark in PEER_LOST_MARKS)
+
+        return min(failed, key=lambda r: (lost_peer(r), r.exit_code == LOST, r.seconds))
+
+    def _failure(self, cause: NodeResult, failed: list[NodeResult], stage: str) -> NodeFailedError:
+        streams = self._require_started()
+        tail = streams.tail(cause.node, 20)
+        error = NodeFailedError(
+            cause.node,
+            self.describe(cause.node),
+            cause.exit_code,
+            tail,
+            cause.log_path,
+            stage=stage,
+        )
+        others = sorted(r.node for r in failed if r is not cause)
+        if others:
+            error.message += f"\n  also failed after it: {', '.join(others)}"
+            error.args = (error.message,)
+        for result in failed:
+            streams.emit(
+                "node",
+                node=result.node,
+                status="failed",
+                stage=stage,
+                detail=f"exit {result.exit_code}",
+            )
+        streams.emit(
+            "error", node=cause.node, stage=stage, message=error.message.split("\n")[0], tail=tail
+        )
+        return error
+
+    async def _supervise(
+        self, node: str, proc: NodeProcess, started: float, on_line: LineCallback | None
+    ) -> NodeResult:
+        streams = self._require_started()
+        splitter = LineSplitter()
+        while chunk := await proc.read():
+            for line in splitter.feed(chunk):
+                await streams.line(node, line, on_line)
+        for line in splitter.flush():
+            await streams.line(node, line, on_line)
+        code = await proc.wait()
+        seconds = time.monotonic() - started
+        streams.note(node, f"exit code {code} after {seconds:.1f} s")
+        return NodeResult(node, code, seconds, streams.log_path(node))
+
+    def _require_started(self) -> RunStreams:
+        if self.streams is None:
+            raise LaunchError(f"{type(self).__name__}.start(run_dir) was not called")
+        return self.streams
+
+
+async def _finish(awaitable: Any) -> Any:
+    """Await ``awaitable`` to its end even when this task is cancelled meanwhile (re-raised)."""
+    task = asyncio.ensure_future(awaitable)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+            log.warning("interrupted; still stopping node processes, please wait")
+    if cancelled:
+        raise asyncio.CancelledError
+    return result

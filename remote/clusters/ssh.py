@@ -1,0 +1,471 @@
+"""SSHCluster: nodes reached over SSH (asyncssh); code and data copied by SFTP; torchrun per node.
+
+Host keys are checked against ``known_hosts`` (``~/.ssh/known_hosts`` by default) unless the
+cluster is explicitly built with ``check_host_keys=False``. Each node gets this layout under its
+``workdir``::
+
+    code/<digest>/engine/...        the project's engine package (content-addressed, shared)
+    data/<name>-<digest>/...        data copied by put_data (unless shared_fs)
+    runs/<run-id>/<node>/           working directory of the node's commands, pid files
+
+Commands run under ``setsid -w`` and the node wrapper (:mod:`remote.shell`): stopping a node
+signals its whole process group through a pid file, and the wrapper's watchdog kills the group
+when the SSH channel goes away. Every value that reaches the remote shell is quoted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import io
+import logging
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+import engine
+from engine.errors import LaunchError
+from remote.clusters.base import LOST, Cluster, Command, NodeProcess
+from remote.shell import check_name, kill_group_command, quote, remote_dir, remote_node_command
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 1 << 16
+SETUP_TIMEOUT_S = 120.0
+"""Longest a setup command (mkdir, python/torch probe, unpacking code) may take on a node."""
+KILL_TIMEOUT_S = 10.0
+"""Longest a kill command may take before the node is given up as unreachable."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SSHNode:
+    """One machine of an SSH cluster."""
+
+    name: str
+    """Node name used in logs, events and file names."""
+    host: str
+    """Host name or address SSH connects to."""
+    port: int = 22
+    """SSH port."""
+    user: str | None = None
+    """Login user (default: the local user / ssh config)."""
+    key: str | None = None
+    """Private key file (default: the usual ~/.ssh keys and the agent)."""
+    nproc: int = 1
+    """Training processes (torchrun workers) on this node."""
+    address: str | None = None
+    """Address the other nodes use to reach this one (rendezvous, gloo); default ``host``."""
+
+    def where(self) -> str:
+        """``user@host:port`` for messages."""
+        return f"{self.user + '@' if self.user else ''}{self.host}:{self.port}"
+
+
+class SSHProcess:
+    """A node command running on an SSH channel."""
+
+    def __init__(self, conn: asyncssh.SSHClientConnection, proc: Any, pidfile: str) -> None:
+        self.conn = conn
+        self.proc = proc
+        self.pidfile = pidfile
+
+    async def read(self) -> bytes:
+        """Next chunk of merged output; b"" at end or when the connection broke."""
+        try:
+            data: bytes = await self.proc.stdout.read(READ_CHUNK)
+        except (asyncssh.Error, OSError) as exc:
+            log.warning("output stream ended: %s", exc)
+            return b""
+        return data
+
+    async def wait(self) -> int:
+        """Exit status; negative signal number; :data:`LOST` without an exit status."""
+        try:
+            await self.proc.wait()
+        except (asyncssh.Error, OSError):
+            return LOST
+        code = self.proc.returncode
+        return LOST if code is None else int(code)
+
+    def _done(self) -> bool:
+        return bool(self.proc.exit_status is not None or self.proc.is_closing())
+
+    async def _signal(self, signal: str) -> None:
+        try:
+            await asyncio.wait_for(
+                self.conn.run(kill_group_command(self.pidfile, signal)), KILL_TIMEOUT_S
+            )
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            log.warning("could not send SIG%s to %s: %s", signal, self.pidfile, exc)
+
+    async def kill(self, grace: float) -> None:
+        """TERM the remote group, KILL after ``grace`` s, close the channel (watchdog)."""
+        try:
+            if not self._done():
+                await self._signal("TERM")
+                try:
+                    await asyncio.wait_for(self.proc.wait_closed(), grace)
+                except TimeoutError:
+                    await self._signal("KILL")
+        finally:
+            self.proc.close()
+
+
+class SSHCluster(Cluster):
+    """Nodes over SSH; the first node hosts the c10d rendezvous and rank 0."""
+
+    kind = "ssh"
+
+    def __init__(
+        self,
+        nodes: Sequence[SSHNode],
+        *,
+        python: str = "python3",
+        workdir: str = "~/sentitop",
+        shared_fs: bool = False,
+        known_hosts: str | Path | None = None,
+        check_host_keys: bool = True,
+        connect_timeout: float = 15.0,
+        rdzv_port: int = 29400,
+        probe_torch: bool = True,
+    ) -> None:
+        super().__init__()
+        if not nodes:
+            raise LaunchError("an SSH cluster needs at least one node")
+        names = [node.name for node in nodes]
+        for name in names:
+            check_name(name, "node name")
+        if len(set(names)) != len(names):
+            raise LaunchError(f"node names must be unique: {', '.join(names)}")
+        self._nodes = {node.name: node for node in nodes}
+        self._python = python
+        self._workdir = workdir
+        self.shared_fs = shared_fs
+        self.known_hosts = (
+            Path(known_hosts).expanduser()
+            if known_hosts
+            else (Path.home() / ".ssh" / "known_hosts")
+        )
+        self.check_host_keys = check_host_keys
+        self.connect_timeout = connect_timeout
+        self.rdzv_port = rdzv_port
+        self.probe_torch = probe_torch
+        """Check at start that the nodes' python imports torch (a clear early error)."""
+        self._conns: dict[str, asyncssh.SSHClientConnection] = {}
+        self._home: dict[str, str] = {}
+        """Absolute workdir per node (resolved on the node)."""
+        self._code: dict[str, str] = {}
+
+    # -- naming ------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[str]:
+        """Node names in profile order."""
+        return list(self._nodes)
+
+    def node(self, name: str) -> SSHNode:
+        """The node spec called ``name``."""
+        return self._nodes[name]
+
+    def describe(self, node: str) -> str:
+        """``user@host:port``."""
+        return self._nodes[node].where()
+
+    def nproc(self, node: str) -> int:
+        """torchrun workers on ``node``."""
+        return self._nodes[node].nproc
+
+    def python(self, node: str) -> str:
+        """Interpreter on the nodes."""
+        return self._python
+
+    def workdir(self, node: str) -> str:
+        """Absolute workdir on ``node`` (after start)."""
+        return self._home[node]
+
+    def node_dir(self, node: str) -> str:
+        """``<workdir>/runs/<run-id>/<node>``."""
+        assert self.run_dir is not None, "start() first"
+        return f"{self._home[node]}/runs/{self.run_dir.name}/{node}"
+
+    def code_env(self, node: str) -> dict[str, str]:
+        """PYTHONPATH pointing at the copied engine package."""
+        return {"PYTHONPATH": self._code[node], "PYTHONUNBUFFERED": "1"}
+
+    def rendezvous_endpoint(self) -> str | None:
+        """First node's address and the rendezvous port."""
+        first = next(iter(self._nodes.values()))
+        return f"{first.address or first.host}:{self.rdzv_port}"
+
+    def local_addr(self, node: str) -> str | None:
+        """The address other nodes use for ``node``."""
+        spec = self._nodes[node]
+        return spec.address or spec.host
+
+    # -- connecting and setting up -------------------------------------------------------------
+    async def _connect(self, spec: SSHNode) -> asyncssh.SSHClientConnection:
+        options: dict[str, Any] = {
+            "port": spec.port,
+            "known_hosts": str(self.known_hosts) if self.check_host_keys else None,
+            "connect_timeout": self.connect_timeout,
+            "keepalive_interval": 15,
+            "keepalive_count_max": 3,
+        }
+        if spec.user:
+            options["username"] = spec.user
+        if spec.key:
+            key = Path(spec.key).expanduser()
+            if not key.is_file():
+                raise LaunchError(
+                    f"node {spec.name}: SSH key file {key} does not exist",
+                    hint="fix the node's key: in the profile",
+                )
+            options["client_keys"] = [str(key)]
+        if self.check_host_keys and not self.known_hosts.is_file():
+            raise LaunchError(
+                f"node {spec.name}: known_hosts file {self.known_hosts} does not exist, so the "
+                f"host key of {spec.host}:{spec.port} cannot be checked",
+                hint=_keyscan_hint(spec, self.known_hosts),
+            )
+        try:
+            return await asyncssh.connect(spec.host, **options)
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise LaunchError(
+                f"node {spec.name}: the host key of {spec.host}:{spec.port} is not trusted "
+                f"({exc.reason}); checked against {self.known_hosts}",
+                hint=_keyscan_hint(spec, self.known_hosts),
+            ) from None
+        except asyncssh.PermissionDenied:
+            raise LaunchError(
+                f"node {spec.name}: {spec.where()} refused authentication"
+                + (f" with key {spec.key}" if spec.key else ""),
+                hint="check the node's user and key in the profile, and that the public key is in "
+                "~/.ssh/authorized_keys on the node",
+            ) from None
+        except asyncssh.KeyImportError as exc:
+            raise LaunchError(
+                f"node {spec.name}: cannot load SSH key {spec.key}: {exc}",
+                hint="use an unencrypted key or load it into ssh-agent",
+            ) from None
+        except (OSError, TimeoutError) as exc:
+            reason = str(exc) or type(exc).__name__
+            if isinstance(exc, TimeoutError):
+                reason = f"no SSH answer within {self.connect_timeout:g} s"
+            raise LaunchError(
+                f"node {spec.name}: cannot reach {spec.host}:{spec.port} ({reason})",
+                hint="check the host and port, that sshd runs there and that no firewall blocks it",
+            ) from None
+        except asyncssh.Error as exc:
+            raise LaunchError(
+                f"node {spec.name}: SSH to {spec.where()} failed: {exc.reason}"
+            ) from None
+
+    async def _prepare(self) -> None:
+        specs = list(self._nodes.values())
+        outcomes = await asyncio.gather(*(self._connect(s) for s in specs), return_exceptions=True)
+        errors: list[LaunchError] = []
+        for spec, outcome in zip(specs, outcomes, strict=True):
+            if isinstance(outcome, asyncssh.SSHClientConnection):
+                self._conns[spec.name] = outcome
+            elif isinstance(outcome, LaunchError):
+                errors.append(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+        if errors:
+            first = errors[0]
+            others = [e.message.split(":")[0] for e in errors[1:]]
+            if others:
+                first.message += f" (also failing: {', '.join(others)})"
+                first.args = (first.message,)
+            raise first
+        digest, bundle = code_bundle()
+        await asyncio.gather(*(self._setup(name, digest, bundle) for name in self._nodes))
+
+    async def _check(self, node: str, command: str, what: str) -> str:
+        conn = self._conns[node]
+        try:
+            result = await asyncio.wait_for(conn.run(command), SETUP_TIMEOUT_S)
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            raise LaunchError(
+                f"node {node} ({self.describe(node)}): {what} failed: {exc}"
+            ) from None
+        if result.exit_status != 0:
+            detail = str(result.stderr or result.stdout or "").strip().splitlines()[-5:]
+            raise LaunchError(
+                f"node {node} ({self.describe(node)}): {what} failed (exit "
+                f"{result.exit_status}): {' / '.join(detail) or 'no output'}",
+            )
+        return str(result.stdout or "")
+
+    async def _setup(self, node: str, digest: str, bundle: bytes) -> None:
+        assert self.run_dir is not None
+        run = f"runs/{self.run_dir.name}/{node}"
+        wd = remote_dir(self._workdir)
+        out = await self._check(
+            node,
+            f"mkdir -p -- {wd} && cd -- {wd} && umask 077 && mkdir -p -- code data {quote(run)}"
+            " && pwd",
+            f"creating workdir {self._workdir!r}",
+        )
+        self._home[node] = out.strip().splitlines()[-1]
+        probe = "import sys; print(sys.version.split()[0])"
+        if self.probe_torch:
+            probe = "import sys, torch; print(sys.version.split()[0], torch.__version__)"
+        await self._check(
+            node,
+            f"{quote(self._python)} -c {quote(probe)}",
+            f"checking python {self._python!r}"
+            + (" with torch" if self.probe_torch else "")
+            + " (the profile's python)",
+        )
+        code = f"{self._home[node]}/code/{digest}"
+        if await self._exists(node, f"{code}/engine/__init__.py"):
+            self._code[node] = code
+            return
+        archive = f"{code}.{node}.tar.gz"
+        try:
+            async with (
+                self._conns[node].start_sftp_client() as sftp,
+                sftp.open(archive, "wb") as fh,
+            ):
+                await fh.write(bundle)
+        except (asyncssh.Error, OSError) as exc:
+            raise LaunchError(f"node {node}: copying code by SFTP failed: {exc}") from None
+        tmp = f"{code}.{node}.tmp"
+        await self._check(
+            node,
+            f"rm -rf -- {quote(tmp)} && mkdir -p -- {quote(tmp)} && tar -xzf {quote(archive)} "
+            f"-C {quote(tmp)} && rm -f -- {quote(archive)} && "
+            f"{{ mv -T -- {quote(tmp)} {quote(code)} 2>/dev/null || rm -rf -- {quote(tmp)}; }}",
+            "unpacking code",
+        )
+        self._code[node] = code
+
+    async def _exists(self, node: str, path: str) -> bool:
+        result = await self._conns[node].run(f"test -e {quote(path)}")
+        return result.exit_status == 0
+
+    # -- running -----------------------------------------------------------------------------
+    async def _spawn(self, node: str, command: Command, stage: str) -> NodeProcess:
+        check_name(stage, "stage")
+        cwd = command.cwd or self.node_dir(node)
+        pidfile = f"{self.node_dir(node)}/{stage}.pid"
+        line = remote_node_command(command.argv, cwd=cwd, pidfile=pidfile, env=command.env)
+        try:
+            proc = await self._conns[node].create_process(
+                line, encoding=None, stderr=asyncssh.STDOUT
+            )
+        except (asyncssh.Error, OSError) as exc:
+            raise LaunchError(
+                f"node {node} ({self.describe(node)}): could not start {command.argv[0]!r}: {exc}"
+            ) from None
+        return SSHProcess(self._conns[node], proc, pidfile)
+
+    async def _disconnect(self) -> None:
+        conns, self._conns = self._conns, {}
+        for conn in conns.values():
+            conn.close()
+        for conn in conns.values():
+            with contextlib.suppress(asyncssh.Error, OSError, TimeoutError):
+                await asyncio.wait_for(conn.wait_closed(), 5)
+
+    # -- files ---------------------------------------------------------------------------------
+    async def put_data(self, local: str | Path) -> dict[str, str]:
+        """Copy a file or folder to every node (skipped if there); with shared_fs, no copy."""
+        path = Path(local).expanduser()
+        if self.shared_fs:
+            return {node: str(path) for node in self._nodes}
+        if not path.exists():
+            raise LaunchError(f"data path {path} does not exist")
+        digest = tree_digest(path)
+        name = f"{path.name}-{digest[:12]}"
+        results = await asyncio.gather(*(self._put(node, path, name) for node in self._nodes))
+        return dict(zip(self._nodes, results, strict=True))
+
+    async def _put(self, node: str, path: Path, name: str) -> str:
+        final = f"{self._home[node]}/data/{name}"
+        target = f"{final}/{path.name}" if path.is_file() else final
+        if await self._exists(node, f"{final}/.complete"):
+            return target
+        tmp = f"{self._home[node]}/data/.{name}.{node}.tmp"
+        await self._check(
+            node, f"rm -rf -- {quote(tmp)} && mkdir -p -- {quote(tmp)}", "preparing the data folder"
+        )
+        try:
+            async with self._conns[node].start_sftp_client() as sftp:
+                if path.is_file():
+                    await sftp.put(str(path), f"{tmp}/{path.name}")
+                else:
+                    await sftp.put([str(p) for p in sorted(path.iterdir())], tmp, recurse=True)
+        except (asyncssh.Error, OSError) as exc:
+            raise LaunchError(f"node {node}: copying {path} by SFTP failed: {exc}") from None
+        await self._check(
+            node,
+            f"touch -- {quote(tmp + '/.complete')} && "
+            f"{{ mv -T -- {quote(tmp)} {quote(final)} 2>/dev/null || rm -rf -- {quote(tmp)}; }}",
+            "finishing the data copy",
+        )
+        return target
+
+    async def fetch(self, node: str, path: str, local: str | Path) -> Path:
+        """Copy ``path`` (relative to the node's run folder, or absolute) from ``node``."""
+        remote = path if path.startswith("/") else f"{self.node_dir(node)}/{path}"
+        target = Path(local)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            async with self._conns[node].start_sftp_client() as sftp:
+                await sftp.get(remote, str(target), recurse=True, preserve=True)
+        except (asyncssh.Error, OSError) as exc:
+            raise LaunchError(f"node {node}: copying {remote} back by SFTP failed: {exc}") from None
+        return target
+
+
+def _keyscan_hint(spec: SSHNode, known_hosts: Path) -> str:
+    return (
+        f"check the host's key fingerprint, then add it: ssh-keyscan -p {spec.port} "
+        f"{quote(spec.host)} >> {quote(str(known_hosts))} (or point the profile's known_hosts at "
+        "a file that has it; host_key_check: false skips the check, unsafe)"
+    )
+
+
+ENGINE_DIR = Path(engine.__file__).resolve().parent
+"""The ``engine`` package copied to every node."""
+_BUNDLE_SUFFIXES = {".py", ".json", ".txt", ".csv", ".tcss"}
+
+
+def code_bundle(package: Path = ENGINE_DIR) -> tuple[str, bytes]:
+    """(content digest, tar.gz bytes) of ``package`` as ``<name>/...`` without caches."""
+    files = sorted(
+        p
+        for p in package.rglob("*")
+        if p.is_file() and p.suffix in _BUNDLE_SUFFIXES and "__pycache__" not in p.parts
+    )
+    digest = hashlib.sha256()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for path in files:
+            arcname = f"{package.name}/{path.relative_to(package).as_posix()}"
+            data = path.read_bytes()
+            digest.update(arcname.encode() + b"\0" + data + b"\0")
+            info = tarfile.TarInfo(arcname)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return digest.hexdigest()[:16], buffer.getvalue()
+
+
+def tree_digest(path: Path) -> str:
+    """Digest of a file or folder by names, sizes and modification times (no reading)."""
+    digest = hashlib.sha256()
+    paths = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for item in paths:
+        stat = item.stat()
+        rel = item.name if item == path else item.relative_to(path).as_posix()
+        digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    return digest.hexdigest()
+
+
+__all__ = ["SSHCluster", "SSHNode", "code_bundle", "tree_digest"]
