@@ -60,20 +60,16 @@ class ReduceCounts:
 
 def reduce_one(
     text: bytes, packed: int, rule: LabelRule, stop: frozenset[bytes], test_fraction: float
-) -> tuple[Row | None, int]:
-    """(row or None when only stopwords remain, duplicates removed) of one distinct text."""
+) -> tuple[Row | None, int, list[bytes]]:
+    """(row or None when only stopwords remain, duplicates removed, content words) of one
+    distinct text."""
     rating, total = mode_rating(packed, rule.rating_min, rule.rating_max)
     words = content_words(text, stop)
     if not words:
-        return None, total - 1
-    row = (
-        order_key(text),
-        text,
-        rule.label(rating),
-        int(is_test(text, test_fraction)),
-        b" ".join(words),
-    )
-    return row, total - 1
+        return None, total - 1, words
+    test = int(is_test(text, test_fraction))
+    row = (order_key(text), text, rule.label(rating), test, b" ".join(words))
+    return row, total - 1, words
 
 
 @dataclass(slots=True)
@@ -84,8 +80,8 @@ class ReducedPart:
     counts: ReduceCounts = field(default_factory=ReduceCounts)
     train_words: Counter[bytes] = field(default_factory=Counter)
 
-    def add(self, row: Row | None, duplicates: int) -> None:
-        """Account one reduced text."""
+    def add(self, row: Row | None, duplicates: int, words: list[bytes] | None = None) -> None:
+        """Account one reduced text (`words`: its content words, if already split)."""
         self.counts.distinct += 1
         self.counts.duplicates += duplicates
         if row is None:
@@ -100,7 +96,7 @@ class ReducedPart:
             self.counts.test += 1
         else:
             self.counts.train += 1
-            self.train_words.update(row[4].split())
+            self.train_words.update(row[4].split() if words is None else words)
 
     def finish(self) -> ReducedPart:
         """Sort rows into the global order (order key, then text)."""
@@ -141,7 +137,7 @@ def encode_word_lists(
     flat: list[int] = []
     get = index.get
     for text in texts:
-        words = text.split()[:seq_len]
+        words = text.split(None, seq_len)[:seq_len]
         lengths_list.append(len(words))
         flat.extend([get(w, UNK_ID) for w in words])
     lengths = np.asarray(lengths_list, dtype=np.int32)

@@ -116,7 +116,7 @@ class PreprocessJob(MRJob):  # type: ignore[misc]
             totals = [a + b for a, b in zip(totals, counts, strict=True)] if totals else counts
         spec = self.specs[0]
         rule = LabelRule.of(spec)
-        row, duplicates = reduce_one(
+        row, duplicates, _ = reduce_one(
             key[1].encode(), pack_counts(totals), rule, self.stop, self.test_fraction
         )
         if row is None:

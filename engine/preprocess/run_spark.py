@@ -41,7 +41,8 @@ def _reduce(item: tuple[Any, Any], job: JobSettings) -> tuple[Any, Any]:
     key, value = item
     if key == STATS_KEY:
         return key, value
-    return key, reduce_one(key[1], value, job.rule, job.stop, job.test_fraction)
+    row, duplicates, _ = reduce_one(key[1], value, job.rule, job.stop, job.test_fraction)
+    return key, (row, duplicates)
 
 
 def _train_words(item: tuple[Any, Any]) -> list[bytes]:

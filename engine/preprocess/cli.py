@@ -1,0 +1,217 @@
+"""Command line of preprocessing, shared by `sentitop preprocess` and `python -m engine.preprocess`:
+arguments, a rich progress bar and summary table, `--json` (stats only), `--events` (JSON lines)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.config import PreprocessConfig
+from engine.errors import SentitopError
+
+HELP = "raw review files → de-duplicated, encoded dataset.h5 + vocab.json + stats.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the preprocess options to a parser."""
+    parser.add_argument(
+        "--input",
+        "-i",
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help="input files (JSON lines, plain or .gz; s3:// with emr/hadoop)",
+    )
+    parser.add_argument("--output", "-o", required=True, metavar="DIR", help="output folder")
+    parser.add_argument(
+        "--runner",
+        default="local",
+        choices=["local", "inline", "spark", "hadoop", "emr"],
+        help="where the MapReduce steps run (default: local, all cores)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="local/spark workers (default: all cores)"
+    )
+    parser.add_argument(
+        "--vocab-size", type=int, default=10_000, help="words given ids (default 10000)"
+    )
+    parser.add_argument(
+        "--seq-len", type=int, default=100, help="tokens per sequence (default 100)"
+    )
+    parser.add_argument("--test-fraction", type=float, default=0.1, help="test share (default 0.1)")
+    parser.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", "mcauley", "jsonl"],
+        help="record format (default: detect per file)",
+    )
+    parser.add_argument("--text-field", default=None, help="text field for --format jsonl")
+    parser.add_argument("--rating-field", default=None, help="rating field for --format jsonl")
+    parser.add_argument(
+        "--rating-max",
+        type=int,
+        default=None,
+        help="highest valid rating (default 5; 10 for IMDB when detected)",
+    )
+    parser.add_argument(
+        "--negative-max",
+        type=int,
+        default=None,
+        help="ratings up to this are negative (default 3; 4 for IMDB)",
+    )
+    parser.add_argument("--append-summary", action="store_true", help="append the summary field")
+    parser.add_argument(
+        "--keep-negations",
+        action="store_true",
+        help="keep not/no/nor/n't forms instead of dropping them as stopwords",
+    )
+    parser.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=1 << 20,
+        help="longer lines are skipped as too_long (default 1 MiB)",
+    )
+    parser.add_argument(
+        "--mrjob-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra mrjob option for inline/hadoop/emr (repeat), e.g. --mrjob-arg=--conf-path=X",
+    )
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print stats.json only")
+    out.add_argument("--events", action="store_true", help="write JSON-lines events to stdout")
+
+
+def config_from_args(args: argparse.Namespace) -> PreprocessConfig:
+    """The PreprocessConfig of parsed arguments (raises ConfigError on bad values)."""
+    return PreprocessConfig(
+        inputs=list(args.input),
+        output=args.output,
+        runner=args.runner,
+        workers=args.workers,
+        vocab_size=args.vocab_size,
+        seq_len=args.seq_len,
+        test_fraction=args.test_fraction,
+        format=args.format,
+        text_field=args.text_field,
+        rating_field=args.rating_field,
+        append_summary=args.append_summary,
+        keep_negations=args.keep_negations,
+        max_line_bytes=args.max_line_bytes,
+    )
+
+
+class _RichProgressSink:
+    """Event sink that drives a rich progress bar from `progress` events."""
+
+    def __init__(self, progress: Any, task_id: Any) -> None:
+        self.progress, self.task_id = progress, task_id
+
+    def write(self, event: Mapping[str, Any]) -> None:
+        """Update the bar on progress events."""
+        if event.get("type") == "progress":
+            self.progress.update(
+                self.task_id,
+                completed=event["done"],
+                total=event["total"],
+                rps=f"{event.get('records_per_s', 0):,.0f}",
+            )
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """Run preprocessing for parsed arguments; returns the exit code."""
+    from engine.events import Emitter, StreamSink
+    from engine.preprocess import run_preprocess
+    from engine.preprocess.readers import check_inputs
+
+    cfg = config_from_args(args)
+    remote = cfg.runner in ("emr", "hadoop")
+    check_inputs([p for p in cfg.inputs if not (remote and p.startswith("s3://"))])
+    options = {
+        "rating_max": args.rating_max,
+        "negative_max": args.negative_max,
+        "mrjob_args": args.mrjob_arg,
+    }
+    if args.json:
+        stats = run_preprocess(cfg, None, **options)
+        print(json.dumps(stats, indent=2))
+        return 0
+    if args.events:
+        run_preprocess(cfg, Emitter(StreamSink()), **options)
+        return 0
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    console = Console(stderr=True)
+    columns = (
+        TextColumn("preprocess"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TextColumn("{task.fields[rps]} records/s"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task_id = progress.add_task("preprocess", total=None, rps="0")
+        stats = run_preprocess(cfg, Emitter(_RichProgressSink(progress, task_id)), **options)
+    Console().print(summary_table(stats))
+    return 0
+
+
+def summary_table(stats: Mapping[str, Any]) -> Any:
+    """A rich table of the main counts of a stats dict."""
+    from rich.table import Table
+
+    table = Table(title="preprocess summary", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for key in (
+        "read",
+        "kept",
+        "duplicates",
+        "skipped_total",
+        "positive",
+        "negative",
+        "train",
+        "test",
+        "vocab_size",
+    ):
+        table.add_row(key, f"{stats[key]:,}")
+    for reason, n in stats["skipped"].items():
+        if n:
+            examples = ", ".join(stats["skipped_examples"].get(reason, [])[:2])
+            table.add_row(
+                f"  skipped: {reason}", f"{n:,}" + (f"  (e.g. {examples})" if examples else "")
+            )
+    table.add_row("input", f"{stats['input_bytes'] / 1e6:,.1f} MB")
+    table.add_row("time", f"{stats['seconds']:.1f} s ({stats['mb_per_s']:.1f} MB/s)")
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m engine.preprocess`: the same command line as `sentitop preprocess`."""
+    parser = argparse.ArgumentParser(prog="python -m engine.preprocess", description=HELP)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run_cli(args)
+    except SentitopError as exc:
+        print(exc.user_message(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
