@@ -181,19 +181,23 @@ class Profile(Section):
         """Training processes over all nodes."""
         raise NotImplementedError
 
-    def instance_types(self) -> list[str]:
-        """Every EC2 type the profile prices (nodes and EMR), without repeats."""
-        return list(dict.fromkeys(line[1] for line in self._priced_groups()))
+    def instance_types(self, *, spot: bool | None = None) -> list[str]:
+        """EC2 types the profile prices (nodes and EMR), without repeats; ``spot`` filters."""
+        return list(dict.fromkeys(g[1] for g in self._all_groups() if spot is None or g[3] == spot))
+
+    def price_book(self, **kwargs: Any) -> PriceBook:
+        """Prices of this profile's instance types in its region (see remote.pricing.price_book)."""
+        from remote.pricing import price_book
+
+        kwargs.setdefault("instance_types", self.instance_types())
+        kwargs.setdefault("spot_types", self.instance_types(spot=True))
+        return price_book(self.region, **kwargs)
 
     def _priced_groups(self) -> list[tuple[str, str, int, bool, str]]:
         """(field, instance_type, count, spot, stage) of the training machines."""
         return []
 
-    def cost_lines(self, prices: PriceBook | Catalog) -> list[CostLine]:
-        """One priced group per node entry (and the EMR master/core groups)."""
-        book = (
-            prices if isinstance(prices, PriceBook) else PriceBook.from_catalog(prices, self.region)
-        )
+    def _all_groups(self) -> list[tuple[str, str, int, bool, str]]:
         groups = list(self._priced_groups())
         if self.preprocess.runner == "emr":
             emr = self.preprocess.emr
@@ -208,8 +212,15 @@ class Profile(Section):
                     "preprocess",
                 )
             )
+        return groups
+
+    def cost_lines(self, prices: PriceBook | Catalog) -> list[CostLine]:
+        """One priced group per node entry (and the EMR master/core groups)."""
+        book = (
+            prices if isinstance(prices, PriceBook) else PriceBook.from_catalog(prices, self.region)
+        )
         lines = []
-        for where, instance_type, count, spot, stage in groups:
+        for where, instance_type, count, spot, stage in self._all_groups():
             price = book.price(instance_type, spot=spot)
             if price is None:
                 raise ProfileError(
@@ -268,14 +279,14 @@ class Profile(Section):
         """Things that validate but will probably not do what the user wants."""
         catalog = catalog or load_catalog()
         out: list[str] = []
-        for where, instance_type, _count, _spot, _stage in self._priced_groups():
+        for where, instance_type, _count, _spot, stage in self._all_groups():
             row = catalog.specs(instance_type)
             if row is None:
                 out.append(
                     f"{where}: {instance_type!r} is not in the price catalog; "
                     "its cost cannot be shown"
                 )
-            elif row.gpu_model in UNSUPPORTED_GPUS:
+            elif row.gpu_model in UNSUPPORTED_GPUS and stage != "preprocess":
                 out.append(
                     f"{where}: {instance_type} has NVIDIA {row.gpu_model} GPUs "
                     f"({UNSUPPORTED_GPUS[row.gpu_model]}), which current PyTorch CUDA builds do "
@@ -396,6 +407,11 @@ _BY_PROVIDER: dict[str, type[Profile]] = {
     "ssh": SSHProfile,
     "ec2": EC2Profile,
 }
+
+
+def profile_schema() -> dict[str, Any]:
+    """JSON schema of a profile file (every field with its description)."""
+    return _ADAPTER.json_schema()
 
 
 def profiles_dir() -> Path:

@@ -141,11 +141,15 @@ def fetch_on_demand(
             price_list.extend(page.get("PriceList", []))
         return instance_type, parse_on_demand_usd(price_list)
 
-    if workers <= 1 or len(instance_types) <= 1:
-        results = [one(t) for t in instance_types]
+    if not instance_types:
+        return {}
+    results = [one(instance_types[0])]  # alone first: offline fails once, not once per type
+    rest = list(instance_types[1:])
+    if workers <= 1 or len(rest) <= 1:
+        results += [one(t) for t in rest]
     else:
-        with ThreadPoolExecutor(max_workers=min(workers, len(instance_types))) as pool:
-            results = list(pool.map(one, instance_types))
+        with ThreadPoolExecutor(max_workers=min(workers, len(rest))) as pool:
+            results += list(pool.map(one, rest))
     return {name: usd for name, usd in results if usd is not None}
 
 

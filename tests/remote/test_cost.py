@@ -18,6 +18,13 @@ from remote.profile import load_profile
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
 
+@pytest.fixture(autouse=True)
+def _no_user_prices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's own price cache and override file never leak into these tests."""
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "price-cache"))
+    monkeypatch.setenv("SENTITOP_PRICES_FILE", str(tmp_path / "no-user-prices.csv"))
+
+
 def line(name: str = "g", usd: float = 3.6, count: int = 1, emr: float = 0.0) -> CostLine:
     return CostLine(
         name=name,
@@ -138,6 +145,10 @@ def test_profile_rates_come_from_the_catalog(tmp_path: Path) -> None:
     local = load_profile(PROFILES / "local.yaml")
     assert local.hourly_usd(catalog) == pytest.approx(catalog.get("m5.large").on_demand_usd)
     assert load_profile(PROFILES / "ssh-loopback.yaml").hourly_usd(catalog) == 0.0
+    assert seed.instance_types() == ["g3.4xlarge", "m4.xlarge"]
+    offline = seed.price_book(live=False)
+    assert offline.sources() == {"bundled"} and offline.warnings
+    assert seed.hourly_usd(offline) == pytest.approx(train + emr)
 
     tight = tmp_path / "tight.yaml"
     text = (

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -23,7 +27,17 @@ from remote.profile import (
 )
 from remote.profile_spec import BalancerSpec, PreprocessSpec, TrainSpec
 
-PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = ROOT / "profiles"
+
+
+@pytest.fixture(autouse=True)
+def _no_user_prices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's own price cache and override file never leak into these tests."""
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "price-cache"))
+    monkeypatch.setenv("SENTITOP_PRICES_FILE", str(tmp_path / "no-user-prices.csv"))
+
+
 SHIPPED = ["local", "ssh-loopback", "aws-g5-2node", "aws-mixed-g4dn-g5", "aws-seed-g3"]
 
 
@@ -382,3 +396,39 @@ def test_documented_defaults_match_the_engine(spec: type, engine: type, renames:
             assert str(default).lower() == documented.lower(), (name, documented, default)
         checked += 1
     assert checked >= 3
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "SENTITOP_PRICES_FILE": str(cwd / "none.csv"),
+        "SENTITOP_CACHE_DIR": str(cwd / "cache"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", "profiles", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_profiles_command_lists_prices_and_flags_invalid_files(tmp_path: Path) -> None:
+    ok = _cli("--json", str(PROFILES), cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    infos = {i["name"]: i for i in json.loads(ok.stdout)["profiles"]}
+    assert set(SHIPPED) <= set(infos)
+    assert infos["aws-g5-2node"]["usd_per_hour"] == pytest.approx(
+        2 * load_bundled_catalog().get("g5.xlarge").on_demand_usd
+    )
+    assert infos["aws-seed-g3"]["warnings"] and infos["local"]["world_size"] == 2
+
+    bad = write(tmp_path, "name: b\nprovider: local\ndata: {synthetic: {size: 1MB}}\nnodes: []\n")
+    out = _cli(str(bad), str(PROFILES / "local.yaml"), cwd=tmp_path)
+    assert out.returncode == 2
+    assert f"{bad}:4: nodes: unknown field 'nodes'" in out.stderr
+    assert "Traceback" not in out.stderr
+
+    schema = _cli("--schema", cwd=tmp_path)
+    assert schema.returncode == 0 and "SSHNode" in json.loads(schema.stdout)["$defs"]

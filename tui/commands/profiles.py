@@ -26,6 +26,9 @@ def register(subparsers: Any) -> None:
         help="profile files or folders (default: the profiles folder)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--schema", action="store_true", help="print the JSON schema of profiles (every field)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -90,6 +93,11 @@ def _describe(entry: Any, books: dict[str, Any]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Print one line per profile, then each problem and warning; 2 when any is invalid."""
+    if args.schema:
+        from remote.profile import profile_schema
+
+        print(json.dumps(profile_schema(), indent=1))
+        return 0
     entries = _entries(list(args.paths))
     books: dict[str, Any] = {}
     infos = [_describe(e, books) for e in entries]
