@@ -1,0 +1,293 @@
+"""Write a synthetic McAuley 2014 review file of a given size: the `synth` command's engine."""
+
+from __future__ import annotations
+
+import os
+import time
+import zlib
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engine.errors import InputError
+from engine.synth import records, texts
+
+TARGET_RATINGS = np.array([0.06, 0.05, 0.09, 0.21, 0.59])
+"""Share of 1..5-star records, as in the full Amazon 2014 dump."""
+DUPLICATE_RATE = 0.85
+"""Share of records whose text repeats an earlier record's (142.8 M records, 21.3 M texts)."""
+POOL_OFFSET = 0.01
+"""Zipf offset of text popularity, as a share of the pool: the top text repeats ~150 times."""
+RATING_FLIP_RATE = 0.04
+"""Share of records whose rating is redrawn, so copies of one text sometimes disagree."""
+LITERAL_RATE = 0.01
+"""Share of well-formed lines written as a Python literal (single quotes) instead of JSON."""
+BLOCK = 32_768
+TEXT_BATCH = 4096
+"""New texts generated per vectorised call (bounds the temporary arrays)."""
+MIN_GAP = 300
+"""Stop filling the file's end once fewer bytes than this are left (a short line's size)."""
+GZIP_LEVEL = 1
+"""Fast deflate (≈ 60 MB/s here); the text is synthetic, so speed matters more than ratio."""
+_GOLDEN = 0.6180339887498949
+
+
+def _pool_weights(size: int) -> npt.NDArray[np.float64]:
+    ranks = np.arange(size, dtype=np.float64)
+    weights = np.reciprocal(ranks + (1.0 + POOL_OFFSET * size))
+    return weights / float(weights.sum())
+
+
+def solve_pool_size(records_expected: float, duplicate_rate: float = DUPLICATE_RATE) -> int:
+    """Pool size whose Zipf draws give `duplicate_rate` over `records_expected` records."""
+    target = (1.0 - duplicate_rate) * records_expected
+    if target <= 1.0:
+        return 1
+    low, high = target, 60.0 * target
+    while high / low > 1.002:
+        mid = (low * high) ** 0.5
+        distinct = float(np.sum(-np.expm1(-records_expected * _pool_weights(int(mid)))))
+        low, high = (mid, high) if distinct < target else (low, mid)
+    return max(1, round(high))
+
+
+def _ratings_of(pool: int, shift: float) -> npt.NDArray[np.int64]:
+    """Star rating of each pooled text; low-discrepancy, so every popularity range is calibrated."""
+    position = (np.arange(pool, dtype=np.float64) * _GOLDEN + shift) % 1.0
+    cdf = np.cumsum(TARGET_RATINGS)
+    cdf[-1] = 1.0
+    return np.searchsorted(cdf, position, side="right").astype(np.int64) + 1
+
+
+class _Sink:
+    """Buffered file writer; with gzip, compresses on a helper thread (zlib drops the GIL)."""
+
+    def __init__(self, handle: IO[bytes], compress: bool) -> None:
+        self.handle = handle
+        self.compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31) if compress else None
+        self.pool = ThreadPoolExecutor(max_workers=1) if compress else None
+        self.pending: list[Future[None]] = []
+
+    def _compress_write(self, data: bytes) -> None:
+        assert self.compressor is not None
+        self.handle.write(self.compressor.compress(data))
+
+    def write(self, data: bytes) -> None:
+        if self.pool is None:
+            self.handle.write(data)
+            return
+        self.pending.append(self.pool.submit(self._compress_write, data))
+        while len(self.pending) > 2:
+            self.pending.pop(0).result()
+
+    def close(self) -> None:
+        if self.pool is None or self.compressor is None:
+            return
+        for future in self.pending:
+            future.result()
+        self.pool.shutdown()
+        self.handle.write(self.compressor.flush())
+
+
+def _estimate_line_bytes(table: texts.TokenTable, pools: records.Pools, seed: int) -> float:
+    """Expected bytes of one line: a pilot of texts for bytes per slot, plus the metadata."""
+    rng = np.random.default_rng([seed, 7])
+    ratings = np.searchsorted(np.cumsum(TARGET_RATINGS), rng.random(3000), side="right") + 1
+    slots = texts.draw_lengths(rng, len(ratings))
+    pilot = texts.make_texts(table, rng, np.minimum(ratings, 5).astype(np.int64), slots)
+    per_slot = sum(len(t) + 1 for t in pilot) / float(np.sum(slots))
+    mean_slots = float(np.mean(texts.draw_lengths(np.random.default_rng([seed, 8]), 200_000)))
+    name = float(np.mean([len(n) for n in pools.reviewer_names]))
+    summary = float(np.mean([len(s) for group in pools.summaries[1:] for s in group]))
+    fixed = len(records.LINE % (b"A" * 14, b"B" * 10, b"", 0, 0, b"", b"5.0", b"", 0, b""))
+    return fixed + name + summary + 9 + 10 + 1 + mean_slots * per_slot - 1
+
+
+def generate(
+    path: str | Path,
+    size_bytes: int,
+    *,
+    seed: int = 0,
+    malformed_rate: float = 0.001,
+    gzip: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Write about `size_bytes` (uncompressed, never more) of McAuley 2014 reviews to `path`.
+
+    The same arguments give the same bytes. Returns counts: records, bytes, file_bytes,
+    distinct_texts, duplicate_rate, malformed (and by kind), python_literal, ratings (1..5 over
+    well-formed records), seconds, mb_per_s. `progress` gets the uncompressed bytes written so far.
+    """
+    if size_bytes <= 0:
+        raise InputError(f"size_bytes: must be positive, got {size_bytes}")
+    if not 0.0 <= malformed_rate <= 1.0:
+        raise InputError(f"--malformed-rate: must be within 0..1, got {malformed_rate}")
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise InputError(f"--output: folder {str(target.parent)!r} does not exist")
+    started = time.perf_counter()
+    seeds = np.random.SeedSequence(seed).spawn(3)
+    meta_rng = np.random.default_rng(seeds[0])
+    text_rng = np.random.default_rng(seeds[1])
+    rng = np.random.default_rng(seeds[2])
+
+    table = texts.build_table()
+    guess = size_bytes / 750.0
+    pools = records.make_pools(
+        meta_rng, int(np.clip(guess / 5, 50, 200_000)), int(np.clip(guess / 20, 20, 100_000))
+    )
+    expected_records = size_bytes / _estimate_line_bytes(table, pools, seed)
+    pool_size = solve_pool_size(expected_records)
+    pool_cdf = np.cumsum(_pool_weights(pool_size))
+    pool_rating = _ratings_of(pool_size, float(meta_rng.random()))
+    pool_text: list[bytes] = [b""] * pool_size
+    made = np.zeros(pool_size, dtype=bool)
+    seen_valid = np.zeros(pool_size, dtype=bool)
+    rating_cdf = np.cumsum(TARGET_RATINGS)
+
+    counts = np.zeros(6, dtype=np.int64)
+    by_kind = np.zeros(len(records.MALFORMED_KINDS), dtype=np.int64)
+    written = lines_total = literal_total = 0
+    tmp = target.with_name(target.name + ".tmp")
+    with open(tmp, "wb", buffering=8 << 20) as handle:
+        sink = _Sink(handle, gzip)
+        try:
+            full = False
+            while not full:
+                ids = np.minimum(np.searchsorted(pool_cdf, rng.random(BLOCK)), pool_size - 1)
+                fresh = ids[~made[ids]]
+                if fresh.size:
+                    unique, first = np.unique(fresh, return_index=True)
+                    order = unique[np.argsort(first)]
+                    for at in range(0, len(order), TEXT_BATCH):
+                        part = order[at : at + TEXT_BATCH]
+                        made_texts = texts.make_texts(table, text_rng, pool_rating[part])
+                        for j, text in zip(part.tolist(), made_texts, strict=True):
+                            pool_text[j] = text
+                    made[order] = True
+                ratings = pool_rating[ids].copy()
+                flip = rng.random(BLOCK) < RATING_FLIP_RATE
+                ratings[flip] = np.minimum(
+                    np.searchsorted(rating_cdf, rng.random(int(flip.sum())), side="right") + 1, 5
+                )
+                reviewer = rng.integers(0, len(pools.reviewer_ids), BLOCK)
+                asin = rng.integers(0, len(pools.asins), BLOCK)
+                h_all = rng.geometric(0.62, BLOCK) - 1
+                h_yes = rng.binomial(h_all, 0.8)
+                day = np.searchsorted(pools.day_weights, rng.random(BLOCK))
+                day = np.minimum(day, records.DAYS - 1)
+                literal = rng.random(BLOCK) < LITERAL_RATE
+                broken = rng.random(BLOCK) < malformed_rate
+                kind = rng.integers(0, len(records.MALFORMED_KINDS), BLOCK)
+                choice = rng.integers(0, 1 << 30, BLOCK)
+                block, kept = _format_block(
+                    pools, pool_text, ids, ratings, reviewer, asin, h_yes, h_all, day,
+                    literal, broken, kind, choice, size_bytes - written,
+                )  # fmt: skip
+                full = bool(np.any(~kept))
+                valid = kept & ~broken
+                counts += np.bincount(ratings[valid], minlength=6)
+                seen_valid[ids[valid]] = True
+                by_kind += np.bincount(kind[kept & broken], minlength=len(by_kind))
+                literal_total += int(np.sum(literal & valid))
+                lines_total += int(kept.sum())
+                written += len(block)
+                sink.write(block)
+                if progress is not None:
+                    progress(written)
+        finally:
+            sink.close()
+    os.replace(tmp, target)
+    seconds = time.perf_counter() - started
+    malformed = int(by_kind.sum())
+    distinct = int(seen_valid.sum())
+    well_formed = lines_total - malformed
+    return {
+        "path": str(target),
+        "records": lines_total,
+        "bytes": written,
+        "file_bytes": target.stat().st_size,
+        "distinct_texts": distinct,
+        "duplicate_rate": 1.0 - distinct / well_formed if well_formed else 0.0,
+        "malformed": malformed,
+        "malformed_by_kind": dict(zip(records.MALFORMED_KINDS, by_kind.tolist(), strict=True)),
+        "python_literal": literal_total,
+        "ratings": {str(r): int(counts[r]) for r in range(1, 6)},
+        "seed": seed,
+        "gzip": gzip,
+        "seconds": round(seconds, 3),
+        "mb_per_s": round(written / 1e6 / seconds, 2) if seconds > 0 else 0.0,
+    }
+
+
+def _format_block(
+    pools: records.Pools,
+    pool_text: list[bytes],
+    ids: npt.NDArray[np.int64],
+    ratings: npt.NDArray[np.int64],
+    reviewer: npt.NDArray[np.int64],
+    asin: npt.NDArray[np.int64],
+    h_yes: npt.NDArray[np.int64],
+    h_all: npt.NDArray[np.int64],
+    day: npt.NDArray[np.int64],
+    literal: npt.NDArray[np.bool_],
+    broken: npt.NDArray[np.bool_],
+    kind: npt.NDArray[np.int64],
+    choice: npt.NDArray[np.int64],
+    room: int,
+) -> tuple[bytes, npt.NDArray[np.bool_]]:
+    """Lines for one block within `room` bytes, and which records were written.
+
+    Once a line does not fit, later lines that still fit fill the gap (the file's last block).
+    """
+    line_fmt = records.LINE
+    rating_text = records.RATING_TEXT
+    rids, names, asins = pools.reviewer_ids, pools.reviewer_names, pools.asins
+    unix, when, summaries = pools.unix_times, pools.review_times, pools.summaries
+    special = np.flatnonzero(literal | broken).tolist()
+    special.append(len(ids))
+    out: list[bytes] = []
+    kept = np.ones(len(ids), dtype=bool)
+    size = 0
+    columns = enumerate(zip(
+        ids.tolist(), ratings.tolist(), reviewer.tolist(), asin.tolist(), h_yes.tolist(),
+        h_all.tolist(), day.tolist(), strict=True,
+    ))  # fmt: skip
+    next_special = special[0]
+    cursor = 0
+    for index, (j, r, who, item, yes, total, d) in columns:
+        group = summaries[r]
+        if index == next_special:
+            if broken[index]:
+                line = records.malformed_line(
+                    int(kind[index]),
+                    (rids[who], asins[item], names[who], yes, total),
+                    (rating_text[r], group[j % len(group)], unix[d], when[d]),
+                    pool_text[j],
+                    int(choice[index]),
+                )
+            else:
+                line = records.literal_line(
+                    pools, who, asins[item], (yes, total), pool_text[j], r,
+                    group[j % len(group)], d,
+                )  # fmt: skip
+            cursor += 1
+            next_special = special[cursor]
+        else:
+            line = line_fmt % (
+                rids[who], asins[item], names[who], yes, total, pool_text[j], rating_text[r],
+                group[j % len(group)], unix[d], when[d],
+            )  # fmt: skip
+        if size + len(line) > room:
+            kept[index] = False
+            if room - size < MIN_GAP:
+                kept[index + 1 :] = False
+                break
+        else:
+            size += len(line)
+            out.append(line)
+    return b"".join(out), kept
