@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 BLOCK_BYTES = 8 << 20
 """Bytes read per block (blocks are split on newlines)."""
 GZIP_MAGIC = b"\x1f\x8b"
+MIN_SPLIT_BYTES = 4 << 20
+"""Plain files are split into ranges of at least this many bytes."""
+MAX_SPLIT_BYTES = 32 << 20
+"""... and at most this many (progress is reported per range)."""
 
 KNOWN_LAYOUTS: list[tuple[frozenset[str], RecordSpec]] = [
     (frozenset({"reviewText", "overall"}), RecordSpec()),
@@ -97,9 +101,10 @@ def open_binary(path: str) -> IO[bytes]:
 
 
 def plan_tasks(paths: list[str], sizes: list[int], workers: int) -> list[MapTask]:
-    """Split plain files into ranges (several per worker, 4-64 MiB), gzip files whole."""
+    """Split plain files into line-aligned ranges (about 4 per worker, within
+    MIN/MAX_SPLIT_BYTES), gzip files whole."""
     total = sum(sizes)
-    target = min(64 << 20, max(4 << 20, total // max(1, workers * 4)))
+    target = min(MAX_SPLIT_BYTES, max(MIN_SPLIT_BYTES, total // max(1, workers * 4)))
     tasks = []
     for index, (path, size) in enumerate(zip(paths, sizes, strict=True)):
         if is_gzip(path) or size <= target:

@@ -1,0 +1,237 @@
+"""End to end: bad input counted with examples, counts add up, layout, atomic write, workers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engine.config import PreprocessConfig
+from engine.errors import InputError
+from engine.events import Emitter
+from engine.preprocess import readers, run_preprocess
+from engine.preprocess import pipeline as pipeline_mod
+from engine.preprocess.encode import load_encoder
+
+from .conftest import assert_same_dataset, review, write_lines
+
+Run = Callable[..., dict[str, Any]]
+
+
+def _bad_file(tmp_path: Path) -> Path:
+    lines = [
+        review("Great strings, sound great!", 5),  # 1
+        review("Great strings; sound GREAT", 4),  # 2 duplicate of 1 after cleaning
+        review("great strings sound great", 4),  # 3 duplicate → mode tie 4/5... 4 has 2, 5 has 1
+        b"",  # 4 empty_line
+        b'{"reviewText": "broken", ',  # 5 malformed_json
+        b'{"reviewText": "caf\xe9 bad", "overall": 1}',  # 6 invalid_utf8
+        b"[1, 2, 3]",  # 7 not_an_object
+        b'{"overall": 3}',  # 8 missing_text
+        b'{"reviewText": ["x"], "overall": 3}',  # 9 text_not_string
+        review("", 5),  # 10 empty_text
+        b'{"reviewText": "fine"}',  # 11 missing_rating
+        review("fine", "lots"),  # 12 bad_rating
+        review("fine", 9),  # 13 rating_out_of_range
+        review("x" * (11 << 20), 5),  # 14 too_long (11 MB line)
+        review("It is what it is.", 5),  # 15 only_stopwords
+        review("Terrible tuner, broke in a day", 1),  # 16
+        review("Terrible tuner broke in a day!!", 2),  # 17 duplicate, tie 1/2 → 1
+    ]
+    return write_lines(tmp_path / "bad.jsonl", lines)
+
+
+def test_every_bad_input_is_counted_with_examples(tmp_path: Path, preprocess: Run) -> None:
+    path = _bad_file(tmp_path)
+    empty = write_lines(tmp_path / "empty.jsonl", [], end_newline=False)
+    got = preprocess([path, empty], test_fraction=0.0)
+    stats = got["stats"]
+    expected = {
+        "empty_line": 1,
+        "malformed_json": 1,
+        "invalid_utf8": 1,
+        "not_an_object": 1,
+        "missing_text": 1,
+        "text_not_string": 1,
+        "empty_text": 1,
+        "missing_rating": 1,
+        "bad_rating": 1,
+        "rating_out_of_range": 1,
+        "too_long": 1,
+        "only_stopwords": 1,
+    }
+    assert {k: v for k, v in stats["skipped"].items() if v} == expected
+    examples = {k: v for k, v in stats["skipped_examples"].items()}
+    assert examples["too_long"] == [f"{path}:14"]
+    assert examples["invalid_utf8"] == [f"{path}:6"]
+    assert examples["empty_line"] == [f"{path}:4"]
+    assert stats["read"] == 17
+    assert stats["duplicates"] == 3
+    assert stats["kept"] == 2
+    assert stats["read"] == stats["kept"] + stats["skipped_total"] + stats["duplicates"]
+    assert stats["empty_files"] == [str(empty)]
+    assert (stats["positive"], stats["negative"], stats["train"], stats["test"]) == (1, 1, 2, 0)
+    # great strings (4,4,5 → 4 → positive); terrible tuner (1,2 tie → 1 → negative)
+    itos = got["vocab"]["itos"]
+    rows = {
+        " ".join(itos[t] for t in row[:n]): label
+        for row, n, label in zip(got["train/tokens"], got["train/lengths"], got["train/labels"])
+    }
+    assert rows == {"great strings sound great": 1, "terrible tuner broke day": 0}
+
+
+def test_more_than_five_examples_keeps_the_first_five(tmp_path: Path, preprocess: Run) -> None:
+    lines = [review("ok text", 5)] + [b"{bad"] * 9
+    stats = preprocess([write_lines(tmp_path / "m.jsonl", lines)])["stats"]
+    assert stats["skipped"]["malformed_json"] == 9
+    assert [e.rsplit(":", 1)[1] for e in stats["skipped_examples"]["malformed_json"]] == [
+        "2",
+        "3",
+        "4",
+        "5",
+        "6",
+    ]
+
+
+def _corpus(tmp_path: Path, n: int = 3000, name: str = "c.jsonl") -> Path:
+    words = ["good", "bad", "great", "awful", "strings", "tuner", "cable", "sound", "not", "love"]
+    rng = np.random.default_rng(3)
+    lines = []
+    for i in range(n):
+        k = int(rng.integers(2, 30))
+        text = " ".join(words[j] for j in rng.integers(0, len(words), k))
+        if i % 4:
+            text += f" item{i % 900}"
+        lines.append(review(text.title() + "!", int(rng.integers(1, 6))))
+    return write_lines(tmp_path / name, lines)
+
+
+def test_dataset_layout_and_attributes(tmp_path: Path, preprocess: Run) -> None:
+    got = preprocess([_corpus(tmp_path)], vocab_size=50, seq_len=12)
+    attrs = got["attrs"]
+    assert (attrs["vocab_size"], attrs["seq_len"], attrs["pad_id"], attrs["unk_id"]) == (
+        50,
+        12,
+        0,
+        1,
+    )
+    assert attrs["format_version"] == 1 and attrs["num_ids"] == 52
+    for split in ("train", "test"):
+        tokens, labels, lengths = (got[f"{split}/{n}"] for n in ("tokens", "labels", "lengths"))
+        assert tokens.dtype == np.uint16 and labels.dtype == np.uint8
+        assert tokens.shape == (len(labels), 12) and lengths.shape == (len(labels),)
+        assert 1 < got[f"{split}/chunks"][0] <= len(labels) and got[f"{split}/chunks"][1] == 12
+        assert (lengths >= 1).all() and (lengths <= 12).all()
+        mask = np.arange(12)[None, :] < lengths[:, None]
+        assert (tokens[~mask] == 0).all() and (tokens[mask] >= 1).all() and tokens.max() < 52
+    stats = got["stats"]
+    assert stats["train"] == len(got["train/labels"]) and stats["test"] == len(got["test/labels"])
+    assert 0.05 < stats["test"] / stats["kept"] < 0.16
+    vocab = got["vocab"]
+    assert vocab["itos"][:2] == ["<pad>", "<unk>"] and len(vocab["itos"]) == 52
+    assert vocab["settings"]["seq_len"] == 12 and "not" in vocab["settings"]["stopwords"]
+
+
+def test_workers_and_runs_give_identical_outputs(
+    tmp_path: Path, preprocess: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _corpus(tmp_path, 4000)
+    one = preprocess([path], workers=1)
+    monkeypatch.setattr(readers, "MIN_SPLIT_BYTES", 20_000)  # several ranges per worker
+    two = preprocess([path], workers=2)
+    three = preprocess([path], workers=3)
+    assert_same_dataset(one, two)
+    assert_same_dataset(one, three)
+    assert two["stats"]["read"] == 4000
+
+
+def test_keep_negations_changes_stopwords(tmp_path: Path, preprocess: Run) -> None:
+    path = write_lines(tmp_path / "n.jsonl", [review("Not good, don't buy", 1), review("good", 5)])
+    dropped = preprocess([path], test_fraction=0.0)
+    kept = preprocess([path], test_fraction=0.0, keep_negations=True)
+    assert "not" not in dropped["vocab"]["itos"] and "dont" not in dropped["vocab"]["itos"]
+    assert {"not", "dont"} <= set(kept["vocab"]["itos"])
+    assert sorted(kept["train/lengths"].tolist()) == [1, 4]
+
+
+def test_vocab_counts_training_texts_only(tmp_path: Path, preprocess: Run) -> None:
+    lines = [review(f"common word{i}", 5) for i in range(200)]
+    got = preprocess([write_lines(tmp_path / "v.jsonl", lines)], test_fraction=0.5, vocab_size=1000)
+    itos = got["vocab"]["itos"]
+    assert itos[2] == "common"
+    test_ids = got["test/tokens"][:, 1]
+    assert (test_ids == 1).all()  # words only seen in test texts are unknown
+
+
+def test_encoder_reproduces_dataset_encoding(tmp_path: Path, preprocess: Run) -> None:
+    texts = ["Great &amp; LOUD amp, not bad", "Tuner broke!! Would not buy", "love the cable"]
+    path = write_lines(tmp_path / "e.jsonl", [review(t, 5) for t in texts])
+    got = preprocess([path], test_fraction=0.0, seq_len=4)
+    encoder = load_encoder(got["out"])
+    tokens, lengths = encoder.encode_texts(texts)
+    rows = {tuple(r) for r in got["train/tokens"].tolist()}
+    assert {tuple(r) for r in tokens.tolist()} == rows
+    assert sorted(lengths.tolist()) == sorted(got["train/lengths"].tolist())
+    empty_tokens, empty_len = encoder.encode_texts(["the", ""])
+    assert empty_len.tolist() == [0, 0] and not empty_tokens.any()
+
+
+def test_atomic_write_leaves_no_dataset_on_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _corpus(tmp_path, 200)
+    out = tmp_path / "out"
+    cfg = PreprocessConfig(inputs=[str(path)], output=str(out), workers=1)
+    run_preprocess(cfg)
+    assert (out / "dataset.h5").exists()
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pipeline_mod, "publish_dataset", crash)
+    with pytest.raises(OSError, match="disk full"):
+        run_preprocess(cfg)
+    assert not (out / "dataset.h5").exists()  # the old one is gone too: never a stale pair
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
+def test_events_are_emitted(tmp_path: Path) -> None:
+    events: list[dict[str, Any]] = []
+
+    class Sink:
+        def write(self, event: dict[str, Any]) -> None:
+            events.append(dict(event))
+
+        def close(self) -> None:
+            pass
+
+    cfg = PreprocessConfig(inputs=[str(_corpus(tmp_path, 100))], output=str(tmp_path / "o"))
+    stats = run_preprocess(cfg, Emitter(Sink()))
+    types = [e["type"] for e in events]
+    assert types[0] == "stage_start" and types[-2:] == ["summary", "stage_end"]
+    progress = [e for e in events if e["type"] == "progress"]
+    assert progress and progress[-1]["done"] == progress[-1]["total"] == stats["input_bytes"]
+    assert events[-1]["status"] == "ok" and events[-2]["kept"] == stats["kept"]
+
+
+def test_missing_input_names_it(tmp_path: Path) -> None:
+    cfg = PreprocessConfig(inputs=[str(tmp_path / "nope.json.gz")], output=str(tmp_path / "o"))
+    with pytest.raises(InputError, match="nope.json.gz") as exc:
+        run_preprocess(cfg)
+    assert exc.value.exit_code == 2
+    assert not (tmp_path / "o" / "dataset.h5").exists()
+
+
+def test_gzip_and_plain_inputs_agree(tmp_path: Path, preprocess: Run) -> None:
+    plain = _corpus(tmp_path, 500)
+    gz = tmp_path / "c.jsonl.gz"
+    import gzip
+
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    a, b = preprocess([plain]), preprocess([gz])
+    assert_same_dataset(a, b)
+    assert json.loads((a["out"] / "stats.json").read_text())["read"] == 500

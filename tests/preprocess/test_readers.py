@@ -1,0 +1,62 @@
+"""Line-aligned ranges and block reading: every line read exactly once, long lines dropped."""
+
+from __future__ import annotations
+
+import io
+import random
+from pathlib import Path
+
+import pytest
+
+from engine.preprocess import readers
+from engine.preprocess.readers import MapTask, iter_line_blocks, iter_task_blocks, plan_tasks
+
+
+def _lines_of(path: Path, tasks: list[MapTask], max_line: int, block: int) -> list[bytes]:
+    out: list[bytes] = []
+    for task in tasks:
+        for lines, too_long in iter_task_blocks(task, max_line, block):
+            assert all(lines[i] == b"" for i in too_long)
+            out.extend(b"<long>" if i in too_long else line for i, line in enumerate(lines))
+    return out
+
+
+@pytest.mark.parametrize("end_newline", [True, False])
+def test_ranges_cover_every_line_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, end_newline: bool
+) -> None:
+    rng = random.Random(7)
+    lines = [b"x" * rng.choice([0, 1, 5, 40, 300]) + str(i).encode() for i in range(150)]
+    lines[17] = b""  # blank line in the middle
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"\n".join(lines) + (b"\n" if end_newline else b""))
+    size = path.stat().st_size
+    for split in (5, 64, 333, size):
+        monkeypatch.setattr(readers, "MIN_SPLIT_BYTES", split)
+        monkeypatch.setattr(readers, "MAX_SPLIT_BYTES", split)
+        tasks = plan_tasks([str(path)], [size], workers=2)
+        for block in (3, 50, 1 << 20):
+            assert _lines_of(path, tasks, 10_000, block) == lines, (split, block)
+
+
+def test_too_long_lines_are_replaced_not_held() -> None:
+    data = b"a\n" + b"z" * 5000 + b"\nb\n" + b"y" * 5000
+    got = []
+    for lines, too_long in iter_line_blocks(io.BytesIO(data), None, 64, 100):
+        got.extend(b"<long>" if i in too_long else line for i, line in enumerate(lines))
+    assert got == [b"a", b"<long>", b"b", b"<long>"]
+
+
+def test_gzip_and_empty_files_are_single_tasks(tmp_path: Path) -> None:
+    import gzip
+
+    gz = tmp_path / "a.gz"
+    gz.write_bytes(gzip.compress(b"one\ntwo\n"))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    tasks = plan_tasks([str(gz), str(empty)], [gz.stat().st_size, 0], workers=4)
+    assert [(t.gzip, t.start, t.end) for t in tasks] == [
+        (True, 0, gz.stat().st_size),
+        (False, 0, 0),
+    ]
+    assert _lines_of(gz, tasks, 100, 1 << 20) == [b"one", b"two"]

@@ -1,0 +1,107 @@
+"""Dedupe (mode, ties → smaller), split, vocabulary ids and ties, padding/truncation."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from engine.preprocess.dedupe import (
+    is_test,
+    mode_rating,
+    order_key,
+    pack_counts,
+    partition_of,
+    unpack_counts,
+)
+from engine.preprocess.reduce import (
+    LabelRule,
+    encode_word_lists,
+    reduce_texts,
+    select_vocab,
+    token_dtype,
+    word_index,
+)
+
+RULE = LabelRule(1, 5, 3)
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        ([0, 0, 0, 0, 1], 5),
+        ([1, 0, 0, 0, 3], 5),
+        ([2, 0, 0, 0, 2], 1),  # tie → smaller
+        ([0, 3, 3, 0, 3], 2),
+        ([0, 0, 5, 4, 0], 3),
+        ([0, 0, 0, 7, 9], 5),
+    ],
+)
+def test_mode_rating_ties_go_to_the_smaller(counts: list[int], expected: int) -> None:
+    assert mode_rating(pack_counts(counts), 1, 5) == (expected, sum(counts))
+
+
+def test_packed_counts_round_trip_and_add() -> None:
+    a, b = [3, 0, 1 << 33, 2, 1], [1, 1, 1, 1, 1]
+    assert unpack_counts(pack_counts(a) + pack_counts(b), 5) == [x + y for x, y in zip(a, b)]
+
+
+def test_split_is_stable_and_near_the_fraction() -> None:
+    texts = [f"review number {i}".encode() for i in range(20_000)]
+    flags = [is_test(t, 0.1) for t in texts]
+    assert flags == [is_test(t, 0.1) for t in texts]
+    assert 0.09 < sum(flags) / len(flags) < 0.11
+    assert not any(is_test(t, 0.0) for t in texts[:100])
+    # a larger fraction only moves texts into test, never out
+    assert all(is_test(t, 0.3) for t, f in zip(texts, flags) if f)
+
+
+def test_partitions_are_contiguous_key_ranges() -> None:
+    keys = sorted(order_key(f"t{i}".encode()) for i in range(1000))
+    for parts in (1, 2, 3, 8):
+        assigned = [partition_of(k, parts) for k in keys]
+        assert assigned == sorted(assigned) and set(assigned) <= set(range(parts))
+
+
+def test_reduce_dedupes_labels_and_counts() -> None:
+    items = [
+        (b"great strings", pack_counts([0, 0, 0, 1, 2])),  # 3 copies, mode 5
+        (b"broke fast", pack_counts([1, 1, 0, 0, 0])),  # tie 1/2 → 1
+        (b"the it is", pack_counts([0, 0, 1, 0, 0])),  # only stopwords
+        (b"ok i guess", pack_counts([0, 0, 1, 0, 0])),  # 3 → negative
+    ]
+    stop = frozenset({b"the", b"it", b"is", b"i"})
+    part = reduce_texts(items, RULE, stop, 0.0)
+    labels = {row[1]: row[2] for row in part.rows}
+    assert labels == {b"great strings": 1, b"broke fast": 0, b"ok i guess": 0}
+    assert {row[1]: row[4] for row in part.rows}[b"ok i guess"] == b"ok guess"
+    c = part.counts
+    assert (c.distinct, c.duplicates, c.only_stopwords, c.positive, c.negative) == (4, 3, 1, 1, 2)
+    assert (c.train, c.test) == (3, 0)
+    assert part.train_words == Counter(
+        {b"great": 1, b"strings": 1, b"broke": 1, b"fast": 1, b"ok": 1, b"guess": 1}
+    )
+    assert [r[0] for r in part.rows] == sorted(r[0] for r in part.rows)
+
+
+def test_vocab_most_frequent_first_ties_alphabetical() -> None:
+    counts = Counter({b"b": 5, b"a": 5, b"c": 7, b"d": 1, b"e": 5})
+    assert select_vocab(counts, 3) == ["c", "a", "b"]
+    assert word_index(select_vocab(counts, 3)) == {b"c": 2, b"a": 3, b"b": 4}
+    assert select_vocab(counts, 100) == ["c", "a", "b", "e", "d"]
+
+
+def test_encode_pads_truncates_and_marks_unknown() -> None:
+    index = {b"good": 2, b"bad": 3}
+    tokens, lengths = encode_word_lists(
+        [b"good bad zzz", b"bad " * 7, b"good"], index, 5, np.uint16
+    )
+    assert tokens.dtype == np.uint16 and tokens.shape == (3, 5)
+    assert tokens.tolist() == [[2, 3, 1, 0, 0], [3, 3, 3, 3, 3], [2, 0, 0, 0, 0]]
+    assert lengths.tolist() == [3, 5, 1]
+
+
+def test_token_dtype() -> None:
+    assert token_dtype(65_536) == np.uint16
+    assert token_dtype(65_537) == np.int32
