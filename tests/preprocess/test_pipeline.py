@@ -13,8 +13,8 @@ import pytest
 from engine.config import PreprocessConfig
 from engine.errors import InputError
 from engine.events import Emitter
-from engine.preprocess import readers, run_preprocess
 from engine.preprocess import pipeline as pipeline_mod
+from engine.preprocess import readers, run_preprocess
 from engine.preprocess.encode import load_encoder
 
 from .conftest import assert_same_dataset, review, write_lines
@@ -79,7 +79,9 @@ def test_every_bad_input_is_counted_with_examples(tmp_path: Path, preprocess: Ru
     itos = got["vocab"]["itos"]
     rows = {
         " ".join(itos[t] for t in row[:n]): label
-        for row, n, label in zip(got["train/tokens"], got["train/lengths"], got["train/labels"])
+        for row, n, label in zip(
+            got["train/tokens"], got["train/lengths"], got["train/labels"], strict=True
+        )
     }
     assert rows == {"great strings sound great": 1, "terrible tuner broke day": 0}
 
@@ -220,7 +222,7 @@ def test_events_are_emitted(tmp_path: Path) -> None:
 
 def test_missing_input_names_it(tmp_path: Path) -> None:
     cfg = PreprocessConfig(inputs=[str(tmp_path / "nope.json.gz")], output=str(tmp_path / "o"))
-    with pytest.raises(InputError, match="nope.json.gz") as exc:
+    with pytest.raises(InputError, match=r"nope\.json\.gz") as exc:
         run_preprocess(cfg)
     assert exc.value.exit_code == 2
     assert not (tmp_path / "o" / "dataset.h5").exists()

@@ -44,7 +44,9 @@ def test_mode_rating_ties_go_to_the_smaller(counts: list[int], expected: int) ->
 
 def test_packed_counts_round_trip_and_add() -> None:
     a, b = [3, 0, 1 << 33, 2, 1], [1, 1, 1, 1, 1]
-    assert unpack_counts(pack_counts(a) + pack_counts(b), 5) == [x + y for x, y in zip(a, b)]
+    assert unpack_counts(pack_counts(a) + pack_counts(b), 5) == [
+        x + y for x, y in zip(a, b, strict=True)
+    ]
 
 
 def test_split_is_stable_and_near_the_fraction() -> None:
@@ -54,7 +56,7 @@ def test_split_is_stable_and_near_the_fraction() -> None:
     assert 0.09 < sum(flags) / len(flags) < 0.11
     assert not any(is_test(t, 0.0) for t in texts[:100])
     # a larger fraction only moves texts into test, never out
-    assert all(is_test(t, 0.3) for t, f in zip(texts, flags) if f)
+    assert all(is_test(t, 0.3) for t, f in zip(texts, flags, strict=True) if f)
 
 
 def test_partitions_are_contiguous_key_ranges() -> None:
