@@ -125,6 +125,8 @@ class Cluster(ABC):
         self.run_dir: Path | None = None
         self._running: dict[str, NodeProcess] = {}
         self._rank0: str | None = None
+        self._runs: set[asyncio.Task[Any]] = set()
+        self._stopping = False
 
     # -- what a concrete cluster provides ------------------------------------------------
     @property
@@ -186,6 +188,7 @@ class Cluster(ABC):
     async def start(self, run_dir: str | Path, *, events: EventSink | None = None) -> None:
         """Open the run folder's logs/events and make every node ready to run commands."""
         self.run_dir = Path(run_dir)
+        self._stopping = False
         check_name(self.run_dir.name, "run id (run folder name)")
         if self.streams is None:
             self.streams = RunStreams(self.run_dir, events=events)
@@ -195,7 +198,13 @@ class Cluster(ABC):
 
     async def stop(self) -> None:
         """Kill every node's process group and disconnect; safe to call twice, never raises."""
+        self._stopping = True
         await self._kill_running()
+        runs = [task for task in self._runs if not task.done()]
+        if runs:  # run() calls in other tasks end once their nodes are gone
+            _, late = await asyncio.wait(runs, timeout=DRAIN_S + SETTLE_S + 1)
+            for task in late:
+                task.cancel()
         await self._disconnect()
         if self.streams is not None:
             self._rank0 = self.streams.rank0_node
@@ -272,6 +281,9 @@ class Cluster(ABC):
         unknown = set(commands) - set(self.nodes)
         if unknown:
             raise LaunchError(f"no such node(s): {', '.join(sorted(unknown))}")
+        current = asyncio.current_task()
+        if current is not None:
+            self._runs.add(current)
         tasks: dict[asyncio.Task[NodeResult], str] = {}
         try:
             for node, command in commands.items():
@@ -290,6 +302,8 @@ class Cluster(ABC):
                 finished = [task.result() for task in done]
                 results.update((result.node, result) for result in finished)
                 failed = [result for result in finished if result.exit_code != 0]
+                if failed and self._stopping:
+                    raise LaunchError(f"{stage} was stopped: the cluster is shutting down")
                 if failed:
                     if pending:  # nodes that fail because of this one are not the cause
                         more, pending = await asyncio.wait(pending, timeout=SETTLE_S)
@@ -313,6 +327,7 @@ class Cluster(ABC):
             finally:
                 for task in tasks:
                     task.cancel()
+                self._runs.discard(current)
                 await asyncio.gather(*tasks, return_exceptions=True)
 
     def _root_cause(self, failed: list[NodeResult]) -> NodeResult:

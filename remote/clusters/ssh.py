@@ -308,10 +308,11 @@ class SSHCluster(Cluster):
         out = await self._check(
             node,
             f"mkdir -p -- {wd} && cd -- {wd} && umask 077 && mkdir -p -- code data {quote(run)}"
-            " && pwd",
+            " && printf '\\036%s\\036' \"$PWD\"",
             f"creating workdir {self._workdir!r}",
         )
-        self._home[node] = out.strip().splitlines()[-1]
+        # between RS marks: login scripts may print, and a path may hold any character
+        self._home[node] = out.rsplit("\036", 2)[-2]
         probe = "import sys; print(sys.version.split()[0])"
         if self.probe_torch:
             probe = "import sys, torch; print(sys.version.split()[0], torch.__version__)"

@@ -1,0 +1,332 @@
+"""LocalCluster and the shared supervision: streams, events, failures, cancellation, teardown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.errors import LaunchError
+from engine.events import read_events
+from remote.clusters import Command, LocalCluster, NodeFailedError
+from remote.streams import LineSplitter
+
+PY = sys.executable
+
+
+def py(code: str) -> Command:
+    return Command(argv=(PY, "-c", textwrap.dedent(code)))
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+async def wait_file(path: Path, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        await asyncio.sleep(0.05)
+    return path.read_text().strip()
+
+
+# -- line splitting --------------------------------------------------------------------------
+
+
+def test_splitter_joins_chunks_and_splits_lines() -> None:
+    splitter = LineSplitter()
+    assert splitter.feed(b"ab") == []
+    assert splitter.feed(b"c\r\nde\nf") == ["abc", "de"]
+    assert splitter.flush() == ["f"]
+    assert splitter.flush() == []
+
+
+def test_splitter_keeps_multibyte_characters_cut_between_chunks() -> None:
+    data = "précis → ok\n".encode()
+    splitter = LineSplitter()
+    lines = [line for i in range(len(data)) for line in splitter.feed(data[i : i + 1])]
+    assert lines == ["précis → ok"]
+
+
+def test_splitter_cuts_runaway_lines() -> None:
+    splitter = LineSplitter(max_line=4)
+    assert splitter.feed(b"0123456789") == ["0123", "4567"]
+    assert splitter.flush() == ["89"]
+
+
+# -- running -------------------------------------------------------------------------------------
+
+
+async def test_lines_are_logged_events_recorded_with_the_node_name(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "local-1"
+    seen: list[tuple[str, str, dict | None]] = []
+
+    async def on_line(node: str, line: str, event: dict | None) -> None:
+        seen.append((node, line, event))
+
+    async with LocalCluster(["n0"]) as cluster:
+        await cluster.start(run_dir)
+        results = await cluster.run(
+            {
+                "n0": py("""
+                    import sys
+                    print("hello log")
+                    print('{"type":"progress","t":1.5,"rank":0,"done":3}', flush=True)
+                    print("to stderr", file=sys.stderr)
+                    print("no newline at end", end="")
+                """)
+            },
+            on_line=on_line,
+        )
+    assert results["n0"].exit_code == 0
+    assert [line for _, line, _ in seen] == [
+        "hello log",
+        '{"type":"progress","t":1.5,"rank":0,"done":3}',
+        "to stderr",
+        "no newline at end",
+    ]
+    assert [e is not None for _, _, e in seen] == [False, True, False, False]
+    events = list(read_events(run_dir / "events.jsonl"))
+    progress = [e for e in events if e["type"] == "progress"]
+    assert progress == [{"type": "progress", "t": 1.5, "rank": 0, "done": 3, "node": "n0"}]
+    assert [(e["node"], e["status"]) for e in events if e["type"] == "node"] == [
+        ("n0", "running"),
+        ("n0", "done"),
+    ]
+    log = (run_dir / "logs" / "n0.log").read_text()
+    assert "hello log\n" in log and "to stderr\n" in log and "no newline at end\n" in log
+    assert (run_dir / "logs" / "n0.log").stat().st_mode & 0o777 == 0o600
+    assert cluster.rank0_node == "n0"
+
+
+async def test_a_failing_node_stops_the_others_and_is_named(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "local-fail"
+    pidfile = tmp_path / "sleeper.pid"
+    async with LocalCluster(["a", "b"]) as cluster:
+        await cluster.start(run_dir)
+        started = time.monotonic()
+        with pytest.raises(NodeFailedError) as caught:
+            await cluster.run(
+                {
+                    "a": py(f"""
+                        import os, time
+                        open({str(pidfile)!r}, "w").write(str(os.getpid()))
+                        time.sleep(120)
+                    """),
+                    "b": py(f"""
+                        import os, sys, time
+                        while not os.path.exists({str(pidfile)!r}):
+                            time.sleep(0.05)
+                        for i in range(30):
+                            print(f"line {{i}}")
+                        print("Traceback: boom", flush=True)
+                        sys.exit(3)
+                    """),
+                }
+            )
+        elapsed = time.monotonic() - started
+    error = caught.value
+    assert error.node == "b" and error.exit_code == 3
+    assert "node b (localhost) exited with code 3 during train" in error.message
+    assert "Traceback: boom" in error.message and "line 29" in error.message
+    assert "line 5" not in error.message  # only the last lines
+    assert error.log_path == run_dir / "logs" / "b.log"
+    assert elapsed < 10
+    assert not alive(int(pidfile.read_text()))
+    errors = [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "error"]
+    assert [(e["node"], e["tail"][-1]) for e in errors] == [("b", "Traceback: boom")]
+    assert error.user_message().startswith("launch failed: node b")
+
+
+async def test_the_cause_is_named_not_the_node_that_lost_its_peer(tmp_path: Path) -> None:
+    async with LocalCluster(["a", "b"]) as cluster:
+        await cluster.start(tmp_path / "runs" / "cause")
+        with pytest.raises(NodeFailedError) as caught:
+            await cluster.run(
+                {
+                    "a": py("""
+                        import sys
+                        print("RuntimeError: Connection reset by peer", flush=True)
+                        sys.exit(1)
+                    """),
+                    "b": py("""
+                        import sys, time
+                        time.sleep(0.3)
+                        print("CUDA error: out of memory", flush=True)
+                        sys.exit(1)
+                    """),
+                }
+            )
+    assert caught.value.node == "b"
+    assert "also failed after it: a" in caught.value.message
+
+
+async def test_cancelling_the_run_kills_the_whole_process_group(tmp_path: Path) -> None:
+    child_pid = tmp_path / "grandchild.pid"
+    async with LocalCluster(["n0"]) as cluster:
+        await cluster.start(tmp_path / "runs" / "cancel")
+        script = f"sleep 300 & echo $! > {child_pid}; wait"
+        task = asyncio.create_task(cluster.run({"n0": Command(argv=("sh", "-c", script))}))
+        grandchild = int(await wait_file(child_pid))
+        assert alive(grandchild)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert not alive(grandchild)
+
+
+async def test_an_exception_inside_async_with_stops_every_node(tmp_path: Path) -> None:
+    marker = tmp_path / "pid"
+    cluster = LocalCluster(["n0"])
+    with pytest.raises(RuntimeError, match="operator bug"):
+        async with cluster:
+            await cluster.start(tmp_path / "runs" / "exc")
+            task = asyncio.create_task(
+                cluster.run({"n0": Command(argv=("sh", "-c", f"echo $$ > {marker}; sleep 300"))})
+            )
+            pid = int(await wait_file(marker))
+            raise RuntimeError("operator bug")
+    assert task.done()
+    with pytest.raises(LaunchError, match="stopped: the cluster is shutting down"):
+        task.result()
+    assert not alive(pid)
+
+
+async def test_ignoring_sigterm_gets_sigkill_after_the_grace(tmp_path: Path) -> None:
+    marker = tmp_path / "pid"
+    async with LocalCluster(["n0"]) as cluster:
+        await cluster.start(tmp_path / "runs" / "stubborn")
+        script = f"trap '' TERM; echo $$ > {marker}; while :; do sleep 0.1; done"
+        task = asyncio.create_task(cluster.run({"n0": Command(argv=("sh", "-c", script))}))
+        pid = int(await wait_file(marker))
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - started < 8
+    assert not alive(pid)
+
+
+def test_a_killed_launcher_leaves_no_node_process(tmp_path: Path) -> None:
+    """kill -9 of sentitop itself: the wrapper's stdin watchdog kills the node's group."""
+    marker = tmp_path / "pid"
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(
+        textwrap.dedent(f"""
+        import asyncio
+        from remote.clusters import Command, LocalCluster
+
+        async def main():
+            async with LocalCluster(["n0"]) as cluster:
+                await cluster.start({str(tmp_path / "runs" / "orphan")!r})
+                await cluster.run({{"n0": Command(argv=("sh", "-c",
+                    "sleep 300 & echo $! > {marker}; wait"))}})
+
+        asyncio.run(main())
+        """)
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [PY, str(launcher)], cwd=root, env={**os.environ, "PYTHONPATH": str(root)}
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (marker.exists() and marker.read_text().strip()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        orphan = int(marker.read_text())
+        assert alive(orphan)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while alive(orphan) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(orphan)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+async def test_run_before_start_and_unknown_nodes_are_errors(tmp_path: Path) -> None:
+    cluster = LocalCluster(["n0"])
+    with pytest.raises(LaunchError, match=r"start\(run_dir\) was not called"):
+        await cluster.run({"n0": Command(argv=("true",))})
+    async with cluster:
+        await cluster.start(tmp_path / "runs" / "x")
+        with pytest.raises(LaunchError, match="no such node"):
+            await cluster.run({"zz": Command(argv=("true",))})
+
+
+async def test_missing_program_fails_the_node_with_its_message(tmp_path: Path) -> None:
+    async with LocalCluster(["n0"]) as cluster:
+        await cluster.start(tmp_path / "runs" / "missing")
+        with pytest.raises(NodeFailedError) as caught:
+            await cluster.run({"n0": Command(argv=("/nonexistent/python", "-V"))})
+    assert caught.value.exit_code == 127
+    assert "/nonexistent/python" in caught.value.message
+
+
+async def test_put_data_and_fetch_are_local_paths(tmp_path: Path) -> None:
+    data = tmp_path / "ds"
+    data.mkdir()
+    async with LocalCluster(["a", "b"]) as cluster:
+        run_dir = tmp_path / "runs" / "files"
+        await cluster.start(run_dir)
+        assert await cluster.put_data(data) == {"a": str(data), "b": str(data)}
+        (run_dir / "ckpt").mkdir()
+        (run_dir / "ckpt" / "last.pt").write_text("x")
+        got = await cluster.fetch("a", "ckpt", tmp_path / "out")
+        assert (got / "last.pt").read_text() == "x"
+        with pytest.raises(LaunchError, match="does not exist"):
+            await cluster.put_data(tmp_path / "nope")
+
+
+@pytest.mark.slow
+async def test_two_local_nodes_rendezvous_with_torchrun(tmp_path: Path) -> None:
+    code = tmp_path / "mod"
+    code.mkdir()
+    (code / "probe_ar.py").write_text(
+        textwrap.dedent("""
+        import json, os, time
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo")
+        value = torch.tensor([dist.get_rank() + 1.0])
+        dist.all_reduce(value)
+        print(json.dumps({"type": "progress", "t": time.time(), "rank": dist.get_rank(),
+                          "sum": value.item(), "env_node": os.environ["SENTITOP_NODE"]}))
+        dist.destroy_process_group()
+        """)
+    )
+    run_dir = tmp_path / "runs" / "torchrun"
+    async with LocalCluster(["a", "b"]) as cluster:
+        await cluster.start(run_dir)
+        commands = cluster.torchrun_commands("probe_ar", [], env={"PYTHONPATH": str(code)})
+        assert "--standalone" not in commands["a"].argv
+        results = await cluster.run(commands)
+    assert {r.exit_code for r in results.values()} == {0}
+    events = [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "progress"]
+    assert sorted((e["node"], e["env_node"], e["sum"]) for e in events) == [
+        ("a", "a", 3.0),
+        ("b", "b", 3.0),
+    ]
+
+
+def test_single_node_torchrun_is_standalone() -> None:
+    cluster = LocalCluster(["local"], nproc=2)
+    command = cluster.torchrun_commands("engine.train", ["--config", "c.json"])["local"]
+    argv = list(command.argv)
+    assert argv[:3] == [PY, "-m", "torch.distributed.run"]
+    assert "--standalone" in argv and argv[argv.index("--nproc-per-node") + 1] == "2"
+    assert argv[-4:] == ["-m", "engine.train", "--config", "c.json"]
+    assert command.env["SENTITOP_NODE"] == "local"
