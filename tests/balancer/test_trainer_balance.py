@@ -50,3 +50,17 @@ def test_straggler_shares_move_toward_the_speed_ratio(tmp_path: Path) -> None:
     summary = json.loads((run / "summary.json").read_text())
     assert summary["balance"]["advice"]["drop_rank"] == 1
     assert summary["balance"]["rebalances"] >= 1
+
+
+@pytest.mark.slow
+def test_rebalancing_every_k_steps_inside_an_epoch(tmp_path: Path) -> None:
+    run = _run(tmp_path, BalanceConfig(enabled=True, every_steps=4, straggle={1: 2.0}), epochs=1)
+    events = list(read_events(run / "events.jsonl"))
+    balance = [e for e in events if e["type"] == "balance"]
+    assert [e["step"] for e in balance] == [0, 4, 8, 12]  # 16 steps, a plan every 4
+    assert [e["start"] for e in balance] == [0, 512, 1024, 1536]
+    assert balance[0]["batch_sizes"] == [64, 64]
+    assert balance[-1]["batch_sizes"][0] > balance[-1]["batch_sizes"][1]
+    phases = [e for e in events if e["type"] == "phase"]
+    assert sum(p["samples"] for p in phases) == 2048
+    assert {p["steps"] for p in phases} == {16}
