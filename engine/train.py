@@ -28,6 +28,8 @@ _TAIL_LINES = 20
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """The training flags shared by ``python -m engine.train`` and ``sentitop train``."""
+    from engine.balance_args import add_balance_arguments
+
     parser.add_argument("--data", dest="data_dir", help="folder with dataset.h5 and vocab.json")
     parser.add_argument("--run-dir", help="run folder (events, checkpoints, summary)")
     parser.add_argument("--epochs", type=int)
@@ -53,6 +55,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="continue from RUN_DIR/checkpoints/latest.pt",
     )
+    add_balance_arguments(parser)
 
 
 _FLAG_FIELDS = (
@@ -91,7 +94,11 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
         raise ConfigError("--data is required (a folder with dataset.h5)")
     if not data.get("run_dir"):
         raise ConfigError("--run-dir is required")
-    return config_from_dict(data)
+    cfg = config_from_dict(data)
+    from engine.balance_args import balance_config_from_args
+
+    cfg.balance = balance_config_from_args(args, cfg.balance)
+    return cfg
 
 
 def config_from_dict(data: dict[str, Any]) -> TrainConfig:
@@ -128,15 +135,11 @@ def run(cfg: TrainConfig) -> int:
     import torch
     import torch.distributed as dist
 
-    from engine.events import Emitter, FanoutSink, JsonlFileSink, StreamSink
-    from engine.trainer import DistEnv, Trainer
+    from engine.trainer import DistEnv, Trainer, make_emitter
 
     env = DistEnv.from_environ(cfg.device)
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
-    sinks: list[Any] = [StreamSink()]
-    if env.rank == 0 and cfg.events_file:
-        sinks.append(JsonlFileSink(os.path.join(cfg.run_dir, "events.jsonl")))
-    emitter = Emitter(FanoutSink(*sinks), rank=env.rank, node=os.environ.get("SENTITOP_NODE"))
+    emitter = make_emitter(cfg, env)
     try:
         if env.world > 1:
             if env.device.type == "cuda":

@@ -35,7 +35,7 @@ from engine.data import (
     train_loader,
 )
 from engine.errors import TrainError
-from engine.events import Emitter
+from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink
 from engine.metrics import Confusion, ThresholdClock
 from engine.model import ModelSpec, SentimentLSTM, build_model, count_parameters, resolve_spec
 
@@ -169,7 +169,7 @@ class Trainer:
     ) -> None:
         self.cfg = cfg
         self.env = env or DistEnv.from_environ(cfg.device)
-        self.emitter = emitter or Emitter()
+        self.emitter = emitter or make_emitter(cfg, self.env)
         self.hooks = hooks or TrainHooks()
         self.main = self.env.rank == 0
         self.device = self.env.device
@@ -588,6 +588,14 @@ class Trainer:
             self.emitter.emit("summary", stage="train", **summary)
             self.emitter.emit("stage_end", stage="train", status="ok", seconds=wall)
         return summary
+
+
+def make_emitter(cfg: TrainConfig, env: DistEnv) -> Emitter:
+    """Events to stdout on every rank, plus RUN_DIR/events.jsonl on rank 0 (cfg.events_file)."""
+    sinks: list[EventSink] = [StreamSink()]
+    if env.rank == 0 and cfg.events_file:
+        sinks.append(JsonlFileSink(os.path.join(cfg.run_dir, "events.jsonl")))
+    return Emitter(FanoutSink(*sinks), rank=env.rank, node=os.environ.get("SENTITOP_NODE"))
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:

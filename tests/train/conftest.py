@@ -58,3 +58,11 @@ def write_dataset(
 def tiny_data(tmp_path: Path) -> Path:
     """A 512/128-sample dataset folder."""
     return write_dataset(tmp_path / "data")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread() -> None:
+    """Tests run beside other jobs on 2 cores; spinning OpenMP threads then crawl."""
+    import torch
+
+    torch.set_num_threads(1)

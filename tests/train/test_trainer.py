@@ -1,0 +1,106 @@
+"""The training loop in one process: learning, events, summary, resume equivalence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from engine.config import ModelConfig, TrainConfig
+from engine.events import read_events
+from engine.trainer import DistEnv, StepTiming, Trainer, TrainHooks
+
+
+class _Killed(Exception):
+    """Stands in for a process killed mid-epoch."""
+
+
+class _KillAt(TrainHooks):
+    def __init__(self, epoch: int, step: int) -> None:
+        self.at = (epoch, step)
+
+    def after_compute(self, timing: StepTiming) -> None:
+        if (timing.epoch, timing.step) == self.at:
+            raise _Killed
+
+
+def _cfg(data: Path, run: Path, **kw: Any) -> TrainConfig:
+    base: dict[str, Any] = dict(
+        data_dir=str(data),
+        run_dir=str(run),
+        epochs=2,
+        batch_size=64,
+        lr=5e-3,
+        warmup_steps=4,
+        log_every=2,
+        checkpoint_every_min=0,
+        model=ModelConfig(preset="default"),
+        events_file=False,
+    )
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def _fit(cfg: TrainConfig, hooks: TrainHooks | None = None) -> dict[str, Any]:
+    return Trainer(cfg, hooks=hooks, env=DistEnv()).fit()
+
+
+@pytest.mark.slow
+def test_learns_and_writes_the_run_folder(tiny_data: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    summary = _fit(_cfg(tiny_data, run, epochs=3, events_file=True, loss_threshold=0.3))
+    assert summary["accuracy"] > 0.9  # the label is in the words: an LSTM must find it
+    assert summary["per_epoch"][-1]["train_loss"] < summary["per_epoch"][0]["train_loss"]
+    for name in (
+        "summary.json",
+        "model.pt",
+        "model.json",
+        "vocab.json",
+        "train_config.json",
+        "checkpoints/latest.pt",
+        "events.jsonl",
+    ):
+        assert (run / name).is_file(), name
+    saved = json.loads((run / "summary.json").read_text())
+    assert saved["epochs"] == 3 and saved["n_train"] == 512 and saved["world_size"] == 1
+    assert saved["time_to_threshold_s"] is not None and saved["threshold_epoch"] is not None
+    types = [e["type"] for e in read_events(run / "events.jsonl")]
+    assert types[0] == "stage_start" and types[-1] == "stage_end"
+    assert types.count("epoch") == 3 and types.count("phase") == 3
+    assert {"step", "checkpoint", "threshold", "summary"} <= set(types)
+    phase = next(e for e in read_events(run / "events.jsonl") if e["type"] == "phase")
+    assert phase["samples"] == 512 and phase["steps"] == 8 and phase["forward"] > 0
+
+
+def test_eval_every_skips_test_metrics_between(tiny_data: Path, tmp_path: Path) -> None:
+    summary = _fit(_cfg(tiny_data, tmp_path / "r", epochs=3, eval_every=2))
+    accs = [e["accuracy"] for e in summary["per_epoch"]]
+    assert accs[0] is None and accs[1] is not None and accs[2] is not None  # last always
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("kill_at", "every_steps"),
+    [((1, 0), 0), ((1, 5), 3)],  # at the epoch boundary; mid-epoch after a step checkpoint
+    ids=["epoch-boundary", "mid-epoch"],
+)
+def test_resume_gives_the_same_weights(
+    tiny_data: Path, tmp_path: Path, kill_at: tuple[int, int], every_steps: int
+) -> None:
+    straight = _fit(_cfg(tiny_data, tmp_path / "a", checkpoint_every_steps=every_steps))
+    cfg = _cfg(tiny_data, tmp_path / "b", checkpoint_every_steps=every_steps)
+    with pytest.raises(_Killed):
+        _fit(cfg, _KillAt(*kill_at))
+    saved = torch.load(tmp_path / "b" / "checkpoints" / "latest.pt", weights_only=False)
+    assert saved["epoch"] == 1 and saved["step"] == (4 if every_steps else 0)
+    resumed = _fit(_cfg(tiny_data, tmp_path / "b", checkpoint_every_steps=every_steps, resume=True))
+    a = torch.load(tmp_path / "a" / "model.pt")
+    b = torch.load(tmp_path / "b" / "model.pt")
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.allclose(a[key], b[key], atol=1e-6), key
+    assert resumed["epochs"] == straight["epochs"] == 2
+    assert resumed["accuracy"] == pytest.approx(straight["accuracy"])
