@@ -306,7 +306,9 @@ def test_local_profile_converts_into_engine_configs(tmp_path: Path) -> None:
     assert train.epochs == profile.train.epochs and train.batch_size == profile.train.batch
     assert train.run_dir == str(tmp_path / "run")
     # unset fields keep the engine defaults
-    assert train.warmup_steps == TrainConfig(data_dir="d", run_dir="r").warmup_steps
+    defaults = TrainConfig(data_dir="d", run_dir="r")
+    assert profile.train.loss_threshold is None and profile.train.optimizer is None
+    assert (train.loss_threshold, train.optimizer) == (defaults.loss_threshold, defaults.optimizer)
     assert profile.world_size() == profile.train.nproc == 2
     assert profile.data.synthetic is not None and profile.data.synthetic.size == 30_000_000
 

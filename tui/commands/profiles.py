@@ -91,6 +91,10 @@ def _describe(entry: Any, books: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def run(args: argparse.Namespace) -> int:
     """Print one line per profile, then each problem and warning; 2 when any is invalid."""
     if args.schema:
@@ -113,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
     table = Table(title="profiles")
     for column in ("name", "provider", "procs", "$/h", "status", "description"):
-        table.add_column(column, no_wrap=True, overflow="ellipsis")
+        table.add_column(column, no_wrap=True, min_width=7 if column == "$/h" else None)
     for info in infos:
         if not info["ok"]:
             table.add_row(Path(info["path"]).stem, "-", "-", "-", "[red]invalid[/red]", "")
@@ -130,9 +134,9 @@ def run(args: argparse.Namespace) -> int:
             str(info["world_size"]),
             rate,
             status,
-            info["description"],
+            _short(info["description"], 44),
         )
-    console = Console(width=max(Console().width, 100))
+    console = Console(width=max(Console().width, 120))
     console.print(table)
     for info in infos:
         if info["error"]:
