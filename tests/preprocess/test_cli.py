@@ -1,0 +1,71 @@
+"""`sentitop preprocess` and `python -m engine.preprocess`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tui.cli import main
+
+from .conftest import review, write_lines
+
+
+def _input(tmp_path: Path) -> Path:
+    lines = [review(f"Review {i} good sound", 5 if i % 3 else 1) for i in range(60)] + [b"{oops"]
+    return write_lines(tmp_path / "in.jsonl", lines)
+
+
+def test_json_prints_stats_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    rc = main(["preprocess", "--input", str(_input(tmp_path)), "--output", str(out), "--json",
+               "--vocab-size", "20", "--seq-len", "8", "--workers", "1"])  # fmt: skip
+    assert rc == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats == json.loads((out / "stats.json").read_text())
+    assert stats["read"] == 61 and stats["skipped"]["malformed_json"] == 1
+    assert (out / "dataset.h5").exists() and (out / "vocab.json").exists()
+
+
+def test_progress_and_summary_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["preprocess", "-i", str(_input(tmp_path)), "-o", str(tmp_path / "o")])
+    captured = capsys.readouterr()
+    assert rc == 0
+    assert "preprocess summary" in captured.out and "malformed_json" in captured.out
+    assert "records/s" in captured.err
+
+
+def test_missing_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.json.gz"
+    rc = main(["preprocess", "--input", str(missing), "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert len(err.splitlines()) == 1 and str(missing) in err
+
+
+def test_bad_option_value_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["preprocess", "-i", str(_input(tmp_path)), "-o", str(tmp_path / "o"),
+               "--test-fraction", "1.5"])  # fmt: skip
+    assert rc == 2 and "test_fraction" in capsys.readouterr().err
+
+
+def test_module_entry_point_emits_events(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.preprocess", "--input", str(_input(tmp_path)),
+         "--output", str(tmp_path / "o"), "--events", "--workers", "1"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events[0]["type"] == "stage_start"
+    assert events[-1] == {**events[-1], "type": "stage_end", "status": "ok"}
+    missing = subprocess.run(
+        [sys.executable, "-m", "engine.preprocess", "-i", str(tmp_path / "nope"), "-o", "x"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 2 and "nope" in missing.stderr

@@ -1,0 +1,59 @@
+"""Identical outputs from the local, inline (mrjob) and spark runners on a real file."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .conftest import MUSICAL, assert_same_dataset
+
+Run = Callable[..., dict[str, Any]]
+needs_data = pytest.mark.skipif(not MUSICAL.exists(), reason=f"{MUSICAL} not available")
+COUNTS = ("read", "kept", "duplicates", "skipped", "skipped_examples", "positive", "negative",
+          "train", "test", "input_bytes", "vocab_size")  # fmt: skip
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert_same_dataset(a, b)
+    assert {k: a["stats"][k] for k in COUNTS} == {k: b["stats"][k] for k in COUNTS}
+
+
+@pytest.fixture(scope="module")
+def local_result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from engine.config import PreprocessConfig
+    from engine.preprocess import run_preprocess
+
+    from .conftest import load_dataset
+
+    out = tmp_path_factory.mktemp("local")
+    run_preprocess(PreprocessConfig(inputs=[str(MUSICAL)], output=str(out), workers=2))
+    return load_dataset(out)
+
+
+@needs_data
+def test_local_one_worker_matches_two(preprocess: Run, local_result: dict[str, Any]) -> None:
+    _same(preprocess([MUSICAL], workers=1), local_result)
+    assert local_result["stats"]["read"] == 10_261
+
+
+@needs_data
+@pytest.mark.slow
+def test_inline_mrjob_matches_local(preprocess: Run, local_result: dict[str, Any]) -> None:
+    _same(preprocess([MUSICAL], runner="inline"), local_result)
+
+
+@needs_data
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("pyspark") is None or shutil.which("java") is None,
+    reason="pyspark and java are needed for the spark runner",
+)
+def test_spark_matches_local(
+    preprocess: Run, local_result: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    _same(preprocess([MUSICAL], runner="spark", workers=2), local_result)
