@@ -17,6 +17,7 @@ from engine.jobs import preprocess_config_to_dict
 from remote.clusters import Command, LocalCluster
 from remote.clusters.base import NodeFailedError
 from remote.profile import Profile
+from remote.security import write_private_file
 
 
 def cache_root() -> Path:
@@ -108,7 +109,7 @@ async def prepare_dataset(profile: Profile, run_dir: Path, emitter: Emitter,
 async def _preprocess_here(cfg: PreprocessConfig, run_dir: Path, events_sink: Any) -> None:
     """Run ``python -m engine.jobs preprocess`` as a supervised local process."""
     config_path = run_dir / "preprocess_config.json"
-    config_path.write_text(json.dumps(preprocess_config_to_dict(cfg), indent=2))
+    write_private_file(config_path, json.dumps(preprocess_config_to_dict(cfg), indent=2))
     cluster = LocalCluster(["local"])
     async with cluster:
         await cluster.start(run_dir, events=events_sink)

@@ -84,11 +84,11 @@ class HeadlessProgress:
             self.loss = event.get("loss", self.loss)
             self.samples_per_s = event.get("samples_per_s", self.samples_per_s)
         elif kind == "epoch":
-            done = int(event.get("epoch", 0))
+            done = int(event.get("epoch", 0)) + 1  # events number epochs from 0
             self.progress.update(self.epochs, completed=float(done),
                                  count=f"{done}/{self.epoch_total}")
             self.console.print(
-                f"epoch {event.get('epoch')}: train loss {_fmt(event.get('train_loss'), '.4f')}"
+                f"epoch {done}/{self.epoch_total}: train loss {_fmt(event.get('train_loss'), '.4f')}"
                 f"  test loss {_fmt(event.get('test_loss'), '.4f')}"
                 f"  acc {_fmt(event.get('accuracy'), '.4f')}  F1 {_fmt(event.get('f1'), '.4f')}"
                 f"  {_fmt(event.get('seconds'), '.1f')} s"

@@ -1,0 +1,129 @@
+"""`sentitop run`: the whole job end to end, its run folder, summary and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.events import read_events
+from tests.run.conftest import ROOT, sentitop
+
+pytestmark = pytest.mark.slow
+
+
+def _only_run_dir(runs: Path) -> Path:
+    dirs = [p for p in runs.iterdir() if p.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def test_run_json_end_to_end(write_profile, run_env, tmp_path: Path) -> None:
+    profile = write_profile(nproc=2, epochs=2)
+    result = sentitop("run", str(profile), "--json", env=run_env)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)  # --json prints only the summary object
+    assert summary["status"] == "ok"
+    assert summary["world_size"] == 2
+    assert summary["epochs"] == 2
+    assert 0.0 <= summary["accuracy"] <= 1.0 and 0.0 <= summary["f1"] <= 1.0
+    assert summary["samples_per_s"] > 0
+    # m5.large at its bundled price, billed at least one minute
+    line = summary["cost"]["lines"][0]
+    assert line["instance_type"] == "m5.large" and line["billed_s"] >= 60
+    assert summary["usd"] == pytest.approx(line["usd_per_hour"] * line["billed_s"] / 3600, rel=1e-3)
+
+    run_dir = _only_run_dir(tmp_path / "runs")
+    assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
+    assert json.loads((run_dir / "summary.json").read_text()) == summary
+    assert (run_dir / "profile.yaml").is_file()
+    types = [e["type"] for e in read_events(run_dir / "events.jsonl")]
+    for expected in ("run_start", "stage_start", "progress", "step", "epoch", "phase", "cost",
+                     "summary", "run_end"):
+        assert expected in types, f"no {expected} event"
+    assert types[0] == "run_start" and types[-1] == "run_end"
+    epochs = [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "epoch"]
+    assert [e["epoch"] for e in epochs] == [0, 1]
+    assert all(e["node"] == "local" for e in epochs)
+
+
+def test_second_run_reuses_the_preprocessed_dataset(write_profile, run_env, tmp_path) -> None:
+    profile = write_profile()
+    assert sentitop("run", str(profile), "--json", env=run_env).returncode == 0
+    second = sentitop("run", str(profile), "--json", env=run_env)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["preprocess"]["cached"] is True
+
+
+def test_headless_display_shows_progress_and_summary_table(write_profile, run_env) -> None:
+    result = sentitop("run", str(write_profile()), env=run_env)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "epoch 1/1" in out
+    for label in ("accuracy", "F1", "wall time", "samples/s", "time to threshold", "cost"):
+        assert label in out
+    assert "run folder:" in out
+
+
+def test_bad_profile_exits_2_naming_file_and_field(tmp_path, run_env) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nprovider: local\ndata:\n  synthetic: {size: 1MB}\ntrain:\n"
+                   "  epochs: zero\n")
+    result = sentitop("run", str(bad), env=run_env, timeout=60)
+    assert result.returncode == 2
+    assert "bad.yaml" in result.stderr and "epochs" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_input_file_exits_2(tmp_path, run_env) -> None:
+    profile = tmp_path / "missing.yaml"
+    profile.write_text("name: missing\nprovider: local\ndata:\n  inputs: [/nonexistent/x.json]\n")
+    result = sentitop("run", str(profile), env=run_env, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "/nonexistent/x.json" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_launch_refused_above_max_usd_per_hour(tmp_path, run_env) -> None:
+    profile = tmp_path / "pricey.yaml"
+    profile.write_text("name: pricey\nprovider: local\ninstance_type: p3.2xlarge\n"
+                       "data:\n  synthetic: {size: 100KB}\nbudget:\n  max_usd_per_hour: 1.0\n")
+    result = sentitop("run", str(profile), "--json", env=run_env, timeout=60)
+    assert result.returncode == 1
+    summary = json.loads(result.stdout)
+    assert summary["status"] == "failed" and "max_usd_per_hour" in summary["reason"]
+    assert summary["train"] == {}  # nothing was started
+
+
+def test_sigint_during_training_tears_down_and_exits_130(write_profile, run_env, tmp_path) -> None:
+    profile = write_profile(nproc=2, epochs=50)
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", str(profile), "--json"],
+                            env=run_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    runs = tmp_path / "runs"
+    deadline = time.time() + 180
+    events = None
+    while time.time() < deadline:
+        dirs = list(runs.glob("*/events.jsonl")) if runs.exists() else []
+        if dirs and '"type":"step"' in dirs[0].read_text():
+            events = dirs[0]
+            break
+        time.sleep(0.5)
+    assert events is not None, "training never started"
+    os.kill(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, proc.stderr.read() if proc.stderr else ""
+    summary = json.loads((events.parent / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    left = subprocess.run(["pgrep", "-f", f"{events.parent.name}"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", f"processes left running: {left.stdout}"
