@@ -84,12 +84,16 @@ class BalanceHooks(TrainHooks):
         """The ``balance`` block of summary.json: final split, speeds and drop-a-rank advice."""
         bal = self._bal
         advice = bal.advice()
-        plan: SplitPlan = bal.plan()
+        plan: SplitPlan = bal.epoch_plan()
         return {
             "balance": {
                 **bal.event_fields(plan),
+                "n": bal.n,
+                "global_batch": bal.global_batch,
+                "min_share": self.config.min_share,
                 "rebalances": bal.rebalances,
                 "allreduce_s_per_step": bal.allreduce_s,
+                "other_s_per_step": max(bal.per_step_s - bal.allreduce_s, 0.0),
                 "straggle": {str(k): v for k, v in self.config.straggle.items()},
                 "advice": None if advice is None else advice.as_dict(),
             }

@@ -19,7 +19,7 @@ share would change by at least the hysteresis, and no share falls below ``min_sh
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -407,12 +407,15 @@ class Balancer:
         self.rebalances += 1
         return True
 
+    def epoch_plan(self) -> SplitPlan:
+        """The whole epoch split with the current shares (ignoring ``every_steps`` chunks)."""
+        return split(0, self.n, self.global_batch, self.shares)
+
     def predicted_epoch_s(self) -> float | None:
         """Predicted seconds of a full epoch with the current shares (None before measuring)."""
         if self.sec_per_sample is None:
             return None
-        plan = split(0, self.n, self.global_batch, self.shares)
-        return plan.predict_seconds(self.sec_per_sample, self.per_step_s)
+        return self.epoch_plan().predict_seconds(self.sec_per_sample, self.per_step_s)
 
     def event_fields(self, plan: SplitPlan) -> dict[str, Any]:
         """Fields of a ``balance`` event for ``plan`` (add epoch and step)."""
@@ -442,6 +445,27 @@ class Balancer:
             usd_per_hour=usd_per_hour,
             min_share=self.config.min_share,
         )
+
+
+def advise_from_summary(
+    block: Mapping[str, Any], usd_per_hour: Sequence[float] | None = None
+) -> Advice | None:
+    """The advice of a summary's ``balance`` block again, with per-rank prices ($/h).
+
+    For the operator side, which knows the prices: ``summary.json`` records rank-hours.
+    """
+    sps = block.get("sec_per_sample")
+    if not sps:
+        return None
+    return advise(
+        sps,
+        n=int(block["n"]),
+        global_batch=int(block["global_batch"]),
+        allreduce_s=float(block["allreduce_s_per_step"]),
+        per_step_s=float(block["other_s_per_step"]),
+        usd_per_hour=usd_per_hour,
+        min_share=float(block["min_share"]),
+    )
 
 
 def make_train_hooks(cfg: TrainConfig) -> Any:

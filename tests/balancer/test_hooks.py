@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch")
 
 from engine.balance_hooks import BalanceHooks
-from engine.balancer import make_train_hooks
+from engine.balancer import advise_from_summary, make_train_hooks
 from engine.config import BalanceConfig, TrainConfig
 from engine.events import Emitter
 from engine.trainer import HookContext, StepTiming, TrainHooks
@@ -114,3 +114,21 @@ def test_make_train_hooks_picks_the_balancer_only_when_needed() -> None:
     balanced = TrainConfig(data_dir="d", run_dir="r", balance=BalanceConfig(enabled=True))
     assert isinstance(make_train_hooks(balanced), BalanceHooks)
     assert balanced.grad_sync == "separate"  # pure compute timing needs a separate all-reduce
+
+
+def test_summary_advice_can_be_repriced_on_the_operator_side() -> None:
+    hooks, _ = _hooks(BalanceConfig(enabled=True, smoothing=1.0, every_steps=2))
+    plan = hooks.next_plan(0, 0)
+    windows = [_window(100, 0.2), _window(100, 0.6)]
+    for w in windows:
+        w["allreduce_opt"] = 0.002  # a cheap all-reduce: the slow rank still helps
+    hooks.end_plan(0, plan, windows)
+    block = hooks.summary()["balance"]
+    assert sum(block["counts"]) == 1000  # the whole epoch, not the 2-step chunk
+    same = advise_from_summary(block)
+    assert same is not None and same.as_dict() == block["advice"]
+    priced = advise_from_summary(block, usd_per_hour=[3.0, 0.1])
+    assert priced is not None and priced.unit == "usd"
+    assert priced.epoch_s_with == pytest.approx(same.epoch_s_with)
+    assert not priced.faster and not priced.cheaper  # the slow rank costs almost nothing
+    assert same.cheaper  # ...while in rank-hours one rank alone is cheaper
