@@ -35,9 +35,9 @@ from remote.security import make_private_dir, write_private_file
 RunStatus = Literal["ok", "failed", "interrupted", "budget"]
 EventCallback = Callable[[dict[str, Any]], None]
 
-SUMMARY_KEYS = ("accuracy", "precision", "recall", "f1", "epochs", "samples_per_s",
-                "train_seconds", "time_to_threshold_s", "threshold_epoch", "test_loss",
-                "train_loss")
+SUMMARY_KEYS = ("accuracy", "precision", "recall", "f1", "epochs", "samples_per_s", "train_s",
+                "time_to_threshold_s", "threshold_epoch", "test_loss", "n_train", "n_test",
+                "advice")
 """Training results copied to the top level of a run's summary.json."""
 
 
