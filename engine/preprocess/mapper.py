@@ -10,8 +10,10 @@ import orjson
 from engine.preprocess.dedupe import SLOT_BITS
 from engine.preprocess.readers import MapTask, iter_task_blocks
 from engine.preprocess.records import RecordSpec, parse_line
-from engine.preprocess.text import CLEAN_TABLE, DELETE_BYTES
+from engine.preprocess.text import clean_text
 
+CACHE_ENTRIES = 100_000
+"""Raw texts remembered per worker with their cleaned form (cleared when full)."""
 MAX_EXAMPLES = 5
 """Example line numbers kept per skip reason."""
 
@@ -73,19 +75,23 @@ def map_lines(
     max_line_bytes: int,
     agg: Agg,
     stats: MapStats,
+    cache: dict[str, bytes] | None = None,
 ) -> None:
     """Parse a block of lines into `agg` (text → packed counts) and `stats`. `first_line` is
-    the 1-based number of lines[0] within the task's split."""
+    the 1-based number of lines[0] within the task's split. `cache` (raw text → cleaned text,
+    kept by the caller across blocks) saves cleaning again the many exact duplicates."""
     incs: dict[float, int] = {
         r: 1 << (SLOT_BITS * (r - spec.rating_min))
         for r in range(spec.rating_min, spec.rating_max + 1)
     }
     fast = spec.summary_field is None
     text_field, rating_field = spec.text_field, spec.rating_field
-    loads, table, delete, get = orjson.loads, CLEAN_TABLE, DELETE_BYTES, agg.get
+    if cache is None:
+        cache = {}
+    loads, get, cache_get = orjson.loads, agg.get, cache.get
     slow: list[int] = []
     for i, line in enumerate(lines):
-        # Fast path for the common record: ASCII text without entities, integral rating.
+        # Fast path for the common record: a JSON object, string text, integral rating.
         if fast and len(line) <= max_line_bytes:
             try:
                 obj = loads(line)
@@ -93,11 +99,15 @@ def map_lines(
                 rating = obj[rating_field]
                 if (type(rating) is float or type(rating) is int) and type(text) is str:
                     inc = incs[rating]
-                    if "&" not in text and text.isascii():
-                        key = b" ".join(text.encode().translate(table, delete).split())
-                        if key:
-                            agg[key] = get(key, 0) + inc
-                            continue
+                    key = cache_get(text)
+                    if key is None:
+                        key = clean_text(text)
+                        if len(cache) >= CACHE_ENTRIES:
+                            cache.clear()
+                        cache[text] = key
+                    if key:
+                        agg[key] = get(key, 0) + inc
+                        continue
             except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
                 pass
         slow.append(i)
@@ -117,12 +127,18 @@ def map_lines(
 
 
 def map_task(
-    task: MapTask, spec: RecordSpec, max_line_bytes: int, agg: Agg, stats: MapStats
+    task: MapTask,
+    spec: RecordSpec,
+    max_line_bytes: int,
+    agg: Agg,
+    stats: MapStats,
+    cache: dict[str, bytes] | None = None,
 ) -> int:
     """Run one task into `agg`/`stats`; returns the number of lines read."""
     line_no = 1
+    cache = {} if cache is None else cache
     for lines, too_long in iter_task_blocks(task, max_line_bytes):
-        map_lines(lines, too_long, line_no, task, spec, max_line_bytes, agg, stats)
+        map_lines(lines, too_long, line_no, task, spec, max_line_bytes, agg, stats, cache)
         line_no += len(lines)
     key = (task.file_index, task.split_no)
     stats.split_lines[key] = stats.split_lines.get(key, 0) + line_no - 1

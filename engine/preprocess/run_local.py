@@ -65,9 +65,10 @@ def _map_into(
 ) -> tuple[Agg, MapStats]:
     agg: Agg = {}
     stats = MapStats()
+    cache: dict[str, bytes] = {}
     for task in tasks:
         before = stats.read
-        map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats)
+        map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats, cache)
         if progress:
             progress(task.nbytes, stats.read - before)
     return agg, stats
@@ -124,10 +125,12 @@ def _worker(
     try:
         agg: Agg = {}
         stats = MapStats()
+        cache: dict[str, bytes] = {}
         while (task := tasks.get()) is not None:
             before = stats.read
-            map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats)
+            map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats, cache)
             results.put(("progress", task.nbytes, stats.read - before))
+        cache.clear()
         _write_partitions(agg, workers, job.tmp, wid)
         del agg
         results.put(("mapped", wid, stats))

@@ -21,8 +21,9 @@ STATS_KEY = ("S", b"")
 def _map_partition(tasks: Iterable[MapTask], job: JobSettings) -> Iterator[tuple[Any, Any]]:
     agg: dict[bytes, int] = {}
     stats = MapStats()
+    cache: dict[str, bytes] = {}
     for task in tasks:
-        map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats)
+        map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats, cache)
     for text, packed in agg.items():
         yield ("T", text), packed
     yield STATS_KEY, stats

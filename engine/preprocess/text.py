@@ -77,7 +77,7 @@ DELETE_BYTES = b"'"
 """Bytes removed outright (so "don't" becomes "dont", not "don t")."""
 
 _COMBINING = re.compile("[\u0300-\u036f]")
-_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+_QUOTES = ("\u2019", "\u2018", "\u02bc")
 
 
 def clean_text(text: str) -> bytes:
@@ -88,7 +88,10 @@ def clean_text(text: str) -> bytes:
     if text.isascii():
         raw = text.encode()
     else:
-        text = _COMBINING.sub("", unicodedata.normalize("NFKD", text.translate(_QUOTES)))
+        for quote in _QUOTES:
+            if quote in text:
+                text = text.replace(quote, "'")
+        text = _COMBINING.sub("", unicodedata.normalize("NFKD", text))
         raw = text.encode("ascii", "replace")
     return b" ".join(raw.translate(CLEAN_TABLE, DELETE_BYTES).split())
 

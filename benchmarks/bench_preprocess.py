@@ -1,0 +1,195 @@
+"""Preprocessing throughput, scaling and memory, as ratios measured in one run.
+
+    .venv/bin/python benchmarks/bench_preprocess.py [--size 256MB] [--rss-size 1GB] [--keep DIR]
+
+1. Generates McAuley-format input on the fly (engine.synth; ≥ 200 MB).
+2. Bare tokenise loop (orjson + bytes.translate + split, one core) over the same file: MB/s.
+3. End to end (parse → clean → dedupe → encode → HDF5) with 1 worker: MB/s per core and its
+   fraction of the bare loop (target ≥ 40 MB/s/core and ≥ 0.5).
+4. The same with 2 workers: speed-up over 1 worker (target ≥ 1.7× on 2 cores).
+5. Peak RSS (sum over the process tree, sampled) at --rss-size input with all cores
+   (target ≤ 1.5 GB at 1 GB), and the peak at the smaller input for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.config import PreprocessConfig  # noqa: E402
+from engine.preprocess import run_preprocess  # noqa: E402
+from engine.preprocess.text import CLEAN_TABLE  # noqa: E402
+
+
+def parse_size(text: str) -> int:
+    """'256MB' / '1GB' / '1000000' → bytes (decimal units)."""
+    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9}
+    text = text.strip().upper()
+    for unit, factor in units.items():
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * factor)
+    return int(text)
+
+
+def make_input(path: Path, size: int, seed: int) -> None:
+    """McAuley 2014 lines of about `size` bytes (engine.synth)."""
+    from engine.synth import generate
+
+    generate(path, size, seed=seed)
+
+
+def bare_tokenise(path: Path) -> float:
+    """Seconds of the bare loop: read blocks, split lines, orjson, translate, split."""
+    loads, table = orjson.loads, CLEAN_TABLE
+    start = time.perf_counter()
+    words = 0
+    with open(path, "rb") as fh:
+        carry = b""
+        while chunk := fh.read(8 << 20):
+            cut = chunk.rfind(b"\n")
+            lines = (carry + chunk[:cut]).split(b"\n")
+            carry = chunk[cut + 1 :]
+            for line in lines:
+                try:  # noqa: SIM105 (a try block is cheaper than contextlib.suppress here)
+                    words += len(loads(line)["reviewText"].encode().translate(table).split())
+                except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+                    pass
+    return time.perf_counter() - start
+
+
+def timed_run(path: Path, out: Path, workers: int) -> tuple[float, dict[str, object]]:
+    """Seconds and stats of one end-to-end run."""
+    cfg = PreprocessConfig(inputs=[str(path)], output=str(out), workers=workers)
+    start = time.perf_counter()
+    stats = run_preprocess(cfg)
+    return time.perf_counter() - start, stats
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of a process and all its descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        total += rss.get(p, 0)
+        stack.extend(children.get(p, []))
+    return total
+
+
+def peak_rss(path: Path, out: Path, workers: int) -> tuple[int, float]:
+    """(peak summed RSS in bytes, seconds) of `python -m engine.preprocess` on `path`."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine.preprocess",
+        "-i",
+        str(path),
+        "-o",
+        str(out),
+        "--json",
+        "--workers",
+        str(workers),
+    ]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+    peak = [0]
+
+    def sample() -> None:
+        while proc.poll() is None:
+            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    rc = proc.wait()
+    sampler.join()
+    if rc:
+        raise SystemExit(f"preprocess failed with exit code {rc}")
+    return peak[0], time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", default="256MB", help="input size for throughput (>= 200MB)")
+    parser.add_argument("--rss-size", default="1GB", help="input size for the memory check")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", default=None, help="folder to keep/reuse the generated inputs")
+    args = parser.parse_args()
+    size, rss_size = parse_size(args.size), parse_size(args.rss_size)
+    work = Path(args.keep or tempfile.mkdtemp(prefix="bench_preprocess_"))
+    work.mkdir(parents=True, exist_ok=True)
+    small, big = work / f"synth-{size}.jsonl", work / f"synth-{rss_size}.jsonl"
+    for path, n in ((small, size), (big, rss_size)):
+        if not path.exists():
+            t = time.perf_counter()
+            make_input(path, n, args.seed)
+            took = time.perf_counter() - t
+            print(f"generated {path} ({path.stat().st_size / 1e6:.0f} MB) in {took:.0f} s")
+    mb = small.stat().st_size / 1e6
+
+    bare_s = bare_tokenise(small)
+    one_s, stats = timed_run(small, work / "out1", 1)
+    two_s, stats2 = timed_run(small, work / "out2", 2)
+    bare_s2 = bare_tokenise(small)  # again, to bracket machine noise
+    bare_rate = mb / min(bare_s, bare_s2)
+    one_rate, two_rate = mb / one_s, mb / two_s
+    rss_small, _ = peak_rss(small, work / "out3", os.cpu_count() or 1)
+    rss_big, big_s = peak_rss(big, work / "out4", os.cpu_count() or 1)
+    result = {
+        "input_mb": round(mb, 1),
+        "records": stats["read"],
+        "distinct": stats["distinct"],
+        "bare_tokenise_mb_s": round(bare_rate, 1),
+        "end_to_end_1_worker_mb_s": round(one_rate, 1),
+        "fraction_of_bare_loop": round(one_rate / bare_rate, 3),
+        "end_to_end_2_workers_mb_s": round(two_rate, 1),
+        "speedup_2_vs_1": round(one_s / two_s, 2),
+        "peak_rss_mb_small": round(rss_small / 1e6),
+        "peak_rss_mb_big": round(rss_big / 1e6),
+        "big_input_mb": round(big.stat().st_size / 1e6),
+        "big_seconds": round(big_s, 1),
+        "cpus": os.cpu_count(),
+    }
+    assert stats["kept"] == stats2["kept"]
+    print(f"input {mb:.0f} MB, {stats['read']:,} records, {stats['distinct']:,} distinct texts")
+    print(f"bare tokenise loop (1 core):   {bare_rate:6.1f} MB/s")
+    print(
+        f"end to end, 1 worker:          {one_rate:6.1f} MB/s per core  "
+        f"= {one_rate / bare_rate:.2f} of the bare loop (target >= 40 MB/s, >= 0.5)"
+    )
+    print(
+        f"end to end, 2 workers:         {two_rate:6.1f} MB/s  "
+        f"= {one_s / two_s:.2f}x one worker (target >= 1.7x)"
+    )
+    print(
+        f"peak RSS (all processes):      {rss_small / 1e6:6.0f} MB at {mb:.0f} MB input, "
+        f"{rss_big / 1e6:.0f} MB at {big.stat().st_size / 1e6:.0f} MB input (target <= 1500 MB)"
+    )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
