@@ -11,8 +11,8 @@ import numpy as np
 
 from engine.errors import DatasetError
 from engine.preprocess.records import RecordSpec
-from engine.preprocess.reduce import encode_word_lists, token_dtype
-from engine.preprocess.text import clean_text, content_words
+from engine.preprocess.reduce import encode_texts, token_dtype
+from engine.preprocess.text import clean_text
 from engine.preprocess.writer import FORMAT_VERSION
 
 
@@ -39,8 +39,8 @@ class Encoder:
     def encode_texts(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(tokens N×seq_len, lengths N) of raw texts; a text with no content word gets
         length 0 (all padding)."""
-        joined = (b" ".join(content_words(clean_text(t), self.stop)) for t in texts)
-        return encode_word_lists(joined, self.index, self.seq_len, token_dtype(self.num_ids))
+        cleaned = [clean_text(t) for t in texts]
+        return encode_texts(cleaned, self.index, self.stop, self.seq_len, token_dtype(self.num_ids))
 
 
 def load_encoder(data_dir: str | Path) -> Encoder:

@@ -4,8 +4,9 @@ vocabulary counting and selection, and encoding to fixed-length id sequences."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -36,8 +37,14 @@ class LabelRule:
         return 0 if rating <= self.negative_max else 1
 
 
-Row = tuple[int, bytes, int, int, bytes]
-"""(order key, cleaned text, label, 1 if test else 0, content words joined by spaces)."""
+Row = tuple[int, bytes, int, int]
+"""(order key, cleaned text, label, 1 if test else 0)."""
+
+SEP = b"|"
+"""Separator token between texts in batched word processing (cleaning never produces it)."""
+_JOIN = b" | "
+BATCH_TEXTS = 20_000
+"""Texts processed per batch on the reduce side (bounds the transient word lists)."""
 
 
 @dataclass(slots=True)
@@ -62,13 +69,12 @@ def reduce_one(
     text: bytes, packed: int, rule: LabelRule, stop: frozenset[bytes], test_fraction: float
 ) -> tuple[Row | None, int, list[bytes]]:
     """(row or None when only stopwords remain, duplicates removed, content words) of one
-    distinct text."""
+    distinct text (the per-record form used by the mrjob and spark steps)."""
     rating, total = mode_rating(packed, rule.rating_min, rule.rating_max)
     words = content_words(text, stop)
     if not words:
         return None, total - 1, words
-    test = int(is_test(text, test_fraction))
-    row = (order_key(text), text, rule.label(rating), test, b" ".join(words))
+    row = (order_key(text), text, rule.label(rating), int(is_test(text, test_fraction)))
     return row, total - 1, words
 
 
@@ -81,7 +87,7 @@ class ReducedPart:
     train_words: Counter[bytes] = field(default_factory=Counter)
 
     def add(self, row: Row | None, duplicates: int, words: list[bytes] | None = None) -> None:
-        """Account one reduced text (`words`: its content words, if already split)."""
+        """Account one reduced text (`words`: its content words, counted when training)."""
         self.counts.distinct += 1
         self.counts.duplicates += duplicates
         if row is None:
@@ -96,12 +102,25 @@ class ReducedPart:
             self.counts.test += 1
         else:
             self.counts.train += 1
-            self.train_words.update(row[4].split() if words is None else words)
+            if words is not None:
+                self.train_words.update(words)
 
     def finish(self) -> ReducedPart:
         """Sort rows into the global order (order key, then text)."""
         self.rows.sort(key=lambda r: (r[0], r[1]))
         return self
+
+
+def _batches(rows: list[Row], size: int = BATCH_TEXTS) -> Iterator[list[Row]]:
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]
+
+
+def _content_counts(words: list[bytes], codes_of: dict[bytes, int], n: int) -> np.ndarray:
+    """Content (non-stop) words per text of a batch whose words are separated by SEP."""
+    codes = np.fromiter(map(codes_of.get, words, repeat(0)), dtype=np.int8, count=len(words))
+    text_of = np.cumsum(codes == -2)
+    return np.bincount(text_of[codes == 0], minlength=n)
 
 
 def reduce_texts(
@@ -110,10 +129,26 @@ def reduce_texts(
     stop: frozenset[bytes],
     test_fraction: float,
 ) -> ReducedPart:
-    """Reduce (text, packed counts) pairs of distinct texts into a sorted part."""
+    """Reduce (text, packed counts) pairs of distinct texts into a sorted part: mode rating,
+    label, split; texts with only stopwords dropped; training words counted (batched)."""
     part = ReducedPart()
+    candidates: list[Row] = []
     for text, packed in items:
-        part.add(*reduce_one(text, packed, rule, stop, test_fraction))
+        rating, total = mode_rating(packed, rule.rating_min, rule.rating_max)
+        part.counts.duplicates += total - 1
+        test = int(is_test(text, test_fraction))
+        candidates.append((order_key(text), text, rule.label(rating), test))
+    codes_of = dict.fromkeys(stop, -1)
+    codes_of[SEP] = -2
+    for batch in _batches(candidates):
+        words = _JOIN.join(r[1] for r in batch).split()
+        content = _content_counts(words, codes_of, len(batch)).tolist()
+        for row, n in zip(batch, content, strict=True):
+            part.add(row if n else None, 0)
+        train = [r[1] for r, n in zip(batch, content, strict=True) if n and not r[3]]
+        part.train_words.update(_JOIN.join(train).split())
+    for word in (*stop, SEP):
+        part.train_words.pop(word, None)
     return part.finish()
 
 
@@ -128,22 +163,35 @@ def token_dtype(num_ids: int) -> Any:
     return np.uint16 if num_ids <= 1 << 16 else np.int32
 
 
-def encode_word_lists(
-    texts: Iterable[bytes], index: dict[bytes, int], seq_len: int, dtype: Any
+def encode_texts(
+    texts: list[bytes],
+    index: dict[bytes, int],
+    stop: frozenset[bytes],
+    seq_len: int,
+    dtype: Any,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens N×seq_len, lengths N): ids of the first seq_len words (unknown → 1), 0-padded
-    at the end."""
-    lengths_list: list[int] = []
-    flat: list[int] = []
-    get = index.get
-    for text in texts:
-        words = text.split(None, seq_len)[:seq_len]
-        lengths_list.append(len(words))
-        flat.extend([get(w, UNK_ID) for w in words])
-    lengths = np.asarray(lengths_list, dtype=np.int32)
-    tokens = np.zeros((len(lengths_list), seq_len), dtype=dtype)
-    if flat:
-        tokens[np.arange(seq_len)[None, :] < lengths[:, None]] = flat
+    """(tokens N×seq_len, lengths N) of cleaned texts: stopwords dropped, ids of the first
+    seq_len content words (unknown → 1), 0-padded at the end; batched at C speed."""
+    tokens = np.zeros((len(texts), seq_len), dtype=dtype)
+    lengths = np.zeros(len(texts), dtype=np.int32)
+    codes_of = dict.fromkeys(stop, -1)
+    codes_of.update(index)
+    codes_of[SEP] = -2
+    for start in range(0, len(texts), BATCH_TEXTS):
+        batch = texts[start : start + BATCH_TEXTS]
+        words = _JOIN.join(batch).split()
+        ids = np.fromiter(map(codes_of.get, words, repeat(UNK_ID)), dtype=np.int64,
+                          count=len(words))  # fmt: skip
+        ids = ids[ids != -1]
+        sep = ids == -2
+        text_of = np.cumsum(sep)[~sep]
+        ids = ids[~sep]
+        counts = np.bincount(text_of, minlength=len(batch))
+        first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        pos = np.arange(len(ids)) - first[text_of]
+        keep = pos < seq_len
+        tokens[start + text_of[keep], pos[keep]] = ids[keep]
+        lengths[start : start + len(batch)] = np.minimum(counts, seq_len)
     return tokens, lengths
 
 

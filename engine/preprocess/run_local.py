@@ -102,7 +102,7 @@ def _load_partition(tmp: str, workers: int, p: int) -> dict[bytes, int]:
 
 def encode_part(part: ReducedPart, vocab: list[str], job: JobSettings, p: int) -> str:
     path = os.path.join(job.tmp, f"part-{p:05d}.h5")
-    write_part(path, part, word_index(vocab), job.seq_len, token_dtype(len(vocab) + 2))
+    write_part(path, part, word_index(vocab), job.stop, job.seq_len, token_dtype(len(vocab) + 2))
     return path
 
 

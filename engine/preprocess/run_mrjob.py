@@ -23,6 +23,7 @@ from engine.preprocess.mapper import MapStats, map_task
 from engine.preprocess.readers import MapTask, is_gzip
 from engine.preprocess.records import RecordSpec
 from engine.preprocess.reduce import LabelRule, ReducedPart, reduce_one, select_vocab
+from engine.preprocess.text import content_words
 
 if TYPE_CHECKING:
     from engine.config import PreprocessConfig
@@ -120,9 +121,9 @@ class PreprocessJob(MRJob):  # type: ignore[misc]
             key[1].encode(), pack_counts(totals), rule, self.stop, self.test_fraction
         )
         if row is None:
-            yield ["R", key[1]], [None, None, None, duplicates]
+            yield ["R", key[1]], [None, None, duplicates]
         else:
-            yield ["R", key[1]], [row[2], row[3], row[4].decode(), duplicates]
+            yield ["R", key[1]], [row[2], row[3], duplicates]
 
     def init_words(self) -> None:
         """Start in-mapper word counts."""
@@ -131,7 +132,7 @@ class PreprocessJob(MRJob):  # type: ignore[misc]
     def map_row(self, key: Key, value: Any) -> Iterator[tuple[Key, Any]]:
         """Count the words of training rows; pass everything through."""
         if key[0] == "R" and value[0] is not None and not value[1]:
-            self.words.update(value[2].split())
+            self.words.update(w.decode() for w in content_words(key[1].encode(), self.stop))
         yield key, value
 
     def final_words(self) -> Iterator[tuple[Key, Any]]:
@@ -176,13 +177,10 @@ def run_mrjob(
                 stats.merge(stats_from_json(value))
             else:
                 text = key[1].encode()
-                label, test, content, duplicates = value
-                row = (
-                    None
-                    if label is None
-                    else (order_key(text), text, label, test, content.encode())
+                label, test, duplicates = value
+                part.add(
+                    None if label is None else (order_key(text), text, label, test), duplicates
                 )
-                part.add(row, duplicates)
     part.finish()
     part.train_words = Counter()
     if progress:

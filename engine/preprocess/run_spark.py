@@ -42,15 +42,14 @@ def _reduce(item: tuple[Any, Any], job: JobSettings) -> tuple[Any, Any]:
     key, value = item
     if key == STATS_KEY:
         return key, value
-    row, duplicates, _ = reduce_one(key[1], value, job.rule, job.stop, job.test_fraction)
-    return key, (row, duplicates)
+    return key, reduce_one(key[1], value, job.rule, job.stop, job.test_fraction)
 
 
 def _train_words(item: tuple[Any, Any]) -> list[bytes]:
     key, value = item
     if key == STATS_KEY or value[0] is None or value[0][3]:
         return []
-    words: list[bytes] = value[0][4].split()
+    words: list[bytes] = value[2]
     return words
 
 
@@ -93,7 +92,7 @@ def run_spark(
         if key == STATS_KEY:
             stats.merge(value)
         else:
-            part.add(*value)
+            part.add(value[0], value[1])
     part.finish()
     part.train_words = Counter()
     if progress:

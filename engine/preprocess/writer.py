@@ -12,7 +12,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from engine.preprocess.reduce import ReducedPart, encode_word_lists
+from engine.preprocess.reduce import ReducedPart, encode_texts
 
 FORMAT_VERSION = 1
 """Version of the dataset.h5 / vocab.json layout."""
@@ -22,14 +22,19 @@ CHUNK_BYTES = 1 << 20
 
 
 def write_part(
-    path: str | Path, part: ReducedPart, index: dict[bytes, int], seq_len: int, dtype: Any
+    path: str | Path,
+    part: ReducedPart,
+    index: dict[bytes, int],
+    stop: frozenset[bytes],
+    seq_len: int,
+    dtype: Any,
 ) -> dict[str, int]:
     """Encode a reduced part and write it as an HDF5 part file; returns rows per split."""
     sizes = {}
     with h5py.File(path, "w") as h5:
         for split, flag in (("train", 0), ("test", 1)):
             rows = [r for r in part.rows if r[3] == flag]
-            tokens, lengths = encode_word_lists((r[4] for r in rows), index, seq_len, dtype)
+            tokens, lengths = encode_texts([r[1] for r in rows], index, stop, seq_len, dtype)
             group = h5.create_group(split)
             group["tokens"] = tokens
             group["labels"] = np.fromiter((r[2] for r in rows), dtype=np.uint8, count=len(rows))
