@@ -4,7 +4,7 @@ vocabulary counting and selection, and encoding to fixed-length id sequences."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -111,11 +111,6 @@ class ReducedPart:
         return self
 
 
-def _batches(rows: list[Row], size: int = BATCH_TEXTS) -> Iterator[list[Row]]:
-    for start in range(0, len(rows), size):
-        yield rows[start : start + size]
-
-
 def _content_counts(words: list[bytes], codes_of: dict[bytes, int], n: int) -> np.ndarray:
     """Content (non-stop) words per text of a batch whose words are separated by SEP."""
     codes = np.fromiter(map(codes_of.get, words, repeat(0)), dtype=np.int8, count=len(words))
@@ -140,13 +135,19 @@ def reduce_texts(
         candidates.append((order_key(text), text, rule.label(rating), test))
     codes_of = dict.fromkeys(stop, -1)
     codes_of[SEP] = -2
-    for batch in _batches(candidates):
+    n_train = len(candidates) - sum(r[3] for r in candidates)
+    candidates.sort(key=lambda r: r[3])  # training texts first: no batch mixes the splits
+    start = 0
+    while start < len(candidates):
+        end = min(start + BATCH_TEXTS, n_train if start < n_train else len(candidates))
+        batch = candidates[start:end]
         words = _JOIN.join(r[1] for r in batch).split()
         content = _content_counts(words, codes_of, len(batch)).tolist()
         for row, n in zip(batch, content, strict=True):
             part.add(row if n else None, 0)
-        train = [r[1] for r, n in zip(batch, content, strict=True) if n and not r[3]]
-        part.train_words.update(_JOIN.join(train).split())
+        if start < n_train:
+            part.train_words.update(words)  # stopwords and separators removed below
+        start = end
     for word in (*stop, SEP):
         part.train_words.pop(word, None)
     return part.finish()

@@ -107,3 +107,19 @@ def test_encode_drops_stopwords_pads_truncates_and_marks_unknown() -> None:
 def test_token_dtype() -> None:
     assert token_dtype(65_536) == np.uint16
     assert token_dtype(65_537) == np.int32
+
+
+def test_reduce_batches_give_the_same_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.preprocess import reduce as reduce_mod
+
+    items = [
+        (f"w{i % 13} common the".encode(), pack_counts([0, 0, i % 2, 0, 1])) for i in range(300)
+    ]
+    items.append((b"the", pack_counts([1, 0, 0, 0, 0])))
+    whole = reduce_texts(items, RULE, frozenset({b"the"}), 0.3)
+    monkeypatch.setattr(reduce_mod, "BATCH_TEXTS", 7)
+    batched = reduce_texts(items, RULE, frozenset({b"the"}), 0.3)
+    assert batched.rows == whole.rows and batched.counts == whole.counts
+    assert batched.train_words == whole.train_words
+    assert whole.train_words[b"common"] == whole.counts.train and b"the" not in whole.train_words
+    assert whole.counts.only_stopwords == 1
