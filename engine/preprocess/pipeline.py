@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -109,17 +110,20 @@ def run_preprocess(
     start = time.time()
     if emitter:
         emitter.emit("stage_start", stage=STAGE, runner=cfg.runner, inputs=cfg.inputs)
-    out = Path(cfg.output)
+    remote = cfg.runner in ("emr", "hadoop")
+    to_s3 = cfg.output.startswith("s3://")
+    out = Path(tempfile.mkdtemp(prefix="sentitop-preprocess-") if to_s3 else cfg.output)
     tmp: str | None = None
     try:
-        remote = cfg.runner in ("emr", "hadoop")
+        if to_s3 and not remote:
+            raise InputError(f"--output {cfg.output}: s3:// outputs need --runner emr or hadoop")
         local_inputs = [p for p in cfg.inputs if not (remote and p.startswith("s3://"))]
         sizes = dict(zip(local_inputs, check_inputs(local_inputs), strict=True))
         specs = resolve_specs(cfg, rating_max, negative_max)
         out.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             (out / "dataset.h5").unlink()  # never leave an old dataset next to new json files
-        tmp = make_tmp(cfg.output)
+        tmp = make_tmp(str(out))
         job = JobSettings(
             specs=specs,
             rule=LabelRule.of(specs[0]),
@@ -135,6 +139,10 @@ def run_preprocess(
         workers = cfg.workers or os.cpu_count() or 1
         result = _run_runner(cfg, job, sizes, workers, progress, mrjob_args)
         stats = _finish(cfg, job, result, start, workers, out, tmp)
+        if to_s3:
+            from engine.preprocess.run_mrjob import upload_output
+
+            upload_output(str(out), cfg.output)
     except BaseException as exc:
         if emitter:
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
@@ -149,6 +157,8 @@ def run_preprocess(
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+        if to_s3:
+            shutil.rmtree(out, ignore_errors=True)
     if emitter:
         emitter.emit("summary", stage=STAGE, **stats)
         emitter.emit("stage_end", stage=STAGE, status="ok", seconds=stats["seconds"])

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mrjob.job import MRJob
@@ -149,6 +151,27 @@ class PreprocessJob(MRJob):  # type: ignore[misc]
                 yield key, value
 
 
+def engine_zip(folder: str) -> str:
+    """A zip of the `engine` package for the nodes' PYTHONPATH (mrjob --py-files); the nodes
+    also need numpy, orjson and mrjob (e.g. --bootstrap 'sudo python3 -m pip install ...')."""
+    root = Path(__file__).resolve().parents[1]
+    target = Path(folder) / "engine.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zf.write(path, Path("engine") / path.relative_to(root))
+    return str(target)
+
+
+def upload_output(local_dir: str, uri: str) -> None:
+    """Copy the finished dataset files to an s3:// folder (through mrjob's S3 filesystem)."""
+    from mrjob.fs.s3 import S3Filesystem
+
+    fs = S3Filesystem()
+    for name in ("vocab.json", "stats.json", "dataset.h5"):  # dataset last: it marks completion
+        fs.put(os.path.join(local_dir, name), uri.rstrip("/") + "/" + name)
+
+
 def run_mrjob(
     cfg: PreprocessConfig, job: JobSettings, progress: Progress | None, extra_args: list[str]
 ) -> LocalResult:
@@ -163,7 +186,10 @@ def run_mrjob(
         "test_fraction": job.test_fraction,
         "max_line_bytes": job.max_line_bytes,
     }
-    args = ["-r", cfg.runner, "--settings", json.dumps(settings), *extra_args, *cfg.inputs]
+    args = ["-r", cfg.runner, "--settings", json.dumps(settings), *extra_args]
+    if cfg.runner in ("hadoop", "emr"):
+        args += ["--py-files", engine_zip(job.tmp)]
+    args += cfg.inputs
     mr = PreprocessJob(args=args)
     part = ReducedPart()
     words: Counter[bytes] = Counter()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,3 +60,30 @@ def test_spark_matches_local(
 ) -> None:
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     _same(preprocess([MUSICAL], runner="spark", workers=2), local_result)
+
+
+def test_engine_zip_is_importable_on_a_bare_node(tmp_path: Path) -> None:
+    from engine.preprocess.run_mrjob import engine_zip
+
+    archive = engine_zip(str(tmp_path))
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import engine.preprocess.run_mrjob as m; "
+        "print(m.__file__)"
+    )
+    proc = subprocess.run([sys.executable, "-I", "-c", code, archive], capture_output=True,
+                          text=True, cwd=tmp_path, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "engine.zip" in proc.stdout
+
+
+def test_s3_output_needs_a_cluster_runner(tmp_path: Path) -> None:
+    from engine.config import PreprocessConfig
+    from engine.errors import InputError
+    from engine.preprocess import run_preprocess
+
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"reviewText": "good", "overall": 5}\n')
+    with pytest.raises(InputError, match="s3://"):
+        run_preprocess(PreprocessConfig(inputs=[str(path)], output="s3://bucket/out"))
+    with pytest.raises(InputError, match="s3://"):
+        run_preprocess(PreprocessConfig(inputs=["s3://bucket/in.json.gz"], output=str(tmp_path)))
