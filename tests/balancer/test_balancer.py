@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.balancer import Balancer, SplitPlan, advise, shares_from_speed
+from engine.balancer import (
+    Balancer,
+    SplitPlan,
+    advise,
+    describe_balance_event,
+    shares_from_speed,
+)
 from engine.config import BalanceConfig
 from engine.events import encode_event, make_event
 
@@ -218,3 +224,13 @@ def test_balancer_advice_uses_the_smoothed_measurements() -> None:
     assert advice is not None and advice.faster
     assert advice.as_dict()["drop_rank"] == 1
     assert shares_from_speed([1e-3, 3e-3], 0.0) == pytest.approx([0.75, 0.25])
+
+
+def test_balance_events_read_as_one_terminal_line() -> None:
+    bal = _balancer(smoothing=1.0)
+    first = describe_balance_event({"epoch": 0, "step": 0, **bal.event_fields(bal.plan())})
+    assert first == "balance epoch 0 step 0: shares 0.500/0.500  batch 50/50"
+    bal.observe([1e-3, 2e-3])
+    bal.end_chunk(epoch_end=True)
+    line = describe_balance_event({"epoch": 1, "step": 0, **bal.event_fields(bal.plan())})
+    assert "shares 0.667/0.333  batch 67/33  ms/sample 1/2  predicted epoch 0.7 s" in line

@@ -54,6 +54,10 @@ class _Printer:
             )
         elif event["type"] == "error":
             print(f"[rank {event.get('rank')}] error: {event.get('message')}", file=sys.stderr)
+        elif event["type"] == "balance":
+            from engine.balancer import describe_balance_event
+
+            print(describe_balance_event(event))
         elif event["type"] == "threshold":
             print(f"loss threshold reached at {event['seconds']:.1f} s (epoch {event['epoch']})")
 
@@ -84,4 +88,7 @@ def run(args: argparse.Namespace) -> int:
             f"{summary['samples_per_s']:.0f} samples/s  time-to-threshold "
             f"{f'{tts:.1f} s' if tts is not None else 'not reached'}  → {cfg.run_dir}"
         )
+        advice = (summary.get("balance") or {}).get("advice")
+        if advice:
+            print(f"advice: {advice['message']}")
     return 0
