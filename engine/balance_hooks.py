@@ -28,7 +28,6 @@ class BalanceHooks(TrainHooks):
     def __init__(self, config: BalanceConfig) -> None:
         self.config = config
         self.balancer: Balancer | None = None
-        self._epoch_step = 0
         self._restored: dict[str, Any] | None = None
         self.last_measured: list[float] | None = None
 
@@ -50,16 +49,13 @@ class BalanceHooks(TrainHooks):
 
     def next_plan(self, epoch: int, start: int) -> StepPlan:
         """The split for epoch positions from ``start``; rank 0 emits a ``balance`` event."""
-        if start == 0:
-            self._epoch_step = 0
         plan = self._bal.plan(start)
-        if self.ctx.rank == 0:
+        if self.ctx.rank == 0:  # every earlier plan of the epoch had K full steps
             self.ctx.emitter.emit(
-                "balance", epoch=epoch, step=self._epoch_step, start=start,
+                "balance", epoch=epoch, step=start // self.ctx.global_batch, start=start,
                 rebalances=self._bal.rebalances, measured=self.last_measured,
                 **self._bal.event_fields(plan),
             )  # fmt: skip
-        self._epoch_step += plan.steps
         return plan
 
     def after_compute(self, timing: StepTiming) -> None:
