@@ -85,6 +85,12 @@ class ReducedPart:
     rows: list[Row] = field(default_factory=list)
     counts: ReduceCounts = field(default_factory=ReduceCounts)
     train_words: Counter[bytes] = field(default_factory=Counter)
+    local_tokens: np.ndarray | None = None
+    """rows × seq_len part-local word ids (-1 = padding), when reduced with seq_len."""
+    lengths: np.ndarray | None = None
+    """Content words per row, capped at seq_len (with local_tokens)."""
+    words: list[bytes] = field(default_factory=list)
+    """Part-local id → word (with local_tokens)."""
 
     def add(self, row: Row | None, duplicates: int, words: list[bytes] | None = None) -> None:
         """Account one reduced text (`words`: its content words, counted when training)."""
@@ -111,11 +117,23 @@ class ReducedPart:
         return self
 
 
-def _content_counts(words: list[bytes], codes_of: dict[bytes, int], n: int) -> np.ndarray:
-    """Content (non-stop) words per text of a batch whose words are separated by SEP."""
-    codes = np.fromiter(map(codes_of.get, words, repeat(0)), dtype=np.int8, count=len(words))
-    text_of = np.cumsum(codes == -2)
-    return np.bincount(text_of[codes == 0], minlength=n)
+class _WordTable:
+    """Part-local word ids (in order of first sight) with a kind per id: 0 content, 1 stop,
+    2 separator."""
+
+    def __init__(self, stop: frozenset[bytes]) -> None:
+        self.stop = stop
+        self.ids: dict[bytes, int] = {SEP: 0}
+        self.words: list[bytes] = [SEP]
+        self.kind = bytearray([2])
+
+    def encode(self, words: list[bytes]) -> np.ndarray:
+        """Part-local ids of `words` (new words get the next ids)."""
+        for word in set(words).difference(self.ids):
+            self.ids[word] = len(self.words)
+            self.words.append(word)
+            self.kind.append(1 if word in self.stop else 0)
+        return np.fromiter(map(self.ids.__getitem__, words), dtype=np.int32, count=len(words))
 
 
 def reduce_texts(
@@ -123,9 +141,12 @@ def reduce_texts(
     rule: LabelRule,
     stop: frozenset[bytes],
     test_fraction: float,
+    seq_len: int = 0,
 ) -> ReducedPart:
     """Reduce (text, packed counts) pairs of distinct texts into a sorted part: mode rating,
-    label, split; texts with only stopwords dropped; training words counted (batched)."""
+    label, split; texts with only stopwords dropped; training words counted; with seq_len,
+    also the first seq_len content words of each row as part-local ids (see write_part).
+    Word work is batched: one join + split per batch, ids through a C-level map."""
     part = ReducedPart()
     candidates: list[Row] = []
     for text, packed in items:
@@ -133,24 +154,46 @@ def reduce_texts(
         part.counts.duplicates += total - 1
         test = int(is_test(text, test_fraction))
         candidates.append((order_key(text), text, rule.label(rating), test))
-    codes_of = dict.fromkeys(stop, -1)
-    codes_of[SEP] = -2
-    n_train = len(candidates) - sum(r[3] for r in candidates)
-    candidates.sort(key=lambda r: r[3])  # training texts first: no batch mixes the splits
-    start = 0
-    while start < len(candidates):
-        end = min(start + BATCH_TEXTS, n_train if start < n_train else len(candidates))
-        batch = candidates[start:end]
-        words = _JOIN.join(r[1] for r in batch).split()
-        content = _content_counts(words, codes_of, len(batch)).tolist()
-        for row, n in zip(batch, content, strict=True):
-            part.add(row if n else None, 0)
-        if start < n_train:
-            part.train_words.update(words)  # stopwords and separators removed below
-        start = end
-    for word in (*stop, SEP):
-        part.train_words.pop(word, None)
-    return part.finish()
+    table = _WordTable(stop)
+    train_counts = np.zeros(0, dtype=np.int64)
+    content_n, tokens = [], []
+    for start in range(0, len(candidates), BATCH_TEXTS):
+        batch = candidates[start : start + BATCH_TEXTS]
+        ids = table.encode(_JOIN.join(r[1] for r in batch).split())
+        kind = np.frombuffer(table.kind, dtype=np.uint8)[ids]
+        text_of = np.cumsum(kind == 2)[kind == 0]
+        ids = ids[kind == 0]
+        counts = np.bincount(text_of, minlength=len(batch))
+        content_n.append(counts)
+        is_train = np.fromiter((r[3] == 0 for r in batch), dtype=bool, count=len(batch))
+        add = np.bincount(ids[is_train[text_of]], minlength=len(table.words))
+        add[: len(train_counts)] += train_counts
+        train_counts = add
+        if seq_len:
+            first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+            pos = np.arange(len(ids)) - first[text_of]
+            keep = pos < seq_len
+            block = np.full((len(batch), seq_len), -1, dtype=np.int32)
+            block[text_of[keep], pos[keep]] = ids[keep]
+            tokens.append(block)
+    n_content = np.concatenate(content_n) if content_n else np.zeros(0, dtype=np.int64)
+    for row, n in zip(candidates, n_content.tolist(), strict=True):
+        part.add(row if n else None, 0)
+    order = sorted(
+        (i for i in range(len(candidates)) if n_content[i]),
+        key=lambda i: (candidates[i][0], candidates[i][1]),
+    )
+    part.rows = [candidates[i] for i in order]
+    nonzero = np.flatnonzero(train_counts).tolist()
+    part.train_words = Counter(
+        dict(zip([table.words[i] for i in nonzero], train_counts[nonzero].tolist(), strict=True))
+    )
+    if seq_len:
+        picked = np.asarray(order, dtype=np.int64)
+        part.local_tokens = np.concatenate(tokens)[picked] if tokens else None
+        part.lengths = np.minimum(n_content[picked], seq_len).astype(np.int32)
+        part.words = table.words
+    return part
 
 
 def select_vocab(counts: Counter[bytes] | dict[bytes, int], size: int) -> list[str]:
@@ -181,8 +224,9 @@ def encode_texts(
     for start in range(0, len(texts), BATCH_TEXTS):
         batch = texts[start : start + BATCH_TEXTS]
         words = _JOIN.join(batch).split()
-        ids = np.fromiter(map(codes_of.get, words, repeat(UNK_ID)), dtype=np.int64,
-                          count=len(words))  # fmt: skip
+        ids = np.fromiter(
+            map(codes_of.get, words, repeat(UNK_ID)), dtype=np.int64, count=len(words)
+        )
         ids = ids[ids != -1]
         sep = ids == -2
         text_of = np.cumsum(sep)[~sep]

@@ -112,7 +112,7 @@ def run_local(
     """Run the whole job with `workers` processes (1: in this process)."""
     if workers <= 1:
         agg, stats = _map_into(tasks, job, progress)
-        part = reduce_texts(agg.items(), job.rule, job.stop, job.test_fraction)
+        part = reduce_texts(agg.items(), job.rule, job.stop, job.test_fraction, job.seq_len)
         del agg
         vocab = select_vocab(part.train_words, job.vocab_size)
         return LocalResult(stats, part.counts, vocab, [encode_part(part, vocab, job, 0)])
@@ -136,7 +136,7 @@ def _worker(
         results.put(("mapped", wid, stats))
         commands.get()  # every worker has written its map files
         items = _load_partition(job.tmp, workers, wid)
-        part = reduce_texts(items.items(), job.rule, job.stop, job.test_fraction)
+        part = reduce_texts(items.items(), job.rule, job.stop, job.test_fraction, job.seq_len)
         del items
         results.put(("reduced", wid, (part.counts, part.train_words)))
         part.train_words = Counter()

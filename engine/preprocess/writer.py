@@ -6,13 +6,14 @@ import contextlib
 import json
 import os
 from collections.abc import Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
 
-from engine.preprocess.reduce import ReducedPart, encode_texts
+from engine.preprocess.reduce import PAD_ID, UNK_ID, ReducedPart, encode_texts
 
 FORMAT_VERSION = 1
 """Version of the dataset.h5 / vocab.json layout."""
@@ -31,10 +32,19 @@ def write_part(
 ) -> dict[str, int]:
     """Encode a reduced part and write it as an HDF5 part file; returns rows per split."""
     sizes = {}
+    if part.local_tokens is not None and part.lengths is not None:
+        lut = np.fromiter(map(index.get, part.words, repeat(UNK_ID)), np.int64, len(part.words))
+        local = part.local_tokens
+        all_tokens = np.where(local >= 0, lut[np.maximum(local, 0)], PAD_ID).astype(dtype)
+        all_lengths = part.lengths
     with h5py.File(path, "w") as h5:
         for split, flag in (("train", 0), ("test", 1)):
             rows = [r for r in part.rows if r[3] == flag]
-            tokens, lengths = encode_texts([r[1] for r in rows], index, stop, seq_len, dtype)
+            if part.local_tokens is not None:
+                mask = np.fromiter((r[3] == flag for r in part.rows), bool, len(part.rows))
+                tokens, lengths = all_tokens[mask], all_lengths[mask]
+            else:
+                tokens, lengths = encode_texts([r[1] for r in rows], index, stop, seq_len, dtype)
             group = h5.create_group(split)
             group["tokens"] = tokens
             group["labels"] = np.fromiter((r[2] for r in rows), dtype=np.uint8, count=len(rows))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -123,3 +124,35 @@ def test_reduce_batches_give_the_same_counts(monkeypatch: pytest.MonkeyPatch) ->
     assert batched.train_words == whole.train_words
     assert whole.train_words[b"common"] == whole.counts.train and b"the" not in whole.train_words
     assert whole.counts.only_stopwords == 1
+
+
+def test_batched_part_tokens_match_reference_encoding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.preprocess import reduce as reduce_mod
+    from engine.preprocess.writer import write_part
+
+    rng = np.random.default_rng(5)
+    vocab_words = [f"w{i}" for i in range(40)] + ["the", "not", "a"]
+    items = []
+    for i in range(500):
+        words = rng.choice(vocab_words, size=int(rng.integers(1, 30)))
+        items.append(
+            (" ".join(words).encode() + b" x%d" % (i % 7), pack_counts([1, 0, 0, 0, i % 3]))
+        )
+    items.append((b"the a not", pack_counts([1, 0, 0, 0, 0])))
+    stop = frozenset({b"the", b"not", b"a"})
+    monkeypatch.setattr(reduce_mod, "BATCH_TEXTS", 64)
+    part = reduce_texts(items, RULE, stop, 0.25, seq_len=9)
+    index = word_index(select_vocab(part.train_words, 30))
+    write_part(tmp_path / "fast.h5", part, index, stop, 9, np.uint16)
+    part.local_tokens = None
+    write_part(tmp_path / "ref.h5", part, index, stop, 9, np.uint16)
+    import h5py
+
+    with h5py.File(tmp_path / "fast.h5") as fast, h5py.File(tmp_path / "ref.h5") as ref:
+        for split in ("train", "test"):
+            for name in ("tokens", "labels", "lengths"):
+                assert np.array_equal(fast[split][name][()], ref[split][name][()]), (split, name)
+                assert fast[split][name].dtype == ref[split][name].dtype
+        assert fast["train"]["labels"].shape[0] > 300
