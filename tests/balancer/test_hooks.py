@@ -132,3 +132,20 @@ def test_summary_advice_can_be_repriced_on_the_operator_side() -> None:
     assert priced.epoch_s_with == pytest.approx(same.epoch_s_with)
     assert not priced.faster and not priced.cheaper  # the slow rank costs almost nothing
     assert same.cheaper  # ...while in rank-hours one rank alone is cheaper
+
+
+def test_the_trainer_sampler_follows_a_balancer_plan_exactly() -> None:
+    from engine.balancer import split
+    from engine.data import PlanSampler
+
+    plan = split(0, 1003, 100, [0.7, 0.3])  # 10 steps + a short last step
+    samplers = [PlanSampler(1003, seed=3, rank=r) for r in range(2)]
+    for s in samplers:
+        s.set_epoch(1)
+        s.add_plan(plan)
+    seen = []
+    for step in range(plan.steps):
+        for rank, s in enumerate(samplers):
+            assert s.loss_scale(step) == pytest.approx(plan.loss_scale(rank, step))
+            seen.extend(s.indices(step).tolist())
+    assert sorted(seen) == list(range(1003))  # every sample of the epoch exactly once
