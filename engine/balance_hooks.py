@@ -22,7 +22,8 @@ class BalanceHooks(TrainHooks):
     Measures forward+backward seconds per sample (``measure = forward``: forward only) on
     every rank, excluding the gradient all-reduce (the trainer runs backward under
     ``no_sync()`` and all-reduces separately), and re-plans every X epochs / K steps.
-    A straggling rank sleeps ``(factor - 1)`` × its compute time after each backward.
+    A straggling rank sleeps ``(factor - 1)`` × its compute time after each backward (counted
+    as backward time, so ``measure = forward`` does not see an injected straggler).
     """
 
     def __init__(self, config: BalanceConfig) -> None:
