@@ -3,12 +3,13 @@
 Node commands run under a small POSIX ``sh`` wrapper (:data:`NODE_WRAPPER`) that
 
 * writes its pid to a pid file — it is the leader of a fresh process group (``setsid`` over
-  SSH, ``start_new_session`` locally), so ``kill -s TERM -- -PID`` reaches torchrun and all
-  its workers;
+  SSH, ``start_new_session`` locally), so ``kill -s TERM -- -PID`` reaches the program — and
+  marks the program's environment with a kill token that every descendant inherits, so
+  processes that start sessions of their own (torchrun's workers) are found too;
 * starts a watchdog that waits for end-of-file on the wrapper's stdin and then kills the
-  whole group: the launcher never writes to that pipe, so it reaches end-of-file exactly when the
-  launcher or its SSH connection goes away (crash, ``kill -9``, network loss), and no node
-  process outlives its launcher;
+  group and the marked processes: the launcher never writes to that pipe, so it reaches
+  end-of-file exactly when the launcher or its SSH connection goes away (crash, ``kill -9``,
+  network loss), and no node process outlives its launcher;
 * runs the program with stdin from ``/dev/null`` and stderr merged into stdout.
 
 Values are never interpolated into a script: the program and its arguments are passed as
@@ -23,14 +24,28 @@ from collections.abc import Mapping, Sequence
 
 from engine.errors import ConfigError
 
-NODE_WRAPPER = (
-    'pidfile=$1; shift; [ -z "$pidfile" ] || echo $$ > "$pidfile"; exec 3<&0; '
-    "( trap '' INT TERM HUP; cat <&3 >/dev/null 2>&1; "
-    "kill -s TERM -- -$$ 2>/dev/null; sleep 2; kill -s KILL -- -$$ 2>/dev/null ) "
-    ">/dev/null 2>&1 & "
-    'exec "$@" </dev/null 3<&- 2>&1'
+TOKEN_VAR = "SENTITOP_KILL_TOKEN"
+"""Environment variable marking every process of one node command (see :data:`NODE_WRAPPER`)."""
+
+_KILL_MARKED = (
+    f'for e in $(grep -slzxF -- "{TOKEN_VAR}=$token" /proc/[0-9]*/environ 2>/dev/null); do '
+    'p=${e#/proc/}; kill -s "$s" "${p%/environ}" 2>/dev/null; done'
 )
-"""The wrapper script (``sh -c NODE_WRAPPER sentitop-node PIDFILE PROGRAM ARGS...``)."""
+
+NODE_WRAPPER = (
+    'pidfile=$1; token=$2; shift 2; [ -z "$pidfile" ] || echo $$ > "$pidfile"; exec 3<&0; '
+    "( trap '' INT TERM HUP; cat <&3 >/dev/null 2>&1; for s in TERM KILL; do "
+    f'[ -z "$token" ] || {{ {_KILL_MARKED}; }}; '
+    'kill -s "$s" -- -$$ 2>/dev/null; i=0; while [ "$s" = TERM ] && [ $i -lt 20 ] && '
+    "kill -0 $$ 2>/dev/null; do sleep 0.1; i=$((i+1)); done; done ) >/dev/null 2>&1 & "
+    f'exec env {TOKEN_VAR}="$token" "$@" </dev/null 3<&- 2>&1'
+)
+"""The wrapper script: ``sh -c NODE_WRAPPER sentitop-node PIDFILE TOKEN PROGRAM ARGS...``.
+
+Besides the process group, the kill token (an environment variable inherited by every
+descendant) reaches processes that left the group: torchrun starts each worker in a session of
+its own, so a group kill alone would orphan the workers once the agent is SIGKILLed.
+"""
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
@@ -72,13 +87,17 @@ def wrapped_argv(
     argv: Sequence[str],
     *,
     pidfile: str = "",
+    token: str = "",
     env: Mapping[str, str] | None = None,
     shell: str = "sh",
 ) -> list[str]:
     """argv that runs ``argv`` (with ``env``) under :data:`NODE_WRAPPER` (no shell parsing)."""
     if not argv:
         raise ConfigError("empty node command")
-    return [shell, "-c", NODE_WRAPPER, "sentitop-node", pidfile, *env_args(env or {}), *argv]
+    if token:
+        check_name(token, "kill token")
+    return [shell, "-c", NODE_WRAPPER, "sentitop-node", pidfile, token,
+            *env_args(env or {}), *argv]  # fmt: skip
 
 
 def remote_dir(path: str) -> str:
@@ -92,22 +111,30 @@ def remote_dir(path: str) -> str:
 
 
 def remote_node_command(
-    argv: Sequence[str], *, cwd: str, pidfile: str, env: Mapping[str, str] | None = None
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    pidfile: str,
+    token: str = "",
+    env: Mapping[str, str] | None = None,
 ) -> str:
     """The command line an SSH channel runs: cd, new session (``setsid -w``), wrapper, argv."""
-    return f"cd -- {remote_dir(cwd)} && exec setsid -w " + join(
-        wrapped_argv(argv, pidfile=pidfile, env=env)
-    )
+    wrapped = wrapped_argv(argv, pidfile=pidfile, token=token, env=env)
+    return f"cd -- {remote_dir(cwd)} && exec setsid -w {join(wrapped)}"
 
 
-def kill_group_command(pidfile: str, signal: str = "TERM") -> str:
-    """Command line that signals the process group whose leader's pid is in ``pidfile``."""
+def kill_command(pidfile: str, token: str = "", signal: str = "TERM") -> str:
+    """Command line that signals a node command's process group (leader's pid in ``pidfile``)
+    and every process carrying its kill ``token``."""
     if signal not in ("TERM", "KILL", "INT"):
         raise ValueError(f"unsupported signal {signal!r}")
-    return (
-        f'pg=$(cat -- {quote(pidfile)} 2>/dev/null) && [ -n "$pg" ] && '
-        f'kill -s {signal} -- "-$pg" 2>/dev/null; true'
+    line = (
+        f"s={signal}; pg=$(cat -- {quote(pidfile)} 2>/dev/null); "
+        '[ -z "$pg" ] || kill -s "$s" -- "-$pg" 2>/dev/null; '
     )
+    if token:
+        line += f"token={quote(check_name(token, 'kill token'))}; {_KILL_MARKED}; "
+    return line + "true"
 
 
 def torchrun_argv(

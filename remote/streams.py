@@ -2,8 +2,10 @@
 
 Every line a node prints is appended to ``RUN_DIR/logs/<node>.log``; lines that are events
 (:func:`engine.events.parse_event_line`) also get the node's name in ``node`` and go to the
-run's event sink (``RUN_DIR/events.jsonl`` by default). The last lines of each node are kept
-for error messages. Files are created with user-only permissions.
+run's event sink (``RUN_DIR/events.jsonl`` by default). An event that already names a node
+keeps it: rank 0 reports per-rank figures (``phase``, ``balance``) for ranks on other nodes and
+names them from their ``SENTITOP_NODE`` environment variable, which every node command gets.
+The last lines of each node are kept for error messages. Files are user-only (0600).
 """
 
 from __future__ import annotations
@@ -104,8 +106,8 @@ class RunStreams:
         self._tails.setdefault(node, deque(maxlen=self._tail_lines)).append(line)
         event = parse_event_line(line)
         if event is not None:
-            event["node"] = node
-            if event.get("rank") == 0 and self.rank0_node is None:
+            event.setdefault("node", node)
+            if event.get("rank") == 0 and event["node"] == node and self.rank0_node is None:
                 self.rank0_node = node
             self.events.write(event)
         if on_line is not None:

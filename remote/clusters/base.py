@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -147,8 +148,8 @@ class Cluster(ABC):
         """Connect and set nodes up (called by :meth:`start` once streams exist)."""
 
     @abstractmethod
-    async def _spawn(self, node: str, command: Command, stage: str) -> NodeProcess:
-        """Start ``command`` on ``node`` in a new process group."""
+    async def _spawn(self, node: str, command: Command, stage: str, token: str) -> NodeProcess:
+        """Start ``command`` on ``node`` in a new process group, marked with kill ``token``."""
 
     @abstractmethod
     async def _disconnect(self) -> None:
@@ -289,7 +290,8 @@ class Cluster(ABC):
             for node, command in commands.items():
                 streams.note(node, f"{stage}: starting {' '.join(command.argv)}")
                 started = time.monotonic()
-                self._running[node] = proc = await self._spawn(node, command, stage)
+                token = f"st-{secrets.token_hex(12)}"
+                self._running[node] = proc = await self._spawn(node, command, stage, token)
                 streams.emit(
                     "node", node=node, status="running", stage=stage, detail=self.describe(node)
                 )

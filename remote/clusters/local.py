@@ -21,7 +21,7 @@ from pathlib import Path
 
 from engine.errors import LaunchError
 from remote.clusters.base import Cluster, Command, NodeProcess
-from remote.shell import wrapped_argv
+from remote.shell import TOKEN_VAR, wrapped_argv
 
 READ_CHUNK = 1 << 16
 
@@ -32,8 +32,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 class LocalProcess:
     """A node command as a local subprocess leading its own process group."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, token: str) -> None:
         self.proc = proc
+        self.token = token
 
     async def read(self) -> bytes:
         """Next chunk of merged output; b"" at end."""
@@ -53,6 +54,9 @@ class LocalProcess:
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
+        for pid in marked_processes(self.token):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
 
     async def kill(self, grace: float) -> None:
         """TERM the group, KILL it after ``grace`` s."""
@@ -63,7 +67,7 @@ class LocalProcess:
             except TimeoutError:
                 self._signal(signal.SIGKILL)
                 await self.proc.wait()
-        self._signal(signal.SIGKILL)  # workers that outlived the leader
+        self._signal(signal.SIGKILL)  # workers that outlived the leader or left its group
         self._close_stdin()
 
 
@@ -130,12 +134,12 @@ class LocalCluster(Cluster):
         if shutil.which(self._python) is None and not Path(self._python).exists():
             raise LaunchError(f"python interpreter {self._python!r} not found on this machine")
 
-    async def _spawn(self, node: str, command: Command, stage: str) -> NodeProcess:
+    async def _spawn(self, node: str, command: Command, stage: str, token: str) -> NodeProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **command.env}
         cwd = command.cwd or self.node_dir(node)
         try:
             proc = await asyncio.create_subprocess_exec(
-                *wrapped_argv(command.argv),
+                *wrapped_argv(command.argv, token=token),
                 cwd=cwd,
                 env=env,
                 stdin=asyncio.subprocess.PIPE,
@@ -145,7 +149,7 @@ class LocalCluster(Cluster):
             )
         except OSError as exc:
             raise LaunchError(f"could not start {command.argv[0]!r} on node {node}: {exc}") from exc
-        return LocalProcess(proc)
+        return LocalProcess(proc, token)
 
     async def _disconnect(self) -> None:
         return None
@@ -173,6 +177,20 @@ class LocalCluster(Cluster):
         if self.run_dir is None:
             raise LaunchError("LocalCluster.start(run_dir) was not called")
         return self.run_dir
+
+
+def marked_processes(token: str) -> list[int]:
+    """Pids of this user's processes whose environment carries kill ``token`` (Linux /proc)."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone, or another user's
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -31,7 +31,7 @@ import asyncssh
 import engine
 from engine.errors import LaunchError
 from remote.clusters.base import LOST, Cluster, Command, NodeProcess
-from remote.shell import check_name, kill_group_command, quote, remote_dir, remote_node_command
+from remote.shell import check_name, kill_command, quote, remote_dir, remote_node_command
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +69,13 @@ class SSHNode:
 class SSHProcess:
     """A node command running on an SSH channel."""
 
-    def __init__(self, conn: asyncssh.SSHClientConnection, proc: Any, pidfile: str) -> None:
+    def __init__(
+        self, conn: asyncssh.SSHClientConnection, proc: Any, pidfile: str, token: str
+    ) -> None:
         self.conn = conn
         self.proc = proc
         self.pidfile = pidfile
+        self.token = token
 
     async def read(self) -> bytes:
         """Next chunk of merged output; b"" at end or when the connection broke."""
@@ -98,7 +101,7 @@ class SSHProcess:
     async def _signal(self, signal: str) -> None:
         try:
             await asyncio.wait_for(
-                self.conn.run(kill_group_command(self.pidfile, signal)), KILL_TIMEOUT_S
+                self.conn.run(kill_command(self.pidfile, self.token, signal)), KILL_TIMEOUT_S
             )
         except (asyncssh.Error, OSError, TimeoutError) as exc:
             log.warning("could not send SIG%s to %s: %s", signal, self.pidfile, exc)
@@ -351,11 +354,13 @@ class SSHCluster(Cluster):
         return result.exit_status == 0
 
     # -- running -----------------------------------------------------------------------------
-    async def _spawn(self, node: str, command: Command, stage: str) -> NodeProcess:
+    async def _spawn(self, node: str, command: Command, stage: str, token: str) -> NodeProcess:
         check_name(stage, "stage")
         cwd = command.cwd or self.node_dir(node)
         pidfile = f"{self.node_dir(node)}/{stage}.pid"
-        line = remote_node_command(command.argv, cwd=cwd, pidfile=pidfile, env=command.env)
+        line = remote_node_command(
+            command.argv, cwd=cwd, pidfile=pidfile, token=token, env=command.env
+        )
         try:
             proc = await self._conns[node].create_process(
                 line, encoding=None, stderr=asyncssh.STDOUT
@@ -364,7 +369,7 @@ class SSHCluster(Cluster):
             raise LaunchError(
                 f"node {node} ({self.describe(node)}): could not start {command.argv[0]!r}: {exc}"
             ) from None
-        return SSHProcess(self._conns[node], proc, pidfile)
+        return SSHProcess(self._conns[node], proc, pidfile, token)
 
     async def _disconnect(self) -> None:
         conns, self._conns = self._conns, {}

@@ -186,6 +186,21 @@ async def test_cancelling_the_run_kills_the_whole_process_group(tmp_path: Path) 
     assert not alive(grandchild)
 
 
+async def test_stopping_reaches_children_that_left_the_process_group(tmp_path: Path) -> None:
+    """torchrun starts workers in sessions of their own; the kill token still finds them."""
+    marker = tmp_path / "escaped.pid"
+    async with LocalCluster(["n0"]) as cluster:
+        await cluster.start(tmp_path / "runs" / "escape")
+        script = f"setsid sleep 300 & echo $! > {marker}; wait"
+        task = asyncio.create_task(cluster.run({"n0": Command(argv=("sh", "-c", script))}))
+        escaped = int(await wait_file(marker))
+        assert os.getpgid(escaped) != os.getpgid(os.getpid())
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert not alive(escaped)
+
+
 async def test_an_exception_inside_async_with_stops_every_node(tmp_path: Path) -> None:
     marker = tmp_path / "pid"
     cluster = LocalCluster(["n0"])
@@ -231,7 +246,7 @@ def test_a_killed_launcher_leaves_no_node_process(tmp_path: Path) -> None:
             async with LocalCluster(["n0"]) as cluster:
                 await cluster.start({str(tmp_path / "runs" / "orphan")!r})
                 await cluster.run({{"n0": Command(argv=("sh", "-c",
-                    "sleep 300 & echo $! > {marker}; wait"))}})
+                    "setsid sleep 300 & echo $! > {marker}; wait"))}})
 
         asyncio.run(main())
         """)

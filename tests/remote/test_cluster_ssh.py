@@ -21,30 +21,8 @@ from remote.clusters.local import free_port
 from remote.clusters.ssh import SSHCluster, SSHNode
 from tests.remote.conftest import LoopbackSSHD
 
-PROBE = '''
-"""All-reduce probe run by torchrun on every node of the tests."""
-import hashlib, json, os, sys, time
-import torch, torch.distributed as dist
-
-def event(type_, **fields):
-    print(json.dumps({"type": type_, "t": time.time(), **fields}), flush=True)
-
-dist.init_process_group("gloo")
-rank, world = dist.get_rank(), dist.get_world_size()
-data = open(sys.argv[1], "rb").read()
-value = torch.tensor([float(rank + 1)])
-dist.all_reduce(value)
-event("progress", rank=rank, world=world, sum=value.item(),
-      digest=hashlib.sha256(data).hexdigest(), cwd=os.getcwd())
-print(f"plain log line from rank {rank}", flush=True)
-if len(sys.argv) > 2 and sys.argv[2] == "loop":
-    with open(f"worker-{os.environ['LOCAL_RANK']}.pid", "w") as fh:
-        fh.write(str(os.getpid()))
-    while True:
-        dist.all_reduce(value)
-        time.sleep(0.2)
-dist.destroy_process_group()
-'''
+TRAIN_FLAGS = ["--threads", "1", "--batch-size", "32", "--log-every", "2",
+               "--checkpoint-every-min", "0", "--no-events-file"]  # fmt: skip
 
 
 def make_cluster(sshd: LoopbackSSHD, tmp: Path, **options: object) -> SSHCluster:
@@ -64,63 +42,64 @@ def make_cluster(sshd: LoopbackSSHD, tmp: Path, **options: object) -> SSHCluster
 
 
 @pytest.fixture
-def probe_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "probe"
-    folder.mkdir()
-    (folder / "allreduce_probe.py").write_text(PROBE)
-    (folder / "payload.bin").write_bytes(os.urandom(4096))
-    return folder
+def dataset(tmp_path: Path) -> Path:
+    """A tiny learnable dataset in the preprocess layout (the training tests' writer)."""
+    from tests.train.conftest import write_dataset
+
+    return write_dataset(tmp_path / "dataset", n_train=256, n_test=64, seq_len=12)
 
 
-async def _probe_commands(cluster: SSHCluster, probe: Path, *extra: str) -> dict[str, Command]:
-    """Copy the probe folder to the nodes; torchrun commands running it."""
-    paths = await cluster.put_data(probe)
-    commands = cluster.torchrun_commands(
-        "allreduce_probe", {n: [f"{paths[n]}/payload.bin", *extra] for n in cluster.nodes}
-    )
-    return {
-        node: dataclasses.replace(
-            cmd, env={**cmd.env, "PYTHONPATH": f"{paths[node]}:{cmd.env['PYTHONPATH']}"}
-        )
-        for node, cmd in commands.items()
+async def _train_commands(cluster: SSHCluster, dataset: Path, epochs: int) -> dict[str, Command]:
+    """Copy the dataset to the nodes; torchrun commands running ``engine.train`` on it."""
+    paths = await cluster.put_data(dataset)
+    args = {
+        node: ["--data", paths[node], "--run-dir", "train", "--epochs", str(epochs), *TRAIN_FLAGS]
+        for node in cluster.nodes
     }
+    return cluster.torchrun_commands("engine.train", args)
 
 
 @pytest.mark.slow
-async def test_two_node_torchrun_over_ssh_streams_events_and_logs(
-    sshd: LoopbackSSHD, tmp_path: Path, probe_dir: Path
+async def test_two_node_training_over_ssh_end_to_end(
+    sshd: LoopbackSSHD, tmp_path: Path, dataset: Path
 ) -> None:
     run_dir = tmp_path / "runs" / "ssh-run-1"
     seen: list[tuple[str, str, bool]] = []
     async with make_cluster(sshd, tmp_path) as cluster:
         await cluster.start(run_dir)
-        commands = await _probe_commands(cluster, probe_dir)
+        commands = await _train_commands(cluster, dataset, epochs=2)
         results = await cluster.run(
             commands, on_line=lambda node, line, event: seen.append((node, line, event is not None))
         )
         assert cluster.rank0_node == "a"  # c10d orders nodes by address: 127.0.0.2 first
-        code_dirs = {cluster.code_env(n)["PYTHONPATH"] for n in cluster.nodes}
+        fetched = await cluster.fetch(cluster.rank0_node, "train", run_dir / "train")
+        remote_data = {n: Path(p) for n, p in (await cluster.put_data(dataset)).items()}
+        code_dir = Path(cluster.code_env("b")["PYTHONPATH"])
     assert {r.exit_code for r in results.values()} == {0}
-    events = [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "progress"]
-    assert sorted(e["node"] for e in events) == ["a", "b"]
-    assert {e["world"] for e in events} == {2}
-    assert {e["sum"] for e in events} == {3.0}  # 1 + 2 reduced across the two nodes
-    digest = __import__("hashlib").sha256((probe_dir / "payload.bin").read_bytes()).hexdigest()
-    assert {e["digest"] for e in events} == {digest}  # the data reached both nodes intact
-    assert {Path(e["cwd"]).name for e in events} == {"a", "b"}  # each in its own run folder
+    events = list(read_events(run_dir / "events.jsonl"))
+    epochs = [e for e in events if e["type"] == "epoch"]
+    assert [(e["node"], e["epoch"]) for e in epochs] == [("a", 0), ("a", 1)]
+    (start,) = [e for e in events if e["type"] == "stage_start" and e.get("rank") == 0]
+    assert start["world_size"] == 2  # one rank per node, joined over the rendezvous
+    assert {e["rank"] for e in events if e["type"] == "phase"} == {0, 1}
+    assert [(e["node"], e["status"]) for e in events if e["type"] == "node"] == [
+        ("a", "running"), ("b", "running"), ("a", "done"), ("b", "done"),
+    ]  # fmt: skip
+    # the data reached every node intact, and the checkpoint came back from rank 0's node
+    for node in ("a", "b"):
+        copied = remote_data[node] / "dataset.h5"
+        assert copied.read_bytes() == (dataset / "dataset.h5").read_bytes()
+    assert (fetched / "checkpoints" / "latest.pt").stat().st_size > 0
+    # every line is in the node's log; events were told apart from log lines
     for node in ("a", "b"):
         log = (run_dir / "logs" / f"{node}.log").read_text()
-        assert "plain log line from rank" in log
-        assert '"type": "progress"' in log
-        assert (
-            node,
-            next(line for n, line, _ in seen if n == node and "plain" in line),
-            False,
-        ) in seen
-    assert any(is_event for _, _, is_event in seen)
-    assert oct((run_dir / "events.jsonl").stat().st_mode & 0o777) == "0o600"
-    (code_dir,) = code_dirs
-    assert (Path(code_dir) / "engine" / "events.py").is_file()
+        assert "torch.distributed.run" in log  # the launcher's note of what it started
+        assert all(line in log for n, line, _ in seen if n == node)
+    assert any(is_event for n, _, is_event in seen if n == "a")
+    assert (run_dir / "events.jsonl").stat().st_mode & 0o777 == 0o600
+    assert (code_dir / "engine" / "train.py").read_bytes() == (
+        Path(__file__).resolve().parents[2] / "engine" / "train.py"
+    ).read_bytes()
 
 
 def _alive(pid: int) -> bool:
@@ -159,46 +138,72 @@ async def _wait_for(path: Path, timeout: float) -> None:
         await asyncio.sleep(0.2)
 
 
+def _training_worker(node: str) -> int | None:
+    """Pid of the ``engine.train`` worker (not the torchrun agent) of ``node`` on this machine."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            f"SENTITOP_NODE={node}".encode() in environ
+            and b"engine.train" in cmdline
+            and b"torch.distributed.run" not in cmdline
+        ):
+            return int(entry.name)
+    return None
+
+
 @pytest.mark.slow
-async def test_killing_one_nodes_worker_stops_every_node_and_names_it(
-    sshd: LoopbackSSHD, tmp_path: Path, probe_dir: Path
+async def test_killing_one_nodes_training_process_mid_epoch_stops_every_node(
+    sshd: LoopbackSSHD, tmp_path: Path, dataset: Path
 ) -> None:
     run_dir = tmp_path / "runs" / "ssh-kill"
+    training = asyncio.Event()
+
+    def on_line(node: str, line: str, event: dict | None) -> None:
+        if event is not None and event["type"] == "step":
+            training.set()
+
     async with make_cluster(sshd, tmp_path) as cluster:
         await cluster.start(run_dir)
-        commands = await _probe_commands(cluster, probe_dir, "loop")
-        task = asyncio.create_task(cluster.run(commands))
-        dirs = {n: Path(cluster.node_dir(n)) for n in cluster.nodes}
-        await asyncio.wait(
-            [
-                task,
-                asyncio.ensure_future(
-                    asyncio.gather(
-                        _wait_for(dirs["a"] / "worker-0.pid", 120),
-                        _wait_for(dirs["b"] / "worker-0.pid", 120),
-                    )
-                ),
-            ],
-            return_when=asyncio.FIRST_COMPLETED,
-        )
+        commands = await _train_commands(cluster, dataset, epochs=500)
+        task = asyncio.create_task(cluster.run(commands, on_line=on_line))
+        waiter = asyncio.ensure_future(training.wait())
+        await asyncio.wait([task, waiter], timeout=180, return_when=asyncio.FIRST_COMPLETED)
         assert not task.done(), task.result()
+        assert training.is_set(), "no step event within 180 s"
+        dirs = {n: Path(cluster.node_dir(n)) for n in cluster.nodes}
         groups = {n: int((dirs[n] / "train.pid").read_text()) for n in cluster.nodes}
         assert all(_group_pids(pg) for pg in groups.values())
-        os.kill(int((dirs["b"] / "worker-0.pid").read_text()), signal.SIGKILL)
+        workers = {n: _training_worker(n) for n in cluster.nodes}
+        assert None not in workers.values()
+        victim = workers["b"]
+        assert victim is not None
+        os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
         with pytest.raises(NodeFailedError) as caught:
             await asyncio.wait_for(task, 30)
         stopped_after = time.monotonic() - killed_at
+    # the launcher's view (error raised) and the machine's (no process left) within 10 s
+    while any(_group_pids(pg) for pg in groups.values()) and time.monotonic() < killed_at + 10:
+        await asyncio.sleep(0.1)
+    pids_left = {n: _group_pids(pg) for n, pg in groups.items()}
+    worker_a_alive = _alive(workers["a"])  # type: ignore[arg-type]
     assert caught.value.node == "b"
     assert caught.value.exit_code != 0
-    assert "node b (" in str(caught.value)
+    assert "node b (" in caught.value.message and "SIGKILL" in caught.value.message
     assert stopped_after < 10
-    deadline = time.monotonic() + 5
-    while any(_group_pids(pg) for pg in groups.values()) and time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
-    assert {n: _group_pids(pg) for n, pg in groups.items()} == {"a": [], "b": []}
-    errors = [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "error"]
+    assert pids_left == {"a": [], "b": []}
+    assert not worker_a_alive  # torchrun's worker left the group (own session): killed by token
+    events = list(read_events(run_dir / "events.jsonl"))
+    # the launcher's verdict (rank 0 may also report its own lost-peer error, with a rank)
+    errors = [e for e in events if e["type"] == "error" and "rank" not in e]
     assert [e["node"] for e in errors] == ["b"]
+    assert any("SIGKILL" in line for line in errors[0]["tail"])
 
 
 async def test_unknown_host_key_is_one_clear_error(sshd: LoopbackSSHD, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from remote.shell import (
     check_name,
     env_args,
     join,
-    kill_group_command,
+    kill_command,
     remote_dir,
     remote_node_command,
     torchrun_argv,
@@ -139,7 +139,7 @@ def test_node_command_with_hostile_argv_env_cwd_and_pidfile_runs_nothing(tmp_pat
 def test_kill_command_quotes_the_pidfile(tmp_path: Path) -> None:
     canary = tmp_path / "CANARY"
     for value in hostile(canary):
-        assert bash(kill_group_command(str(tmp_path / value)), tmp_path).returncode == 0
+        assert bash(kill_command(str(tmp_path / value)), tmp_path).returncode == 0
     assert not canary.exists()
 
 
