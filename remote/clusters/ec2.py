@@ -1,0 +1,282 @@
+"""EC2Cluster: instances started for the run (see :mod:`remote.clusters.ec2_fleet`), used as
+an SSHCluster once they answer SSH, and terminated on every exit path.
+
+Host keys of fresh instances are taken from the console output cloud-init writes at boot and
+kept in ``RUN_DIR/known_hosts``, unless the profile gives a known_hosts file or explicitly opts
+out of host-key checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.errors import CloudError, LaunchError
+from engine.events import Emitter
+from remote import aws
+from remote.clusters.ec2_fleet import (
+    LIVE_STATES,
+    AddressFor,
+    EC2Fleet,
+    InstanceGroupSpec,
+    LaunchedInstance,
+    describe_tagged,
+    launch_params,
+    sweep_orphans,
+    wait_for_ssh,
+)
+from remote.clusters.ssh import SSHCluster, SSHNode
+
+__all__ = [
+    "LIVE_STATES",
+    "EC2Cluster",
+    "EC2Fleet",
+    "InstanceGroupSpec",
+    "LaunchedInstance",
+    "default_ami",
+    "describe_tagged",
+    "host_keys_from_console",
+    "known_hosts_lines",
+    "launch_params",
+    "sweep_orphans",
+    "wait_for_ssh",
+]
+
+log = logging.getLogger(__name__)
+
+
+HOST_KEYS_BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
+HOST_KEYS_END = "-----END SSH HOST KEY KEYS-----"
+_KEY_TYPES = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
+              "ssh-rsa")  # fmt: skip
+
+DEEP_LEARNING_AMI_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.3-ubuntu-22.04/"
+    "latest/ami-id"
+)
+"""Public SSM parameter naming the region's PyTorch Deep Learning AMI (used without ``ami``)."""
+
+
+def host_keys_from_console(output: str) -> list[str]:
+    """``keytype base64`` pairs cloud-init printed to the console (empty when not yet there)."""
+    if HOST_KEYS_BEGIN not in output:
+        return []
+    block = output.split(HOST_KEYS_BEGIN, 1)[1].split(HOST_KEYS_END, 1)[0]
+    keys = []
+    for line in block.splitlines():
+        parts = line.strip().split()
+        if len(parts) >= 2 and parts[0] in _KEY_TYPES:
+            keys.append(f"{parts[0]} {parts[1]}")
+    return keys
+
+
+def known_hosts_lines(host: str, port: int, keys: Sequence[str]) -> list[str]:
+    """known_hosts entries for ``host:port``."""
+    name = host if port == 22 else f"[{host}]:{port}"
+    return [f"{name} {key}" for key in keys]
+
+
+def default_ami(region: str | None, endpoint: str | None = None) -> str:
+    """The region's PyTorch Deep Learning AMI id, from its public SSM parameter."""
+    ssm = aws.client("ssm", region, endpoint=endpoint)
+    try:
+        with aws.cloud_errors("look up the default Deep Learning AMI", region=region):
+            value = ssm.get_parameter(Name=DEEP_LEARNING_AMI_PARAMETER)["Parameter"]["Value"]
+    except CloudError as exc:
+        exc.hint = "set nodes[].ami in the profile to an AMI with Python and PyTorch"
+        raise
+    return str(value)
+
+
+def _node_names(groups: Sequence[Any]) -> list[list[str]]:
+    labels = [getattr(g, "name", None) or g.instance_type for g in groups]
+    repeated = {label for label in labels if labels.count(label) > 1}
+    return [
+        [f"{label}-g{gi}-{k}" if label in repeated else f"{label}-{k}" for k in range(g.count)]
+        for gi, (label, g) in enumerate(zip(labels, groups, strict=True))
+    ]
+
+
+class EC2Cluster(SSHCluster):
+    """EC2 instances started for the run (tagged with its id), then used as an SSHCluster.
+
+    Node names are known up front (``<name or type>-<k>``); hosts are filled in by
+    :meth:`start` once the instances run and answer SSH. :meth:`stop` — run by ``async with``
+    on every exit path — terminates every instance tagged with the run id, and a failure or
+    cancellation inside :meth:`start` terminates them before it propagates.
+    """
+
+    kind = "ec2"
+
+    def __init__(
+        self,
+        groups: Sequence[InstanceGroupSpec],
+        *,
+        users: Sequence[str | None],
+        keys: Sequence[str | None],
+        nproc: Sequence[int],
+        names: Sequence[Sequence[str]] | None = None,
+        region: str | None = None,
+        endpoint: str | None = None,
+        ssh_port: int = 22,
+        address_for: AddressFor | None = None,
+        ready_timeout_s: float = 900.0,
+        poll_s: float = 5.0,
+        known_hosts: str | Path | None = None,
+        check_host_keys: bool = True,
+        ec2: Any = None,
+        **ssh_options: Any,
+    ) -> None:
+        names = names or _node_names(groups)
+        self._groups = list(groups)
+        self._group_nodes = [list(n) for n in names]
+        placeholders = [
+            SSHNode(name=name, host="0.0.0.0", port=ssh_port, user=users[gi], key=keys[gi],
+                    nproc=nproc[gi])
+            for gi, group_names in enumerate(self._group_nodes)
+            for name in group_names
+        ]  # fmt: skip
+        self._console_host_keys = known_hosts is None and check_host_keys
+        super().__init__(placeholders, known_hosts=known_hosts, check_host_keys=check_host_keys,
+                         **ssh_options)  # fmt: skip
+        self._fleet_options = dict(region=region, endpoint=endpoint, ssh_port=ssh_port,
+                                   address_for=address_for, ready_timeout_s=ready_timeout_s,
+                                   poll_s=poll_s, ec2=ec2)  # fmt: skip
+        self._teardown_error: LaunchError | None = None
+        self.fleet: EC2Fleet | None = None
+        """The run's instances (created by :meth:`start`, once the run id is known)."""
+
+    @classmethod
+    def from_profile(cls, profile: Any, **options: Any) -> EC2Cluster:
+        """The cluster an ``ec2`` profile describes; ``options`` override constructor keywords."""
+        endpoint = options.pop("endpoint", None)
+        groups = []
+        fallback: str | None = None
+        for i, node in enumerate(profile.nodes):
+            if not node.ami and fallback is None:
+                fallback = default_ami(profile.region, endpoint)
+                log.info("nodes[%d]: no ami given; using the Deep Learning AMI %s", i, fallback)
+            groups.append(InstanceGroupSpec.from_node(node, ami=node.ami or fallback))
+        kwargs: dict[str, Any] = dict(
+            users=[n.user for n in profile.nodes],
+            keys=[n.key for n in profile.nodes],
+            nproc=[n.nproc or max(1, profile.gpus_per_instance(n)) for n in profile.nodes],
+            region=profile.region,
+            endpoint=endpoint,
+            python=profile.python or "python3",
+            workdir=profile.workdir,
+            shared_fs=profile.shared_fs,
+            known_hosts=profile.known_hosts,
+            check_host_keys=not profile.insecure_ignore_host_keys,
+        )
+        kwargs.update(options)
+        return cls(groups, **kwargs)
+
+    def describe(self, node: str) -> str:
+        """``user@host:port (instance id, type)``."""
+        where = super().describe(node)
+        inst = self._instance_of.get(node) if hasattr(self, "_instance_of") else None
+        return f"{where} ({inst.id}, {inst.instance_type})" if inst else where
+
+    async def _prepare(self) -> None:
+        assert self.run_dir is not None and self.streams is not None
+        streams = self.streams
+        self.fleet = EC2Fleet(self._groups, run_id=self.run_dir.name,
+                              emitter=_StreamsEmitter(streams), **self._fleet_options)  # fmt: skip
+        try:
+            instances = await self.fleet.launch()
+            self._adopt(instances)
+            if self._console_host_keys:
+                await self._trust_console_host_keys()
+            await super()._prepare()
+        except BaseException:
+            await self.fleet.terminate_all()
+            raise
+
+    def _adopt(self, instances: Sequence[LaunchedInstance]) -> None:
+        """Point each node name at its instance's address."""
+        assert self.fleet is not None
+        by_group: dict[int, list[LaunchedInstance]] = {}
+        for inst in instances:
+            by_group.setdefault(inst.group, []).append(inst)
+        self._instance_of: dict[str, LaunchedInstance] = {}
+        seam = self._fleet_options["address_for"] is not None
+        for gi, names in enumerate(self._group_nodes):
+            for name, inst in zip(names, by_group.get(gi, []), strict=True):
+                host, port = self.fleet.address_for(inst)
+                spec = self._nodes[name]
+                address = host if seam else (inst.private_ip or host)
+                self._nodes[name] = dataclasses.replace(spec, host=host, port=port, address=address)
+                self._instance_of[name] = inst
+
+    async def _trust_console_host_keys(self) -> None:
+        """Write ``RUN_DIR/known_hosts`` from the host keys the instances printed at boot."""
+        assert self.fleet is not None and self.run_dir is not None
+        fleet = self.fleet
+        deadline = time.monotonic() + fleet.ready_timeout_s
+        lines: list[str] = []
+        for name, inst in self._instance_of.items():
+            spec = self._nodes[name]
+            while True:
+                output = await asyncio.to_thread(_console_output, fleet.ec2, inst.id)
+                keys = host_keys_from_console(output)
+                if keys:
+                    lines += known_hosts_lines(spec.host, spec.port, keys)
+                    break
+                if time.monotonic() >= deadline:
+                    raise LaunchError(
+                        f"node {name} ({inst.id}): no SSH host keys in its console output "
+                        f"after {fleet.ready_timeout_s:.0f} s, so its identity cannot be checked",
+                        hint="use an AMI with cloud-init, give a known_hosts file, or set "
+                        "insecure_ignore_host_keys: true (unsafe) in the profile",
+                    )
+                await asyncio.sleep(fleet.poll_s)
+        path = self.run_dir / "known_hosts"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write("".join(line + "\n" for line in lines))
+        self.known_hosts = path
+
+    async def _disconnect(self) -> None:
+        """Close connections, then terminate the instances (while the run's streams are open)."""
+        await super()._disconnect()
+        if self.fleet is not None:
+            try:
+                await self.fleet.terminate_all()
+            except LaunchError as exc:  # reported by stop(), after the streams are closed
+                self._teardown_error = exc
+
+    async def stop(self) -> None:
+        """Stop node processes, disconnect and terminate every instance of the run.
+
+        Raises LaunchError (naming the instances) only when termination itself failed.
+        """
+        self._teardown_error = None
+        await super().stop()
+        if self._teardown_error is not None:
+            raise self._teardown_error
+
+
+def _console_output(ec2: Any, instance_id: str) -> str:
+    with aws.cloud_errors(f"read the console output of {instance_id}"):
+        reply = ec2.get_console_output(InstanceId=instance_id, Latest=True)
+    return str(reply.get("Output") or "")
+
+
+class _StreamsEmitter(Emitter):
+    """An Emitter writing through a cluster's RunStreams (events.jsonl and the caller's sink)."""
+
+    def __init__(self, streams: Any) -> None:
+        super().__init__()
+        self._streams = streams
+
+    def emit(self, type_: str, /, **fields: Any) -> dict[str, Any]:
+        """Write one event through the streams."""
+        event: dict[str, Any] = self._streams.emit(type_, **fields)
+        return event

@@ -1,0 +1,425 @@
+"""The run's EC2 instances: tagged on-demand/spot launch, wait for running and SSH, terminate.
+
+Every instance is created with the tag ``sentitop:run-id = <run id>`` in the same API call that
+creates it, so a run's machines can always be found again: :func:`sweep_orphans` terminates
+whatever carries the tag, and the cluster's teardown runs it on every exit path (normal exit,
+exceptions, task cancellation and SIGINT, which ``asyncio.run`` turns into cancellation), also
+for an in-flight ``run_instances`` call that returns after the cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from engine.errors import CloudError, LaunchError
+from engine.events import Emitter
+from remote import aws
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LIVE_STATES = ("pending", "running", "stopping", "stopped")
+"""Instance states that still cost money (or will once started) and must be terminated."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceGroupSpec:
+    """One group of identical instances of a profile (an ``ec2`` node entry)."""
+
+    instance_type: str
+    """EC2 instance type, e.g. g5.xlarge."""
+    ami: str
+    """Image id (ami-…) with Python and the project's dependencies."""
+    count: int = 1
+    """Number of instances in the group."""
+    spot: bool = False
+    """Ask for spot capacity (one-time, terminated on interruption) instead of on-demand."""
+    spot_max_price: float | None = None
+    """Highest spot price in USD/hour; None = up to the on-demand price."""
+    key_name: str | None = None
+    """EC2 key pair name whose private key the SSH user holds."""
+    subnet: str | None = None
+    """Subnet id (subnet-…); None = the default VPC's default subnet."""
+    security_group: str | None = None
+    """Security group id (sg-…) that must allow SSH from here and all traffic in the group."""
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise CloudError(f"nodes[].count = {self.count} is not allowed; expected >= 1")
+        if self.spot_max_price is not None and self.spot_max_price <= 0:
+            raise CloudError(
+                f"nodes[].spot = {self.spot_max_price} is not allowed; expected true, false "
+                "or a maximum price in USD/hour > 0"
+            )
+
+    @classmethod
+    def from_node(cls, node: Any, *, ami: str | None = None) -> InstanceGroupSpec:
+        """Read a profile ec2 node (instance_type, count, spot, spot_max_usd, ami, …)."""
+        spot = getattr(node, "spot", False)
+        max_price = getattr(node, "spot_max_usd", None)
+        if isinstance(spot, int | float) and not isinstance(spot, bool):
+            spot, max_price = True, float(spot)
+        return cls(
+            instance_type=node.instance_type,
+            ami=ami or node.ami,
+            count=int(getattr(node, "count", 1) or 1),
+            spot=bool(spot),
+            spot_max_price=max_price,
+            key_name=getattr(node, "key_name", None),
+            subnet=getattr(node, "subnet", None),
+            security_group=getattr(node, "security_group", None),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchedInstance:
+    """An instance of the run that reached ``running``."""
+
+    id: str
+    """Instance id (i-…)."""
+    instance_type: str
+    """EC2 instance type."""
+    host: str
+    """Address SSH uses: the public IP, or the private IP inside a VPC without one."""
+    private_ip: str | None
+    """Private IP (used for rendezvous between nodes)."""
+    spot: bool
+    """Whether it runs on spot capacity."""
+    group: int
+    """Index of its group in the profile's node list."""
+    launched_at: float = field(default_factory=time.time)
+    """Unix time EC2 reports it was launched (billing starts about here)."""
+
+
+def run_tags(run_id: str, group: int) -> list[dict[str, str]]:
+    """Tags put on the instances and volumes of ``group`` of run ``run_id``."""
+    return [
+        {"Key": aws.RUN_ID_TAG, "Value": run_id},
+        {"Key": "Name", "Value": f"sentitop-{run_id}-g{group}"},
+    ]
+
+
+def launch_params(spec: InstanceGroupSpec, run_id: str, group: int, token: str) -> dict[str, Any]:
+    """Keyword arguments of ``ec2.run_instances`` for one group (all or nothing, tagged)."""
+    tags = run_tags(run_id, group)
+    params: dict[str, Any] = {
+        "ImageId": spec.ami,
+        "InstanceType": spec.instance_type,
+        "MinCount": spec.count,
+        "MaxCount": spec.count,
+        "ClientToken": f"{run_id[:40]}-g{group}-{token}"[:64],
+        "InstanceInitiatedShutdownBehavior": "terminate",
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": tags},
+            {"ResourceType": "volume", "Tags": tags},
+        ],
+    }
+    if spec.key_name:
+        params["KeyName"] = spec.key_name
+    if spec.subnet:
+        params["SubnetId"] = spec.subnet
+    if spec.security_group:
+        params["SecurityGroupIds"] = [spec.security_group]
+    if spec.spot:
+        options: dict[str, Any] = {
+            "SpotInstanceType": "one-time",
+            "InstanceInterruptionBehavior": "terminate",
+        }
+        if spec.spot_max_price is not None:
+            options["MaxPrice"] = f"{spec.spot_max_price:.4f}"
+        params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": options}
+    return params
+
+
+def describe_tagged(
+    ec2: Any, run_id: str, states: Iterable[str] = LIVE_STATES
+) -> list[dict[str, Any]]:
+    """Instances tagged with ``run_id`` in one of ``states`` (raw describe_instances dicts)."""
+    filters = [
+        {"Name": f"tag:{aws.RUN_ID_TAG}", "Values": [run_id]},
+        {"Name": "instance-state-name", "Values": list(states)},
+    ]
+    found: list[dict[str, Any]] = []
+    with aws.cloud_errors(f"list the instances of run {run_id}"):
+        for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page["Reservations"]:
+                found.extend(reservation["Instances"])
+    return found
+
+
+def terminate(ec2: Any, ids: Sequence[str]) -> None:
+    """Terminate ``ids`` (in chunks of 500, the API's limit); a no-op for an empty list."""
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        with aws.cloud_errors(f"terminate instances {', '.join(chunk)}"):
+            ec2.terminate_instances(InstanceIds=chunk)
+
+
+def sweep_orphans(
+    run_id: str,
+    *,
+    region: str | None = None,
+    endpoint: str | None = None,
+    ec2: Any = None,
+) -> list[str]:
+    """Terminate every instance tagged with ``run_id`` that is not yet terminated; their ids."""
+    ec2 = ec2 or aws.client("ec2", region, endpoint=endpoint)
+    ids = [inst["InstanceId"] for inst in describe_tagged(ec2, run_id)]
+    if ids:
+        log.warning("terminating %d instance(s) of run %s: %s", len(ids), run_id, ", ".join(ids))
+        terminate(ec2, ids)
+    return ids
+
+
+def _launched(raw: dict[str, Any], group: int) -> LaunchedInstance | None:
+    host = raw.get("PublicIpAddress") or raw.get("PrivateIpAddress")
+    if raw["State"]["Name"] != "running" or not host:
+        return None
+    launch = raw.get("LaunchTime")
+    return LaunchedInstance(
+        id=raw["InstanceId"],
+        instance_type=raw["InstanceType"],
+        host=host,
+        private_ip=raw.get("PrivateIpAddress"),
+        spot=raw.get("InstanceLifecycle") == "spot",
+        group=group,
+        launched_at=launch.timestamp() if isinstance(launch, datetime) else time.time(),
+    )
+
+
+async def wait_for_ssh(
+    host: str, port: int = 22, *, timeout: float = 600.0, poll_s: float = 3.0
+) -> None:
+    """Return once ``host:port`` answers with an SSH banner; LaunchError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while True:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), poll_s)
+            try:
+                banner = await asyncio.wait_for(reader.readline(), poll_s)
+            finally:
+                writer.close()
+            if banner.startswith(b"SSH-"):
+                return
+            last = f"unexpected banner {banner[:40]!r}"
+        except (OSError, TimeoutError) as exc:
+            last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if time.monotonic() >= deadline:
+            raise LaunchError(
+                f"{host}:{port} did not answer SSH within {timeout:.0f} s ({last})",
+                hint="check that the security group allows port 22 from here and the AMI runs sshd",
+            )
+        await asyncio.sleep(poll_s)
+
+
+async def _finish(awaitable: Awaitable[T]) -> T:
+    """Await ``awaitable`` to the end even if this task is cancelled meanwhile (re-raised)."""
+    task = asyncio.ensure_future(awaitable)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+            log.warning("interrupted; still terminating instances, please wait")
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
+
+
+AddressFor = Callable[[LaunchedInstance], tuple[str, int]]
+"""Maps a launched instance to the (host, port) SSH uses; a seam for tests."""
+
+
+class EC2Fleet:
+    """The run's EC2 instances: launch per group, wait until running and SSH-reachable, terminate.
+
+    Blocking boto3 calls run in worker threads; calls still in flight when the task is cancelled
+    are awaited by :meth:`terminate_all` so instances they create are terminated too.
+    """
+
+    def __init__(
+        self,
+        groups: Sequence[InstanceGroupSpec],
+        *,
+        run_id: str,
+        region: str | None = None,
+        endpoint: str | None = None,
+        emitter: Emitter | None = None,
+        ssh_port: int = 22,
+        address_for: AddressFor | None = None,
+        ready_timeout_s: float = 900.0,
+        poll_s: float = 5.0,
+        ec2: Any = None,
+    ) -> None:
+        if not groups:
+            raise CloudError("an ec2 profile needs at least one entry under nodes")
+        self.groups = list(groups)
+        self.run_id = run_id
+        self.region = region
+        self.endpoint = endpoint
+        self.emitter = emitter or Emitter()
+        self.address_for: AddressFor = address_for or (lambda inst: (inst.host, ssh_port))
+        self.ready_timeout_s = ready_timeout_s
+        self.poll_s = poll_s
+        self._ec2 = ec2
+        self._token = secrets.token_hex(4)
+        self._launched: dict[str, int] = {}  # instance id -> group index
+        self._in_flight: set[asyncio.Future[Any]] = set()
+        self.instances: list[LaunchedInstance] = []
+        """Instances that reached running, in profile order (filled by :meth:`launch`)."""
+        self.terminated: list[str] = []
+        """Ids terminated by :meth:`terminate_all`."""
+
+    @property
+    def ec2(self) -> Any:
+        """The EC2 client (created on first use)."""
+        if self._ec2 is None:
+            self._ec2 = aws.client("ec2", self.region, endpoint=self.endpoint)
+        return self._ec2
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        future = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+        self._in_flight.add(future)
+        future.add_done_callback(self._in_flight.discard)
+        # shielded: cancelling the caller must not forget the thread, whose result we still need
+        return await asyncio.shield(future)
+
+    def _run_group(self, group: int) -> list[str]:
+        spec = self.groups[group]
+        params = launch_params(spec, self.run_id, group, self._token)
+        market = "spot" if spec.spot else "on-demand"
+        with aws.cloud_errors(
+            f"start {spec.count} {market} {spec.instance_type} instance(s) (nodes[{group}])",
+            region=self.region,
+        ):
+            reply = self.ec2.run_instances(**params)
+        ids = [inst["InstanceId"] for inst in reply["Instances"]]
+        for instance_id in ids:
+            self._launched[instance_id] = group
+        return ids
+
+    async def launch(self) -> list[LaunchedInstance]:
+        """Start every group, wait for running and an SSH banner; the instances."""
+        for group, spec in enumerate(self.groups):
+            ids = await self._call(self._run_group, group)
+            for instance_id in ids:
+                self.emitter.emit(
+                    "node",
+                    node=instance_id,
+                    status="launching",
+                    detail=f"{spec.instance_type} {'spot' if spec.spot else 'on-demand'}",
+                    instance_type=spec.instance_type,
+                    spot=spec.spot,
+                )
+        self.instances = await self._wait_running(list(self._launched))
+        for inst in self.instances:
+            self.emitter.emit(
+                "node",
+                node=inst.id,
+                status="running",
+                detail=inst.host,
+                instance_type=inst.instance_type,
+                spot=inst.spot,
+                launched_at=inst.launched_at,
+            )
+        remaining = max(1.0, self.ready_timeout_s)
+        await asyncio.gather(
+            *(
+                wait_for_ssh(
+                    *self.address_for(inst), timeout=remaining, poll_s=min(self.poll_s, 3.0)
+                )
+                for inst in self.instances
+            )
+        )
+        for inst in self.instances:
+            self.emitter.emit("node", node=inst.id, status="ready", detail="SSH answers")
+        return self.instances
+
+    def _describe(self, ids: list[str]) -> list[dict[str, Any]]:
+        from botocore.exceptions import ClientError
+
+        try:
+            with aws.cloud_errors("check the state of the run's instances", region=self.region):
+                pages = self.ec2.get_paginator("describe_instances").paginate(InstanceIds=ids)
+                return [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+        except CloudError as exc:
+            cause = exc.__cause__
+            if (
+                isinstance(cause, ClientError)
+                and aws.error_code(cause) == "InvalidInstanceID.NotFound"
+            ):
+                return []  # not visible yet (eventual consistency): poll again
+            raise
+
+    async def _wait_running(self, ids: list[str]) -> list[LaunchedInstance]:
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            raw = await self._call(self._describe, ids)
+            by_id = {r["InstanceId"]: r for r in raw}
+            for r in raw:
+                state = r["State"]["Name"]
+                if state in ("shutting-down", "terminated", "stopping", "stopped"):
+                    reason = r.get("StateReason", {}).get("Message") or state
+                    raise LaunchError(
+                        f"instance {r['InstanceId']} ({r['InstanceType']}, nodes"
+                        f"[{self._launched.get(r['InstanceId'], '?')}]) went {state}: {reason}",
+                        hint="spot capacity may be gone; try on-demand, another type or zone",
+                    )
+            ready = [_launched(by_id[i], self._launched[i]) if i in by_id else None for i in ids]
+            if all(inst is not None for inst in ready):
+                return [inst for inst in ready if inst is not None]
+            if time.monotonic() >= deadline:
+                waiting = [i for i, inst in zip(ids, ready, strict=True) if inst is None]
+                raise LaunchError(
+                    f"instances {', '.join(waiting)} not running after "
+                    f"{self.ready_timeout_s:.0f} s",
+                    hint="check the EC2 console for the reason; they will be terminated",
+                )
+            await asyncio.sleep(self.poll_s)
+
+    async def terminate_all(self) -> list[str]:
+        """Terminate every instance of the run, also ones from calls still in flight.
+
+        Runs to the end even if the calling task is cancelled meanwhile (re-raised after).
+        """
+        return await _finish(self._terminate_all())
+
+    def _terminate_sync(self, known: list[str]) -> list[str]:
+        terminate(self.ec2, known)
+        return sweep_orphans(self.run_id, ec2=self.ec2)
+
+    async def _terminate_all(self) -> list[str]:
+        for future in list(self._in_flight):
+            with contextlib.suppress(
+                BaseException
+            ):  # its outcome no longer matters; its instances do
+                await future
+        known = [i for i in self._launched if i not in self.terminated]
+        try:
+            # one thread for both calls: once started it finishes even if the loop is torn down
+            swept = await asyncio.to_thread(self._terminate_sync, known)
+        except CloudError as exc:
+            left = ", ".join(self._launched) or "unknown ids"
+            raise LaunchError(
+                f"could not terminate the instances of run {self.run_id} ({left}): {exc.message}",
+                hint=f"terminate them by hand: instances tagged {aws.RUN_ID_TAG}={self.run_id}",
+            ) from exc
+        done = sorted(set(known) | set(swept))
+        self.terminated.extend(i for i in done if i not in self.terminated)
+        for instance_id in done:
+            self.emitter.emit("node", node=instance_id, status="terminated", detail="terminated")
+        return done
