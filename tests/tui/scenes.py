@@ -1,0 +1,59 @@
+"""Named dashboard scenes (app + key presses) shared by snapshot tests and the PNG screenshots."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from textual.pilot import Pilot
+
+from tests.tui.fakes import FIXTURE_RUN, SINGLE_RUN, build_app
+from tui.app import SentitopApp
+
+SIZE = (120, 40)
+"""Terminal size of snapshots and screenshots."""
+
+
+async def settle(pilot: Pilot[int]) -> None:
+    """Wait until workers finish and the screen has redrawn."""
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause(0.05)
+
+
+async def _runs_overlay(pilot: Pilot[int]) -> None:
+    await settle(pilot)
+    await pilot.press("space", "down", "space", "x")
+    await settle(pilot)
+
+
+async def _profiles_invalid(pilot: Pilot[int]) -> None:
+    await settle(pilot)
+    await pilot.press("down", "down")
+    await settle(pilot)
+
+
+async def _help(pilot: Pilot[int]) -> None:
+    await settle(pilot)
+    await pilot.press("question_mark")
+    await settle(pilot)
+
+
+@dataclass
+class Scene:
+    """An app, and what to do before the picture."""
+
+    make: Callable[[], SentitopApp]
+    run_before: Callable[[Pilot[int]], Awaitable[None]] = settle
+
+
+SCENES: dict[str, Scene] = {
+    "profiles": Scene(lambda: build_app(start="profiles"), _profiles_invalid),
+    "prices": Scene(lambda: build_app(start="prices")),
+    "run": Scene(lambda: build_app(replay=FIXTURE_RUN)),
+    "run-single": Scene(lambda: build_app(replay=SINGLE_RUN)),
+    "runs": Scene(lambda: build_app(start="runs"), _runs_overlay),
+    "help": Scene(lambda: build_app(start="profiles"), _help),
+}
+"""Scene name -> scene (also the PNG file name under docs/screenshots/)."""

@@ -1,0 +1,326 @@
+"""Pilot tests: every screen and key path of the dashboard, driven through Textual's pilot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from textual.widgets import DataTable
+
+from engine.errors import LaunchError
+from tests.tui.fakes import FIXTURE_RUN, FakeRunner, Teardowns, build_app, failing_profiles
+from tests.tui.scenes import SIZE, settle
+from tui.app import SentitopApp
+from tui.screens.help import HelpScreen
+from tui.screens.modals import ConfirmScreen, ErrorScreen
+from tui.screens.prices import PricesScreen
+from tui.screens.profiles import ProfilesScreen
+from tui.screens.run import RunScreen
+from tui.screens.runs import RunsScreen
+from tui.widgets.line_plot import LinePlot
+from tui.widgets.log_pane import LogPane
+from tui.widgets.nav import NavBar
+
+
+def notes(app: SentitopApp) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+async def test_replay_fills_the_run_screen() -> None:
+    app = build_app(replay=FIXTURE_RUN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
+        assert screen.state.status == "ok"
+        assert screen.query_one("#epochs", DataTable).row_count == 3
+        assert screen.query_one("#nodes", DataTable).row_count == 2
+        shares = screen.query_one("#plot-shares", LinePlot)
+        assert [ln.label for ln in shares.lines] == ["r0", "r1", "r2", "r3"]
+        loss = screen.query_one("#plot-loss", LinePlot)
+        assert [ln.x.size > 0 for ln in loss.lines] == [True, True]
+        status = str(screen.query_one("#run-status").render())
+        assert "20261121-fixture" in status and "ok" in status and "$0.499" in status
+        assert "replay ended (ok)" in str(screen.query_one(NavBar).render())
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        (["2"], PricesScreen),
+        (["3"], RunScreen),
+        (["4"], RunsScreen),
+        (["4", "1"], ProfilesScreen),
+        (["tab"], PricesScreen),
+        (["tab", "tab", "tab", "tab"], ProfilesScreen),
+        (["shift+tab"], RunsScreen),
+    ],
+)
+async def test_number_keys_and_tab_switch_screens(keys: list[str], expected: type) -> None:
+    app = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press(*keys)
+        await settle(pilot)
+        assert isinstance(app.screen, expected)
+
+
+async def test_nav_bar_click_switches_screen() -> None:
+    app = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        nav = app.screen.query_one(NavBar)
+        plain = str(nav.render())
+        assert await pilot.click(NavBar, offset=(plain.index("Runs"), 0))
+        await settle(pilot)
+        assert isinstance(app.screen, RunsScreen)
+
+
+async def test_help_opens_and_closes() -> None:
+    app = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, ProfilesScreen)
+
+
+async def test_log_filter_and_x_axis_on_run_screen() -> None:
+    app = build_app(replay=FIXTURE_RUN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
+        log = screen.query_one(LogPane)
+        assert {ln.source for ln in log.visible_lines()} > {"gpu-a"}
+        await pilot.press("slash", *"gpu-a", "enter")
+        await pilot.pause()
+        assert log.visible_lines() and all(ln.source == "gpu-a" for ln in log.visible_lines())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert screen.filter_text == "" and len(log.visible_lines()) > 5
+        loss = screen.query_one("#plot-loss", LinePlot)
+        steps_max = loss.lines[0].x.max()
+        await pilot.press("x")
+        assert screen.x_axis == "time"
+        await pilot.press("x")
+        await pilot.pause()
+        assert screen.x_axis == "dollars"
+        dollars = loss.lines[0].x
+        assert steps_max == 360 and 0 < dollars.max() <= screen.state.usd + 1e-9
+        assert np.all(np.diff(dollars) >= 0)
+
+
+async def test_profiles_detail_and_invalid_profile_does_not_run() -> None:
+    runner = FakeRunner()
+    app = build_app(runner=runner)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ProfilesScreen)
+        assert screen.query_one(DataTable).row_count == 3
+        await pilot.press("down", "down")
+        detail = str(screen.query_one("#profile-detail").render())
+        assert "does not validate" in detail and "nodes[0].gpus" in detail
+        await pilot.press("r")
+        await pilot.pause()
+        assert runner.calls == [] and isinstance(app.screen, ProfilesScreen)
+        assert any("does not validate" in n for n in notes(app))
+
+
+async def test_profile_filter() -> None:
+    app = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"t4")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProfilesScreen)
+        assert [r.name for r in screen.shown] == ["two-t4-nodes"]
+        await pilot.press("escape")
+        assert len(screen.shown) == 3
+
+
+async def start_cloud_run(pilot, app: SentitopApp, runner: FakeRunner) -> RunScreen:  # type: ignore[no-untyped-def]
+    await settle(pilot)
+    await pilot.press("down", "r")
+    await runner.holding.wait()
+    await pilot.pause(0.1)
+    screen = app.screen
+    assert isinstance(screen, RunScreen)
+    return screen
+
+
+async def test_run_stop_asks_then_stops() -> None:
+    runner = FakeRunner()
+    app = build_app(runner=runner)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await start_cloud_run(pilot, app, runner)
+        assert runner.calls and runner.calls[0].name == "two-t4-nodes"
+        assert screen.live and screen.cloud_resources_up() == 2
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await pilot.pause()
+        assert screen.live and not runner.stopped
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+        assert runner.stopped and not screen.live
+        assert screen.state.status == "interrupted"
+        await pilot.press("q")  # nothing up any more: quits without asking
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+async def test_quit_asks_while_cloud_nodes_are_up() -> None:
+    runner = FakeRunner()
+    app = build_app(runner=runner)
+    async with app.run_test(size=SIZE) as pilot:
+        await start_cloud_run(pilot, app, runner)
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.is_running and not runner.stopped
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+    assert runner.stopped and app.return_code == 0
+
+
+async def test_teardown_asks_then_calls_teardown() -> None:
+    runner, teardowns = FakeRunner(), Teardowns()
+    app = build_app(runner=runner, teardown=teardowns)
+    async with app.run_test(size=SIZE) as pilot:
+        await start_cloud_run(pilot, app, runner)
+        await pilot.press("t")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(pilot)
+        assert teardowns == ["20261121-fixture"] and runner.stopped
+
+
+async def test_stop_and_teardown_with_nothing_running() -> None:
+    app = build_app(start="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("s", "t")
+        await pilot.pause()
+        assert isinstance(app.screen, RunScreen)
+        assert "nothing is running" in notes(app) and "no cloud resources are up" in notes(app)
+
+
+async def test_local_run_quits_without_asking() -> None:
+    runner = FakeRunner(hold_after=None)
+    app = build_app(runner=runner)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("r")  # local-cpu is first
+        await settle(pilot)
+        assert runner.calls and runner.calls[0].name == "local-cpu"
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+async def test_prices_sort_filter_refresh() -> None:
+    app = build_app(start="prices")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PricesScreen)
+        prices = [r.on_demand_usd for r in screen.visible_rows()]
+        assert prices == sorted(prices) and len(prices) == 7
+        await pilot.press("o", "o")  # on-demand -> spot -> source
+        assert [r.source for r in screen.visible_rows()] == sorted(r.source for r in screen.rows)
+        await pilot.click(DataTable, offset=(3, 1))  # header "instance" (inside the border)
+        await pilot.pause()
+        names = [r.instance for r in screen.visible_rows()]
+        assert screen.sort_column == 0 and names == sorted(names)
+        await pilot.click(DataTable, offset=(3, 1))
+        await pilot.pause()
+        assert [r.instance for r in screen.visible_rows()] == sorted(names, reverse=True)
+        await pilot.press("slash", *"a10g")
+        await pilot.pause()
+        assert {r.gpu_model for r in screen.visible_rows()} == {"A10G"}
+        assert screen.query_one(DataTable).row_count == 2
+        await pilot.press("escape", "u")
+        await settle(pilot)
+        assert {r.source for r in screen.rows} == {"live"}
+
+
+async def test_runs_overlay_axis_and_replay() -> None:
+    app = build_app(start="runs")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen)
+        assert [r.run for r in screen.shown] == ["20261120-single", "20261121-fixture"]
+        await pilot.press("space", "down", "space")
+        await settle(pilot)
+        overlay = screen.query_one("#overlay", LinePlot)
+        assert [ln.label for ln in overlay.lines] == ["20261120-single", "20261121-fixture"]
+        await pilot.press("x", "x")
+        await pilot.pause()
+        assert screen.x_axis == "dollars"
+        assert overlay.lines[1].x.max() == pytest.approx(
+            screen.curves[screen.selected[1]].usd, rel=0.2
+        )
+        await pilot.press("space")  # unselect the fixture run
+        await pilot.pause()
+        assert [ln.label for ln in overlay.lines] == ["20261120-single"]
+        await pilot.press("p")
+        await settle(pilot)
+        assert isinstance(app.screen, RunScreen)
+        assert app.run_screen.state.run_id == "20261121-fixture"
+
+
+async def test_runs_click_selects() -> None:
+    app = build_app(start="runs")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen)
+        # border, header, then rows: the first click highlights the row, the second selects it
+        await pilot.click(DataTable, offset=(10, 3))
+        await settle(pilot)
+        assert screen.selected == [] and screen.current() == screen.shown[1]
+        await pilot.click(DataTable, offset=(10, 3))
+        await settle(pilot)
+        assert screen.selected == [screen.shown[1].path]
+
+
+async def test_worker_failure_opens_error_modal() -> None:
+    app = build_app(load_profiles=failing_profiles)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, ErrorScreen)
+        body = str(app.screen.query_one("#dialog-body").render())
+        assert "cannot read" in body and "hint: check the file permissions" in body
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ProfilesScreen)
+
+
+async def test_failed_run_opens_error_modal() -> None:
+    async def failing_runner(profile, on_event, stop):  # type: ignore[no-untyped-def]
+        on_event({"type": "run_start", "t": 1.0, "run": "r1", "profile": profile.name})
+        raise LaunchError("gpu-b: ssh connection refused", hint="check the node is up")
+
+    app = build_app(runner=failing_runner)  # type: ignore[arg-type]
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, ErrorScreen)
+        body = str(app.screen.query_one("#dialog-body").render())
+        assert "ssh connection refused" in body and "check the node is up" in body
+        assert app.run_screen.state.run_id == "r1"

@@ -1,0 +1,71 @@
+"""Braille plots: min/max decimation and exact output size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from rich.cells import cell_len
+
+from tui.widgets.braille import PlotLine, decimate, format_seconds, nice_number, render_plot
+
+
+def brute_minmax(x: np.ndarray, y: np.ndarray, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = np.full(cols, np.nan), np.full(cols, np.nan)
+    x0, x1 = x.min(), x.max()
+    for xi, yi in zip(x, y, strict=True):
+        c = min(int((xi - x0) * cols / (x1 - x0)), cols - 1)
+        lo[c] = yi if np.isnan(lo[c]) else min(lo[c], yi)
+        hi[c] = yi if np.isnan(hi[c]) else max(hi[c], yi)
+    return lo, hi
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_decimate_keeps_every_bins_extremes(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(0, 100, 5000))
+    y = rng.normal(size=x.size)
+    lo, hi = decimate(x, y, x.min(), x.max(), 40)
+    blo, bhi = brute_minmax(x, y, 40)
+    # decimate also stretches each bin to its left neighbour's end (continuity), so its range
+    # contains the true range and never goes beyond the data
+    assert np.all(lo <= blo + 1e-12) and np.all(hi >= bhi - 1e-12)
+    assert lo.min() == pytest.approx(y.min()) and hi.max() == pytest.approx(y.max())
+
+
+def test_decimate_unsorted_and_nan_input() -> None:
+    x = np.array([3.0, 1.0, 2.0, np.nan, 4.0])
+    y = np.array([30.0, 10.0, 20.0, 99.0, np.nan])
+    lo, hi = decimate(x, y, 1.0, 3.0, 3)
+    assert np.nanmax(hi) == 30.0 and np.nanmin(lo) == 10.0  # NaN rows dropped
+
+
+def test_sparse_points_are_joined() -> None:
+    x = np.array([0.0, 100.0])
+    lo, hi = decimate(x, np.array([0.0, 10.0]), 0.0, 100.0, 11)
+    assert not np.isnan(lo).any()  # gaps filled by interpolation
+    assert np.all(np.diff(hi) >= 0)
+
+
+@pytest.mark.parametrize(("w", "h"), [(40, 8), (100, 20), (13, 4)])
+def test_render_is_exactly_the_requested_size(w: int, h: int) -> None:
+    x = np.arange(1000.0)
+    text = render_plot([PlotLine("a", x, np.sin(x / 30)), PlotLine("b", x, np.cos(x / 50))], w, h)
+    lines = text.plain.split("\n")
+    assert len(lines) == h
+    assert all(cell_len(line) <= w for line in lines)
+    assert any(cell_len(line) == w for line in lines[1:-1])
+    assert any("\u2800" < ch <= "\u28ff" for ch in text.plain)
+
+
+def test_render_without_data_says_so() -> None:
+    text = render_plot([PlotLine("a", np.array([]), np.array([]))], 40, 8)
+    assert "waiting for data" in text.plain
+    assert "too small" in render_plot([], 5, 2).plain
+
+
+def test_flat_series_and_labels() -> None:
+    x = np.arange(10.0)
+    text = render_plot([PlotLine("flat", x, np.full(10, 2.0))], 40, 8, x_format=format_seconds)
+    assert "flat" in text.plain and "0:00" in text.plain and "0:09" in text.plain
+    assert nice_number(999_999) == "1M" and nice_number(12_345) == "12.3k"
+    assert nice_number(0.01234) == "0.0123"

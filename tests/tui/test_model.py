@@ -1,0 +1,165 @@
+"""RunState and Series: what the dashboard and headless CLI derive from events."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from engine.events import EVENT_TYPES, read_events
+from tests.tui.fakes import FIXTURE_RUN
+from tui.model import PHASES, RunState, Series
+
+EVENTS = list(read_events(FIXTURE_RUN / "events.jsonl"))
+
+
+def test_fixture_covers_every_event_type() -> None:
+    assert set(EVENT_TYPES) <= {e["type"] for e in EVENTS}
+
+
+def test_full_run_state() -> None:
+    state = RunState()
+    assert state.ingest_many(EVENTS) == len(EVENTS)
+    assert (state.run_id, state.profile, state.world_size) == (
+        "20261121-fixture",
+        "two-t4-nodes",
+        4,
+    )
+    assert state.status == "ok" and state.finished
+    assert [r.epoch for r in state.epochs] == [1, 2, 3]
+    assert state.total_epochs == 3
+    assert state.global_step == 360
+    assert len(state.train_loss) == sum(1 for e in EVENTS if e["type"] == "step")
+    last_cost = [e for e in EVENTS if e["type"] == "cost"][-1]
+    assert state.usd == pytest.approx(last_cost["usd"])
+    assert state.usd_per_hour == pytest.approx(last_cost["usd_per_hour"])
+    assert {s.name: s.status for s in state.stages.values()} == {
+        "preprocess": "ok",
+        "train": "ok",
+        "review": "ok",
+    }
+    assert {n.status for n in state.nodes.values()} == {"stopped"}
+    assert sorted(state.phase_last) == [0, 1, 2, 3] and state.phase_epoch == 3
+    assert set(state.phase_last[3]) == set(PHASES)
+    assert state.threshold is not None and state.last_checkpoint is not None
+    assert state.errors and "NCCL" in state.errors[0]["message"]
+    assert state.summary["accuracy"] == pytest.approx(0.93)
+    assert state.eta_seconds() is None  # finished
+
+
+def test_balance_shares_follow_speed() -> None:
+    state = RunState()
+    state.ingest_many(EVENTS)
+    shares = {r: list(s.y) for r, s in state.rank_shares.items()}
+    assert sorted(shares) == [0, 1, 2, 3]
+    # the straggler (rank 3) loses share over time, the fastest (rank 0) gains
+    assert shares[3][-1] < shares[3][0] < 0.25
+    assert shares[0][-1] > shares[0][0] > 0.25
+    assert sum(state.shares) == pytest.approx(1.0, abs=1e-3)
+    assert len(state.rank_throughput) == 4
+
+
+def test_mid_run_eta_and_projection() -> None:
+    state = RunState()
+    first_epoch_end = next(i for i, e in enumerate(EVENTS) if e["type"] == "epoch")
+    state.ingest_many(EVENTS[: first_epoch_end + 5])
+    assert state.status == "running"
+    eta = state.eta_seconds()
+    assert eta is not None and eta > 0
+    assert state.projected_cost() is not None and state.projected_cost() >= state.usd
+
+
+def test_eta_from_progress_when_no_epochs() -> None:
+    state = RunState()
+    state.ingest({"type": "stage_start", "t": 0.0, "stage": "preprocess"})
+    state.ingest(
+        {
+            "type": "progress",
+            "t": 1.0,
+            "stage": "preprocess",
+            "done": 250.0,
+            "total": 1000.0,
+            "unit": "reviews",
+            "rate": 50.0,
+        }
+    )
+    assert state.eta_seconds() == pytest.approx(15.0)
+    state.ingest({"type": "cost", "t": 1.0, "usd": 1.0, "usd_per_hour": 36.0})
+    assert state.projected_cost() == pytest.approx(1.0 + 36.0 * 15.0 / 3600)
+
+
+def test_unknown_and_malformed_events_are_counted_not_fatal() -> None:
+    state = RunState()
+    state.ingest({"type": "mystery", "t": 5.0, "x": 1})
+    state.ingest({"no_type": True})
+    state.ingest({"type": "step", "t": 6.0, "loss": "nan?", "global_step": None})
+    assert state.counts == {"mystery": 1, "step": 1}
+    assert len(state.train_loss) == 0
+
+
+def test_usd_at_interpolates_cost() -> None:
+    state = RunState()
+    state.ingest({"type": "run_start", "t": 100.0, "run": "r"})
+    state.ingest({"type": "cost", "t": 110.0, "usd": 1.0, "usd_per_hour": 360.0, "elapsed_s": 10.0})
+    state.ingest({"type": "cost", "t": 120.0, "usd": 3.0, "usd_per_hour": 360.0, "elapsed_s": 20.0})
+    assert state.usd_at([5.0, 15.0, 20.0, 30.0]) == pytest.approx([0.5, 2.0, 3.0, 4.0])
+
+
+def test_series_thins_itself_and_keeps_the_ends() -> None:
+    s = Series("x", capacity=64)
+    for i in range(10_000):
+        s.append(float(i), float(i * 2), float(i))
+    assert 32 <= len(s) < 64
+    assert s.t[0] == 0.0 and s.t[-1] == 9999.0
+    assert list(s.t) == sorted(s.t)
+    assert s.stride >= 10_000 // 64
+    with pytest.raises(ValueError):
+        Series("bad", capacity=2)
+
+
+def test_memory_is_bounded_over_many_events() -> None:
+    state = RunState(capacity=1024, log_lines=100)
+    for i in range(60_000):
+        state._ingest(
+            {
+                "type": "step",
+                "t": float(i),
+                "global_step": i,
+                "loss": 1.0 / (i + 1),
+                "samples_per_s": 100.0,
+            }
+        )
+        if i % 50 == 0:
+            state._ingest(
+                {
+                    "type": "balance",
+                    "t": float(i),
+                    "step": i,
+                    "shares": [0.5, 0.5],
+                    "sec_per_sample": [0.01, 0.01],
+                }
+            )
+            state._ingest({"type": "checkpoint", "t": float(i), "epoch": 0, "step": i})
+    assert len(state.train_loss) < 1024 and len(state.log) == 100
+    assert state.nbytes() < 8 * 3 * 1024 * 8 * 2
+
+
+def test_log_lines_and_node_last_line() -> None:
+    state = RunState(log_lines=3)
+    state.ingest({"type": "node", "t": 1.0, "node": "n1", "status": "ready", "gpu": "T4"})
+    state.add_log("n1", "epoch 1 step 20 loss 0.5\n")
+    assert state.nodes["n1"].last_line == "epoch 1 step 20 loss 0.5"
+    for i in range(5):
+        state.add_log("run", f"line {i}")
+    assert [ln.text for ln in state.log] == ["line 2", "line 3", "line 4"]
+
+
+def test_model_imports_neither_textual_nor_torch() -> None:
+    code = (
+        "import sys, tui.model, tui.model.rows, tui.replay; "
+        "bad = [m for m in ('textual', 'torch') if m in sys.modules]; print(bad); "
+        "sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

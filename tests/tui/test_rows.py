@@ -1,0 +1,83 @@
+"""Row loaders of the Profiles, Prices and Runs tables."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.tui.fakes import FIXTURE_RUN, RUNS_DIR
+from tui.model.rows import load_profile_rows, load_run_rows, price_rows, profile_row
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_price_rows_from_a_real_price_book() -> None:
+    from remote.pricing import Catalog, InstanceType, PriceBook
+
+    catalog = Catalog(
+        [
+            InstanceType(
+                "g5.xlarge", "us-east-1", 1, "A10G", 24, 4, 16, 1.006, None, date(2026, 11, 11)
+            ),
+            InstanceType("c5.large", "us-east-1", 0, "", 0, 2, 4, None, None, date(2026, 11, 11)),
+        ]
+    )
+    book = PriceBook.from_catalog(catalog)
+    now = datetime(2026, 11, 21, tzinfo=UTC).timestamp()
+    rows = {r.instance: r for r in price_rows(book, now=now)}
+    g5 = rows["g5.xlarge"]
+    assert (g5.gpu_model, g5.gpus, g5.vcpus, g5.on_demand_usd) == ("A10G", 1, 4, 1.006)
+    assert g5.source == "bundled" and g5.age_s == pytest.approx(10 * 86400)
+    assert g5.spot_usd is None
+    assert rows["c5.large"].on_demand_usd is None and rows["c5.large"].age_s is None
+
+
+def test_profile_rows_from_real_profile_files(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "profiles" / "local.yaml", tmp_path / "local.yaml")
+    (tmp_path / "broken.yaml").write_text("name: broken\nprovider: ec2\nnodes: []\n")
+    rows = load_profile_rows(tmp_path)
+    assert [r.name for r in rows] == ["local", "broken"]  # valid first
+    local, broken = rows
+    assert local.valid and local.cluster == "local" and local.nodes == 1 and local.gpus >= 1
+    assert local.usd_per_hour is not None and local.usd_per_hour > 0  # priced as an m5.large
+    assert not broken.valid and any("nodes" in e for e in broken.errors)
+    assert any(e.startswith("line ") for e in broken.errors)
+
+
+def test_profile_row_duck_types_a_profile() -> None:
+    @dataclass
+    class Node:
+        gpus: int
+        count: int = 2
+
+    @dataclass
+    class Prof:
+        name: str
+        nodes: list[Node]
+        provider: str = "ec2"
+
+        def hourly_usd(self, catalog: object) -> float:
+            return 2.5
+
+    row = profile_row(Prof("p", [Node(2), Node(2)]), Path("profiles/p.yaml"), catalog=object())
+    assert (row.name, row.nodes, row.gpus, row.usd_per_hour, row.valid) == ("p", 4, 4, 2.5, True)
+
+
+def test_run_rows_from_events_and_summary(tmp_path: Path) -> None:
+    rows = load_run_rows(RUNS_DIR)
+    assert [r.run for r in rows] == ["20261120-single", "20261121-fixture"]
+    fixture = rows[1]
+    assert (fixture.gpus, fixture.epochs, fixture.status) == (4, 3, "ok")
+    assert fixture.usd == pytest.approx(0.4987, abs=1e-3)
+    # summary.json wins over events
+    shutil.copytree(FIXTURE_RUN, tmp_path / "r1")
+    (tmp_path / "r1" / "summary.json").write_text(json.dumps({"run": "r1", "usd": 9.5, "gpus": 8}))
+    (tmp_path / "empty").mkdir()
+    rows = load_run_rows(tmp_path)
+    assert [(r.run, r.usd, r.gpus) for r in rows] == [("r1", 9.5, 8)]
+    assert load_run_rows(tmp_path / "missing") == []

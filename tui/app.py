@@ -1,0 +1,170 @@
+"""The sentitop dashboard: make_app() builds it (CLI and tests); run_dashboard() runs it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.worker import Worker, WorkerState
+
+from engine.errors import SentitopError
+from tui.screens.base import WorkerFailed
+from tui.screens.help import HelpScreen
+from tui.screens.modals import ConfirmScreen, ErrorScreen
+from tui.screens.prices import PricesScreen
+from tui.screens.profiles import ProfilesScreen, RunRequested
+from tui.screens.run import RunScreen
+from tui.screens.runs import ReplayRequested, RunsScreen
+from tui.screens.services import Services
+from tui.widgets.nav import SCREENS
+
+MODE_ORDER = [mode for mode, _ in SCREENS]
+
+
+class SentitopApp(App[int]):
+    """Four screens (as modes) plus help, confirm and error modals; handlers live on screens."""
+
+    TITLE = "sentitop"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit_app", "Quit"),
+        Binding("1", "switch_mode('profiles')", "Profiles", show=False),
+        Binding("2", "switch_mode('prices')", "Prices", show=False),
+        Binding("3", "switch_mode('run')", "Run", show=False),
+        Binding("4", "switch_mode('runs')", "Runs", show=False),
+        Binding("tab", "cycle_screen(1)", "Next screen", show=False, priority=True),
+        Binding("shift+tab", "cycle_screen(-1)", "Previous screen", show=False, priority=True),
+    ]
+
+    def __init__(
+        self,
+        services: Services,
+        *,
+        replay: Path | None = None,
+        speed: float = 0.0,
+        start: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.services = services
+        """Back ends shared by the screens."""
+        self.replay_path = replay
+        self.replay_speed = speed
+        self.start_mode = start or ("run" if replay else "profiles")
+        self.run_screen = RunScreen(services)
+        """The Run screen (kept so runs and replays can be started from other screens)."""
+        self.add_mode("profiles", lambda: ProfilesScreen(services))
+        self.add_mode("prices", lambda: PricesScreen(services))
+        self.add_mode("run", lambda: self.run_screen)
+        self.add_mode("runs", lambda: RunsScreen(services))
+
+    async def on_mount(self) -> None:
+        await self.switch_mode(self.start_mode)
+        if self.replay_path is not None:
+            if self.current_mode != "run":
+                await self.switch_mode("run")
+            self.run_screen.start_replay(self.replay_path, self.replay_speed)
+
+    # ------------------------------------------------------------------ keys
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_cycle_screen(self, delta: int) -> None:
+        if self.screen.is_modal:
+            return
+        index = MODE_ORDER.index(self.current_mode) if self.current_mode in MODE_ORDER else 0
+        await self.switch_mode(MODE_ORDER[(index + delta) % len(MODE_ORDER)])
+
+    def action_quit_app(self) -> None:
+        up = self.run_screen.cloud_resources_up()
+        if not up:
+            self.exit(0)
+            return
+        self.push_screen(
+            ConfirmScreen(
+                "Cloud resources are still up",
+                f"{up} cloud node(s) of the running run are still up and costing money. "
+                "Stop the run, tear them down and quit?",
+                yes="Tear down and quit",
+                no="Stay",
+            ),
+            self._confirmed_quit,
+        )
+
+    def _confirmed_quit(self, yes: bool | None) -> None:
+        if yes:
+            self.notify("stopping the run and tearing down… the app quits when done")
+            self.run_worker(self._stop_then_exit(), exclusive=True, group="quit")
+
+    async def _stop_then_exit(self) -> None:
+        await self.run_screen.stop_and_wait()
+        self.exit(0)
+
+    # -------------------------------------------------------------- messages
+    async def on_run_requested(self, message: RunRequested) -> None:
+        await self.switch_mode("run")
+        self.run_screen.start_live(message.row)
+
+    async def on_replay_requested(self, message: ReplayRequested) -> None:
+        await self.switch_mode("run")
+        self.run_screen.start_replay(message.path, 0.0)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Failures of the app's own workers (screens forward theirs as WorkerFailed)."""
+        if event.state == WorkerState.ERROR:
+            self.show_failure(event.worker)
+
+    def on_worker_failed(self, message: WorkerFailed) -> None:
+        self.show_failure(message.worker)
+
+    def show_failure(self, worker: Worker[Any]) -> None:
+        """The one place worker failures become an error modal."""
+        error = worker.error
+        if isinstance(error, SentitopError):
+            title, text = (
+                error.title,
+                error.message + (f"\n\nhint: {error.hint}" if error.hint else ""),
+            )
+        else:
+            title, text = (
+                f"{worker.name or 'background task'} failed",
+                f"{type(error).__name__}: {error}",
+            )
+        self.push_screen(ErrorScreen(title, text))
+
+
+def default_runs_dir() -> Path:
+    """$SENTITOP_RUNS_DIR or ./runs (the same folder remote.runner writes to)."""
+    return Path(os.environ.get("SENTITOP_RUNS_DIR", "runs")).expanduser()
+
+
+def make_app(
+    *,
+    profiles_dir: str | Path | None = None,
+    runs_dir: str | Path | None = None,
+    replay: str | Path | None = None,
+    speed: float = 0.0,
+    start: str | None = None,
+    services: Services | None = None,
+    **overrides: Any,
+) -> SentitopApp:
+    """Build the dashboard; ``services``/``overrides`` replace back ends (tests pass fakes)."""
+    if services is None:
+        services = Services(
+            profiles_dir=Path(profiles_dir) if profiles_dir is not None else None,
+            runs_dir=Path(runs_dir) if runs_dir is not None else default_runs_dir(),
+            **overrides,
+        )
+    return SentitopApp(
+        services, replay=Path(replay) if replay is not None else None, speed=speed, start=start
+    )
+
+
+def run_dashboard(**kwargs: Any) -> int:
+    """Run the dashboard in this terminal; returns the exit code."""
+    app = make_app(**kwargs)
+    result = app.run()
+    return int(result or app.return_code or 0)

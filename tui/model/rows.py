@@ -1,0 +1,238 @@
+"""Plain rows for the Profiles, Prices and Runs tables, and the loaders that build them.
+
+Textual-free: thread workers call these loaders; the headless CLI can use them too. The
+loaders adapt `remote.profile`, `remote.pricing` and run folders to flat rows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InputError, SentitopError
+from engine.events import read_events
+from tui.model.run_state import RunState
+
+
+@dataclass(slots=True)
+class ProfileRow:
+    """One profile file: what it asks for, what it costs, or why it does not validate."""
+
+    name: str
+    """Profile name (file stem when it does not parse)."""
+    path: str
+    """File path."""
+    cluster: str = ""
+    """Cluster kind (local, ssh, ec2, emr)."""
+    nodes: int = 0
+    """Node count."""
+    gpus: int = 0
+    """GPUs in total."""
+    usd_per_hour: float | None = None
+    """Estimated $/h (None = free or unknown)."""
+    errors: list[str] = field(default_factory=list)
+    """Validation errors (empty when valid)."""
+    detail: str = ""
+    """Extra lines shown in the detail pane (instance types, epochs...)."""
+    profile: Any = None
+    """The validated profile object, handed to the runner on `r`."""
+
+    @property
+    def valid(self) -> bool:
+        """True when the profile validated."""
+        return not self.errors
+
+
+@dataclass(slots=True)
+class PriceRow:
+    """One instance type of the catalog."""
+
+    instance: str
+    gpu_model: str
+    gpus: int
+    gpu_memory_gib: float
+    vcpus: int
+    memory_gib: float
+    on_demand_usd: float | None
+    spot_usd: float | None
+    source: str
+    """live | cache | bundled | user."""
+    age_s: float | None
+    """Seconds since the price was recorded (None = unknown)."""
+
+
+@dataclass(slots=True)
+class RunRow:
+    """One recorded run in the runs folder."""
+
+    run: str
+    path: str
+    profile: str = ""
+    gpus: int = 0
+    epochs: int = 0
+    hours: float = 0.0
+    usd: float | None = None
+    accuracy: float | None = None
+    f1: float | None = None
+    samples_per_s: float | None = None
+    status: str = ""
+
+
+def _node_count(profile: Any) -> int:
+    nodes = getattr(profile, "nodes", None)
+    if isinstance(nodes, (list, tuple)):
+        return sum(int(getattr(n, "count", 1) or 1) for n in nodes)
+    return 1
+
+
+def _call(func: Any, *args: Any) -> Any:
+    """``func(*args)``, None when it is missing or cannot price/size the profile."""
+    if not callable(func):
+        return None
+    try:
+        return func(*args)
+    except (TypeError, ValueError, KeyError, LookupError, SentitopError):
+        return None
+
+
+def profile_row(
+    profile: Any, path: Path, catalog: Any = None, warnings: list[str] | None = None
+) -> ProfileRow:
+    """A row for a validated profile (duck-typed over remote.profile.Profile)."""
+    provider = getattr(profile, "provider", None) or getattr(profile, "cluster", "")
+    gpus = _call(getattr(profile, "world_size", None), catalog)
+    if gpus is None:
+        nodes = getattr(profile, "nodes", None)
+        gpus = sum(int(getattr(n, "gpus", 0) or 0) for n in nodes) if isinstance(nodes, list) else 0
+    usd = _call(getattr(profile, "hourly_usd", None), catalog)
+    lines = [f"warning: {w}" for w in warnings or []]
+    description = getattr(profile, "description", "")
+    if description:
+        lines.insert(0, str(description))
+    return ProfileRow(
+        name=str(getattr(profile, "name", path.stem)),
+        path=str(path),
+        cluster=str(provider or ""),
+        nodes=_node_count(profile),
+        gpus=int(gpus or 0),
+        usd_per_hour=float(usd) if usd else None,
+        detail="\n".join(lines),
+        profile=profile,
+    )
+
+
+def load_profile_rows(folder: Path | None) -> list[ProfileRow]:
+    """Every profile file of ``folder`` via remote.profile.list_profiles, valid ones first."""
+    from remote.pricing import load_catalog
+    from remote.profile import list_profiles
+
+    catalog = load_catalog()
+    rows: list[ProfileRow] = []
+    for entry in list_profiles(folder):
+        if entry.profile is not None:
+            rows.append(profile_row(entry.profile, entry.path, catalog, list(entry.warnings)))
+            continue
+        problems = [
+            f"line {p.line}: {p.path or 'profile'}: {p.message}"
+            if p.line
+            else f"{p.path or 'profile'}: {p.message}"
+            for p in entry.problems
+        ]
+        rows.append(
+            ProfileRow(
+                name=entry.path.stem,
+                path=str(entry.path),
+                errors=problems or [entry.error or "does not validate"],
+            )
+        )
+    rows.sort(key=lambda r: (not r.valid, r.name))
+    return rows
+
+
+@dataclass(slots=True)
+class PriceList:
+    """Catalog rows plus what the user should know about them (fallbacks, missing prices)."""
+
+    rows: list[PriceRow]
+    warnings: list[str] = field(default_factory=list)
+
+
+def price_rows(book: Any, now: float | None = None) -> list[PriceRow]:
+    """One row per catalog type of a remote.pricing PriceBook (source and age of each price)."""
+    now = time.time() if now is None else now
+    rows = []
+    for name in book.catalog.names():
+        spec = book.catalog.get(name, book.region) or book.catalog.specs(name)
+        od = book.on_demand_price(name)
+        spot = book.spot_price(name)
+        rows.append(
+            PriceRow(
+                instance=name,
+                gpu_model=spec.gpu_model if spec else "",
+                gpus=spec.gpus if spec else 0,
+                gpu_memory_gib=spec.gpu_memory_gib if spec else 0.0,
+                vcpus=spec.vcpus if spec else 0,
+                memory_gib=spec.memory_gib if spec else 0.0,
+                on_demand_usd=od.usd_per_hour if od else None,
+                spot_usd=spot.usd_per_hour if spot else None,
+                source=od.source if od else (spec.source if spec else "?"),
+                age_s=od.age_s(now) if od else None,
+            )
+        )
+    return rows
+
+
+def load_price_rows(refresh: bool = False) -> PriceList:
+    """The catalog with cached/bundled prices; ``refresh`` fetches live ones (boto3) first."""
+    from remote.pricing import price_book
+
+    book = price_book(live=refresh, refresh=refresh)
+    return PriceList(price_rows(book), list(book.warnings))
+
+
+def read_run_state(run_dir: Path, capacity: int = 4096) -> RunState:
+    """A RunState built from a run folder's events.jsonl (InputError when it has none)."""
+    path = run_dir / "events.jsonl"
+    if not path.is_file():
+        raise InputError(f"{run_dir}: no events.jsonl", hint="pass a run folder under runs/")
+    state = RunState(capacity=capacity)
+    state.ingest_many(read_events(path))
+    return state
+
+
+def load_run_rows(runs_dir: Path) -> list[RunRow]:
+    """Rows for every run folder (summary.json when present, else derived from events)."""
+    rows: list[RunRow] = []
+    if not runs_dir.is_dir():
+        return rows
+    for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+        summary_path = run_dir / "summary.json"
+        data: dict[str, Any] = {}
+        if summary_path.is_file():
+            try:
+                data = json.loads(summary_path.read_text(encoding="utf-8"))
+            except ValueError:
+                data = {}
+        if not data and (run_dir / "events.jsonl").is_file():
+            data = read_run_state(run_dir).summary_row()
+        if not data:
+            continue
+        rows.append(
+            RunRow(
+                run=str(data.get("run") or run_dir.name),
+                path=str(run_dir),
+                profile=str(data.get("profile") or ""),
+                gpus=int(data.get("gpus") or data.get("world_size") or 0),
+                epochs=int(data.get("epochs") or 0),
+                hours=float(data.get("hours") or 0.0),
+                usd=data.get("usd"),
+                accuracy=data.get("accuracy"),
+                f1=data.get("f1"),
+                samples_per_s=data.get("samples_per_s"),
+                status=str(data.get("status") or ""),
+            )
+        )
+    return rows

@@ -1,0 +1,528 @@
+"""RunState: everything the dashboard and the headless CLI know about one run, from its events.
+
+Pure Python (no textual, no torch): feed it events with :meth:`RunState.ingest` and read its
+fields. Memory is bounded: series thin themselves, tables and logs keep the newest rows only.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui.model.series import DEFAULT_CAPACITY, Series
+
+PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt", "eval")
+"""Per-rank time phases reported by `phase` events, in display order."""
+FINAL_STATUSES = ("ok", "failed", "interrupted", "budget")
+"""Run statuses after `run_end`."""
+
+
+@dataclass(slots=True)
+class StageInfo:
+    """One stage of a run (preprocess, train, review)."""
+
+    name: str
+    """Stage name."""
+    status: str = "pending"
+    """pending | running | ok | failed | ..."""
+    started_t: float | None = None
+    """Wall time the stage began."""
+    seconds: float | None = None
+    """Duration once ended."""
+    done: float = 0.0
+    """Units done (from `progress`)."""
+    total: float | None = None
+    """Units in the stage, when known."""
+    unit: str = ""
+    """What is counted (records, samples, steps...)."""
+    rate: float | None = None
+    """Units per second."""
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    """One node of the cluster."""
+
+    name: str
+    """Node name."""
+    status: str = "?"
+    """Status from the latest `node` event."""
+    gpu: str = ""
+    """GPU model / count."""
+    detail: str = ""
+    """Detail of the latest `node` event."""
+    last_line: str = ""
+    """Newest log line seen from this node."""
+
+
+@dataclass(slots=True)
+class EpochRow:
+    """Numbers of one finished epoch."""
+
+    epoch: int
+    train_loss: float | None = None
+    test_loss: float | None = None
+    accuracy: float | None = None
+    precision: float | None = None
+    recall: float | None = None
+    f1: float | None = None
+    seconds: float | None = None
+    samples_per_s: float | None = None
+
+
+@dataclass(slots=True)
+class LogLine:
+    """One line of the log pane."""
+
+    t: float
+    """Seconds since the run began."""
+    source: str
+    """Node, rank or 'run'."""
+    text: str
+    """The message."""
+    level: str = "info"
+    """info | warn | error."""
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+@dataclass
+class RunState:
+    """The state of one run, built by ingesting its events in order."""
+
+    capacity: int = DEFAULT_CAPACITY
+    """Points kept per series before it thins itself."""
+    log_lines: int = 500
+    """Log lines kept."""
+    max_epochs_kept: int = 10_000
+    """Epoch rows kept."""
+
+    run_id: str = ""
+    profile: str = ""
+    world_size: int = 0
+    config: dict[str, Any] = field(default_factory=dict)
+    status: str = "waiting"
+    """waiting | running | ok | failed | interrupted | budget."""
+    reason: str = ""
+    start_t: float | None = None
+    last_t: float | None = None
+    end_t: float | None = None
+    epoch: int = 0
+    global_step: int = 0
+    lr: float | None = None
+    samples_per_s: float | None = None
+    usd: float = 0.0
+    usd_per_hour: float | None = None
+    projected_usd: float | None = None
+    shares: list[float] = field(default_factory=list)
+    batch_sizes: list[int] = field(default_factory=list)
+    predicted_epoch_s: float | None = None
+    threshold: dict[str, Any] | None = None
+    last_checkpoint: dict[str, Any] | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    events_seen: int = 0
+    version: int = 0
+    """Bumped by every ingest call, so views can skip redraws."""
+
+    def __post_init__(self) -> None:
+        cap = self.capacity
+        self.stages: dict[str, StageInfo] = {}
+        self.nodes: dict[str, NodeInfo] = {}
+        self.epochs: deque[EpochRow] = deque(maxlen=self.max_epochs_kept)
+        self.log: deque[LogLine] = deque(maxlen=self.log_lines)
+        self.errors: deque[dict[str, Any]] = deque(maxlen=50)
+        self.counts: dict[str, int] = {}
+        self.train_loss = Series("train loss", cap)
+        self.test_loss = Series("test loss", cap)
+        self.epoch_train_loss = Series("train loss (epoch)", cap)
+        self.accuracy = Series("accuracy", cap)
+        self.throughput = Series("total", cap)
+        self.cost = Series("$", cap)
+        self.rank_throughput: dict[int, Series] = {}
+        self.rank_shares: dict[int, Series] = {}
+        self.phase_last: dict[int, dict[str, float]] = {}
+        """rank -> phase -> seconds, for the newest epoch with phase data."""
+        self.phase_epoch: int | None = None
+        self.phase_totals: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        """Seconds per phase summed over ranks and epochs."""
+        self.lock = threading.RLock()
+        """Held while ingesting; views hold it while copying data out."""
+        self._handlers: dict[str, Callable[[Mapping[str, Any], float], None]] = {
+            "run_start": self._on_run_start,
+            "run_end": self._on_run_end,
+            "stage_start": self._on_stage_start,
+            "stage_end": self._on_stage_end,
+            "progress": self._on_progress,
+            "step": self._on_step,
+            "epoch": self._on_epoch,
+            "phase": self._on_phase,
+            "balance": self._on_balance,
+            "threshold": self._on_threshold,
+            "checkpoint": self._on_checkpoint,
+            "node": self._on_node,
+            "cost": self._on_cost,
+            "error": self._on_error,
+            "summary": self._on_summary,
+            "log": self._on_log,
+        }
+
+    # ----------------------------------------------------------------- ingest
+    def ingest(self, event: Mapping[str, Any]) -> None:
+        """Apply one event (unknown types are counted and otherwise ignored)."""
+        with self.lock:
+            self._ingest(event)
+            self.version += 1
+
+    def ingest_many(self, events: Iterable[Mapping[str, Any]]) -> int:
+        """Apply events in order under one lock; returns how many were applied."""
+        n = 0
+        with self.lock:
+            for event in events:
+                self._ingest(event)
+                n += 1
+            self.version += 1
+        return n
+
+    def add_log(self, source: str, text: str, level: str = "info", t: float | None = None) -> None:
+        """Add a plain log line (e.g. a node's stdout line that is not an event)."""
+        with self.lock:
+            rel = self._rel(t) if t is not None else self.elapsed
+            self.log.append(LogLine(rel, source, text.rstrip(), level))
+            node = self.nodes.get(source)
+            if node is not None:
+                node.last_line = text.rstrip()
+            self.version += 1
+
+    def _ingest(self, event: Mapping[str, Any]) -> None:
+        type_ = event.get("type")
+        if not isinstance(type_, str):
+            return
+        self.events_seen += 1
+        self.counts[type_] = self.counts.get(type_, 0) + 1
+        t = _num(event.get("t"))
+        if t is not None:
+            if self.start_t is None:
+                self.start_t = t
+            if self.last_t is None or t > self.last_t:
+                self.last_t = t
+        handler = self._handlers.get(type_)
+        if handler is not None:
+            handler(event, self._rel(t))
+
+    def _rel(self, t: float | None) -> float:
+        if t is None or self.start_t is None:
+            return self.elapsed
+        return t - self.start_t
+
+    def _log(self, rel: float, source: str, text: str, level: str = "info") -> None:
+        self.log.append(LogLine(rel, source, text, level))
+
+    def _stage(self, name: str) -> StageInfo:
+        stage = self.stages.get(name)
+        if stage is None:
+            stage = self.stages[name] = StageInfo(name)
+        return stage
+
+    def _on_run_start(self, ev: Mapping[str, Any], rel: float) -> None:
+        self.run_id = str(ev.get("run") or self.run_id)
+        self.profile = str(ev.get("profile") or self.profile)
+        self.world_size = int(ev.get("world_size") or self.world_size or 0)
+        cfg = ev.get("config")
+        if isinstance(cfg, dict):
+            self.config = cfg
+        self.status = "running"
+        self._log(rel, "run", f"run {self.run_id} started ({self.profile}, {self.world_size} GPUs)")
+
+    def _on_run_end(self, ev: Mapping[str, Any], rel: float) -> None:
+        self.status = str(ev.get("status") or "ok")
+        self.reason = str(ev.get("reason") or "")
+        self.end_t = _num(ev.get("t")) or self.last_t
+        level = "info" if self.status == "ok" else "error"
+        text = f"run ended: {self.status}" + (f" ({self.reason})" if self.reason else "")
+        self._log(rel, "run", text, level)
+
+    def _on_stage_start(self, ev: Mapping[str, Any], rel: float) -> None:
+        stage = self._stage(str(ev.get("stage") or "?"))
+        stage.status = "running"
+        stage.started_t = _num(ev.get("t"))
+        if self.status == "waiting":
+            self.status = "running"
+        self._log(rel, "run", f"stage {stage.name} started")
+
+    def _on_stage_end(self, ev: Mapping[str, Any], rel: float) -> None:
+        stage = self._stage(str(ev.get("stage") or "?"))
+        stage.status = str(ev.get("status") or "ok")
+        stage.seconds = _num(ev.get("seconds"))
+        if stage.total is not None and stage.status == "ok":
+            stage.done = stage.total
+        secs = f" in {stage.seconds:.1f}s" if stage.seconds is not None else ""
+        level = "info" if stage.status == "ok" else "error"
+        self._log(rel, "run", f"stage {stage.name} {stage.status}{secs}", level)
+
+    def _on_progress(self, ev: Mapping[str, Any], rel: float) -> None:
+        stage = self._stage(str(ev.get("stage") or "?"))
+        if stage.status == "pending":
+            stage.status = "running"
+        stage.done = _num(ev.get("done")) or 0.0
+        stage.total = _num(ev.get("total"))
+        stage.unit = str(ev.get("unit") or stage.unit)
+        stage.rate = _num(ev.get("rate"))
+
+    def _on_step(self, ev: Mapping[str, Any], rel: float) -> None:
+        gs = _num(ev.get("global_step"))
+        if gs is not None:
+            self.global_step = int(gs)
+        epoch = _num(ev.get("epoch"))
+        if epoch is not None:
+            self.epoch = int(epoch)
+        step = float(self.global_step)
+        loss = _num(ev.get("loss"))
+        if loss is not None:
+            self.train_loss.append(rel, loss, step)
+        sps = _num(ev.get("samples_per_s"))
+        if sps is not None:
+            self.samples_per_s = sps
+            self.throughput.append(rel, sps, step)
+        lr = _num(ev.get("lr"))
+        if lr is not None:
+            self.lr = lr
+        per_rank = ev.get("rank_samples_per_s")
+        if isinstance(per_rank, list):
+            for rank, value in enumerate(per_rank):
+                if (v := _num(value)) is not None:
+                    self._rank_series(self.rank_throughput, rank).append(rel, v, step)
+
+    def _on_epoch(self, ev: Mapping[str, Any], rel: float) -> None:
+        row = EpochRow(
+            epoch=int(_num(ev.get("epoch")) or 0),
+            train_loss=_num(ev.get("train_loss")),
+            test_loss=_num(ev.get("test_loss")),
+            accuracy=_num(ev.get("accuracy")),
+            precision=_num(ev.get("precision")),
+            recall=_num(ev.get("recall")),
+            f1=_num(ev.get("f1")),
+            seconds=_num(ev.get("seconds")),
+            samples_per_s=_num(ev.get("samples_per_s")),
+        )
+        self.epochs.append(row)
+        self.epoch = max(self.epoch, row.epoch)
+        step = float(self.global_step)
+        if row.test_loss is not None:
+            self.test_loss.append(rel, row.test_loss, step)
+        if row.train_loss is not None:
+            self.epoch_train_loss.append(rel, row.train_loss, step)
+        if row.accuracy is not None:
+            self.accuracy.append(rel, row.accuracy, step)
+        parts = [f"epoch {row.epoch} done"]
+        if row.accuracy is not None:
+            parts.append(f"acc {row.accuracy:.3f}")
+        if row.f1 is not None:
+            parts.append(f"F1 {row.f1:.3f}")
+        self._log(rel, "train", ", ".join(parts))
+
+    def _on_phase(self, ev: Mapping[str, Any], rel: float) -> None:
+        rank = int(_num(ev.get("rank")) or 0)
+        epoch = _num(ev.get("epoch"))
+        if epoch is not None and (self.phase_epoch is None or int(epoch) > self.phase_epoch):
+            self.phase_epoch = int(epoch)
+            self.phase_last = {}
+        values = {p: _num(ev.get(p)) or 0.0 for p in PHASES}
+        if epoch is None or int(epoch) == self.phase_epoch:
+            self.phase_last[rank] = values
+        for p, v in values.items():
+            self.phase_totals[p] += v
+
+    def _on_balance(self, ev: Mapping[str, Any], rel: float) -> None:
+        step_v = _num(ev.get("step"))
+        step = float(self.global_step) if step_v is None else step_v
+        shares = ev.get("shares")
+        if isinstance(shares, list):
+            self.shares = [_num(s) or 0.0 for s in shares]
+            for rank, share in enumerate(self.shares):
+                self._rank_series(self.rank_shares, rank).append(rel, share, step)
+        sizes = ev.get("batch_sizes")
+        if isinstance(sizes, list):
+            self.batch_sizes = [int(_num(b) or 0) for b in sizes]
+        sps = ev.get("sec_per_sample")
+        if isinstance(sps, list) and ev.get("rank_samples_per_s") is None:
+            for rank, value in enumerate(sps):
+                v = _num(value)
+                if v:
+                    self._rank_series(self.rank_throughput, rank).append(rel, 1.0 / v, step)
+        self.predicted_epoch_s = _num(ev.get("predicted_epoch_s")) or self.predicted_epoch_s
+
+    def _on_threshold(self, ev: Mapping[str, Any], rel: float) -> None:
+        self.threshold = dict(ev)
+        loss, secs = _num(ev.get("loss")), _num(ev.get("seconds"))
+        self._log(rel, "train", f"loss below threshold ({loss}) after {secs}s")
+
+    def _on_checkpoint(self, ev: Mapping[str, Any], rel: float) -> None:
+        self.last_checkpoint = dict(ev)
+        self._log(rel, "train", f"checkpoint epoch {ev.get('epoch')} step {ev.get('step')}")
+
+    def _on_node(self, ev: Mapping[str, Any], rel: float) -> None:
+        name = str(ev.get("node") or "?")
+        node = self.nodes.get(name)
+        if node is None:
+            node = self.nodes[name] = NodeInfo(name)
+        node.status = str(ev.get("status") or node.status)
+        node.gpu = str(ev.get("gpu") or node.gpu)
+        node.detail = str(ev.get("detail") or "")
+        level = "error" if node.status in ("lost", "failed", "error") else "info"
+        self._log(rel, name, f"{node.status} {node.detail}".strip(), level)
+
+    def _on_cost(self, ev: Mapping[str, Any], rel: float) -> None:
+        usd = _num(ev.get("usd"))
+        if usd is not None:
+            self.usd = usd
+            elapsed = _num(ev.get("elapsed_s"))
+            self.cost.append(rel if elapsed is None else elapsed, usd, float(self.global_step))
+        self.usd_per_hour = _num(ev.get("usd_per_hour")) or self.usd_per_hour
+        self.projected_usd = _num(ev.get("projected_usd")) or self.projected_usd
+
+    def _on_error(self, ev: Mapping[str, Any], rel: float) -> None:
+        self.errors.append(dict(ev))
+        source = str(ev.get("node") or (f"rank {ev['rank']}" if "rank" in ev else "run"))
+        self._log(rel, source, str(ev.get("message") or "error"), "error")
+        tail = ev.get("tail")
+        if isinstance(tail, list):
+            for line in tail[-5:]:
+                self._log(rel, source, f"  {line}", "error")
+
+    def _on_summary(self, ev: Mapping[str, Any], rel: float) -> None:
+        self.summary.update({k: v for k, v in ev.items() if k not in ("type", "t")})
+
+    def _on_log(self, ev: Mapping[str, Any], rel: float) -> None:
+        source = str(ev.get("node") or ev.get("rank") or "log")
+        text = str(ev.get("line") or ev.get("message") or "")
+        self._log(rel, source, text, str(ev.get("level") or "info"))
+        node = self.nodes.get(source)
+        if node is not None:
+            node.last_line = text
+
+    def _rank_series(self, table: dict[int, Series], rank: int) -> Series:
+        series = table.get(rank)
+        if series is None:
+            series = table[rank] = Series(f"rank {rank}", self.capacity)
+        return series
+
+    # ---------------------------------------------------------------- derived
+    @property
+    def elapsed(self) -> float:
+        """Seconds from the first to the newest (or the end) event."""
+        if self.start_t is None or self.last_t is None:
+            return 0.0
+        return (self.end_t or self.last_t) - self.start_t
+
+    @property
+    def total_epochs(self) -> int | None:
+        """Planned epochs, from the run's config when it says."""
+        cfg = self.config
+        for source in (cfg, cfg.get("train") if isinstance(cfg.get("train"), dict) else None):
+            if isinstance(source, dict) and isinstance(source.get("epochs"), int):
+                return int(source["epochs"])
+        return None
+
+    @property
+    def current_stage(self) -> StageInfo | None:
+        """The running stage, else the newest one."""
+        for stage in reversed(self.stages.values()):
+            if stage.status == "running":
+                return stage
+        return next(reversed(self.stages.values()), None) if self.stages else None
+
+    @property
+    def finished(self) -> bool:
+        """True after `run_end`."""
+        return self.status in FINAL_STATUSES
+
+    def eta_seconds(self) -> float | None:
+        """Estimated seconds left in the run (None when unknown or finished)."""
+        if self.finished:
+            return None
+        stage = self.current_stage
+        total_epochs = self.total_epochs
+        done_epochs = [r.seconds for r in self.epochs if r.seconds]
+        if stage is not None and stage.name == "train" and total_epochs and done_epochs:
+            mean = sum(done_epochs) / len(done_epochs)
+            into = self.predicted_epoch_s or mean
+            remaining = max(total_epochs - len(self.epochs), 0)
+            return max(remaining * into, 0.0)
+        if stage is not None and stage.total and stage.rate:
+            return max(stage.total - stage.done, 0.0) / stage.rate
+        return None
+
+    def projected_cost(self) -> float | None:
+        """Projected total $ (reported, else now + $/h x ETA)."""
+        if self.projected_usd is not None:
+            return self.projected_usd
+        eta = self.eta_seconds()
+        if self.usd_per_hour is not None and eta is not None:
+            return self.usd + self.usd_per_hour * eta / 3600.0
+        return None
+
+    def best(self, metric: str) -> float | None:
+        """Best (max) value of an epoch metric such as accuracy or f1."""
+        values = [getattr(r, metric) for r in self.epochs if getattr(r, metric) is not None]
+        return max(values) if values else None
+
+    def summary_row(self) -> dict[str, Any]:
+        """One row for the runs table (summary event values win over derived ones)."""
+        s = self.summary
+        epochs = [r for r in self.epochs]
+        sps = [r.samples_per_s for r in epochs if r.samples_per_s]
+        return {
+            "run": s.get("run") or self.run_id,
+            "profile": s.get("profile") or self.profile,
+            "gpus": s.get("world_size") or self.world_size,
+            "epochs": s.get("epochs") or len(epochs),
+            "hours": s.get("hours") or self.elapsed / 3600.0,
+            "usd": s.get("usd") if s.get("usd") is not None else self.usd,
+            "accuracy": s.get("accuracy") or (epochs[-1].accuracy if epochs else None),
+            "f1": s.get("f1") or (epochs[-1].f1 if epochs else None),
+            "samples_per_s": s.get("samples_per_s") or (sum(sps) / len(sps) if sps else None),
+            "status": self.status,
+        }
+
+    def usd_at(self, elapsed: Iterable[float]) -> list[float]:
+        """Dollars spent at each elapsed time (linear between `cost` events)."""
+        ts, ys = list(self.cost.t), list(self.cost.y)
+        out = []
+        rate = (self.usd_per_hour or 0.0) / 3600.0
+        for x in elapsed:
+            if not ts:
+                out.append(rate * x)
+            elif x <= ts[0]:
+                out.append(ys[0] * (x / ts[0]) if ts[0] > 0 else ys[0])
+            elif x >= ts[-1]:
+                out.append(ys[-1] + rate * (x - ts[-1]))
+            else:
+                out.append(_interp(x, ts, ys))
+        return out
+
+    def nbytes(self) -> int:
+        """Approximate bytes held by series buffers (for the memory benchmark)."""
+        series = [self.train_loss, self.test_loss, self.epoch_train_loss, self.accuracy]
+        series += [self.throughput, self.cost]
+        series += list(self.rank_throughput.values()) + list(self.rank_shares.values())
+        return sum(s.nbytes() for s in series)
+
+
+def _interp(x: float, xs: list[float], ys: list[float]) -> float:
+    from bisect import bisect_right
+
+    i = bisect_right(xs, x)
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    if x1 == x0 or math.isnan(y0) or math.isnan(y1):
+        return y1
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)

@@ -1,0 +1,153 @@
+"""PricesScreen: the instance catalog (GPUs, vCPUs, memory, on-demand/spot $/h, source, age)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import DataTable
+
+from tui.model.rows import PriceList, PriceRow
+from tui.screens.base import SentitopScreen
+from tui.screens.services import Services
+from tui.widgets.tables import fmt_age
+
+COLUMNS: list[tuple[str, Callable[[PriceRow], Any]]] = [
+    ("instance", lambda r: r.instance),
+    ("GPU", lambda r: r.gpu_model),
+    ("#GPU", lambda r: r.gpus),
+    ("GPU GiB", lambda r: r.gpu_memory_gib),
+    ("vCPU", lambda r: r.vcpus),
+    ("mem GiB", lambda r: r.memory_gib),
+    ("on-demand $/h", lambda r: r.on_demand_usd if r.on_demand_usd is not None else float("inf")),
+    ("spot $/h", lambda r: r.spot_usd if r.spot_usd is not None else float("inf")),
+    ("source", lambda r: r.source),
+    ("age", lambda r: r.age_s if r.age_s is not None else float("inf")),
+]
+"""Column titles and sort keys."""
+SOURCE_STYLE = {"live": "green", "cache": "cyan", "bundled": "yellow", "user": "magenta"}
+
+
+@dataclass
+class PricesLoaded(Message):
+    """The catalog was read (or refreshed)."""
+
+    prices: PriceList
+    """Every instance type, and warnings (fallbacks, missing prices)."""
+    refreshed: bool
+    """True when live prices were asked for."""
+
+
+class PricesScreen(SentitopScreen):
+    """The catalog table; sort with o or a header click, filter by GPU with /, refresh with u."""
+
+    MODE = "prices"
+    CSS_PATH = Path(__file__).with_name("prices.tcss")
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("o", "sort_next", "Sort"),
+        Binding("u", "refresh_prices", "Refresh"),
+    ]
+
+    def __init__(self, services: Services) -> None:
+        super().__init__()
+        self.services = services
+        self.rows: list[PriceRow] = []
+        """All catalog rows."""
+        self.sort_column = 6
+        """Index into COLUMNS of the sort key (on-demand price by default)."""
+        self.sort_reverse = False
+        self.warnings: list[str] = []
+        """What the price book said about its sources (shown in the nav bar)."""
+
+    def compose_body(self) -> ComposeResult:
+        yield DataTable(id="prices-table", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.border_title = "instance catalog"
+        for title, _ in COLUMNS:
+            table.add_column(title, key=title)
+        self.set_note("reading prices…")
+        self._load(False)
+
+    def focus_body(self) -> None:
+        self.query_one(DataTable).focus()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="prices")
+    def _load(self, refresh: bool) -> None:
+        self.post_message(PricesLoaded(self.services.load_prices(refresh), refresh))
+
+    def action_refresh_prices(self) -> None:
+        self.set_note("refreshing prices…")
+        self._load(True)
+
+    def on_prices_loaded(self, message: PricesLoaded) -> None:
+        self.rows = message.prices.rows
+        self.warnings = message.prices.warnings
+        for warning in self.warnings if message.refreshed else []:
+            self.notify(warning, severity="warning", timeout=8)
+        sources: dict[str, int] = {}
+        for row in self.rows:
+            sources[row.source] = sources.get(row.source, 0) + 1
+        mix = ", ".join(f"{n} {s}" for s, n in sorted(sources.items()))
+        self.set_note(
+            f"{len(self.rows)} types ({mix})"
+            + (" · ⚠ " + self.warnings[0] if self.warnings else "")
+        )
+        self._fill()
+
+    def action_sort_next(self) -> None:
+        self.sort_column = (self.sort_column + 1) % len(COLUMNS)
+        self.sort_reverse = False
+        self._fill()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        index = event.column_index
+        self.sort_reverse = not self.sort_reverse if index == self.sort_column else False
+        self.sort_column = index
+        self._fill()
+
+    def apply_filter(self, text: str) -> None:
+        self._fill()
+
+    def visible_rows(self) -> list[PriceRow]:
+        """Rows after the GPU filter, in sort order."""
+        needle = self.filter_text.lower()
+        rows = [
+            r
+            for r in self.rows
+            if not needle or needle in r.gpu_model.lower() or needle in r.instance.lower()
+        ]
+        key = COLUMNS[self.sort_column][1]
+        return sorted(rows, key=lambda r: (key(r), r.instance), reverse=self.sort_reverse)
+
+    def _fill(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        for row in self.visible_rows():
+            table.add_row(
+                row.instance,
+                row.gpu_model or "—",
+                str(row.gpus),
+                f"{row.gpu_memory_gib:g}" if row.gpu_memory_gib else "—",
+                str(row.vcpus),
+                f"{row.memory_gib:g}",
+                Text(
+                    f"{row.on_demand_usd:.3f}" if row.on_demand_usd is not None else "—",
+                    justify="right",
+                ),
+                Text(f"{row.spot_usd:.3f}" if row.spot_usd is not None else "—", justify="right"),
+                Text(row.source, style=SOURCE_STYLE.get(row.source, "")),
+                fmt_age(row.age_s),
+            )
+        arrow = "▼" if self.sort_reverse else "▲"
+        table.border_subtitle = f"sorted by {COLUMNS[self.sort_column][0]} {arrow}" + (
+            f" · GPU filter '{self.filter_text}'" if self.filter_text else ""
+        )

@@ -1,0 +1,185 @@
+"""ProfilesScreen: the profiles folder — nodes, GPUs, $/h, validation errors; `r` runs one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+from tui.model.rows import ProfileRow
+from tui.screens.base import SentitopScreen
+from tui.screens.services import Services
+from tui.widgets.tables import fmt_usd
+
+
+@dataclass
+class ProfilesLoaded(Message):
+    """The profiles folder was read."""
+
+    rows: list[ProfileRow]
+    """Valid and invalid profiles, valid first."""
+
+
+@dataclass
+class RunRequested(Message):
+    """The user asked to run a profile."""
+
+    row: ProfileRow
+    """The profile to run."""
+
+
+class ProfilesScreen(SentitopScreen):
+    """Lists profiles; shows the selected one's details or errors."""
+
+    MODE = "profiles"
+    CSS_PATH = Path(__file__).with_name("profiles.tcss")
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "run", "Run"),
+        Binding("u", "reload", "Reload"),
+    ]
+
+    def __init__(self, services: Services) -> None:
+        super().__init__()
+        self.services = services
+        self.rows: list[ProfileRow] = []
+        """All profiles read (unfiltered)."""
+        self.shown: list[ProfileRow] = []
+        """Profiles in the table now (filtered)."""
+
+    def compose_body(self) -> ComposeResult:
+        yield DataTable(id="profiles-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="profile-detail")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        folder = self.services.profiles_dir
+        table.border_title = f"profiles in {shown_path(folder) if folder else 'profiles'}"
+        table.add_columns("profile", "cluster", "nodes", "GPUs", "$/h", "status")
+        self.query_one("#profile-detail", Static).border_title = "details"
+        self.action_reload()
+
+    def focus_body(self) -> None:
+        self.query_one(DataTable).focus()
+
+    def action_reload(self) -> None:
+        self.set_note("reading profiles…")
+        self._load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="profiles")
+    def _load(self) -> None:
+        self.post_message(ProfilesLoaded(self.services.load_profiles(self.services.profiles_dir)))
+
+    def on_profiles_loaded(self, message: ProfilesLoaded) -> None:
+        self.rows = message.rows
+        bad = sum(1 for r in self.rows if not r.valid)
+        self.set_note(f"{len(self.rows)} profiles" + (f", {bad} invalid" if bad else ""))
+        self.apply_filter(self.filter_text)
+
+    def apply_filter(self, text: str) -> None:
+        needle = text.lower()
+        self.shown = [
+            r for r in self.rows if not needle or needle in f"{r.name} {r.cluster} {r.path}".lower()
+        ]
+        table = self.query_one(DataTable)
+        table.clear()
+        for i, row in enumerate(self.shown):
+            status = (
+                Text("✓ valid", style="green")
+                if row.valid
+                else Text(f"✗ {_short(row.errors[0])}", style="red")
+            )
+            table.add_row(
+                row.name,
+                row.cluster or "—",
+                str(row.nodes or "—"),
+                str(row.gpus or "—"),
+                fmt_usd(row.usd_per_hour, empty="free" if row.cluster == "local" else "—"),
+                status,
+                key=str(i),
+            )
+        self._show_detail(self.shown[0] if self.shown else None)
+
+    def selected(self) -> ProfileRow | None:
+        """The highlighted profile."""
+        table = self.query_one(DataTable)
+        if not self.shown or table.cursor_row < 0 or table.cursor_row >= len(self.shown):
+            return None
+        return self.shown[table.cursor_row]
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail(self.selected())
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self._show_detail(self.selected())
+
+    def _show_detail(self, row: ProfileRow | None) -> None:
+        detail = self.query_one("#profile-detail", Static)
+        if row is None:
+            detail.update(
+                Text(
+                    "no profiles — put YAML files in " + str(self.services.profiles_dir),
+                    style="dim",
+                )
+            )
+            return
+        text = Text.assemble((row.name, "bold"), ("  " + row.path, "dim"), "\n")
+        if not row.valid:
+            text.append("does not validate:\n", style="bold red")
+            for error in row.errors:
+                text.append(f"  {error}\n", style="red")
+            text.append("fix the file and press u to reload", style="dim")
+        else:
+            text.append(
+                f"cluster {row.cluster or '?'} · {row.nodes} node(s) · {row.gpus} GPU(s) · "
+            )
+            text.append(f"{fmt_usd(row.usd_per_hour)}/h\n", style="yellow")
+            if row.detail:
+                text.append(row.detail + "\n")
+            text.append(_describe(row.profile))
+            text.append("\npress r to run this profile", style="dim")
+        detail.update(text)
+
+    def action_run(self) -> None:
+        row = self.selected()
+        if row is None:
+            self.notify("no profile selected", severity="warning")
+        elif not row.valid:
+            self.notify(f"{row.name} does not validate: {row.errors[0]}", severity="error")
+        else:
+            self.post_message(RunRequested(row))
+
+
+def _short(error: str, width: int = 60) -> str:
+    """First line of an error, cut to ``width`` characters."""
+    line = error.splitlines()[0] if error else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def shown_path(path: Path) -> str:
+    """A folder as the user knows it: relative to the working folder when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _describe(profile: Any) -> str:
+    """A few lines of the profile's settings (pydantic models dump as YAML-ish lines)."""
+    dump = getattr(profile, "model_dump", None)
+    if not callable(dump):
+        return ""
+    data = dump(exclude_none=True)
+    lines = []
+    for key, value in data.items():
+        if key in ("name",):
+            continue
+        text = f"{key}: {value}"
+        lines.append(text if len(text) < 110 else text[:107] + "…")
+    return "\n".join(lines[:12])

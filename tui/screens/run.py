@@ -1,0 +1,434 @@
+"""RunScreen: one run, live or replayed — status, stages, plots, epochs, phases, nodes, log."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, Horizontal
+from textual.message import Message
+from textual.widgets import DataTable, Static
+from textual.worker import Worker, get_current_worker
+
+from tui.model import PHASES, RunState, Series
+from tui.model.rows import ProfileRow
+from tui.replay import replay_file
+from tui.screens.base import SentitopScreen
+from tui.screens.modals import ConfirmScreen
+from tui.screens.services import Services
+from tui.widgets.braille import PlotLine, format_seconds, format_usd, nice_number
+from tui.widgets.line_plot import LinePlot
+from tui.widgets.log_pane import LogPane
+from tui.widgets.tables import bar, fmt, fmt_duration, fmt_usd, phase_table
+
+X_AXES = ("steps", "time", "dollars")
+"""X-axis choices of the loss plot."""
+POST_EVERY_S = 0.05
+"""Feed workers post at most one EventsIngested per this many seconds."""
+DOWN_STATUSES = {"stopped", "terminated", "lost", "failed", "done", "down"}
+STATUS_STYLE = {"running": "bold green", "ok": "bold cyan", "waiting": "dim"}
+
+
+@dataclass
+class EventsIngested(Message):
+    """New events reached the run state (only the newest version matters)."""
+
+    version: int
+    """RunState.version after the ingest."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, EventsIngested)
+
+
+@dataclass
+class FeedEnded(Message):
+    """A replay or live run stopped feeding events."""
+
+    source: str
+    """replay | live."""
+    status: str
+    """Run status at the end."""
+
+
+def _arr(series: Series, column: str) -> np.ndarray:
+    return np.frombuffer(getattr(series, column), dtype=np.float64).copy()
+
+
+class RunScreen(SentitopScreen):
+    """The live/replay view of one run."""
+
+    MODE = "run"
+    CSS_PATH = Path(__file__).with_name("run.tcss")
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "stop", "Stop"),
+        Binding("t", "teardown", "Tear down"),
+        Binding("x", "cycle_x", "X-axis"),
+    ]
+
+    def __init__(self, services: Services) -> None:
+        super().__init__()
+        self.services = services
+        self.state = RunState()
+        """The run shown (replaced when a new run or replay starts)."""
+        self.source = ""
+        """What feeds the state: '', 'replay PATH' or 'live PROFILE'."""
+        self.x_axis = "steps"
+        """X-axis of the loss plot."""
+        self.live_row: ProfileRow | None = None
+        """Profile of the live run, while one runs."""
+        self._stop_event: asyncio.Event | None = None
+        self._feed: Worker[Any] | None = None
+        self._drawn_version = -1
+        self._epoch_rows = 0
+
+    # ------------------------------------------------------------------ layout
+    def compose_body(self) -> ComposeResult:
+        yield Static(id="run-status")
+        yield Static(id="run-stages")
+        with Grid(id="plots"):
+            yield LinePlot("loss", id="plot-loss")
+            yield LinePlot("samples/s", id="plot-throughput", x_format=format_seconds, y_min=0)
+            yield LinePlot("load share per GPU", id="plot-shares", y_min=0)
+            yield LinePlot(
+                "cost", id="plot-cost", x_format=format_seconds, y_format=format_usd, y_min=0
+            )
+        with Horizontal(id="tables"):
+            yield DataTable(id="epochs", cursor_type="row", zebra_stripes=True)
+            yield Static(id="phases")
+            yield DataTable(id="nodes", cursor_type="row")
+        yield LogPane("log", id="log")
+
+    def on_mount(self) -> None:
+        epochs = self.query_one("#epochs", DataTable)
+        epochs.border_title = "epochs"
+        # fixed widths: the columns never jump while rows stream in
+        for label, width in (
+            ("ep", 2),
+            ("train", 5),
+            ("test", 5),
+            ("acc", 5),
+            ("F1", 5),
+            ("time", 6),
+        ):
+            epochs.add_column(label, width=width)
+        nodes = self.query_one("#nodes", DataTable)
+        nodes.border_title = "nodes"
+        for label, width in (("node", 8), ("status", 8), ("GPU", 6), ("last line", 40)):
+            nodes.add_column(label, width=width)
+        self.query_one("#phases", Static).border_title = "time per phase (s, last epoch)"
+        self.refresh_views(force=True)
+
+    def focus_body(self) -> None:
+        self.query_one("#epochs", DataTable).focus()
+
+    # ------------------------------------------------------------------- feeds
+    def _reset(self, source: str) -> None:
+        if self._feed is not None:
+            self._feed.cancel()
+        self.state = RunState()
+        self.source = source
+        self._drawn_version = -1
+        self._epoch_rows = 0
+        if self.is_mounted:
+            self.query_one("#epochs", DataTable).clear()
+            self.refresh_views(force=True)
+
+    def start_replay(self, path: Path, speed: float = 0.0) -> Worker[None]:
+        """Play a recorded run through this screen (speed 0 = as fast as possible)."""
+        self._reset(f"replay {Path(path).name}" + (f" x{speed:g}" if speed > 0 else ""))
+        self._feed = self._replay(Path(path), speed)
+        return self._feed
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="feed")
+    def _replay(self, path: Path, speed: float) -> None:
+        worker = get_current_worker()
+        state, last = self.state, 0.0
+        for batch in replay_file(path, speed, stop=lambda: worker.is_cancelled):
+            state.ingest_many(batch)
+            now = time.monotonic()
+            if now - last >= POST_EVERY_S:
+                self.post_message(EventsIngested(state.version))
+                last = now
+        self.post_message(EventsIngested(state.version))
+        self.post_message(FeedEnded("replay", state.status))
+
+    def start_live(self, row: ProfileRow) -> Worker[Any]:
+        """Run a profile with the runner and watch it."""
+        self._reset(f"live {row.name}")
+        self.live_row = row
+        self._feed = self._live(row)
+        return self._feed
+
+    @work(exclusive=True, exit_on_error=False, group="feed")
+    async def _live(self, row: ProfileRow) -> Any:
+        stop = self._stop_event = asyncio.Event()
+        state = self.state
+        last = [0.0]
+
+        def on_event(event: dict[str, Any]) -> None:
+            state.ingest(event)
+            now = time.monotonic()
+            if now - last[0] >= POST_EVERY_S:
+                last[0] = now
+                self.post_message(EventsIngested(state.version))
+
+        try:
+            return await self.services.runner()(row.profile, on_event, stop)
+        finally:
+            self._stop_event = None
+            self.live_row = None
+            self.post_message(EventsIngested(state.version))
+            self.post_message(FeedEnded("live", state.status))
+
+    @property
+    def live(self) -> bool:
+        """True while a live run is being driven from this screen."""
+        return self.live_row is not None
+
+    def cloud_resources_up(self) -> int:
+        """How many cloud nodes of the live run are still up (0 when none or not cloud)."""
+        row = self.live_row
+        if row is None or row.cluster in ("local", "ssh"):
+            return 0
+        up = [n for n in self.state.nodes.values() if n.status not in DOWN_STATUSES]
+        return len(up) or max(row.nodes, 1)
+
+    async def stop_and_wait(self, timeout: float = 600.0) -> None:
+        """Ask the live run to stop (the runner tears down) and wait for it to finish."""
+        if self._stop_event is not None:
+            self._stop_event.set()
+        feed = self._feed
+        if feed is not None and self.live:
+            await asyncio.wait_for(feed.wait(), timeout)
+
+    # ---------------------------------------------------------------- handlers
+    def on_events_ingested(self, message: EventsIngested) -> None:
+        self.refresh_views()
+
+    def on_feed_ended(self, message: FeedEnded) -> None:
+        self.source = f"{self.source} · {message.source} ended ({message.status})"
+        self.refresh_views(force=True)
+        if message.source == "live":
+            self.notify(f"run ended: {message.status}", timeout=6)
+
+    def action_stop(self) -> None:
+        if self.live:
+            self.app.push_screen(
+                ConfirmScreen(
+                    "Stop the run?",
+                    "Training stops after the current step, a checkpoint is written and the "
+                    "nodes are torn down.",
+                    yes="Stop",
+                    no="Keep running",
+                ),
+                self._confirmed_stop,
+            )
+        elif self._feed is not None and self._feed.is_running:
+            self._feed.cancel()
+            self.notify("replay stopped")
+        else:
+            self.notify("nothing is running", severity="warning")
+
+    def _confirmed_stop(self, yes: bool | None) -> None:
+        if yes and self._stop_event is not None:
+            self._stop_event.set()
+            self.notify("stopping… nodes are torn down when the run ends")
+
+    def action_teardown(self) -> None:
+        up = self.cloud_resources_up()
+        if not up:
+            self.notify("no cloud resources are up", severity="warning")
+            return
+        self.app.push_screen(
+            ConfirmScreen(
+                "Tear down now?",
+                f"Terminates {up} cloud node(s) of run {self.state.run_id or '?'} now, "
+                "without waiting for a checkpoint.",
+                yes="Tear down",
+                no="Cancel",
+            ),
+            self._confirmed_teardown,
+        )
+
+    def _confirmed_teardown(self, yes: bool | None) -> None:
+        if not yes:
+            return
+        if self._stop_event is not None:
+            self._stop_event.set()  # the runner terminates the nodes as it ends
+        if self.services.teardown is not None:
+            self._teardown(self.state.run_id)
+        self.notify("tearing down: the run stops and its nodes are terminated")
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="teardown")
+    def _teardown(self, run_id: str) -> None:
+        if self.services.teardown is not None:
+            self.services.teardown(run_id)
+
+    def action_cycle_x(self) -> None:
+        self.x_axis = X_AXES[(X_AXES.index(self.x_axis) + 1) % len(X_AXES)]
+        self.refresh_views(force=True)
+
+    def apply_filter(self, text: str) -> None:
+        self.query_one(LogPane).set_filter(text)
+
+    # ------------------------------------------------------------------- views
+    def refresh_views(self, force: bool = False) -> None:
+        """Redraw every widget from the state (skipped when nothing changed)."""
+        st = self.state
+        if not force and st.version == self._drawn_version:
+            return
+        with st.lock:
+            self._drawn_version = st.version
+            snap = self._snapshot(st)
+        self._draw_status(st, snap)
+        self._draw_plots(snap)
+        self._draw_tables(snap)
+        self.query_one(LogPane).set_lines(snap["log"])
+        self.set_note(self.source)
+
+    def _snapshot(self, st: RunState) -> dict[str, Any]:
+        def cols(s: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            return _arr(s, "t"), _arr(s, "step"), _arr(s, "y")
+
+        return {
+            "train": cols(st.train_loss),
+            "test": cols(st.test_loss),
+            "throughput": cols(st.throughput),
+            "rank_tp": {r: cols(s) for r, s in sorted(st.rank_throughput.items())},
+            "shares": {r: cols(s) for r, s in sorted(st.rank_shares.items())},
+            "cost": cols(st.cost),
+            "epochs": list(st.epochs)[self._epoch_rows :],
+            "nodes": [
+                (n.name, n.status, n.gpu, n.last_line or n.detail) for n in st.nodes.values()
+            ],
+            "phases": {r: dict(v) for r, v in st.phase_last.items()},
+            "phase_epoch": st.phase_epoch,
+            "log": list(st.log)[-200:],
+            "stages": [
+                (s.name, s.status, s.seconds, s.done, s.total, s.unit) for s in st.stages.values()
+            ],
+            "eta": st.eta_seconds(),
+            "projected": st.projected_cost(),
+        }
+
+    def _draw_status(self, st: RunState, snap: dict[str, Any]) -> None:
+        style = STATUS_STYLE.get(st.status, "bold red")
+        line1 = Text.assemble(
+            ("run ", "dim"),
+            (st.run_id or "—", "bold"),
+            ("  profile ", "dim"),
+            st.profile or "—",
+            ("  GPUs ", "dim"),
+            str(st.world_size or "—"),
+            ("  ● ", style),
+            (st.status, style),
+            (f"  {st.reason}" if st.reason else "", "red"),
+        )
+        total = st.total_epochs
+        line2 = Text.assemble(
+            ("epoch ", "dim"),
+            f"{st.epoch}/{total}" if total else str(st.epoch),
+            ("  step ", "dim"),
+            f"{st.global_step:,}",
+            ("  ", ""),
+            f"{nice_number(st.samples_per_s)} samples/s" if st.samples_per_s else "— samples/s",
+            ("  elapsed ", "dim"),
+            fmt_duration(st.elapsed),
+            ("  ETA ", "dim"),
+            fmt_duration(snap["eta"]),
+            ("  cost ", "dim"),
+            (fmt_usd(st.usd), "bold yellow"),
+            ("  at ", "dim"),
+            f"{fmt_usd(st.usd_per_hour)}/h",
+            ("  → projected ", "dim"),
+            fmt_usd(snap["projected"]),
+        )
+        self.query_one("#run-status", Static).update(Text("\n").join([line1, line2]))
+        stages = Text()
+        for name, status, seconds, done, stotal, unit in snap["stages"]:
+            if stages:
+                stages.append("  ▸ ", style="dim")
+            if status == "running":
+                frac = done / stotal if stotal else 0.0
+                stages.append(f"{name} ▶ ", style="bold green")
+                count = f"{nice_number(done)}/{nice_number(stotal or 0)} {unit}"
+                stages.append(f"{bar(frac, 10)} {frac:4.0%} {count}")
+            else:
+                mark = "✓" if status == "ok" else ("·" if status == "pending" else "✗")
+                stages.append(f"{name} {mark} ", style="cyan" if status == "ok" else "red")
+                stages.append(fmt_duration(seconds), style="dim")
+        if not stages:
+            stages.append("no stages yet — waiting for events", style="dim")
+        self.query_one("#run-stages", Static).update(stages)
+
+    def _x(self, t: np.ndarray, step: np.ndarray, cost: tuple[np.ndarray, ...]) -> np.ndarray:
+        if self.x_axis == "steps":
+            return step
+        if self.x_axis == "time":
+            return t
+        ct, _, cy = cost
+        if ct.size == 0:
+            return np.zeros_like(t)
+        return np.interp(t, ct, cy)
+
+    def _draw_plots(self, snap: dict[str, Any]) -> None:
+        cost = snap["cost"]
+        loss = self.query_one("#plot-loss", LinePlot)
+        loss.border_title = f"loss  (x: {self.x_axis}, press x)"
+        loss.x_format = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}[
+            self.x_axis
+        ]
+        lines = []
+        for label, (t, step, y) in (("train", snap["train"]), ("test", snap["test"])):
+            lines.append(PlotLine(label, self._x(t, step, cost), y))
+        loss.set_lines(lines)
+        t, _, y = snap["throughput"]
+        tp_lines = [PlotLine("total", t, y)]
+        tp_lines += [PlotLine(f"r{r}", t_, y_) for r, (t_, _, y_) in snap["rank_tp"].items()]
+        self.query_one("#plot-throughput", LinePlot).set_lines(tp_lines)
+        share_lines = [PlotLine(f"r{r}", step, y) for r, (_, step, y) in snap["shares"].items()]
+        self.query_one("#plot-shares", LinePlot).set_lines(share_lines)
+        ct, _, cy = cost
+        cost_plot = self.query_one("#plot-cost", LinePlot)
+        cost_plot.set_lines([PlotLine("$ spent", ct, cy, color="#ffd75f")])
+        cost_plot.border_title = f"cost {fmt_usd(cy[-1] if cy.size else None)}"
+
+    def _draw_tables(self, snap: dict[str, Any]) -> None:
+        epochs = self.query_one("#epochs", DataTable)
+        for row in snap["epochs"]:
+            epochs.add_row(
+                str(row.epoch),
+                fmt(row.train_loss, ".3f"),
+                fmt(row.test_loss, ".3f"),
+                fmt(row.accuracy, ".3f"),
+                fmt(row.f1, ".3f"),
+                fmt_duration(row.seconds),
+            )
+        self._epoch_rows += len(snap["epochs"])
+        phases = self.query_one("#phases", Static)
+        phases.update(phase_table(snap["phases"], PHASES))
+        if snap["phase_epoch"] is not None:
+            phases.border_title = f"time per phase (s, epoch {snap['phase_epoch']})"
+        nodes = self.query_one("#nodes", DataTable)
+        nodes.clear()
+        for name, status, gpu, last in snap["nodes"]:
+            style = (
+                "red"
+                if status in ("lost", "failed", "error")
+                else ("green" if status in ("ready", "running") else "")
+            )
+            nodes.add_row(name, Text(status, style=style), gpu, last, key=name)
+
+    @on(DataTable.RowSelected, "#nodes")
+    def _node_selected(self, event: DataTable.RowSelected) -> None:
+        name = str(event.row_key.value)
+        self.query_one("#filter").value = name  # type: ignore[attr-defined]
+        self.action_filter()

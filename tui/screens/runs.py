@@ -1,0 +1,202 @@
+"""RunsScreen: run history from the runs folder; select several to overlay their loss curves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import DataTable
+
+from tui.model import RunState
+from tui.model.rows import RunRow, load_run_rows, read_run_state
+from tui.screens.base import SentitopScreen
+from tui.screens.profiles import shown_path
+from tui.screens.services import Services
+from tui.widgets.braille import PlotLine, format_seconds, format_usd, nice_number
+from tui.widgets.line_plot import LinePlot
+from tui.widgets.tables import fmt, fmt_usd
+
+X_AXES = ("steps", "time", "dollars")
+X_FORMATS = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}
+
+
+@dataclass
+class RunsLoaded(Message):
+    """The runs folder was read."""
+
+    rows: list[RunRow]
+    """One row per run folder."""
+
+
+@dataclass
+class CurvesLoaded(Message):
+    """A run's events were read for the overlay plot."""
+
+    path: str
+    """Run folder."""
+    state: RunState
+    """Its state (small capacity)."""
+
+
+@dataclass
+class ReplayRequested(Message):
+    """The user asked to replay a recorded run in the Run screen."""
+
+    path: Path
+    """Run folder."""
+
+
+def curve_x(state: RunState, axis: str) -> tuple[np.ndarray, np.ndarray]:
+    """The train-loss curve of a run with x in steps, seconds or dollars."""
+    s = state.train_loss
+    t = np.frombuffer(s.t, dtype=np.float64).copy()
+    y = np.frombuffer(s.y, dtype=np.float64).copy()
+    if axis == "steps":
+        return np.frombuffer(s.step, dtype=np.float64).copy(), y
+    if axis == "time":
+        return t, y
+    return np.asarray(state.usd_at(t.tolist()), dtype=np.float64), y
+
+
+class RunsScreen(SentitopScreen):
+    """History table and an overlay of the selected runs' loss curves."""
+
+    MODE = "runs"
+    CSS_PATH = Path(__file__).with_name("runs.tcss")
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("space", "toggle", "Select"),
+        Binding("x", "cycle_x", "X-axis"),
+        Binding("p", "replay", "Replay"),
+        Binding("u", "reload", "Reload"),
+    ]
+
+    def __init__(self, services: Services) -> None:
+        super().__init__()
+        self.services = services
+        self.rows: list[RunRow] = []
+        self.shown: list[RunRow] = []
+        self.selected: list[str] = []
+        """Paths of the runs overlaid, in selection order."""
+        self.curves: dict[str, RunState] = {}
+        self.x_axis = "steps"
+        """Overlay x-axis."""
+
+    def compose_body(self) -> ComposeResult:
+        yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield LinePlot("train loss of selected runs", id="overlay")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.border_title = f"runs in {shown_path(self.services.runs_dir)}"
+        table.add_columns(
+            "", "run", "profile", "GPUs", "epochs", "hours", "$", "acc", "F1", "samples/s", "status"
+        )
+        self.action_reload()
+
+    def focus_body(self) -> None:
+        self.query_one(DataTable).focus()
+
+    def action_reload(self) -> None:
+        self.set_note("reading runs…")
+        self._load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="runs")
+    def _load(self) -> None:
+        self.post_message(RunsLoaded(load_run_rows(self.services.runs_dir)))
+
+    def on_runs_loaded(self, message: RunsLoaded) -> None:
+        self.rows = message.rows
+        self.set_note(f"{len(self.rows)} runs · space selects, x changes the x-axis")
+        self.apply_filter(self.filter_text)
+
+    def apply_filter(self, text: str) -> None:
+        needle = text.lower()
+        self.shown = [
+            r
+            for r in self.rows
+            if not needle or needle in f"{r.run} {r.profile} {r.status}".lower()
+        ]
+        table = self.query_one(DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        for row in self.shown:
+            mark = (
+                Text("●", style="bold green")
+                if row.path in self.selected
+                else Text("○", style="dim")
+            )
+            table.add_row(
+                mark,
+                row.run,
+                row.profile,
+                str(row.gpus),
+                str(row.epochs),
+                f"{row.hours:.2f}",
+                fmt_usd(row.usd),
+                fmt(row.accuracy),
+                fmt(row.f1),
+                nice_number(row.samples_per_s) if row.samples_per_s else "—",
+                row.status,
+                key=row.path,
+            )
+        if self.shown:
+            table.move_cursor(row=min(max(cursor, 0), len(self.shown) - 1))
+
+    def current(self) -> RunRow | None:
+        """The highlighted run."""
+        table = self.query_one(DataTable)
+        if not self.shown or not 0 <= table.cursor_row < len(self.shown):
+            return None
+        return self.shown[table.cursor_row]
+
+    def action_toggle(self) -> None:
+        row = self.current()
+        if row is None:
+            return
+        if row.path in self.selected:
+            self.selected.remove(row.path)
+        else:
+            self.selected.append(row.path)
+            if row.path not in self.curves:
+                self._load_curve(row.path)
+        self.apply_filter(self.filter_text)
+        self._draw()
+
+    @work(thread=True, exit_on_error=False, group="curves")
+    def _load_curve(self, path: str) -> None:
+        self.post_message(CurvesLoaded(path, read_run_state(Path(path))))
+
+    def on_curves_loaded(self, message: CurvesLoaded) -> None:
+        self.curves[message.path] = message.state
+        self._draw()
+
+    def action_cycle_x(self) -> None:
+        self.x_axis = X_AXES[(X_AXES.index(self.x_axis) + 1) % len(X_AXES)]
+        self._draw()
+
+    def action_replay(self) -> None:
+        row = self.current()
+        if row is not None:
+            self.post_message(ReplayRequested(Path(row.path)))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_toggle()
+
+    def _draw(self) -> None:
+        plot = self.query_one("#overlay", LinePlot)
+        plot.x_format = X_FORMATS[self.x_axis]
+        plot.border_title = f"train loss of selected runs  (x: {self.x_axis})"
+        lines = []
+        for path in self.selected:
+            state = self.curves.get(path)
+            if state is not None:
+                x, y = curve_x(state, self.x_axis)
+                lines.append(PlotLine(state.run_id or Path(path).name, x, y))
+        plot.set_lines(lines)

@@ -1,0 +1,1 @@
+"""Widgets of the dashboard: braille line plots, log pane, nav bar, table helpers."""

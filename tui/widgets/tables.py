@@ -1,0 +1,105 @@
+"""Table helpers: cell formatting and the per-phase time breakdown renderable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich.table import Table
+from rich.text import Text
+
+PHASE_LABELS = {
+    "data": "data",
+    "h2d": "h2d",
+    "forward": "fwd",
+    "backward": "bwd",
+    "allreduce_opt": "allred+opt",
+    "eval": "eval",
+}
+"""Display names of the `phase` event fields."""
+
+
+def fmt(value: float | int | None, spec: str = ".3f", empty: str = "—") -> str:
+    """Format a number or show a dash for None."""
+    return empty if value is None else format(value, spec)
+
+
+def fmt_usd(value: float | None, empty: str = "—") -> str:
+    """Dollars with cents (three decimals under $1)."""
+    if value is None:
+        return empty
+    return f"${value:,.3f}" if abs(value) < 1 else f"${value:,.2f}"
+
+
+def fmt_duration(seconds: float | None, empty: str = "—") -> str:
+    """1h02m, 4m05s or 12s."""
+    if seconds is None:
+        return empty
+    s = round(max(seconds, 0))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+def fmt_age(seconds: float | None, empty: str = "?") -> str:
+    """Age of a price: 5m, 3h, 12d."""
+    if seconds is None:
+        return empty
+    s = max(seconds, 0)
+    if s < 3600:
+        return f"{s / 60:.0f}m"
+    if s < 86400 * 2:
+        return f"{s / 3600:.0f}h"
+    return f"{s / 86400:.0f}d"
+
+
+def bar(fraction: float, width: int) -> str:
+    """A horizontal bar of ``width`` cells filled to ``fraction`` (eighth-cell resolution)."""
+    fraction = min(max(fraction, 0.0), 1.0)
+    eighths = round(fraction * width * 8)
+    full, part = divmod(eighths, 8)
+    return ("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")).ljust(width, "·")[:width]
+
+
+def phase_table(phases: Mapping[int, Mapping[str, float]], order: Sequence[str]) -> Table | Text:
+    """Seconds per phase (rows) and rank (columns, or mean/max past 4 ranks) with a share bar."""
+    if not phases:
+        return Text("no phase data yet", style="dim")
+    ranks = sorted(phases)
+    table = Table(box=None, pad_edge=False, expand=True, header_style="bold")
+    table.add_column("phase", no_wrap=True)
+    per_rank = len(ranks) <= 4
+    if per_rank:
+        for rank in ranks:
+            table.add_column(f"r{rank}", justify="right", no_wrap=True)
+    else:
+        table.add_column("mean", justify="right")
+        table.add_column("max", justify="right")
+    table.add_column("share", no_wrap=True)
+    means = {p: sum(phases[r].get(p, 0.0) for r in ranks) / len(ranks) for p in order}
+    total = sum(means.values()) or 1.0
+    for p in order:
+        values = [phases[r].get(p, 0.0) for r in ranks]
+        slowest = max(values)
+        cells = (
+            [
+                Text(
+                    _secs(v),
+                    style="bold yellow" if v == slowest and v > 1.05 * min(values) else "",
+                )
+                for v in values
+            ]
+            if per_rank
+            else [Text(_secs(means[p])), Text(_secs(slowest))]
+        )
+        share = means[p] / total
+        table.add_row(
+            PHASE_LABELS.get(p, p), *cells, Text(f"{bar(share, 4)}{share:4.0%}", style="cyan")
+        )
+    return table
+
+
+def _secs(value: float) -> str:
+    """Seconds in at most 4 characters: 0.8, 9.5, 21, 1234."""
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
