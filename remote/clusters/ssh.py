@@ -21,10 +21,10 @@ import hashlib
 import io
 import logging
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncssh
 
@@ -34,6 +34,7 @@ from remote.clusters.base import LOST, Cluster, Command, NodeProcess
 from remote.shell import check_name, kill_command, quote, remote_dir, remote_node_command
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 READ_CHUNK = 1 << 16
 SETUP_TIMEOUT_S = 120.0
@@ -269,26 +270,12 @@ class SSHCluster(Cluster):
 
     async def _prepare(self) -> None:
         specs = list(self._nodes.values())
-        outcomes = await asyncio.gather(*(self._connect(s) for s in specs), return_exceptions=True)
-        errors: list[LaunchError] = []
-        for spec, outcome in zip(specs, outcomes, strict=True):
-            if isinstance(outcome, asyncssh.SSHClientConnection):
-                self._conns[spec.name] = outcome
-            elif isinstance(outcome, LaunchError):
-                errors.append(outcome)
-            elif isinstance(outcome, BaseException):
-                raise outcome
-        if errors:
-            first = errors[0]
-            others = [e.message.split(":")[0] for e in errors[1:]]
-            if others:
-                first.message += f" (also failing: {', '.join(others)})"
-                first.args = (first.message,)
-            raise first
+        conns = await _on_every_node(self.nodes, [self._connect(spec) for spec in specs])
+        self._conns.update(zip(self.nodes, conns, strict=True))
         digest, bundle = code_bundle()
-        await asyncio.gather(*(self._setup(name, digest, bundle) for name in self._nodes))
+        await _on_every_node(self.nodes, [self._setup(n, digest, bundle) for n in self.nodes])
 
-    async def _check(self, node: str, command: str, what: str) -> str:
+    async def _check(self, node: str, command: str, what: str, hint: str | None = None) -> str:
         conn = self._conns[node]
         try:
             result = await asyncio.wait_for(conn.run(command), SETUP_TIMEOUT_S)
@@ -301,6 +288,7 @@ class SSHCluster(Cluster):
             raise LaunchError(
                 f"node {node} ({self.describe(node)}): {what} failed (exit "
                 f"{result.exit_status}): {' / '.join(detail) or 'no output'}",
+                hint=hint,
             )
         return str(result.stdout or "")
 
@@ -325,6 +313,8 @@ class SSHCluster(Cluster):
             f"checking python {self._python!r}"
             + (" with torch" if self.probe_torch else "")
             + " (the profile's python)",
+            hint="set the profile's python: to an interpreter on the nodes that has the "
+            "project's dependencies (torch, numpy, h5py), e.g. a virtualenv's bin/python",
         )
         code = f"{self._home[node]}/code/{digest}"
         if await self._exists(node, f"{code}/engine/__init__.py"):
@@ -428,6 +418,28 @@ class SSHCluster(Cluster):
         except (asyncssh.Error, OSError) as exc:
             raise LaunchError(f"node {node}: copying {remote} back by SFTP failed: {exc}") from None
         return target
+
+
+async def _on_every_node(nodes: list[str], steps: list[Awaitable[T]]) -> list[T]:
+    """Run one step per node concurrently; one LaunchError (first node's) if any failed.
+
+    Several nodes failing the same way (a bad profile value) give one message that names the
+    first and lists the others, not a wall of repeats.
+    """
+    outcomes = await asyncio.gather(*steps, return_exceptions=True)
+    errors: list[tuple[str, LaunchError]] = []
+    for node, outcome in zip(nodes, outcomes, strict=True):
+        if isinstance(outcome, LaunchError):
+            errors.append((node, outcome))
+        elif isinstance(outcome, BaseException):
+            raise outcome
+    if errors:
+        first = errors[0][1]
+        if len(errors) > 1:
+            first.message += f" (also failing: {', '.join(f'node {n}' for n, _ in errors[1:])})"
+            first.args = (first.message,)
+        raise first
+    return list(outcomes)  # type: ignore[arg-type]
 
 
 def _keyscan_hint(spec: SSHNode, known_hosts: Path) -> str:
