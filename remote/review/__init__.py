@@ -1,0 +1,1 @@
+"""Cost/speed review: scaling metrics, reports with plots, and the planner."""

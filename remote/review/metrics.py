@@ -1,0 +1,205 @@
+"""Scaling and cost metrics of a series of runs: speedup, efficiency, $ and hours for N epochs.
+
+Runs of one configuration (same label) are pooled; the baseline is the configuration with the
+fewest workers (ties: the cheapest). Strong scaling: speedup = T_base / T, efficiency =
+speedup / (workers / base workers). Weak scaling (data ∝ workers): efficiency = T_base / T and
+the scaled speedup = efficiency x workers / base workers. Both by epoch time and, where every
+run of the pair reached it, by time to the loss threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from remote.cost import BILLING_MINIMUM_S
+from remote.runs_store import Billing, RunRecord
+
+
+def billed_usd(seconds: float, usd_per_hour: float, billing: Billing = "per_second") -> float:
+    """Cost of ``seconds`` on machines costing ``usd_per_hour`` under the billing rule."""
+    if billing == "hours_2dp":
+        return round(seconds / 3600.0, 2) * usd_per_hour
+    return max(BILLING_MINIMUM_S, float(math.ceil(seconds))) * usd_per_hour / 3600.0
+
+
+def billed_hours(seconds: float, billing: Billing = "per_second") -> float:
+    """Hours as the billing rule counts them."""
+    return round(seconds / 3600.0, 2) if billing == "hours_2dp" else seconds / 3600.0
+
+
+@dataclass(slots=True)
+class ConfigMetrics:
+    """One configuration of a series with its measured and derived figures."""
+
+    label: str
+    workers: int
+    hardware: str
+    usd_per_hour: float
+    billing: Billing
+    runs: list[RunRecord]
+    epoch_s: float
+    """Median training seconds of one epoch over the runs' epochs."""
+    time_to_threshold_s: float | None
+    samples_per_s: float | None
+    accuracy: float | None
+    mode: str
+    speedup: float = math.nan
+    efficiency: float = math.nan
+    speedup_tts: float | None = None
+    efficiency_tts: float | None = None
+    hours: float = math.nan
+    """Hours of training for the report's N epochs."""
+    usd: float = math.nan
+    """USD of training for the report's N epochs."""
+    usd_per_point: float | None = None
+    """usd / (accuracy in percent): dollars per point of test accuracy."""
+    published_usd: float | None = None
+    """Cost the source published for the run (CSV rows), to compare with :attr:`usd`."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def instance_type(self) -> str | None:
+        """Instance type of the configuration's first run."""
+        return self.runs[0].instance_type
+
+
+@dataclass(slots=True)
+class SeriesMetrics:
+    """A series of configurations compared with its baseline, for N epochs."""
+
+    configs: list[ConfigMetrics]
+    baseline: ConfigMetrics
+    epochs: int
+    mode: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    return statistics.median(values) if values else None
+
+
+def _group(runs: list[RunRecord]) -> dict[str, list[RunRecord]]:
+    groups: dict[str, list[RunRecord]] = {}
+    for run in runs:
+        groups.setdefault(run.label, []).append(run)
+    return groups
+
+
+def _config(label: str, runs: list[RunRecord]) -> ConfigMetrics:
+    epochs = [s for r in runs for s in r.epoch_seconds]
+    first = runs[0]
+    return ConfigMetrics(
+        label=label,
+        workers=first.workers,
+        hardware=first.hardware,
+        usd_per_hour=first.usd_per_hour,
+        billing=first.billing,
+        runs=runs,
+        epoch_s=_median(epochs) or math.nan,
+        time_to_threshold_s=_median(
+            [r.time_to_threshold_s for r in runs if r.time_to_threshold_s is not None]
+        ),
+        samples_per_s=_median([r.samples_per_s for r in runs if r.samples_per_s is not None]),
+        accuracy=_median([r.accuracy for r in runs if r.accuracy is not None]),
+        mode=first.mode,
+        published_usd=first.usd if first.source == "csv" else None,
+    )
+
+
+def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> SeriesMetrics:
+    """Metrics of ``runs`` as one series; $ and hours for ``epochs`` (default: the runs')."""
+    usable = [r for r in runs if r.epoch_seconds]
+    if not usable:
+        raise ValueError("no run with measured epochs (did every run fail before training?)")
+    configs = [_config(label, group) for label, group in _group(usable).items()]
+    configs.sort(key=lambda c: (c.workers, c.usd_per_hour, c.label))
+    base = configs[0]
+    modes = {c.mode for c in configs}
+    mode = modes.pop() if len(modes) == 1 else "mixed"
+    n_epochs = epochs or max(r.epochs for r in usable)
+    notes: list[str] = []
+    if mode == "mixed":
+        notes.append("the runs mix strong and weak scaling; speedups use the strong formulas")
+    skipped = [r.run_id for r in runs if not r.epoch_seconds]
+    if skipped:
+        notes.append(f"left out (no measured epoch): {', '.join(skipped)}")
+    for cfg in configs:
+        _compare(cfg, base, weak=mode == "weak")
+        _noise_notes(cfg)
+        seconds = cfg.epoch_s * n_epochs
+        cfg.hours = billed_hours(seconds, cfg.billing)
+        cfg.usd = billed_usd(seconds, cfg.usd_per_hour, cfg.billing)
+        if cfg.accuracy:
+            cfg.usd_per_point = cfg.usd / (100.0 * cfg.accuracy)
+        if (
+            cfg.published_usd is not None
+            and n_epochs == cfg.runs[0].epochs
+            and abs(round(cfg.usd, 2) - cfg.published_usd) > 0.005
+        ):
+            cfg.notes.append(f"published ${cfg.published_usd:.2f}, computed ${cfg.usd:.2f}")
+    return SeriesMetrics(configs, base, n_epochs, mode, notes)
+
+
+SUPERLINEAR = 1.2
+"""Efficiency above this is flagged: usually the runs saw different machine load."""
+NOISY_CV = 0.25
+"""Epoch-time coefficient of variation above this is flagged as noisy."""
+
+
+def _noise_notes(cfg: ConfigMetrics) -> None:
+    if math.isfinite(cfg.efficiency) and cfg.efficiency > SUPERLINEAR:
+        cfg.notes.append(
+            f"efficiency {cfg.efficiency:.2f} > {SUPERLINEAR}: superlinear; the "
+            "runs were probably measured under different machine load (re-run "
+            "them, or check `phase` events)"
+        )
+    epochs = [s for r in cfg.runs for s in r.epoch_seconds]
+    if len(epochs) > 1:
+        cv = statistics.pstdev(epochs) / statistics.fmean(epochs)
+        if cv > NOISY_CV:
+            cfg.notes.append(
+                f"epoch times vary by {cv:.0%} (coefficient of variation over "
+                f"{len(epochs)} epochs): noisy measurement"
+            )
+
+
+def _compare(cfg: ConfigMetrics, base: ConfigMetrics, *, weak: bool) -> None:
+    scale = cfg.workers / base.workers
+    cfg.speedup, cfg.efficiency = _ratios(base.epoch_s, cfg.epoch_s, scale, weak)
+    if base.time_to_threshold_s and cfg.time_to_threshold_s:
+        cfg.speedup_tts, cfg.efficiency_tts = _ratios(
+            base.time_to_threshold_s, cfg.time_to_threshold_s, scale, weak
+        )
+
+
+def _ratios(base_s: float, s: float, scale: float, weak: bool) -> tuple[float, float]:
+    """(speedup, efficiency) of time ``s`` against ``base_s`` at ``scale`` x the workers."""
+    if not (s > 0 and math.isfinite(s) and math.isfinite(base_s)):
+        return math.nan, math.nan
+    if weak:
+        efficiency = base_s / s
+        return efficiency * scale, efficiency
+    speedup = base_s / s
+    return speedup, speedup / scale
+
+
+def pareto_front(configs: list[ConfigMetrics]) -> list[ConfigMetrics]:
+    """Configurations no other one beats on both hours and $, fastest first."""
+    front = [
+        c
+        for c in configs
+        if not any(
+            (o.hours <= c.hours and o.usd <= c.usd) and (o.hours < c.hours or o.usd < c.usd)
+            for o in configs
+        )
+    ]
+    return sorted(front, key=lambda c: (c.hours, c.usd))
+
+
+def cheapest_within(configs: list[ConfigMetrics], deadline_h: float) -> ConfigMetrics | None:
+    """The cheapest configuration finishing within ``deadline_h`` hours (ties: the faster)."""
+    meeting = [c for c in configs if c.hours <= deadline_h]
+    return min(meeting, key=lambda c: (c.usd, c.hours)) if meeting else None

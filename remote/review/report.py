@@ -1,0 +1,197 @@
+"""`sentitop report`: Markdown (the $/hours table, scaling, the deadline pick) + PNG plots."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import InputError
+from remote.review import plots
+from remote.review.metrics import (
+    ConfigMetrics,
+    SeriesMetrics,
+    cheapest_within,
+    pareto_front,
+    series_metrics,
+)
+from remote.runs_store import RunRecord
+
+PLOTS = {
+    "speedup": "speedup_efficiency.png",
+    "throughput": "throughput.png",
+    "loss": "loss_time_cost.png",
+    "cost": "hours_usd.png",
+    "pareto": "pareto.png",
+}
+"""Plot name → file name in the output folder."""
+
+
+@dataclass(slots=True)
+class Report:
+    """What `write_report` produced."""
+
+    markdown: Path
+    plots: dict[str, Path]
+    series: SeriesMetrics
+    pick: ConfigMetrics | None
+
+
+def write_report(
+    runs: list[RunRecord],
+    output: Path,
+    *,
+    epochs: int | None = None,
+    deadline_h: float | None = None,
+) -> Report:
+    """Write report.md and the PNG plots of ``runs`` (one series) into ``output``."""
+    if not runs:
+        raise InputError("no runs to report on", hint="name run folders, run/sweep ids or a CSV")
+    try:
+        series = series_metrics(runs, epochs=epochs)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{output}: cannot create the output folder ({exc})") from None
+    pick = cheapest_within(series.configs, deadline_h) if deadline_h is not None else None
+    files = {
+        "speedup": plots.speedup_plot(series, output / PLOTS["speedup"]),
+        "throughput": plots.throughput_plot(series, output / PLOTS["throughput"]),
+        "loss": plots.loss_plot(series, output / PLOTS["loss"]),
+        "cost": plots.cost_table_plot(series, output / PLOTS["cost"]),
+        "pareto": plots.pareto_plot(series, output / PLOTS["pareto"], deadline_h, pick),
+    }
+    path = output / "report.md"
+    path.write_text(render_markdown(series, deadline_h, pick), encoding="utf-8")
+    return Report(path, files, series, pick)
+
+
+def _f(value: float | None, fmt: str = ".2f") -> str:
+    return "–" if value is None or not math.isfinite(value) else format(value, fmt)
+
+
+def _money(value: float) -> str:
+    return f"${value:,.2f}" if value >= 0.1 else f"${value:.4f}"
+
+
+def cost_table(series: SeriesMetrics) -> list[str]:
+    """The $/hours table as Markdown lines."""
+    n = series.epochs
+    head = (
+        f"| configuration | workers | hardware | $/h | epoch s | s for {n} ep | h for {n} ep "
+        f"| $ for {n} ep | speedup | efficiency | speedup (threshold) | eff. (threshold) "
+        "| samples/s | accuracy | $/acc. point |"
+    )
+    lines = [head, "|" + "---|" * 15]
+    for c in series.configs:
+        lines.append(
+            f"| {c.label} | {c.workers} | {c.hardware} | {c.usd_per_hour:.4g} | "
+            f"{c.epoch_s:,.1f} | {c.epoch_s * n:,.0f} | {c.hours:.2f} | {_money(c.usd)} | "
+            f"{_f(c.speedup)} | {_f(c.efficiency)} | {_f(c.speedup_tts)} | "
+            f"{_f(c.efficiency_tts)} | {_f(c.samples_per_s, ',.0f')} | "
+            f"{_f(c.accuracy, '.3f')} | "
+            f"{'–' if c.usd_per_point is None else _money(c.usd_per_point)} |"
+        )
+    return lines
+
+
+def render_markdown(
+    series: SeriesMetrics, deadline_h: float | None, pick: ConfigMetrics | None
+) -> str:
+    """The report's Markdown text."""
+    base = series.baseline
+    n = series.epochs
+    out = [
+        "# Cost / speed review",
+        "",
+        f"{sum(len(c.runs) for c in series.configs)} run(s), {len(series.configs)} "
+        f"configuration(s), {series.mode} scaling; baseline **{base.label}** "
+        f"({base.workers} worker(s)). $ and hours are for **{n} epochs** of training "
+        "(epoch time = median over the runs' epochs; start-up and preprocessing excluded).",
+        "",
+        "## $ and hours per configuration",
+        "",
+        *cost_table(series),
+        "",
+        "![hours and $](" + PLOTS["cost"] + ")",
+        "",
+        "## Scaling",
+        "",
+        _scaling_text(series),
+        "",
+        "![speedup and efficiency](" + PLOTS["speedup"] + ")",
+        "",
+        "![throughput](" + PLOTS["throughput"] + ")",
+        "",
+        "## Loss vs time and vs $",
+        "",
+        "![loss](" + PLOTS["loss"] + ")",
+        "",
+        "## Pareto frontier of hours vs $",
+        "",
+        "Frontier (no other configuration is both faster and cheaper): "
+        + ", ".join(
+            f"{c.label} ({c.hours:.2f} h, {_money(c.usd)})" for c in pareto_front(series.configs)
+        )
+        + ".",
+        "",
+        _deadline_text(series, deadline_h, pick),
+        "",
+        "![Pareto frontier](" + PLOTS["pareto"] + ")",
+        "",
+        "## Runs",
+        "",
+        "| run | configuration | source | status | epochs | wall s | run $ | sweep |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in series.configs:
+        for r in c.runs:
+            where = f"{r.path.name}:{r.line}" if r.line else r.path.name
+            out.append(
+                f"| {r.run_id} | {c.label} | {r.source} ({where}) | {r.status} | "
+                f"{r.epochs} | {_f(r.wall_s, ',.1f')} | "
+                f"{'–' if r.usd is None else _money(r.usd)} | {r.sweep or '–'} |"
+            )
+    notes = series.notes + [f"{c.label}: {note}" for c in series.configs for note in c.notes]
+    if notes:
+        out += ["", "## Notes", "", *[f"- {n}" for n in notes]]
+    return "\n".join(out) + "\n"
+
+
+def _scaling_text(series: SeriesMetrics) -> str:
+    if series.mode == "weak":
+        rule = (
+            "Weak scaling (data ∝ workers): efficiency = T(base) / T; scaled speedup = "
+            "efficiency × workers / base workers."
+        )
+    else:
+        rule = "Strong scaling: speedup = T(base) / T; efficiency = speedup / (workers / base)."
+    parts = [
+        f"{c.label}: speedup {_f(c.speedup)}, efficiency {_f(c.efficiency)}"
+        + (
+            f" (by time to threshold {_f(c.speedup_tts)} / {_f(c.efficiency_tts)})"
+            if c.speedup_tts
+            else ""
+        )
+        for c in series.configs
+    ]
+    return rule + " By epoch time: " + "; ".join(parts) + "."
+
+
+def _deadline_text(
+    series: SeriesMetrics, deadline_h: float | None, pick: ConfigMetrics | None
+) -> str:
+    if deadline_h is None:
+        return "No deadline given (`--deadline H` highlights the cheapest configuration within it)."
+    if pick is None:
+        fastest = min(series.configs, key=lambda c: c.hours)
+        return (
+            f"**No configuration meets the {deadline_h:g} h deadline**; the fastest is "
+            f"{fastest.label} at {fastest.hours:.2f} h ({_money(fastest.usd)})."
+        )
+    return (
+        f"**Cheapest within {deadline_h:g} h: {pick.label}** — {pick.hours:.2f} h, "
+        f"{_money(pick.usd)} for {series.epochs} epochs."
+    )

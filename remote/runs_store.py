@@ -1,0 +1,515 @@
+"""The runs store: run folders (summary.json, events.jsonl, sweep.json) and imported CSV results.
+
+A :class:`RunRecord` is what the review needs from one run, whether it was recorded by
+``sentitop run``/``sweep`` in ``runs/<run-id>/`` or entered from a CSV of published results
+(:func:`import_csv`, columns in :data:`CSV_COLUMNS`). Bad input raises ``InputError`` naming the
+file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from engine.errors import InputError
+from engine.events import read_events
+from remote.pricing import Catalog, load_catalog
+
+Billing = Literal["per_second", "hours_2dp"]
+Mode = Literal["strong", "weak"]
+BILLINGS: tuple[str, ...] = ("per_second", "hours_2dp")
+"""per_second: EC2 per-second billing, 60 s minimum; hours_2dp: hours rounded to 0.01 x rate
+(how the old study priced its table)."""
+SWEEP_FILE = "sweep.json"
+"""Written into a run folder by `sentitop sweep`: sweep id, mode, index."""
+
+CSV_COLUMNS: dict[str, str] = {
+    "run": "unique id of the row (required)",
+    "instance_type": "EC2 type, e.g. g3.4xlarge (required)",
+    "count": "instances (default 1)",
+    "gpus": "GPUs (= training workers) over all instances (default: count x catalog GPUs)",
+    "gpu_model": "GPU model (default: from the catalog)",
+    "epochs": "epochs the seconds cover (required, >= 1)",
+    "seconds": "training seconds for those epochs (required, > 0)",
+    "usd_per_hour": "price of one instance (default: catalog on-demand)",
+    "billing": "per_second (default) or hours_2dp",
+    "usd": "published cost of the run (optional; compared with the computed one)",
+    "time_to_threshold_s": "seconds until the loss threshold (optional)",
+    "accuracy": "test accuracy 0..1 (optional)",
+    "f1": "test F1 0..1 (optional)",
+    "samples_per_s": "training throughput (optional)",
+    "n_train": "training samples per epoch (optional)",
+    "mode": "strong (default) or weak",
+    "series": "sweep/series id (optional)",
+    "profile": "profile / workload name (optional)",
+    "note": "free text (optional)",
+}
+"""Columns of an import CSV; lines starting with # are comments."""
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """One run as the review sees it (from a run folder or a CSV row)."""
+
+    run_id: str
+    source: Literal["folder", "csv"]
+    path: Path
+    """The run folder, or the CSV file."""
+    profile: str
+    provider: str
+    status: str
+    instance_type: str | None
+    """Priced instance type (None: unpriced local machine)."""
+    instances: int
+    """Machines of the configuration."""
+    workers: int
+    """Training processes (= GPUs on GPU clusters)."""
+    gpus: int
+    gpu_model: str
+    """GPU model, '' for CPU training."""
+    usd_per_hour: float
+    """Price of the whole configuration per hour."""
+    epochs: int
+    epoch_seconds: list[float]
+    """Training seconds of each epoch (CSV: total / epochs)."""
+    line: int | None = None
+    """CSV line of an imported row."""
+    billing: Billing = "per_second"
+    mode: Mode = "strong"
+    sweep: str | None = None
+    wall_s: float | None = None
+    eval_s: float = 0.0
+    """Evaluation seconds over the run."""
+    prep_s: float = 0.0
+    """Synthetic generation + preprocessing seconds (0 when cached)."""
+    data_cached: bool = False
+    time_to_threshold_s: float | None = None
+    loss_threshold: float | None = None
+    accuracy: float | None = None
+    f1: float | None = None
+    samples_per_s: float | None = None
+    n_train: int | None = None
+    global_batch: int | None = None
+    threads: int | None = None
+    """torch threads per rank (from the trainer's stage_start event)."""
+    usd: float | None = None
+    """Recorded (metered) or published cost of the whole run."""
+    started: float | None = None
+    note: str = ""
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    """`phase` events (per rank per epoch: compute and all-reduce seconds)."""
+    curve: list[tuple[float, float]] = field(default_factory=list)
+    """(seconds since training began, smoothed train loss) from `step` events."""
+    workload: str = ""
+    """Model + sequence settings: runs with the same workload share per-sample costs."""
+    data_key: str = ""
+    """Data + preprocessing settings: runs with the same key train on the same samples."""
+
+    @property
+    def train_s(self) -> float:
+        """Training seconds over all epochs."""
+        return sum(self.epoch_seconds)
+
+    @property
+    def epoch_s(self) -> float:
+        """Mean training seconds of one epoch."""
+        return self.train_s / len(self.epoch_seconds) if self.epoch_seconds else math.nan
+
+    @property
+    def hardware(self) -> str:
+        """What a worker runs on: the GPU model, or 'local CPU'."""
+        if self.gpu_model:
+            return self.gpu_model
+        return "local CPU" if self.provider == "local" else f"CPU {self.instance_type or '?'}"
+
+    @property
+    def label(self) -> str:
+        """Configuration label: '4×g3.4xlarge', 'local ×2 proc'."""
+        if self.provider == "local":
+            return f"local ×{self.workers} proc"
+        base = f"{self.instances}×{self.instance_type}" if self.instance_type else self.profile
+        return base if self.gpus == self.workers else f"{base} ({self.workers} proc)"
+
+
+def runs_dir(root: str | Path | None = None) -> Path:
+    """The runs folder (see remote.runner.runs_root)."""
+    if root is not None:
+        return Path(root).expanduser()
+    from remote.runner import runs_root
+
+    return runs_root()
+
+
+def list_runs(root: str | Path | None = None) -> list[RunRecord]:
+    """Every run folder under ``root`` that has a summary.json, oldest first."""
+    folder = runs_dir(root)
+    if not folder.is_dir():
+        return []
+    records = [load_run(p) for p in sorted(folder.iterdir()) if (p / "summary.json").is_file()]
+    return sorted(records, key=lambda r: (r.started or 0.0, r.run_id))
+
+
+def resolve_runs(
+    refs: list[str], root: str | Path | None = None, catalog: Catalog | None = None
+) -> list[RunRecord]:
+    """Runs named by folder paths, run ids, sweep ids or CSV files (in that order of lookup)."""
+    out: list[RunRecord] = []
+    known: list[RunRecord] | None = None
+    for ref in refs:
+        path = Path(ref).expanduser()
+        if path.suffix.lower() == ".csv":
+            out.extend(import_csv(path, catalog))
+            continue
+        if path.is_dir() or len(path.parts) > 1:
+            out.append(load_run(path))
+            continue
+        folder = runs_dir(root) / ref
+        if folder.is_dir():
+            out.append(load_run(folder))
+            continue
+        known = list_runs(root) if known is None else known
+        sweep = [r for r in known if r.sweep == ref]
+        if not sweep:
+            raise InputError(
+                f"{ref}: no run folder, sweep id or CSV file of that name (looked in "
+                f"{runs_dir(root)})",
+                hint="`sentitop runs` lists the run ids and sweep ids",
+            )
+        out.extend(sweep)
+    return out
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(
+            f"{path.parent}: not a run folder ({path.name} missing)",
+            hint="pass a folder made by `sentitop run` or `sentitop sweep` (see `sentitop runs`)",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    return data
+
+
+def _num(data: dict[str, Any], key: str) -> float | None:
+    value = data.get(key)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _clean(value: Any) -> Any:
+    """``value`` without None/empty entries (raw and resolved profiles compare equal)."""
+    if isinstance(value, dict):
+        items = {k: _clean(v) for k, v in value.items()}
+        return {k: v for k, v in items.items() if v not in (None, [], {})}
+    return value
+
+
+def workload_keys(config: dict[str, Any]) -> tuple[str, str]:
+    """(workload, data_key) of a resolved profile: model + seq_len; data + preprocessing."""
+    train = config.get("train") or {}
+    pre = config.get("preprocess") or {}
+    workload = json.dumps(
+        _clean({"model": train.get("model"), "seq_len": pre.get("seq_len")}), sort_keys=True
+    )
+    data = json.dumps(
+        _clean(
+            {
+                "data": config.get("data"),
+                "vocab": pre.get("vocab_size"),
+                "seq_len": pre.get("seq_len"),
+                "test": pre.get("test_fraction"),
+                "max": train.get("max_train_samples"),
+            }
+        ),
+        sort_keys=True,
+    )
+    return workload, data
+
+
+def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
+    """A run folder's summary, profile, sweep tag and events as a RunRecord."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise InputError(
+            f"{folder}: no such run folder", hint="`sentitop runs` lists the recorded runs"
+        )
+    summary = _read_json(folder / "summary.json")
+    train = summary.get("train") if isinstance(summary.get("train"), dict) else {}
+    config = _profile_config(folder)
+    catalog = catalog or load_catalog()
+    provider = str(summary.get("provider") or config.get("provider") or "local")
+    workers = int(summary.get("world_size") or train.get("world_size") or 1)
+    instance_type, instances, gpus, gpu_model = _hardware(config, provider, workers, catalog)
+    per_epoch = train.get("per_epoch") or []
+    epoch_seconds = [
+        float(e["seconds"])
+        for e in per_epoch
+        if isinstance(e, dict) and isinstance(e.get("seconds"), int | float)
+    ]
+    lines = (summary.get("cost") or {}).get("lines") or []
+    rate = _num(summary, "usd_per_hour") or 0.0
+    train_rate = sum(
+        float(x.get("usd_per_hour", 0)) for x in lines if x.get("stage") != "preprocess"
+    )
+    sweep = _read_json(folder / SWEEP_FILE) if (folder / SWEEP_FILE).is_file() else {}
+    workload, data_key = workload_keys(config)
+    record = RunRecord(
+        run_id=folder.name,
+        source="folder",
+        path=folder,
+        profile=str(summary.get("profile") or config.get("name") or folder.name),
+        provider=provider,
+        status=str(summary.get("status") or "unknown"),
+        instance_type=instance_type,
+        instances=instances,
+        workers=workers,
+        gpus=gpus,
+        gpu_model=gpu_model,
+        usd_per_hour=train_rate or rate,
+        epochs=int(summary.get("epochs") or len(epoch_seconds)),
+        epoch_seconds=epoch_seconds,
+        mode="weak" if sweep.get("mode") == "weak" else "strong",
+        sweep=str(sweep["sweep"]) if sweep.get("sweep") else None,
+        wall_s=_num(summary, "wall_s"),
+        time_to_threshold_s=_num(summary, "time_to_threshold_s"),
+        loss_threshold=_num(train, "loss_threshold"),
+        accuracy=_num(summary, "accuracy"),
+        f1=_num(summary, "f1"),
+        samples_per_s=_num(summary, "samples_per_s"),
+        n_train=int(train["n_train"]) if isinstance(train.get("n_train"), int) else None,
+        global_batch=int(train["global_batch"])
+        if isinstance(train.get("global_batch"), int)
+        else None,
+        usd=_num(summary, "usd"),
+        started=_num(summary, "started"),
+        workload=workload,
+        data_key=data_key,
+    )
+    if (folder / "events.jsonl").is_file():
+        _add_events(record, folder / "events.jsonl")
+    return record
+
+
+def _profile_config(folder: Path) -> dict[str, Any]:
+    path = folder / "profile.yaml"
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"{path}: cannot read the resolved profile ({exc})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _hardware(
+    config: dict[str, Any], provider: str, workers: int, catalog: Catalog
+) -> tuple[str | None, int, int, str]:
+    """(instance_type, instances, gpus, gpu_model) of a resolved profile."""
+    if provider == "local":
+        return config.get("instance_type"), 1, 0, ""
+    nodes = [n for n in config.get("nodes") or [] if isinstance(n, dict)]
+    first: str | None = None
+    instances = gpus = 0
+    models: set[str] = set()
+    for node in nodes:
+        name = node.get("instance_type")
+        specs = catalog.specs(name) if name else None
+        first = first or name
+        count = int(node.get("count") or 1)
+        per = node.get("gpus") if node.get("gpus") is not None else (specs.gpus if specs else 0)
+        instances += count
+        gpus += int(per) * count
+        if specs is not None and specs.gpu_model:
+            models.add(specs.gpu_model)
+    return first, max(1, instances), min(gpus, workers), "+".join(sorted(models))
+
+
+def _add_events(record: RunRecord, path: Path) -> None:
+    """Phases, the loss curve, eval and preprocessing seconds from events.jsonl."""
+    train_t0: float | None = None
+    for event in read_events(path):
+        kind = event.get("type")
+        if kind == "stage_start" and event.get("stage") == "train" and "rank" in event:
+            train_t0 = float(event["t"])
+            if isinstance(event.get("threads"), int):
+                record.threads = int(event["threads"])
+        elif kind == "phase":
+            record.phases.append(event)
+            if event.get("rank") == 0 and isinstance(event.get("eval"), int | float):
+                record.eval_s += float(event["eval"])
+        elif kind == "step" and train_t0 is not None:
+            loss = event.get("smoothed_loss", event.get("loss"))
+            if isinstance(loss, int | float):
+                record.curve.append((float(event["t"]) - train_t0, float(loss)))
+        elif (
+            kind == "stage_end"
+            and event.get("stage") in ("synth", "preprocess")
+            and "rank" not in event
+        ):
+            record.prep_s += float(event.get("seconds") or 0.0)
+            record.data_cached = record.data_cached or bool(event.get("cached"))
+
+
+# ---------------------------------------------------------------------------- CSV import
+def import_csv(path: str | Path, catalog: Catalog | None = None) -> list[RunRecord]:
+    """Recorded runs from a CSV of published results (see :data:`CSV_COLUMNS`)."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such CSV file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
+    numbered = [
+        (n, line)
+        for n, line in enumerate(text.splitlines(), 1)
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    if not numbered:
+        raise InputError(f"{path}: no header row", hint=f"columns: {','.join(CSV_COLUMNS)}")
+    reader = csv.reader(io.StringIO("\n".join(line for _, line in numbered)))
+    rows = list(reader)
+    header = [h.strip() for h in rows[0]]
+    header_line = numbered[0][0]
+    unknown = [h for h in header if h not in CSV_COLUMNS]
+    missing = [c for c in ("run", "instance_type", "epochs", "seconds") if c not in header]
+    if unknown or missing:
+        raise InputError(
+            f"{path}:{header_line}: bad header"
+            + (f"; unknown column(s) {', '.join(unknown)}" if unknown else "")
+            + (f"; missing column(s) {', '.join(missing)}" if missing else ""),
+            hint=f"columns: {','.join(CSV_COLUMNS)}",
+        )
+    catalog = catalog or load_catalog()
+    records: list[RunRecord] = []
+    seen: dict[str, int] = {}
+    for (line_no, _), values in zip(numbered[1:], rows[1:], strict=True):
+        if len(values) != len(header):
+            raise InputError(
+                f"{path}:{line_no}: {len(values)} fields, the header has {len(header)}",
+                hint="quote fields that contain commas",
+            )
+        row = {h: v.strip() for h, v in zip(header, values, strict=True)}
+        record = _csv_record(row, path, line_no, catalog)
+        if record.run_id in seen:
+            raise InputError(
+                f"{path}:{line_no}: run: {record.run_id!r} repeats line {seen[record.run_id]}"
+            )
+        seen[record.run_id] = line_no
+        records.append(record)
+    return records
+
+
+class _Row:
+    """Typed access to one CSV row; errors name file:line: field."""
+
+    def __init__(self, row: dict[str, str], path: Path, line: int) -> None:
+        self.row, self.path, self.line = row, path, line
+
+    def fail(self, name: str, problem: str) -> InputError:
+        return InputError(
+            f"{self.path}:{self.line}: {name}: {problem}", hint=f"{name}: {CSV_COLUMNS[name]}"
+        )
+
+    def text(self, name: str, *, required: bool = False) -> str:
+        value = self.row.get(name, "")
+        if required and not value:
+            raise self.fail(name, "is empty")
+        return value
+
+    def number(
+        self,
+        name: str,
+        *,
+        required: bool = False,
+        integer: bool = False,
+        low: float | None = None,
+        high: float | None = None,
+        strict_low: bool = False,
+    ) -> float | None:
+        value = self.text(name, required=required).replace("_", "").replace(",", "")
+        if not value:
+            return None
+        try:
+            number = float(value)
+        except ValueError:
+            raise self.fail(name, f"{value!r} is not a number") from None
+        if not math.isfinite(number) or (integer and number != int(number)):
+            raise self.fail(name, f"{value!r} is not {'an integer' if integer else 'finite'}")
+        if low is not None and (number <= low if strict_low else number < low):
+            raise self.fail(name, f"{value} must be {'>' if strict_low else '>='} {low:g}")
+        if high is not None and number > high:
+            raise self.fail(name, f"{value} must be <= {high:g}")
+        return number
+
+    def choice(self, name: str, allowed: tuple[str, ...]) -> str:
+        value = self.text(name) or allowed[0]
+        if value not in allowed:
+            raise self.fail(name, f"{value!r} is not one of {', '.join(allowed)}")
+        return value
+
+
+def _csv_record(raw: dict[str, str], path: Path, line: int, catalog: Catalog) -> RunRecord:
+    row = _Row(raw, path, line)
+    run_id = row.text("run", required=True)
+    instance_type = row.text("instance_type", required=True)
+    specs = catalog.specs(instance_type)
+    count = int(row.number("count", integer=True, low=1) or 1)
+    gpus_given = row.number("gpus", integer=True, low=0)
+    if gpus_given is None and specs is None:
+        raise row.fail(
+            "instance_type",
+            f"{instance_type!r} is not in the catalog; give the "
+            "gpus, gpu_model and usd_per_hour columns",
+        )
+    gpus = int(gpus_given if gpus_given is not None else specs.gpus * count)  # type: ignore[union-attr]
+    price = row.number("usd_per_hour", low=0)
+    if price is None:
+        if specs is None or specs.on_demand_usd is None:
+            raise row.fail("usd_per_hour", f"empty and no catalog price for {instance_type!r}")
+        price = specs.on_demand_usd
+    epochs = int(row.number("epochs", required=True, integer=True, low=1) or 1)
+    seconds = row.number("seconds", required=True, low=0, strict_low=True) or 0.0
+    n_train = row.number("n_train", integer=True, low=1)
+    return RunRecord(
+        run_id=run_id,
+        source="csv",
+        path=path,
+        line=line,
+        profile=row.text("profile") or path.stem,
+        provider="ec2",
+        status="ok",
+        instance_type=instance_type,
+        instances=count,
+        workers=max(1, gpus),
+        gpus=gpus,
+        gpu_model=row.text("gpu_model") or (specs.gpu_model if specs else ""),
+        usd_per_hour=price * count,
+        epochs=epochs,
+        epoch_seconds=[seconds / epochs] * epochs,
+        billing=row.choice("billing", BILLINGS),  # type: ignore[arg-type]
+        mode=row.choice("mode", ("strong", "weak")),  # type: ignore[arg-type]
+        sweep=row.text("series") or None,
+        wall_s=seconds,
+        time_to_threshold_s=row.number("time_to_threshold_s", low=0),
+        accuracy=row.number("accuracy", low=0, high=1),
+        f1=row.number("f1", low=0, high=1),
+        samples_per_s=row.number("samples_per_s", low=0),
+        n_train=int(n_train) if n_train is not None else None,
+        usd=row.number("usd", low=0),
+        note=row.text("note"),
+        workload=row.text("profile") or path.stem,
+        data_key=row.text("profile") or path.stem,
+    )

@@ -1,0 +1,105 @@
+"""Speedup/efficiency (strong, weak, time to threshold), $ for N epochs, Pareto, deadline pick."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remote.review.metrics import (
+    ConfigMetrics,
+    billed_usd,
+    cheapest_within,
+    pareto_front,
+    series_metrics,
+)
+from remote.runs_store import load_run
+
+
+def test_strong_scaling_with_threshold(make_run: Callable[..., Path]) -> None:
+    runs = [
+        load_run(make_run("a", nproc=1, epoch_s=[10.0, 10.0], sync_s=0.0, tts=30.0)),
+        load_run(make_run("b", nproc=2, epoch_s=[8.0, 8.0], sync_s=1.0, tts=20.0)),
+    ]
+    s = series_metrics(runs, epochs=5)
+    one, two = s.configs
+    assert s.baseline is one and s.mode == "strong"
+    assert (two.speedup, two.efficiency) == pytest.approx((1.25, 0.625))
+    assert (two.speedup_tts, two.efficiency_tts) == pytest.approx((1.5, 0.75))
+    assert two.hours == pytest.approx(40 / 3600)
+    assert two.usd == pytest.approx(billed_usd(40, 0.096))  # 60 s minimum applies
+    assert two.usd == pytest.approx(60 * 0.096 / 3600)
+    assert two.usd_per_point == pytest.approx(two.usd / 80)
+
+
+def test_weak_scaling_efficiency(make_run: Callable[..., Path]) -> None:
+    runs = [
+        load_run(make_run(n, nproc=w, epoch_s=[s], sync_s=0.0, sweep="w", mode="weak"))
+        for n, w, s in (("a", 1, 10.0), ("b", 2, 12.5), ("c", 4, 20.0))
+    ]
+    s = series_metrics(runs)
+    assert s.mode == "weak"
+    assert [c.efficiency for c in s.configs] == pytest.approx([1.0, 0.8, 0.5])
+    assert [c.speedup for c in s.configs] == pytest.approx([1.0, 1.6, 2.0])
+
+
+def test_repeated_configuration_pools_runs(make_run: Callable[..., Path]) -> None:
+    runs = [
+        load_run(make_run("a", nproc=1, epoch_s=[9.0, 11.0], sync_s=0.0)),
+        load_run(make_run("b", nproc=1, epoch_s=[30.0], sync_s=0.0)),
+    ]
+    (cfg,) = series_metrics(runs).configs
+    assert cfg.epoch_s == 11.0 and len(cfg.runs) == 2  # median of 9, 11, 30
+
+
+def test_no_measured_epoch_is_an_error(make_run: Callable[..., Path]) -> None:
+    run = load_run(make_run("a", nproc=1, epoch_s=[], sync_s=0.0, status="failed"))
+    with pytest.raises(ValueError, match="no run with measured epochs"):
+        series_metrics([run])
+
+
+def _cfg(hours: float, usd: float) -> ConfigMetrics:
+    return ConfigMetrics(
+        label=f"{hours}/{usd}",
+        workers=1,
+        hardware="x",
+        usd_per_hour=1.0,
+        billing="per_second",
+        runs=[],
+        epoch_s=1.0,
+        time_to_threshold_s=None,
+        samples_per_s=None,
+        accuracy=None,
+        mode="strong",
+        hours=hours,
+        usd=usd,
+    )
+
+
+points = st.lists(st.tuples(st.floats(0.1, 100), st.floats(0.1, 100)), min_size=1, max_size=12)
+
+
+@settings(deadline=None, max_examples=200)
+@given(points, st.floats(0.1, 120))
+def test_pareto_front_and_pick(pts: list[tuple[float, float]], deadline: float) -> None:
+    cfgs = [_cfg(h, u) for h, u in pts]
+    front = pareto_front(cfgs)
+
+    def dominates(a: ConfigMetrics, b: ConfigMetrics) -> bool:
+        return a.hours <= b.hours and a.usd <= b.usd and (a.hours < b.hours or a.usd < b.usd)
+
+    assert front and all(not dominates(o, f) for f in front for o in cfgs)
+    assert all(c in front or any(dominates(f, c) for f in front) for c in cfgs)
+    pick = cheapest_within(cfgs, deadline)
+    meeting = [c for c in cfgs if c.hours <= deadline]
+    if not meeting:
+        assert pick is None
+    else:
+        assert pick is not None and pick.hours <= deadline
+        assert pick.usd == min(c.usd for c in meeting)
+        assert pick in front or any(f.usd == pick.usd and f.hours <= pick.hours for f in front)
+    assert not math.isnan(front[0].hours)

@@ -1,0 +1,73 @@
+"""Reports: Markdown with the $/hours table and five PNG plots; dashboard view data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from remote.review.report import PLOTS, write_report
+from remote.review.views import cost_speed_data
+from remote.runs_store import import_csv, list_runs
+from tests.review.conftest import SEED_CSV
+from tui.cli import main
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_report_of_local_runs(
+    make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_run("a", nproc=1, epoch_s=[10.0, 10.0], sync_s=0.2, tts=14.0, sweep="sw")
+    make_run("b", nproc=2, epoch_s=[6.0, 6.0], sync_s=1.0, tts=9.0, sweep="sw")
+    out = tmp_path / "out"
+    assert (
+        main(
+            [
+                "report",
+                "sw",
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--output",
+                str(out),
+                "--epochs",
+                "4",
+                "--deadline",
+                "0.01",
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "cheapest within 0.01 h: local ×2 proc" in printed  # only it: 24 s
+    for name in PLOTS.values():
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG) and len(data) > 10_000, name
+    text = (out / "report.md").read_text()
+    assert "| local ×2 proc | 2 | local CPU |" in text
+    assert "speedup 1.67, efficiency 0.83 (by time to threshold 1.56 / 0.78)" in text
+    assert "h for 4 ep" in text and "Cheapest within 0.01 h: local ×2 proc" in text
+    for name in PLOTS.values():
+        assert f"]({name})" in text
+
+
+@pytest.mark.slow
+def test_report_of_the_seed_study_without_deadline_pick(tmp_path: Path) -> None:
+    report = write_report(import_csv(SEED_CSV), tmp_path, deadline_h=1.0)
+    text = report.markdown.read_text()
+    assert report.pick is None
+    assert "No configuration meets the 1 h deadline" in text and "2×g3.16xlarge at 2.65 h" in text
+    assert (
+        "| 4×g3.4xlarge | 4 | M60 | 4.56 | 1,397.3 | 13,973 | 3.88 | $17.69 | 2.57 | 0.64 |" in text
+    )
+
+
+def test_view_data(make_run: Callable[..., Path], tmp_path: Path) -> None:
+    data = cost_speed_data(import_csv(SEED_CSV), deadline_h=4.0)
+    assert [p.label for p in data.points if p.is_pick] == ["4×g3.4xlarge"]
+    assert data.front[0] == pytest.approx((2.65, 24.168)) and all(p.on_front for p in data.points)
+    make_run("failed", nproc=1, epoch_s=[], sync_s=0.0, status="failed")
+    empty = cost_speed_data(list_runs(tmp_path / "runs"))
+    assert not empty.points and "finished at least one epoch" in empty.message

@@ -1,0 +1,149 @@
+"""Runs store: run folders, sweep tags, CSV import and its errors (file:line: field, exit 2)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine.errors import InputError
+from remote.runs_store import CSV_COLUMNS, import_csv, list_runs, load_run, resolve_runs
+from tests.review.conftest import SEED_CSV
+from tui.cli import main
+
+HEADER = "run,instance_type,count,epochs,seconds,billing"
+
+
+def _csv(tmp_path: Path, *rows: str, header: str = HEADER) -> Path:
+    path = tmp_path / "runs.csv"
+    path.write_text("# a comment line\n" + header + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_load_run_reads_summary_events_and_sweep(make_run: Callable[..., Path]) -> None:
+    folder = make_run(
+        "r1",
+        nproc=2,
+        epoch_s=[10.0, 12.0],
+        sync_s=1.0,
+        prep_s=3.0,
+        sweep="sw-1",
+        mode="weak",
+        tts=15.0,
+    )
+    run = load_run(folder)
+    assert (run.workers, run.epochs, run.train_s, run.epoch_s) == (2, 2, 22.0, 11.0)
+    assert (run.sweep, run.mode, run.label, run.hardware) == (
+        "sw-1",
+        "weak",
+        "local ×2 proc",
+        "local CPU",
+    )
+    assert len(run.phases) == 4 and run.eval_s == pytest.approx(1.0)
+    assert run.prep_s == 3.0 and not run.data_cached
+    assert run.curve and run.curve[0][0] > 0 and run.time_to_threshold_s == 15.0
+    assert run.usd_per_hour == pytest.approx(0.096) and run.n_train == 1000
+
+
+def test_list_and_resolve(make_run: Callable[..., Path], tmp_path: Path) -> None:
+    make_run("a", nproc=1, epoch_s=[5.0], sync_s=0.1, sweep="sw")
+    make_run("b", nproc=2, epoch_s=[4.0], sync_s=0.3, sweep="sw")
+    make_run("c", nproc=2, epoch_s=[4.0], sync_s=0.3)
+    (tmp_path / "runs" / "not-a-run").mkdir()  # no summary.json: skipped by the listing
+    root = tmp_path / "runs"
+    assert [r.run_id for r in list_runs(root)] == ["a", "b", "c"]
+    assert [r.run_id for r in resolve_runs(["sw"], root)] == ["a", "b"]
+    assert [r.run_id for r in resolve_runs(["c", str(root / "a")], root)] == ["c", "a"]
+    assert len(resolve_runs([str(SEED_CSV)], root)) == 3
+    with pytest.raises(InputError, match="nosuch: no run folder, sweep id or CSV"):
+        resolve_runs(["nosuch"], root)
+    with pytest.raises(InputError, match=r"not-a-run: not a run folder \(summary.json missing"):
+        resolve_runs([str(root / "not-a-run")], root)
+
+
+def test_broken_summary_names_the_file(make_run: Callable[..., Path]) -> None:
+    folder = make_run("r", nproc=1, epoch_s=[1.0], sync_s=0.0)
+    (folder / "summary.json").write_text('{"status": "ok",\n "x": }')
+    with pytest.raises(InputError, match=r"summary.json:2: invalid JSON"):
+        load_run(folder)
+
+
+def test_csv_defaults_from_catalog(tmp_path: Path) -> None:
+    (run,) = import_csv(_csv(tmp_path, "x,g5.12xlarge,2,3,900,"))
+    assert (run.gpus, run.workers, run.gpu_model) == (8, 8, "A10G")
+    assert run.usd_per_hour == pytest.approx(2 * 5.672)
+    assert run.epoch_seconds == [300.0] * 3 and run.billing == "per_second"
+    assert (run.line, run.source) == (3, "csv")
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("x,g3.4xlarge,1,ten,100,", r":3: epochs: 'ten' is not a number"),
+        ("x,g3.4xlarge,1,2.5,100,", r":3: epochs: '2.5' is not an integer"),
+        ("x,g3.4xlarge,1,0,100,", r":3: epochs: 0 must be >= 1"),
+        ("x,g3.4xlarge,1,10,0,", r":3: seconds: 0 must be > 0"),
+        ("x,g3.4xlarge,1,10,,", r":3: seconds: is empty"),
+        (",g3.4xlarge,1,10,5,", r":3: run: is empty"),
+        ("x,g3.4xlarge,1,10,5,hourly", r":3: billing: 'hourly' is not one of per_second"),
+        ("x,zz.9xlarge,1,10,5,", r":3: instance_type: 'zz.9xlarge' is not in the catalog"),
+        ("x,g3.4xlarge,1,10", r":3: 4 fields, the header has 6"),
+        ("x,g3.4xlarge,-1,10,5,", r":3: count: -1 must be >= 1"),
+        ("x,g3.4xlarge,1,10,nan,", r":3: seconds: 'nan' is not finite"),
+    ],
+)
+def test_malformed_rows_name_file_line_field(tmp_path: Path, row: str, message: str) -> None:
+    path = _csv(tmp_path, row)
+    with pytest.raises(InputError, match=str(path).replace(".", r"\.") + message):
+        import_csv(path)
+
+
+def test_header_and_duplicates(tmp_path: Path) -> None:
+    with pytest.raises(
+        InputError,
+        match=r"runs\.csv:2: bad header; unknown column\(s\) secs; "
+        r"missing column\(s\) seconds",
+    ):
+        import_csv(_csv(tmp_path, "x,g3.4xlarge,1,10,5,", header=HEADER.replace("seconds", "secs")))
+    with pytest.raises(InputError, match=r":4: run: 'x' repeats line 3"):
+        import_csv(_csv(tmp_path, "x,g3.4xlarge,1,10,5,", "x,g3.4xlarge,2,10,5,"))
+    with pytest.raises(InputError, match="no such CSV file"):
+        import_csv(tmp_path / "missing.csv")
+    assert set(CSV_COLUMNS) >= set(HEADER.split(","))
+
+
+def test_cli_exit_2_on_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = _csv(tmp_path, "x,g3.4xlarge,1,10,five,")
+    assert main(["report", str(bad), "--output", str(tmp_path / "out")]) == 2
+    assert f"{bad}:3: seconds: 'five' is not a number" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "report",
+                "no-such-run",
+                "--runs-dir",
+                str(tmp_path),
+                "--output",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
+    assert "no-such-run: no run folder" in capsys.readouterr().err
+    assert main(["runs", "--import", str(bad)]) == 2
+
+
+def test_runs_json(
+    make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    make_run("a", nproc=1, epoch_s=[5.0], sync_s=0.1, sweep="sw")
+    assert (
+        main(["runs", "--runs-dir", str(tmp_path / "runs"), "--json", "--import", str(SEED_CSV)])
+        == 0
+    )
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["run"] for r in rows][:2] == ["a", "seed-1xg3.4xlarge"]
+    assert rows[0]["sweep"] == "sw" and rows[0]["epoch_s"] == 5.0

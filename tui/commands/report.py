@@ -1,0 +1,69 @@
+"""`sentitop report RUN... --output DIR`: Markdown + PNG cost/speed review of a series of runs.
+
+RUN is a run folder, a run id or sweep id under the runs folder, or a CSV file of published
+results (see remote.runs_store.CSV_COLUMNS).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    """Add the `report` subcommand."""
+    parser = sub.add_parser(
+        "report",
+        help="cost/speed report with plots of some runs",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "runs", nargs="+", metavar="RUN", help="run folder, run id, sweep id or CSV file"
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="folder for report.md and the PNG plots",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        metavar="N",
+        help="epochs the $ and hours are for (default: the runs')",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        metavar="H",
+        help="hours: highlight the cheapest configuration within them",
+    )
+    parser.add_argument("--runs-dir", type=Path, help="runs folder (default ./runs)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the report; exit 2 on unknown runs or bad CSV rows."""
+    from engine.errors import InputError
+    from remote.review.report import write_report
+    from remote.runs_store import resolve_runs
+
+    if args.epochs is not None and args.epochs < 1:
+        raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
+    if args.deadline is not None and not args.deadline > 0:
+        raise InputError(f"--deadline {args.deadline}: expected hours > 0")
+    runs = resolve_runs(args.runs, args.runs_dir)
+    report = write_report(runs, args.output, epochs=args.epochs, deadline_h=args.deadline)
+    print(f"report: {report.markdown}")
+    for path in report.plots.values():
+        print(f"plot:   {path}")
+    if report.pick is not None:
+        print(
+            f"cheapest within {args.deadline:g} h: {report.pick.label} "
+            f"({report.pick.hours:.2f} h, ${report.pick.usd:.2f})"
+        )
+    return 0

@@ -1,0 +1,99 @@
+"""`sentitop runs [--json]`: the recorded runs (run folders) with their sweep, cost and speed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    """Add the `runs` subcommand."""
+    parser = sub.add_parser("runs", help="list recorded runs", description=__doc__)
+    parser.add_argument("--runs-dir", type=Path, help="runs folder (default ./runs)")
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="CSV",
+        help="also list published runs from this CSV",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(func=run)
+
+
+def row(r: Any) -> dict[str, Any]:
+    """One run as JSON-ready fields."""
+    return {
+        "run": r.run_id,
+        "source": r.source,
+        "path": str(r.path) + (f":{r.line}" if r.line else ""),
+        "profile": r.profile,
+        "provider": r.provider,
+        "status": r.status,
+        "configuration": r.label,
+        "hardware": r.hardware,
+        "workers": r.workers,
+        "epochs": r.epochs,
+        "epoch_s": None if math.isnan(r.epoch_s) else round(r.epoch_s, 3),
+        "wall_s": r.wall_s,
+        "time_to_threshold_s": r.time_to_threshold_s,
+        "accuracy": r.accuracy,
+        "samples_per_s": r.samples_per_s,
+        "usd": r.usd,
+        "usd_per_hour": r.usd_per_hour,
+        "sweep": r.sweep,
+        "mode": r.mode,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the runs (oldest first)."""
+    from remote.runs_store import import_csv, list_runs, runs_dir
+
+    records = list_runs(args.runs_dir)
+    for path in args.imports:
+        records.extend(import_csv(path))
+    if args.json:
+        print(json.dumps([row(r) for r in records], indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not records:
+        console.print(f"no runs in {runs_dir(args.runs_dir)}")
+        return 0
+    table = Table(title=f"runs in {runs_dir(args.runs_dir)}")
+    for col in (
+        "run",
+        "status",
+        "configuration",
+        "epochs",
+        "epoch s",
+        "wall s",
+        "accuracy",
+        "$",
+        "sweep",
+    ):
+        table.add_column(
+            col, justify="left" if col in ("run", "status", "configuration", "sweep") else "right"
+        )
+    for r in records:
+        table.add_row(
+            r.run_id,
+            r.status,
+            r.label,
+            str(r.epochs),
+            "" if math.isnan(r.epoch_s) else f"{r.epoch_s:,.1f}",
+            "" if r.wall_s is None else f"{r.wall_s:,.1f}",
+            "" if r.accuracy is None else f"{r.accuracy:.3f}",
+            "" if r.usd is None else f"{r.usd:.4f}",
+            (r.sweep or "") + (f" ({r.mode})" if r.sweep else ""),
+        )
+    console.print(table)
+    return 0
