@@ -1,0 +1,102 @@
+"""`sentitop sweep PROFILE --nproc 1,2,4 [--weak] [--epochs N]`: a strong or weak scaling series."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    """Add the `sweep` subcommand."""
+    parser = sub.add_parser(
+        "sweep", help="run a profile at several worker counts (scaling)", description=__doc__
+    )
+    parser.add_argument("profile", help="profile file or name")
+    parser.add_argument(
+        "--nproc",
+        required=True,
+        metavar="N,N,...",
+        help="worker counts, e.g. 1,2,4 (local: processes; EC2: GPUs)",
+    )
+    parser.add_argument(
+        "--weak",
+        action="store_true",
+        help="weak scaling: data and global batch grow with the workers",
+    )
+    parser.add_argument(
+        "--per-worker",
+        type=int,
+        metavar="N",
+        help="weak scaling: training samples of the smallest run "
+        "(default: the profile's train.max_train_samples)",
+    )
+    parser.add_argument("--epochs", type=int, metavar="N", help="override train.epochs")
+    parser.add_argument("--runs-dir", type=Path, help="where run folders go (default ./runs)")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="write the review report of the sweep into DIR afterwards",
+    )
+    parser.add_argument("--json", action="store_true", help="print the run summaries as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the series; exit 0 when every run is ok, 130 when interrupted, else 1."""
+    from engine.errors import InputError
+    from remote.profile import load_profile
+    from remote.sweep import parse_counts, plan_sweep, run_sweep
+
+    if args.epochs is not None and args.epochs < 1:
+        raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
+    profile = load_profile(args.profile)
+    plan = plan_sweep(
+        profile,
+        parse_counts(args.nproc),
+        weak=args.weak,
+        epochs=args.epochs,
+        per_worker=args.per_worker,
+    )
+    err = sys.stderr
+
+    def on_run(index: int, outcome: Any) -> None:
+        s = outcome.summary
+        print(
+            f"[{index + 1}/{len(plan.profiles)}] {plan.counts[index]} worker(s): "
+            f"{outcome.status} in {s.get('wall_s', 0):.1f} s, ${s.get('usd', 0):.4f} "
+            f"— {outcome.run_dir}",
+            file=err,
+            flush=True,
+        )
+
+    print(
+        f"sweep {plan.sweep_id}: {plan.mode} scaling over {plan.counts} worker(s)",
+        file=err,
+        flush=True,
+    )
+    outcomes = asyncio.run(run_sweep(plan, runs_dir=args.runs_dir, on_run=on_run))
+    if args.json:
+        print(
+            json.dumps(
+                {"sweep": plan.sweep_id, "mode": plan.mode, "runs": [o.summary for o in outcomes]},
+                indent=2,
+            )
+        )
+    else:
+        print(f"sweep id: {plan.sweep_id}  (`sentitop report {plan.sweep_id} --output DIR`)")
+    if args.report is not None:
+        from remote.review.report import write_report
+        from remote.runs_store import load_run
+
+        ok = [load_run(o.run_dir) for o in outcomes if o.status == "ok"]
+        if ok:
+            report = write_report(ok, args.report)
+            print(f"report: {report.markdown}")
+    if any(o.status == "interrupted" for o in outcomes):
+        return 130
+    return 0 if all(o.status == "ok" for o in outcomes) else 1

@@ -1,0 +1,86 @@
+"""CostSpeedView: $ vs hours of the selected runs' configurations, Pareto frontier, efficiency."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Group
+from rich.text import Text
+from textual.widget import Widget
+
+from remote.review.views import CostSpeedData
+from tui.widgets.braille import PlotLine, format_usd, nice_number, render_plot
+
+BAR = 24
+"""Cells of a full (efficiency 1.0) bar."""
+
+
+def render_cost_speed(data: CostSpeedData, width: int, height: int) -> Group | Text:
+    """The scatter (frontier as a line, one dot per configuration) above efficiency bars."""
+    if not data.points:
+        return Text(data.message or "no runs", style="dim")
+    bars = len(data.points) + 1
+    lines = [
+        PlotLine(
+            "frontier",
+            np.array([p[0] for p in data.front]),
+            np.array([p[1] for p in data.front]),
+            color="#ffaf5f",
+        )
+    ]
+    hours = [p.hours for p in data.points]
+    tick = (max(hours) - min(hours)) * 0.01 or max(hours) * 0.01 or 0.01
+    for p in data.points:  # a short dash, so a single point shows as a dot
+        mark = "★ " if p.is_pick else ("◆ " if p.on_front else "")
+        lines.append(
+            PlotLine(
+                mark + p.label, np.array([p.hours - tick, p.hours + tick]), np.array([p.usd, p.usd])
+            )
+        )
+    chart = render_plot(
+        lines, width, max(4, height - bars), x_format=nice_number, y_format=format_usd, y_min=0.0
+    )
+    rows = [
+        Text(
+            f"efficiency vs {data.baseline} ({data.mode}, {data.epochs} epochs; "
+            "◆ frontier, ★ cheapest within the deadline)",
+            style="bold",
+        )
+    ]
+    for p in data.points:
+        filled = round(max(0.0, min(1.2, p.efficiency)) * BAR)
+        row = Text(f"{p.label[:18]:<18} ")
+        row.append("█" * filled, style="green" if p.efficiency >= 0.7 else "yellow")
+        row.append(f" {p.efficiency:.2f}  ×{p.speedup:.2f}  {p.hours:.3g} h  ${p.usd:.4g}")
+        rows.append(row)
+    return Group(chart, *rows)
+
+
+class CostSpeedView(Widget):
+    """Cost/speed view of some runs; call :meth:`set_data` with remote.review.views data."""
+
+    DEFAULT_CSS = """
+    CostSpeedView {
+        height: 1fr;
+        min-height: 10;
+        border: round $primary 40%;
+        border-title-color: $text;
+    }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.border_title = "$ vs hours"
+        self.data: CostSpeedData | None = None
+        """What is drawn now (None: nothing selected)."""
+
+    def set_data(self, data: CostSpeedData) -> None:
+        """Replace the data and redraw."""
+        self.data = data
+        self.border_title = f"$ vs hours for {data.epochs} epochs" if data.points else "$ vs hours"
+        self.refresh()
+
+    def render(self) -> Group | Text:
+        """Draw at the widget's current size."""
+        if self.data is None:
+            return Text("select runs to compare their cost and speed", style="dim")
+        return render_cost_speed(self.data, self.size.width, self.size.height)
