@@ -16,12 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -69,12 +71,18 @@ def bare_tokenise(path: Path) -> float:
     return time.perf_counter() - start
 
 
-def timed_run(path: Path, out: Path, workers: int) -> tuple[float, dict[str, object]]:
-    """Seconds and stats of one end-to-end run."""
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed_run(path: Path, out: Path, workers: int) -> tuple[float, float, dict[str, Any]]:
+    """Wall seconds, CPU seconds (this process + its reaped workers) and stats of one run."""
     cfg = PreprocessConfig(inputs=[str(path)], output=str(out), workers=workers)
-    start = time.perf_counter()
+    cpu, start = _cpu_seconds(), time.perf_counter()
     stats = run_preprocess(cfg)
-    return time.perf_counter() - start, stats
+    return time.perf_counter() - start, _cpu_seconds() - cpu, stats
 
 
 def _tree_rss(pid: int) -> int:
@@ -151,8 +159,8 @@ def main() -> None:
     mb = small.stat().st_size / 1e6
 
     bare_s = bare_tokenise(small)
-    one_s, stats = timed_run(small, work / "out1", 1)
-    two_s, stats2 = timed_run(small, work / "out2", 2)
+    one_s, one_cpu, stats = timed_run(small, work / "out1", 1)
+    two_s, two_cpu, stats2 = timed_run(small, work / "out2", 2)
     bare_s2 = bare_tokenise(small)  # again, to bracket machine noise
     bare_rate = mb / min(bare_s, bare_s2)
     one_rate, two_rate = mb / one_s, mb / two_s
@@ -167,6 +175,9 @@ def main() -> None:
         "fraction_of_bare_loop": round(one_rate / bare_rate, 3),
         "end_to_end_2_workers_mb_s": round(two_rate, 1),
         "speedup_2_vs_1": round(one_s / two_s, 2),
+        "cpu_s_1_worker": round(one_cpu, 1),
+        "cpu_s_2_workers": round(two_cpu, 1),
+        "load_average_1min": round(os.getloadavg()[0], 1),
         "peak_rss_mb_small": round(rss_small / 1e6),
         "peak_rss_mb_big": round(rss_big / 1e6),
         "big_input_mb": round(big.stat().st_size / 1e6),
@@ -183,6 +194,10 @@ def main() -> None:
     print(
         f"end to end, 2 workers:         {two_rate:6.1f} MB/s  "
         f"= {one_s / two_s:.2f}x one worker (target >= 1.7x)"
+    )
+    print(
+        f"CPU seconds:                   {one_cpu:.1f} (1 worker), {two_cpu:.1f} (2 workers): "
+        f"parallel overhead {two_cpu / one_cpu - 1:+.0%}; load average {os.getloadavg()[0]:.1f}"
     )
     print(
         f"peak RSS (all processes):      {rss_small / 1e6:6.0f} MB at {mb:.0f} MB input, "
