@@ -372,8 +372,8 @@ class SSHCluster(Cluster):
     # -- files ---------------------------------------------------------------------------------
     async def put_data(self, local: str | Path) -> dict[str, str]:
         """Copy a file or folder to every node (skipped if there); with shared_fs, no copy."""
-        path = Path(local).expanduser()
-        if self.shared_fs:
+        path = Path(local).expanduser().absolute()
+        if self.shared_fs:  # the nodes mount the same files at the same path
             return {node: str(path) for node in self._nodes}
         if not path.exists():
             raise LaunchError(f"data path {path} does not exist")

@@ -233,8 +233,11 @@ async def test_ignoring_sigterm_gets_sigkill_after_the_grace(tmp_path: Path) -> 
     assert not alive(pid)
 
 
-def test_a_killed_launcher_leaves_no_node_process(tmp_path: Path) -> None:
-    """kill -9 of sentitop itself: the wrapper's stdin watchdog kills the node's group."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_an_interrupted_or_killed_launcher_leaves_no_node_process(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Ctrl-C: teardown stops the node; kill -9 of sentitop: the wrapper's watchdog does."""
     marker = tmp_path / "pid"
     launcher = tmp_path / "launcher.py"
     launcher.write_text(
@@ -262,8 +265,9 @@ def test_a_killed_launcher_leaves_no_node_process(tmp_path: Path) -> None:
             time.sleep(0.05)
         orphan = int(marker.read_text())
         assert alive(orphan)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        proc.send_signal(sig)
+        proc.wait(20)
+        assert proc.returncode != 0
         deadline = time.monotonic() + 10
         while alive(orphan) and time.monotonic() < deadline:
             time.sleep(0.1)

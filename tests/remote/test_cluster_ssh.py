@@ -352,3 +352,62 @@ async def test_lost_connection_lets_the_watchdog_kill_the_remote_group(
     while _alive(child) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
     assert not _alive(child)
+
+
+LAUNCHER = """
+import asyncio, sys
+from remote.clusters import Command
+from remote.clusters.ssh import SSHCluster, SSHNode
+
+host1, host2, port, user, key, known_hosts, workdir, run_dir = sys.argv[1:]
+
+async def main():
+    nodes = [SSHNode(name=n, host=h, port=int(port), user=user, key=key)
+             for n, h in (("a", host1), ("b", host2))]
+    cluster = SSHCluster(nodes, workdir=workdir, known_hosts=known_hosts, probe_torch=False)
+    async with cluster:
+        await cluster.start(run_dir)
+        script = 'setsid sleep 300 & echo $! > "$(pwd)/child.pid"; wait'
+        await cluster.run({n: Command(argv=("sh", "-c", script)) for n in cluster.nodes},
+                          stage="sigint")
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_interrupted_or_killed_launcher_leaves_nothing_on_the_nodes(
+    sshd: LoopbackSSHD, tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Ctrl-C stops the nodes through teardown; kill -9 through the watchdogs."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(LAUNCHER)
+    workdir, run_dir = tmp_path / "wd", tmp_path / "runs" / "sig"
+    argv = [sys.executable, str(launcher), *sshd.hosts, str(sshd.port), sshd.user,
+            str(sshd.key), str(sshd.known_hosts), str(workdir), str(run_dir)]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    markers = [workdir / "runs" / "sig" / n / "child.pid" for n in ("a", "b")]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(m.exists() and m.read_text().strip() for m in markers):
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "node commands did not start"
+            time.sleep(0.1)
+        children = [int(m.read_text()) for m in markers]
+        assert all(_alive(pid) for pid in children)
+        proc.send_signal(sig)
+        proc.wait(20)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [pid for pid in children if _alive(pid)] == []
+        assert proc.returncode != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
