@@ -269,9 +269,10 @@ class SSHCluster(Cluster):
             ) from None
 
     async def _prepare(self) -> None:
-        specs = list(self._nodes.values())
-        conns = await _on_every_node(self.nodes, [self._connect(spec) for spec in specs])
-        self._conns.update(zip(self.nodes, conns, strict=True))
+        async def connect(spec: SSHNode) -> None:  # kept at once: stop() closes what opened
+            self._conns[spec.name] = await self._connect(spec)
+
+        await _on_every_node(self.nodes, [connect(spec) for spec in self._nodes.values()])
         digest, bundle = code_bundle()
         await _on_every_node(self.nodes, [self._setup(n, digest, bundle) for n in self.nodes])
 

@@ -270,13 +270,27 @@ async def test_refused_auth_is_one_clear_error(sshd: LoopbackSSHD, tmp_path: Pat
 
 
 async def test_unreachable_host_is_one_clear_error(sshd: LoopbackSSHD, tmp_path: Path) -> None:
-    port = free_port("127.0.0.2")  # nothing listens there
-    nodes = [SSHNode(name="a", host="127.0.0.2", port=port, user=sshd.user, key=str(sshd.key))]
+    port = free_port("127.0.0.3")  # nothing listens there
+    nodes = [
+        SSHNode(name="a", host="127.0.0.2", port=sshd.port, user=sshd.user, key=str(sshd.key)),
+        SSHNode(name="b", host="127.0.0.3", port=port, user=sshd.user, key=str(sshd.key)),
+    ]
     cluster = SSHCluster(nodes, known_hosts=sshd.known_hosts, connect_timeout=5)
+    open_at_teardown: list[str] = []
+    disconnect = cluster._disconnect
+
+    async def spy() -> None:
+        open_at_teardown.extend(cluster._conns)
+        await disconnect()
+
+    cluster._disconnect = spy  # type: ignore[method-assign]
     with pytest.raises(LaunchError) as caught:
         async with cluster:
             await cluster.start(tmp_path / "runs" / "r")
-    assert f"node a: cannot reach 127.0.0.2:{port}" in caught.value.message
+    assert open_at_teardown == ["a"]  # the node that answered was connected ...
+    assert cluster._conns == {}  # ... and is disconnected by the teardown
+    assert caught.value.message.startswith(f"node b: cannot reach 127.0.0.3:{port}")
+    assert "also failing" not in caught.value.message
     assert "sshd runs there" in (caught.value.hint or "")
 
 
