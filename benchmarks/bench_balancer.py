@@ -8,7 +8,9 @@ Prints, as ratios measured in this one run:
 * balanced epoch time / ideal, where ideal = N / sum of the per-rank rates measured in the
   same epoch (rate = samples / busy seconds; busy = compute + data + the all-reduce+optimizer
   time of the least-waiting rank, i.e. everything but waiting for the other rank);
-* balanced epoch time / unbalanced epoch time (target <= 0.76; the ideal is 0.714 at 1.8x);
+* balanced epoch time / unbalanced epoch time (target <= 0.76; the ideal is 0.714 at 1.8x),
+  the unbalanced time being the mean of the two unbalanced runs, which run before and after
+  the balanced one (so a drifting load on a shared machine cancels to first order);
 * per-epoch train-loss difference balanced vs unbalanced, against the seed-to-seed difference.
 
 Epoch times are the steady state: the mean of the epochs after the first rebalance settles
@@ -132,7 +134,10 @@ def analyse(
     e_bal = [e["seconds"] for e in bal["epochs"]]
     steady = range(steady_from, len(e_bal))
     t_bal = float(np.mean([e_bal[i] for i in steady]))
-    t_unbal = float(np.mean([e_unbal[i] for i in steady]))
+    e_unbal1 = [e["seconds"] for e in noise["epochs"]]
+    # the two unbalanced runs bracket the balanced one in time: their mean cancels a linear
+    # drift of the machine's load
+    t_unbal = float(np.mean([e_unbal[i] for i in steady] + [e_unbal1[i] for i in steady]))
     ideals = [ideal_seconds(bal["phases"], i) for i in steady]
     ideal_busy = float(np.mean([i[0] for i in ideals]))
     ideal_compute = float(np.mean([i[1] for i in ideals]))
@@ -142,12 +147,14 @@ def analyse(
     loss_n = np.array([e["train_loss"] for e in noise["epochs"]])
     return {
         "epoch_s_unbalanced": e_unbal,
+        "epoch_s_unbalanced_seed1": e_unbal1,
         "epoch_s_balanced": e_bal,
         "steady_epochs": list(steady),
         "balanced_over_ideal": t_bal / ideal_busy,
         "balanced_over_ideal_compute_rates": t_bal / ideal_compute,
         "balanced_over_unbalanced": t_bal / t_unbal,
         "ideal_over_unbalanced_equal_batch_rates": unbal_ideal / t_unbal,
+        "balanced_over_unbalanced_seed0_only": t_bal / float(np.mean([e_unbal[i] for i in steady])),
         "busy_s_balanced": [ideal_busy_per_rank(bal["phases"], i) for i in range(len(e_bal))],
         "final_shares": bal["balance"][-1]["shares"],
         "final_batch_sizes": bal["balance"][-1]["batch_sizes"],
@@ -181,6 +188,7 @@ def plot(result: dict[str, Any], bal: dict[str, Any], path: Path) -> None:
     axes[0].legend()
     x = range(len(result["epoch_s_balanced"]))
     axes[1].plot(x, result["epoch_s_unbalanced"], marker="o", label="unbalanced")
+    axes[1].plot(x, result["epoch_s_unbalanced_seed1"], ls=":", c="C0", label="unbalanced, seed 1")
     axes[1].plot(x, result["epoch_s_balanced"], marker="o", label="balanced")
     ideal = [ideal_seconds(bal["phases"], i)[0] for i in x]
     axes[1].plot(x, ideal, ls="--", label="ideal N/Σrates")
@@ -231,6 +239,7 @@ def main() -> int:
         f"B={args.batch}, seq {args.seq_len}, model {args.preset}, {args.epochs} epochs"
     )
     print("epoch s  unbalanced:", " ".join(f"{s:.2f}" for s in result["epoch_s_unbalanced"]))
+    print("epoch s  unbal. s1: ", " ".join(f"{s:.2f}" for s in result["epoch_s_unbalanced_seed1"]))
     print("epoch s  balanced:  ", " ".join(f"{s:.2f}" for s in result["epoch_s_balanced"]))
     print("busy s per rank, balanced:", result["busy_s_balanced"])
     print(f"final shares {result['final_shares']} batch sizes {result['final_batch_sizes']}")

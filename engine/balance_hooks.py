@@ -106,6 +106,7 @@ class BalanceHooks(TrainHooks):
             "allreduce_s": bal.allreduce_s,
             "epochs_seen": bal.epochs_seen,
             "rebalances": bal.rebalances,
+            "fresh": bal.fresh,
             "world": bal.world,
         }
 
@@ -127,6 +128,7 @@ class BalanceHooks(TrainHooks):
         bal.allreduce_s = float(state["allreduce_s"])
         bal.epochs_seen = int(state["epochs_seen"])
         bal.rebalances = int(state["rebalances"])
+        bal.fresh = bool(state.get("fresh", bal.sec_per_sample is None))
 
 
 def make_hooks(cfg: TrainConfig) -> BalanceHooks:

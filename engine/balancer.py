@@ -353,6 +353,10 @@ class Balancer:
     """Epochs completed (for ``every_epochs``)."""
     rebalances: int = 0
     """How many times the shares moved."""
+    fresh: bool = True
+    """The next window replaces the smoothed measurements instead of blending in: true at the
+    start and after every move (older windows ran other batch sizes, whose per-sample cost
+    differs when a step has a fixed cost, and would slow convergence)."""
 
     def __post_init__(self) -> None:
         if self.world < 1:
@@ -383,7 +387,8 @@ class Balancer:
         _positive(sec_per_sample, "sec_per_sample")
         if len(sec_per_sample) != self.world:
             raise ConfigError(f"got {len(sec_per_sample)} measurements for {self.world} ranks")
-        a = self.config.smoothing
+        a = 1.0 if self.fresh else self.config.smoothing
+        self.fresh = False
         self.sec_per_sample = smooth(self.sec_per_sample, sec_per_sample, a)
         if per_step_s is not None:
             self.per_step_s = smooth([self.per_step_s], [per_step_s], a)[0]
@@ -405,6 +410,7 @@ class Balancer:
             return False
         self.shares = target
         self.rebalances += 1
+        self.fresh = True
         return True
 
     def epoch_plan(self) -> SplitPlan:

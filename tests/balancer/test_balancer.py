@@ -141,18 +141,27 @@ def test_without_hysteresis_noise_makes_shares_oscillate() -> None:
     assert moves == 1
 
 
+def _step_time_imbalance(bal: Balancer, overhead: float, per_sample: list[float]) -> float:
+    times = [overhead + p * b for p, b in zip(per_sample, bal.plan().batch_sizes, strict=True)]
+    return max(times) / min(times)
+
+
 def test_balancing_converges_when_seconds_per_sample_depend_on_batch() -> None:
     # a per-step fixed cost makes sec/sample grow as a rank's batch shrinks; the update
-    # (share ∝ current rate) still converges to equal step times.
-    overhead, per_sample = [0.01, 0.01], [1e-3, 1.8e-3]
-    bal = _balancer(n=25_600, batch=256, smoothing=0.5, hysteresis=0.002)
-    for _ in range(30):
-        b = bal.plan().batch_sizes
-        bal.observe([(o + p * bi) / bi for o, p, bi in zip(overhead, per_sample, b, strict=True)])
-        bal.end_chunk(epoch_end=True)
-    b = bal.plan().batch_sizes
-    times = [o + p * bi for o, p, bi in zip(overhead, per_sample, b, strict=True)]
-    assert max(times) / min(times) < 1.03
+    # (share ∝ current rate) still converges to equal step times, and restarting the
+    # smoothing after each move (old windows ran other batch sizes) makes it converge faster.
+    overhead, per_sample = 0.06, [1e-3, 1.8e-3]
+    imbalance = {}
+    for restart in (True, False):
+        bal = _balancer(n=25_600, batch=256, smoothing=0.5, hysteresis=0.002)
+        for _ in range(3):
+            b = bal.plan().batch_sizes
+            bal.fresh = bal.fresh and restart
+            bal.observe([(overhead + p * bi) / bi for p, bi in zip(per_sample, b, strict=True)])
+            bal.end_chunk(epoch_end=True)
+        imbalance[restart] = _step_time_imbalance(bal, overhead, per_sample)
+    assert imbalance[True] < 1.04
+    assert imbalance[False] > imbalance[True] + 0.02
 
 
 def test_min_share_holds_for_a_very_slow_rank() -> None:
