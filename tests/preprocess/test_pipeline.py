@@ -237,3 +237,30 @@ def test_gzip_and_plain_inputs_agree(tmp_path: Path, preprocess: Run) -> None:
     a, b = preprocess([plain]), preprocess([gz])
     assert_same_dataset(a, b)
     assert json.loads((a["out"] / "stats.json").read_text())["read"] == 500
+
+
+def test_imdb_layout_uses_its_ten_star_scale(tmp_path: Path, preprocess: Run) -> None:
+    rows = [("A wonderful film", 9), ("Dull and slow", 2), ("Mixed feelings", 5), ("Great", 10)]
+    lines = [
+        json.dumps({"id": i, "label": int(r > 5), "rating": r, "text": t}).encode()
+        for i, (t, r) in enumerate(rows)
+    ]
+    path = write_lines(tmp_path / "imdb.jsonl", lines)
+    got = preprocess([path], test_fraction=0.0)
+    assert got["stats"]["skipped_total"] == 0
+    assert (got["stats"]["positive"], got["stats"]["negative"]) == (3, 1)  # 5 > negative_max 4
+    strict = preprocess([path], test_fraction=0.0, negative_max=5)
+    assert (strict["stats"]["positive"], strict["stats"]["negative"]) == (2, 2)
+    assert strict["vocab"]["settings"]["specs"][0]["negative_max"] == 5
+    with pytest.raises(InputError, match="negative_max"):
+        preprocess([path], negative_max=10)
+
+
+def test_append_summary_and_fine_food_fields(tmp_path: Path, preprocess: Run) -> None:
+    line = json.dumps({"Id": 1, "Score": 4, "Text": "Tasty snack", "Summary": "Yummy"}).encode()
+    path = write_lines(tmp_path / "food.jsonl", [line])
+    plain = preprocess([path], test_fraction=0.0)
+    both = preprocess([path], test_fraction=0.0, append_summary=True)
+    assert plain["vocab"]["itos"][2:] == ["snack", "tasty"]
+    assert both["vocab"]["itos"][2:] == ["snack", "tasty", "yummy"]
+    assert both["vocab"]["settings"]["specs"][0]["summary_field"] == "Summary"
