@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +22,9 @@ def moto_url() -> Iterator[str]:
     """URL of a moto server started once for the session on a free loopback port."""
     from moto.server import ThreadedMotoServer
 
+    # mrjob attaches AWS's managed EMR policies to the roles it creates; moto loads them on demand
+    os.environ["MOTO_IAM_LOAD_MANAGED_POLICIES"] = "true"
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -99,3 +104,21 @@ def dead_port() -> tuple[str, int]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[:2]
+
+
+@pytest.fixture
+def bucket(aws_env: str) -> str:
+    """A fresh S3 bucket of this test (in moto)."""
+    from remote import aws
+
+    name = f"sentitop-test-{uuid.uuid4().hex[:8]}"
+    aws.client("s3", REGION).create_bucket(Bucket=name)
+    return name
+
+
+def live_clusters(run_id: str) -> list[str]:
+    """Ids of EMR clusters tagged with ``run_id`` that are not terminated."""
+    from remote import aws
+    from remote.emr import live_clusters as live
+
+    return live(aws.client("emr", REGION), run_id)

@@ -65,6 +65,7 @@ def test_group_spec_from_profile_node_accepts_price_as_spot() -> None:
         InstanceGroupSpec(instance_type="g5.xlarge", ami="ami-1", count=0)
 
 
+@pytest.mark.slow
 async def test_fleet_launches_tagged_on_demand_and_spot_then_terminates(
     ec2, ami, ssh_banner, tmp_path: Path, run_id: str
 ) -> None:
@@ -95,6 +96,7 @@ async def test_fleet_launches_tagged_on_demand_and_spot_then_terminates(
         assert secret not in text
 
 
+@pytest.mark.slow
 async def test_sweep_orphans_only_touches_its_run(ec2, ami, ssh_banner, run_id) -> None:
     mine = fleet(
         [InstanceGroupSpec(instance_type="m5.large", ami=ami, count=2)], run_id, ssh_banner
