@@ -59,6 +59,26 @@ def rank_environ(
     return env
 
 
+def _child_setup() -> Callable[[], None]:
+    """What a rank runs before exec: own session; on Linux SIGKILL when the launcher dies."""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before fork
+
+    def setup() -> None:
+        os.setsid()
+        if prctl is not None:
+            prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    return setup
+
+
+def _raise_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _default_handler(rank: int, stream: str, line: str) -> None:
     if stream == "stdout":
         sys.stdout.write(line + "\n")
@@ -140,6 +160,10 @@ def launch_local(
     per_rank = threads or cfg.threads or default_threads(nproc)
     port = free_port()
     ranks: list[_Rank] = []
+    child_setup = _child_setup()
+    previous = None
+    if threading.current_thread() is threading.main_thread():  # SIGTERM: stop the ranks too
+        previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
         for rank in range(nproc):
             cmd = [
@@ -156,7 +180,7 @@ def launch_local(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=rank_environ(rank, nproc, port, per_rank, env),
-                start_new_session=True,
+                preexec_fn=child_setup,
             )
             r = _Rank(rank, proc)
             for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
@@ -181,6 +205,9 @@ def launch_local(
     except BaseException:
         _stop(ranks, grace_s)
         raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _supervise(ranks: Sequence[_Rank]) -> _Rank | None:

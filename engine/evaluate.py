@@ -1,0 +1,113 @@
+"""Score new raw reviews with a finished run: its own preprocessing, vocabulary and weights."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from engine import checkpoint as ckpt
+from engine.errors import InputError
+from engine.metrics import Confusion
+from engine.model import ModelSpec, SentimentLSTM, build_model
+
+_BATCH = 1024
+
+
+@dataclass(slots=True)
+class LoadedRun:
+    """A trained model with the encoder of the dataset it was trained on."""
+
+    run_dir: Path
+    model: SentimentLSTM
+    encoder: Any
+    """engine.preprocess.encode.Encoder recorded in RUN_DIR/vocab.json."""
+
+
+def load_run(run_dir: str | Path) -> LoadedRun:
+    """Model weights (model.pt, else the latest checkpoint), shape and vocabulary of a run."""
+    from engine.preprocess.encode import load_encoder
+
+    run = Path(run_dir)
+    spec_path = run / ckpt.MODEL_SPEC
+    if not spec_path.is_file():
+        raise InputError(
+            f"{spec_path} not found: {run} is not a training run folder",
+            hint="pass the --run-dir of a `sentitop train` run",
+        )
+    spec = ModelSpec.from_dict(json.loads(spec_path.read_text()))
+    weights = run / ckpt.MODEL_WEIGHTS
+    if weights.is_file():
+        state = torch.load(weights, map_location="cpu")
+    else:
+        saved = ckpt.load_checkpoint(run)
+        if saved is None:
+            raise InputError(
+                f"{run} has neither model.pt nor a checkpoint",
+                hint="wait for the first epoch to finish",
+            )
+        state = saved["model"]
+    model = build_model(spec)
+    model.load_state_dict(state)
+    model.eval()
+    return LoadedRun(run, model, load_encoder(run))
+
+
+def predict_proba(run: LoadedRun, texts: Sequence[str], batch_size: int = _BATCH) -> np.ndarray:
+    """P(positive) of each raw text, encoded exactly as the training data was."""
+    out = np.empty(len(texts), dtype=np.float64)
+    for lo in range(0, len(texts), batch_size):
+        chunk = list(texts[lo : lo + batch_size])
+        tokens, lengths = run.encoder.encode_texts(chunk)
+        width = max(1, int(lengths.max(initial=1)))
+        with torch.no_grad():
+            logits = run.model(
+                torch.from_numpy(tokens[:, :width].astype(np.int32)),
+                torch.from_numpy(lengths.astype(np.int64)),
+            )
+        out[lo : lo + len(chunk)] = torch.sigmoid(logits.float()).numpy()
+    return out
+
+
+def read_labelled(run: LoadedRun, paths: Iterable[str]) -> tuple[list[str], np.ndarray]:
+    """Texts and 0/1 labels of raw review files, read with the run's preprocessing settings."""
+    from engine.config import PreprocessConfig
+    from engine.preprocess.readers import iter_records
+
+    settings = run.encoder.settings
+    texts: list[str] = []
+    labels: list[int] = []
+    for path in paths:
+        if not Path(path).is_file():
+            raise InputError(f"{path} not found", hint="pass raw review files (.json/.jsonl[.gz])")
+        cfg = PreprocessConfig(
+            inputs=[path],
+            output=str(run.run_dir),
+            format=settings.get("format", "auto"),
+            text_field=settings.get("text_field"),
+            rating_field=settings.get("rating_field"),
+            append_summary=bool(settings.get("append_summary", False)),
+            max_line_bytes=int(settings.get("max_line_bytes", 1 << 20)),
+        )
+        for record in iter_records(path, cfg):
+            texts.append(record.text)
+            labels.append(record.label)
+    if not texts:
+        raise InputError(f"no usable review in {', '.join(paths)}")
+    return texts, np.asarray(labels, dtype=np.int64)
+
+
+def evaluate_files(run: LoadedRun, paths: Sequence[str]) -> dict[str, Any]:
+    """accuracy, precision, recall, f1, n and the confusion matrix on raw review files."""
+    texts, labels = read_labelled(run, paths)
+    proba = predict_proba(run, texts)
+    conf = Confusion()
+    conf.add(proba > 0.5, labels)
+    metrics = conf.metrics()
+    metrics.pop("loss")
+    return metrics

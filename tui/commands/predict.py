@@ -1,0 +1,36 @@
+"""`sentitop predict`: P(positive) of each text with a trained run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add the `predict` parser."""
+    parser = subparsers.add_parser("predict", help="P(positive) of each given text")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="folder of a `sentitop train` run")
+    parser.add_argument("texts", nargs="+", metavar="TEXT", help="review texts")
+    parser.add_argument("--json", action="store_true", help="print a JSON list")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one probability per text."""
+    from engine.evaluate import load_run, predict_proba
+
+    proba = predict_proba(load_run(args.run_dir), args.texts)
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {"text": t, "p_positive": float(p)}
+                    for t, p in zip(args.texts, proba, strict=True)
+                ]
+            )
+        )
+        return 0
+    for text, p in zip(args.texts, proba, strict=True):
+        print(f"{p:.4f}  {text}")
+    return 0
