@@ -27,14 +27,16 @@ EVENT_TYPES: dict[str, str] = {
     "stage_start": "a stage began: stage (preprocess|train|review)",
     "stage_end": "a stage ended: stage, status, seconds",
     "progress": "stage progress: stage, done, total, unit, rate",
-    "step": "every k steps (rank 0): epoch, step, global_step, loss, samples_per_s, lr",
+    "step": "every k steps (rank 0): epoch, step, global_step, loss, smoothed_loss, "
+    "samples_per_s, lr",
     "epoch": "end of an epoch (rank 0): epoch, train_loss, test_loss, accuracy, precision, "
     "recall, f1, seconds, samples_per_s",
-    "phase": "per-rank seconds in an epoch: rank, epoch, data, h2d, forward, backward, "
-    "allreduce_opt, eval, steps",
+    "phase": "per-rank seconds in an epoch (all emitted by rank 0): rank, epoch, data, h2d, "
+    "forward, backward, allreduce_opt, eval, steps, samples",
     "balance": "load split: epoch, step, shares, batch_sizes, sec_per_sample, predicted_epoch_s",
-    "threshold": "smoothed train loss first fell below threshold: loss, epoch, seconds",
-    "checkpoint": "checkpoint written (rank 0): epoch, step, path",
+    "threshold": "smoothed train loss first fell below threshold: loss, epoch, step, seconds, "
+    "threshold",
+    "checkpoint": "checkpoint written (rank 0): epoch, step, global_step, path, seconds",
     "node": "a node's state changed: node, status, gpu, detail",
     "cost": "running cost: usd, usd_per_hour, projected_usd, elapsed_s",
     "error": "something failed: message, rank/node, tail (last log lines)",
