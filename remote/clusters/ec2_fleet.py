@@ -51,6 +51,8 @@ class InstanceGroupSpec:
     """Subnet id (subnet-…); None = the default VPC's default subnet."""
     security_group: str | None = None
     """Security group id (sg-…) that must allow SSH from here and all traffic in the group."""
+    name: str | None = None
+    """Label prefix of the group's node names (default: the instance type)."""
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -77,6 +79,7 @@ class InstanceGroupSpec:
             key_name=getattr(node, "key_name", None),
             subnet=getattr(node, "subnet", None),
             security_group=getattr(node, "security_group", None),
+            name=getattr(node, "name", None),
         )
 
 

@@ -1,0 +1,50 @@
+"""EC2Cluster built from the shipped ec2 profiles (names, spot prices, AMI lookup)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.errors import CloudError
+from remote.cluster_factory import make_cluster
+from remote.clusters.ec2 import EC2Cluster
+from remote.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[3]
+MIXED = ROOT / "profiles" / "aws-mixed-g4dn-g5.yaml"
+
+
+def with_ami(tmp_path: Path, source: Path = MIXED) -> Path:
+    text = source.read_text().replace(
+        "    key_name: sentitop\n", "    key_name: sentitop\n    ami: ami-0123456789abcdef0\n"
+    )
+    path = tmp_path / source.name
+    path.write_text(text)
+    return path
+
+
+def test_mixed_profile_maps_to_groups_nodes_and_ssh_settings(tmp_path: Path) -> None:
+    cluster = make_cluster(load_profile(with_ami(tmp_path)))
+    assert isinstance(cluster, EC2Cluster)
+    assert cluster.nodes == ["a10g-0", "t4-0", "t4-1"]
+    a10g, t4 = cluster._groups
+    assert (a10g.instance_type, a10g.count, a10g.spot) == ("g5.xlarge", 1, False)
+    assert (t4.instance_type, t4.count, t4.spot, t4.spot_max_price) == (
+        "g4dn.xlarge",
+        2,
+        True,
+        0.526,
+    )
+    assert t4.key_name == "sentitop" and t4.ami == "ami-0123456789abcdef0"
+    node = cluster.node("t4-1")
+    assert (node.user, node.key, node.nproc) == ("ubuntu", "~/.ssh/sentitop.pem", 1)
+    assert cluster.check_host_keys  # fresh instances: keys come from their console output
+
+
+def test_missing_ami_uses_the_deep_learning_ami_parameter_or_says_what_to_set(aws_env) -> None:
+    # moto has no public DLAMI parameter: the lookup fails with a hint naming the field
+    with pytest.raises(CloudError) as info:
+        make_cluster(load_profile(MIXED))
+    assert "Deep Learning AMI" in info.value.message
+    assert "nodes[].ami" in (info.value.hint or "")
