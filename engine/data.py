@@ -132,11 +132,14 @@ def load_split(data_dir: str | Path, split: str, limit: int | None = None) -> Sp
 
 def gather_batch(arrays: SplitArrays, index: np.ndarray) -> Batch:
     """The rows ``index`` of ``arrays`` as tensors, tokens trimmed to the longest length."""
-    lengths = arrays.lengths[index]
+    lengths = np.take(arrays.lengths, index)
     width = int(min(arrays.tokens.shape[1], max(1, int(lengths.max(initial=1)))))
-    tokens = arrays.tokens[index, :width].astype(np.int32, copy=False)
+    rows = np.take(arrays.tokens, index, axis=0)  # (B, L); np.take is ~2x faster than rows[i]
+    tokens = rows[:, :width].astype(np.int32)  # (B, T)
     return Batch(
-        torch.from_numpy(tokens), torch.from_numpy(lengths), torch.from_numpy(arrays.labels[index])
+        torch.from_numpy(tokens),
+        torch.from_numpy(lengths),
+        torch.from_numpy(np.take(arrays.labels, index)),
     )
 
 
