@@ -40,7 +40,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nproc", type=int, default=2, help="target processes (default 2)")
     parser.add_argument("--epochs", type=int, default=3, help="target epochs (default 3)")
-    parser.add_argument("--measure-epochs", type=int, default=1, help="sweep epochs (default 1)")
+    parser.add_argument("--measure-epochs", type=int, default=2, help="sweep epochs (default 2)")
     parser.add_argument("--workdir", type=Path, help="keep runs and cache here (default: temp)")
     parser.add_argument("--report", type=Path, help="write the sweep's report into this folder")
     parser.add_argument("--json", action="store_true")

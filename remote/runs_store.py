@@ -244,7 +244,8 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
             f"{folder}: no such run folder", hint="`sentitop runs` lists the recorded runs"
         )
     summary = _read_json(folder / "summary.json")
-    train = summary.get("train") if isinstance(summary.get("train"), dict) else {}
+    raw_train = summary.get("train")
+    train: dict[str, Any] = raw_train if isinstance(raw_train, dict) else {}
     config = _profile_config(folder)
     catalog = catalog or load_catalog()
     provider = str(summary.get("provider") or config.get("provider") or "local")
@@ -328,9 +329,10 @@ def _hardware(
         specs = catalog.specs(name) if name else None
         first = first or name
         count = int(node.get("count") or 1)
-        per = node.get("gpus") if node.get("gpus") is not None else (specs.gpus if specs else 0)
+        given = node.get("gpus")
+        per = int(given) if given is not None else (specs.gpus if specs else 0)
         instances += count
-        gpus += int(per) * count
+        gpus += per * count
         if specs is not None and specs.gpu_model:
             models.add(specs.gpu_model)
     return first, max(1, instances), min(gpus, workers), "+".join(sorted(models))

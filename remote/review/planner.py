@@ -120,6 +120,8 @@ class ScalingModel:
     eval_s: float
     fixed_s: float | None
     fixed_by_workers: dict[int, float]
+    """Mean fixed seconds by worker count, where at least two runs measured it (one run is too
+    noisy on a shared machine: start-up times swing by a third; the mean of all runs is used)."""
     compute_by_workers: dict[int, float]
     """compute_1 measured by runs of that many workers (preferred when planning that count)."""
     inputs: list[str] = field(default_factory=list)
@@ -227,7 +229,7 @@ def fit(measurements: list[Measurement], hardware: str) -> ScalingModel:
         per_step=per_step,
         eval_s=statistics.fmean(m.eval_s for m in measurements),
         fixed_s=statistics.fmean(m.fixed_s for m in fixed) if fixed else None,  # type: ignore[misc]
-        fixed_by_workers={n: statistics.fmean(v) for n, v in fixed_by.items()},
+        fixed_by_workers={n: statistics.fmean(v) for n, v in fixed_by.items() if len(v) > 1},
         compute_by_workers=compute_by,
         inputs=inputs,
     )

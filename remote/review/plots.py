@@ -107,7 +107,7 @@ def throughput_plot(series: SeriesMetrics, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6.5, 4))
     cfgs = series.configs
     have = all(c.samples_per_s for c in cfgs)
-    values = [c.samples_per_s if have else 3600.0 / c.epoch_s for c in cfgs]
+    values = [(c.samples_per_s or 0.0) if have else 3600.0 / c.epoch_s for c in cfgs]
     bars = ax.bar([c.label for c in cfgs], values, color="C2")
     ax.bar_label(bars, labels=[f"{v:,.0f}" if v >= 10 else f"{v:.2f}" for v in values], fontsize=8)
     ax.set(title="Training throughput", ylabel="samples / s" if have else "epochs / hour")
@@ -213,10 +213,7 @@ def pareto_plot(
         zorder=3,
         label="configuration",
     )
-    for c in cfgs:
-        ax.annotate(
-            c.label, (c.hours * k, c.usd), textcoords="offset points", xytext=(9, 9), fontsize=8
-        )
+    _label_points(ax, [(c.label, c.hours * k, c.usd) for c in cfgs])
     front = pareto_front(cfgs)
     ax.step(
         [c.hours * k for c in front],
@@ -224,6 +221,9 @@ def pareto_plot(
         where="post",
         color="C1",
         zorder=2,
+        marker="o",
+        markersize=11,
+        markerfacecolor="none",
         label=f"Pareto frontier ({len(front)} configuration(s))",
     )
     if deadline_h is not None:
@@ -246,6 +246,23 @@ def pareto_plot(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     return _save(fig, path)
+
+
+def _label_points(ax: Any, points: list[tuple[str, float, float]]) -> None:
+    """Annotate points; labels of points that nearly coincide are stacked, not overprinted."""
+    xs = [p[1] for p in points]
+    ys = [p[2] for p in points]
+    span_x = max(xs) or 1.0  # the axes start at 0
+    span_y = max(ys) or 1.0
+    placed: list[tuple[float, float]] = []
+    for label, x, y in points:
+        near = sum(
+            1 for px, py in placed if abs(px - x) < 0.06 * span_x and abs(py - y) < 0.06 * span_y
+        )
+        ax.annotate(
+            label, (x, y), textcoords="offset points", xytext=(9, 9 + 11 * near), fontsize=8
+        )
+        placed.append((x, y))
 
 
 def _hours(h: float) -> str:

@@ -73,7 +73,15 @@ def _f(value: float | None, fmt: str = ".2f") -> str:
 
 
 def _money(value: float) -> str:
-    return f"${value:,.2f}" if value >= 0.1 else f"${value:.4f}"
+    """$12.34; small amounts with 2 significant digits ($0.0016, $1.2e-05)."""
+    if value >= 0.1 or value == 0:
+        return f"${value:,.2f}"
+    return f"${value:.2g}"
+
+
+def _h(hours: float) -> str:
+    """Hours to 0.01 (the old study's precision); 3 significant digits below one hour."""
+    return f"{hours:,.2f}" if hours >= 1 else f"{hours:.3g}"
 
 
 def cost_table(series: SeriesMetrics) -> list[str]:
@@ -88,7 +96,7 @@ def cost_table(series: SeriesMetrics) -> list[str]:
     for c in series.configs:
         lines.append(
             f"| {c.label} | {c.workers} | {c.hardware} | {c.usd_per_hour:.4g} | "
-            f"{c.epoch_s:,.1f} | {c.epoch_s * n:,.0f} | {c.hours:.2f} | {_money(c.usd)} | "
+            f"{c.epoch_s:,.1f} | {c.epoch_s * n:,.0f} | {_h(c.hours)} | {_money(c.usd)} | "
             f"{_f(c.speedup)} | {_f(c.efficiency)} | {_f(c.speedup_tts)} | "
             f"{_f(c.efficiency_tts)} | {_f(c.samples_per_s, ',.0f')} | "
             f"{_f(c.accuracy, '.3f')} | "
@@ -109,7 +117,8 @@ def render_markdown(
         f"{sum(len(c.runs) for c in series.configs)} run(s), {len(series.configs)} "
         f"configuration(s), {series.mode} scaling; baseline **{base.label}** "
         f"({base.workers} worker(s)). $ and hours are for **{n} epochs** of training "
-        "(epoch time = median over the runs' epochs; start-up and preprocessing excluded).",
+        "(epoch time = median over the runs' epochs; start-up and preprocessing excluded; "
+        "billing: per second with a 60 s minimum, or as the imported source priced it).",
         "",
         "## $ and hours per configuration",
         "",
@@ -133,7 +142,7 @@ def render_markdown(
         "",
         "Frontier (no other configuration is both faster and cheaper): "
         + ", ".join(
-            f"{c.label} ({c.hours:.2f} h, {_money(c.usd)})" for c in pareto_front(series.configs)
+            f"{c.label} ({_h(c.hours)} h, {_money(c.usd)})" for c in pareto_front(series.configs)
         )
         + ".",
         "",
@@ -189,9 +198,9 @@ def _deadline_text(
         fastest = min(series.configs, key=lambda c: c.hours)
         return (
             f"**No configuration meets the {deadline_h:g} h deadline**; the fastest is "
-            f"{fastest.label} at {fastest.hours:.2f} h ({_money(fastest.usd)})."
+            f"{fastest.label} at {_h(fastest.hours)} h ({_money(fastest.usd)})."
         )
     return (
-        f"**Cheapest within {deadline_h:g} h: {pick.label}** — {pick.hours:.2f} h, "
+        f"**Cheapest within {deadline_h:g} h: {pick.label}** — {_h(pick.hours)} h, "
         f"{_money(pick.usd)} for {series.epochs} epochs."
     )

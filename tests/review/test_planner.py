@@ -55,7 +55,8 @@ def test_fit_recovers_the_generating_parameters(local_runs: Path) -> None:
     assert (model.a1, model.k, model.compute_1) == pytest.approx((A1, K, C))
     assert model.epoch_s(4, units=4) == pytest.approx(_epoch(4))
     assert model.epoch_s(2, units=2, n_train=2000) == pytest.approx(2 * _epoch(2))  # data+steps
-    assert model.fixed(2) == pytest.approx(16.0) and model.fixed(3) == pytest.approx(14.0)
+    # one run per worker count: the mean of all (12 s and 16 s) stands for every count
+    assert model.fixed(2) == pytest.approx(14.0) and model.fixed(3) == pytest.approx(14.0)
 
 
 def test_plan_of_a_local_profile(local_runs: Path) -> None:
@@ -64,7 +65,7 @@ def test_plan_of_a_local_profile(local_runs: Path) -> None:
     plan = plan_profile(profile, list_runs(local_runs), epochs=3, deadline_h=1.0)
     assert plan.target.workers == 1 and plan.target.is_target
     assert plan.target.epoch_s == pytest.approx(_epoch(1))
-    assert plan.target_wall_s == pytest.approx(12.0 + 3 * _epoch(1) + 3 * 0.5)
+    assert plan.target_wall_s == pytest.approx(14.0 + 3 * _epoch(1) + 3 * 0.5)
     assert plan.wall_parts["preprocessing"] == 0.0  # the dataset of those runs is cached
     labels = {c.label for c in plan.candidates}
     assert {"local ×1 proc", "local ×2 proc"} <= labels
@@ -104,3 +105,20 @@ def test_plan_cli(local_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", str(TINY), "--runs-dir", str(local_runs / "none")]) == 2
     assert "no finished past run" in capsys.readouterr().err
     assert main(["plan", str(TINY), "--epochs", "0", "--runs-dir", str(local_runs)]) == 2
+
+
+def test_fixed_overhead_by_count_needs_two_runs(
+    make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    for name, n, fixed in (("a", 1, 10.0), ("b", 1, 14.0), ("c", 2, 30.0)):
+        make_run(
+            name,
+            nproc=n,
+            epoch_s=[_epoch(n)],
+            sync_s=STEPS * (A1 + K * ring(n)),
+            steps=STEPS,
+            fixed_s=fixed,
+        )
+    model = fit([measure(r) for r in list_runs(tmp_path / "runs")], "local CPU")
+    assert model.fixed(1) == pytest.approx(12.0)  # two runs of 1 process
+    assert model.fixed(2) == pytest.approx(18.0)  # one run of 2: the mean of all three

@@ -71,3 +71,17 @@ def test_view_data(make_run: Callable[..., Path], tmp_path: Path) -> None:
     make_run("failed", nproc=1, epoch_s=[], sync_s=0.0, status="failed")
     empty = cost_speed_data(list_runs(tmp_path / "runs"))
     assert not empty.points and "finished at least one epoch" in empty.message
+
+
+def test_cost_speed_widget_renders_points_and_bars() -> None:
+    from rich.console import Console
+
+    from tui.widgets.cost_speed import render_cost_speed
+
+    data = cost_speed_data(import_csv(SEED_CSV), deadline_h=4.0)
+    console = Console(width=90, record=True, color_system=None)
+    console.print(render_cost_speed(data, 88, 20))
+    text = console.export_text()
+    assert "★ 4×g3.4xlarge" in text and "◆ 2×g3.16xlarge" in text
+    assert "0.64  ×2.57  3.88 h  $17.69" in text and "$24.17" in text
+    assert text.count("█") > 40  # efficiency bars, longest for the baseline

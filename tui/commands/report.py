@@ -61,9 +61,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"report: {report.markdown}")
     for path in report.plots.values():
         print(f"plot:   {path}")
-    if report.pick is not None:
-        print(
-            f"cheapest within {args.deadline:g} h: {report.pick.label} "
-            f"({report.pick.hours:.2f} h, ${report.pick.usd:.2f})"
-        )
+    pick = report.pick
+    if pick is not None:
+        took = f"{pick.hours:.2f} h" if pick.hours >= 0.1 else f"{pick.hours * 3600:,.0f} s"
+        print(f"cheapest within {args.deadline:g} h: {pick.label} ({took}, ${pick.usd:.4g})")
     return 0
