@@ -1,0 +1,275 @@
+"""``python -m engine.embeddings``: prepare the corpus once, then train on N local ranks.
+
+Examples::
+
+    python -m engine.embeddings --input ../shared/data/imdb_aclImdb_labeled.jsonl.gz \\
+        --max-docs 2000 --run-dir runs/e1 --mode async --nproc 3 --dim 50 --batch 1024
+    python -m engine.embeddings --data data/ --run-dir runs/e2 --mode sync --nproc 2
+    # under torchrun: prepare first, then start the ranks on the prepared folder
+    python -m engine.embeddings --input FILE --run-dir runs/e3 --prepare-only
+    torchrun --nproc-per-node 2 -m engine.embeddings --config runs/e3/embed_config.json --rank
+
+Events go to stdout (every rank) and RUN_DIR/events.jsonl (rank 0), as in ``engine.train``.
+The module top stays torch-free so ``sentitop embed`` can reuse the argument set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.embeddings.config import EmbedConfig
+from engine.errors import ConfigError, LaunchError, SentitopError
+from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink, encode_event
+
+CONFIG_FILE = "embed_config.json"
+_TAIL_LINES = 20
+
+
+def parse_straggle(text: str) -> dict[int, float]:
+    """``RANK:FACTOR[,RANK:FACTOR...]`` → {rank: factor} (ConfigError naming the bad part)."""
+    out: dict[int, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        rank, sep, factor = part.partition(":")
+        try:
+            if not sep:
+                raise ValueError(part)
+            out[int(rank)] = float(factor)
+        except ValueError:
+            raise ConfigError(
+                f"--straggle {text!r}: {part!r} is not RANK:FACTOR", hint="e.g. --straggle 2:4"
+            ) from None
+    return out
+
+
+def add_embed_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags shared by ``python -m engine.embeddings`` and ``sentitop embed``."""
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--input", help="raw JSON-lines reviews (plain or .gz), e.g. IMDB")
+    source.add_argument("--data", dest="data_dir", help="preprocessed folder with dataset.h5")
+    parser.add_argument("--run-dir", help="run folder (events, corpus, vectors, summary)")
+    parser.add_argument("--mode", choices=["sync", "async"])
+    parser.add_argument("--nproc", type=int, default=1, help="local processes (ranks)")
+    parser.add_argument("--dim", type=int, help="embedding size (e.g. 50 or 200)")
+    parser.add_argument("--batch", type=int, help="positive pairs per step per worker")
+    parser.add_argument("--epochs", type=int)
+    parser.add_argument("--encoder", choices=["word", "char"])
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--window", type=int)
+    parser.add_argument("--negatives", type=int)
+    parser.add_argument("--subsample", type=float, help="sub-sampling threshold t")
+    parser.add_argument("--min-count", type=int)
+    parser.add_argument("--max-vocab", type=int)
+    parser.add_argument("--max-docs", type=int, help="read only the first N documents")
+    parser.add_argument("--eval-words", type=int, help="PIP loss over the N most frequent words")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--threads", type=int, help="torch threads per rank")
+    parser.add_argument("--log-every", type=int)
+    parser.add_argument(
+        "--straggle", type=parse_straggle, help="RANK:FACTOR: that rank sleeps (FACTOR-1) x compute"
+    )
+
+
+_FLAG_FIELDS = (
+    "input", "data_dir", "run_dir", "mode", "dim", "batch", "epochs", "encoder", "lr", "window",
+    "negatives", "subsample", "min_count", "max_vocab", "max_docs", "eval_words", "seed",
+    "threads", "log_every", "straggle",
+)  # fmt: skip
+
+
+def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> EmbedConfig:
+    """An EmbedConfig from ``base`` (a config file) overridden by the flags given."""
+    data = dict(base or {})
+    for name in _FLAG_FIELDS:
+        value = getattr(args, name, None)
+        if value is not None:
+            data[name] = value
+    if not data.get("run_dir"):
+        raise ConfigError("--run-dir is required")
+    if data.get("input") and data.get("data_dir"):
+        raise ConfigError("give --input FILE or --data DIR, not both")
+    if not (data.get("input") or data.get("data_dir")):
+        raise ConfigError("--input FILE or --data DIR is required")
+    return EmbedConfig.from_dict(data)
+
+
+def run_rank(cfg: EmbedConfig) -> int:
+    """Train on this rank (torchrun environment or one process); return the exit code."""
+    import torch
+    import torch.distributed as dist
+
+    from engine.embeddings.param_server import run_async
+    from engine.embeddings.runtime import EmbedRun, make_emitter
+    from engine.embeddings.sync import run_sync
+    from engine.train import default_threads
+    from engine.trainer import DistEnv
+
+    env = DistEnv.from_environ("cpu")
+    torch.set_num_threads(cfg.threads or default_threads(env.local_world))
+    emitter = make_emitter(cfg, env.rank)
+    try:
+        if env.world > 1:
+            dist.init_process_group("gloo")
+        run = EmbedRun(cfg, env, emitter)
+        (run_async if cfg.mode == "async" else run_sync)(run)
+        return 0
+    except SentitopError as exc:
+        emitter.emit("error", message=exc.message, hint=exc.hint)
+        print(exc.user_message(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        emitter.emit("error", message="interrupted")
+        return 130
+    except Exception as exc:  # reported as an event and a traceback, then exit 1
+        tail = traceback.format_exc().splitlines()[-_TAIL_LINES:]
+        emitter.emit("error", message=f"{type(exc).__name__}: {exc}", tail=tail)
+        traceback.print_exc()
+        return 1
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        emitter.close()
+
+
+def launch(
+    cfg: EmbedConfig,
+    nproc: int,
+    *,
+    on_line: Any = None,
+    python: str = sys.executable,
+    grace_s: float = 3.0,
+) -> None:
+    """Start ``nproc`` local ranks on the prepared run folder; raise LaunchError naming the
+    failed rank (the others are stopped), as :func:`engine.launch.launch_local` does."""
+    from engine.launch import (
+        _default_handler,
+        _describe,
+        _join,
+        _pump,
+        _Rank,
+        _stop,
+        _supervise,
+        free_port,
+        rank_environ,
+    )
+    from engine.train import default_threads
+
+    if nproc < 1:
+        raise LaunchError(f"--nproc = {nproc} must be >= 1")
+    if cfg.mode == "async" and nproc < 2:
+        raise ConfigError("--mode async needs --nproc >= 2 (one server + at least one worker)")
+    handler = on_line or _default_handler
+    config_path = Path(cfg.run_dir) / CONFIG_FILE
+    config_path.write_text(json.dumps(cfg.to_dict(), indent=2), encoding="utf-8")
+    threads = cfg.threads or default_threads(nproc)
+    port = free_port()
+    ranks: list[Any] = []
+    try:
+        for rank in range(nproc):
+            cmd = [python, "-m", "engine.embeddings", "--config", str(config_path), "--rank"]
+            proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=rank_environ(rank, nproc, port, threads),
+                start_new_session=True,
+            )
+            r = _Rank(rank, proc)
+            for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
+                t = threading.Thread(target=_pump, args=(r, stream, name, handler), daemon=True)
+                t.start()
+                r.readers.append(t)
+            ranks.append(r)
+        failed = _supervise(ranks)
+        if failed is not None:
+            _stop(ranks, grace_s)
+            _join(ranks)
+            raise LaunchError(
+                f"rank {failed.rank} (pid {failed.proc.pid}) failed: "
+                f"{_describe(failed.proc.returncode)}; stopped the other {nproc - 1} rank(s)",
+                hint=f"last lines of rank {failed.rank}:\n" + ("\n".join(failed.tail) or "-"),
+            )
+        _join(ranks)
+    except BaseException:
+        _stop(ranks, grace_s)
+        raise
+
+
+class _LineSink:
+    """Hands each event, as its line, to a launcher line handler (as if rank 0 printed it)."""
+
+    def __init__(self, on_line: Any) -> None:
+        self.on_line = on_line
+
+    def write(self, event: Mapping[str, Any]) -> None:
+        """Pass the event line on."""
+        self.on_line(0, "stdout", encode_event(event))
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def run_local(cfg: EmbedConfig, nproc: int, *, on_line: Any = None) -> dict[str, Any]:
+    """Prepare the run folder, train on ``nproc`` local ranks, return summary.json's content.
+
+    The preparation's events go to RUN_DIR/events.jsonl and to ``on_line`` (stdout when None).
+    """
+    from engine.embeddings.prepare import prepare
+    from engine.embeddings.runtime import SUMMARY_FILE
+
+    sinks: list[EventSink] = [StreamSink() if on_line is None else _LineSink(on_line)]
+    if cfg.events_file:
+        sinks.append(JsonlFileSink(Path(cfg.run_dir) / "events.jsonl"))
+    emitter = Emitter(FanoutSink(*sinks), rank=0)
+    try:
+        prepare(cfg, emitter)
+    finally:
+        emitter.close()
+    launch(cfg, nproc, on_line=on_line)
+    doc: dict[str, Any] = json.loads((Path(cfg.run_dir) / SUMMARY_FILE).read_text("utf-8"))
+    return doc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse flags (and ``--config FILE``); prepare and launch, or run one rank (``--rank``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m engine.embeddings",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", help="embed_config.json to start from (flags override)")
+    parser.add_argument("--rank", action="store_true", help="run one rank (torchrun/launcher)")
+    parser.add_argument("--prepare-only", action="store_true", help="prepare the folder, exit")
+    add_embed_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        base = None
+        if args.config:
+            base = json.loads(Path(args.config).read_text(encoding="utf-8"))
+        cfg = config_from_args(args, base)
+        if args.rank:
+            return run_rank(cfg)
+        if args.prepare_only:
+            from engine.embeddings.prepare import prepare
+            from engine.embeddings.runtime import make_emitter
+
+            emitter = make_emitter(cfg, 0)
+            prepare(cfg, emitter)
+            emitter.close()
+            Path(cfg.run_dir, CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2))
+            return 0
+        run_local(cfg, args.nproc)
+        return 0
+    except SentitopError as exc:
+        print(exc.user_message(), file=sys.stderr)
+        return exc.exit_code
+    except (OSError, ValueError) as exc:
+        print(f"bad config: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,115 @@
+"""Torch-free settings of an embeddings run (validated on creation)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+from engine.errors import ConfigError
+
+Mode = Literal["sync", "async"]
+Encoder = Literal["word", "char"]
+
+
+def _check(condition: bool, field_name: str, allowed: str, value: object) -> None:
+    if not condition:
+        raise ConfigError(f"embed.{field_name} = {value!r} is not allowed; expected {allowed}")
+
+
+@dataclass(kw_only=True, slots=True)
+class EmbedConfig:
+    """Settings of one embeddings run (read by every rank from RUN_DIR/embed_config.json)."""
+
+    run_dir: str
+    """Run folder: corpus.npz, reference.npz, events.jsonl, embeddings.npy, summary.json."""
+    input: str | None = None
+    """Raw JSON-lines reviews (plain or .gz; IMDB, McAuley...), cleaned here."""
+    data_dir: str | None = None
+    """Or a preprocessed folder (dataset.h5 + vocab.json); its /train/tokens are the corpus."""
+    mode: Mode = "sync"
+    """sync = DDP all-reduce every step; async = parameter server on rank 0, workers 1..N-1."""
+    encoder: Encoder = "word"
+    """word = an embedding table; char = a character LSTM whose last hidden state is the vector."""
+    dim: int = 50
+    """Embedding size d."""
+    batch: int = 1024
+    """Positive (centre, context) pairs per step per worker (each with `negatives` negatives)."""
+    epochs: int = 3
+    """Passes over the corpus."""
+    window: int = 5
+    """Context words on each side (skip-gram pairs and the SPPMI counts)."""
+    negatives: int = 10
+    """Negative samples per positive pair, drawn from unigram^0.75 (also the SPPMI shift k)."""
+    subsample: float = 1e-4
+    """Sub-sampling threshold t: a word of frequency f is kept with p = sqrt(t/f) + t/f."""
+    min_count: int = 5
+    """Words seen fewer times are dropped from the corpus."""
+    max_vocab: int = 10_000
+    """Keep at most this many of the most frequent words."""
+    max_docs: int | None = None
+    """Read only the first N documents (smoke runs, benchmarks)."""
+    lr: float = 0.01
+    """Adam learning rate (the server's optimizer in async mode)."""
+    char_dim: int = 32
+    """Character embedding size of the char encoder."""
+    max_word_len: int = 16
+    """Characters kept per word by the char encoder."""
+    eval_words: int = 1000
+    """PIP loss on this many most frequent words (a fixed subset, so it is cheap)."""
+    probe_words: list[str] = field(
+        default_factory=lambda: ["good", "bad", "movie", "actor", "funny", "boring"]
+    )
+    """Words whose nearest neighbours go into the summary (those in the vocabulary)."""
+    seed: int = 0
+    """Seed of init, sub-sampling and negatives."""
+    threads: int | None = None
+    """torch threads per rank (None = cores / ranks)."""
+    log_every: int = 50
+    """Emit a `step` event every k steps (sync) or k server updates (async)."""
+    straggle: dict[int, float] = field(default_factory=dict)
+    """Injected slowness: rank -> factor (the rank sleeps (factor-1) x its compute each step)."""
+    events_file: bool = True
+    """Rank 0 appends events to RUN_DIR/events.jsonl."""
+
+    def __post_init__(self) -> None:
+        _check(
+            (self.input is None) != (self.data_dir is None),
+            "input/data_dir",
+            "exactly one of --input FILE or --data DIR",
+            (self.input, self.data_dir),
+        )
+        _check(self.mode in ("sync", "async"), "mode", "sync|async", self.mode)
+        _check(self.encoder in ("word", "char"), "encoder", "word|char", self.encoder)
+        for name in ("dim", "batch", "epochs", "window", "negatives", "min_count", "log_every"):
+            value = getattr(self, name)
+            _check(value >= 1, name, "an integer >= 1", value)
+        _check(self.max_vocab >= 10, "max_vocab", ">= 10", self.max_vocab)
+        _check(self.eval_words >= 2, "eval_words", ">= 2", self.eval_words)
+        _check(0 < self.subsample <= 1, "subsample", "0 < t <= 1", self.subsample)
+        _check(self.lr > 0, "lr", "> 0", self.lr)
+        _check(self.max_docs is None or self.max_docs >= 1, "max_docs", ">= 1", self.max_docs)
+        _check(self.threads is None or self.threads >= 1, "threads", ">= 1", self.threads)
+        for rank, factor in self.straggle.items():
+            _check(rank >= 0 and factor >= 1, "straggle", "RANK>=0:FACTOR>=1", (rank, factor))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (straggle keys become strings)."""
+        data = asdict(self)
+        data["straggle"] = {str(k): v for k, v in self.straggle.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EmbedConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown embed config keys {sorted(unknown)}")
+        data = dict(data)
+        data["straggle"] = {int(k): float(v) for k, v in data.get("straggle", {}).items()}
+        return cls(**data)
+
+    def corpus_key(self) -> dict[str, Any]:
+        """The settings the prepared corpus and reference depend on (cache key)."""
+        names = ("input", "data_dir", "min_count", "max_vocab", "max_docs", "window", "negatives")
+        return {n: getattr(self, n) for n in (*names, "eval_words", "dim")}

@@ -1,0 +1,214 @@
+"""Token ids for SGNS: corpus building (raw text or dataset.h5), sub-sampling, negatives, pairs.
+
+A :class:`Corpus` is one flat id array with document offsets, ids ranked by frequency (0 = the
+most frequent word). Skip-gram pairs never cross a document boundary. Everything here is numpy
+except :class:`NegativeSampler` (torch, used in the training step).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engine.errors import DatasetError, InputError
+
+NEG_TABLE_SIZE = 1_000_000
+"""Entries of the unigram^0.75 table negatives are drawn from (word2vec uses 1e8)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """Documents as one id array; ids 0..V-1 ranked by frequency."""
+
+    ids: np.ndarray  # (T,) int32
+    doc_starts: np.ndarray  # (D+1,) int64: document d is ids[doc_starts[d]:doc_starts[d+1]]
+    itos: list[str]
+    counts: np.ndarray  # (V,) int64, non-increasing
+    raw_tokens: int
+    """Tokens read before out-of-vocabulary words were dropped (what words/s counts)."""
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of distinct ids."""
+        return len(self.itos)
+
+    @property
+    def num_docs(self) -> int:
+        """Number of documents (some may be empty)."""
+        return len(self.doc_starts) - 1
+
+    def doc_of(self) -> np.ndarray:
+        """(T,) document index of every token."""
+        lengths = np.diff(self.doc_starts)
+        return np.repeat(np.arange(self.num_docs, dtype=np.int64), lengths)
+
+    def save(self, path: str | Path) -> None:
+        """Write an .npz (atomic: written next to ``path`` then renamed)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(
+            tmp,
+            ids=self.ids,
+            doc_starts=self.doc_starts,
+            counts=self.counts,
+            itos=np.array(json.dumps(self.itos)),
+            raw_tokens=np.array(self.raw_tokens),
+        )
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Corpus:
+        """Read what :meth:`save` wrote."""
+        with np.load(path) as z:
+            return cls(
+                ids=z["ids"],
+                doc_starts=z["doc_starts"],
+                itos=list(json.loads(str(z["itos"]))),
+                counts=z["counts"],
+                raw_tokens=int(z["raw_tokens"]),
+            )
+
+
+def build_corpus(
+    docs: Iterable[list[str]], *, min_count: int, max_vocab: int, max_docs: int | None = None
+) -> Corpus:
+    """A Corpus of tokenised documents: the ``max_vocab`` most frequent words seen at least
+    ``min_count`` times (ties broken by first appearance), other words dropped."""
+    token_docs: list[list[str]] = []
+    counter: Counter[str] = Counter()
+    for n, words in enumerate(docs):
+        if max_docs is not None and n >= max_docs:
+            break
+        token_docs.append(words)
+        counter.update(words)
+    raw = sum(counter.values())
+    ranked = [(w, c) for w, c in counter.most_common(max_vocab) if c >= min_count]
+    if len(ranked) < 2:
+        raise InputError(
+            f"only {len(ranked)} word(s) occur >= {min_count} times in {len(token_docs)} documents",
+            hint="use more text (--max-docs) or a lower --min-count",
+        )
+    index = {w: i for i, (w, _) in enumerate(ranked)}
+    lengths = np.zeros(len(token_docs) + 1, dtype=np.int64)
+    flat: list[int] = []
+    for d, words in enumerate(token_docs):
+        kept = [index[w] for w in words if w in index]
+        flat.extend(kept)
+        lengths[d + 1] = len(kept)
+    return Corpus(
+        ids=np.asarray(flat, dtype=np.int32),
+        doc_starts=np.cumsum(lengths),
+        itos=[w for w, _ in ranked],
+        counts=np.array([c for _, c in ranked], dtype=np.int64),
+        raw_tokens=raw,
+    )
+
+
+def read_text_docs(path: str) -> Iterator[list[str]]:
+    """Cleaned words of each usable review of a raw JSON-lines file (format auto-detected,
+    cleaning as in preprocessing; stopwords are kept — sub-sampling thins them)."""
+    from engine.config import PreprocessConfig
+    from engine.preprocess.readers import iter_records
+
+    cfg = PreprocessConfig(inputs=[path], output="-")
+    for record in iter_records(path, cfg):
+        yield record.text.split()
+
+
+def read_dataset_docs(data_dir: str) -> Iterator[list[str]]:
+    """Words of every /train row of a preprocessed dataset (padding and <unk> dropped)."""
+    import h5py
+
+    from engine.data import dataset_path
+
+    folder = Path(data_dir)
+    try:
+        doc = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"{folder / 'vocab.json'}: unreadable ({exc})") from None
+    if "itos" in doc:
+        itos = list(doc["itos"])
+    elif "words" in doc:
+        words: dict[str, int] = doc["words"]
+        itos = [""] * (max(words.values()) + 1)
+        for word, i in words.items():
+            itos[i] = word
+    else:
+        raise DatasetError(f"{folder / 'vocab.json'}: neither `itos` nor `words` is present")
+    with h5py.File(dataset_path(folder), "r") as fh:
+        tokens = fh["train/tokens"][:]
+        lengths = fh["train/lengths"][:]
+    for row, length in zip(tokens, lengths, strict=True):
+        yield [itos[i] for i in row[: int(length)].tolist() if i >= 2]
+
+
+def keep_probabilities(counts: np.ndarray, t: float) -> np.ndarray:
+    """(V,) word2vec's sub-sampling keep probability min(1, sqrt(t/f) + t/f), f = frequency."""
+    f = counts / max(1, int(counts.sum()))
+    ratio = t / np.maximum(f, 1e-12)
+    return np.minimum(1.0, np.sqrt(ratio) + ratio)
+
+
+def shard_docs(corpus: Corpus, index: int, count: int) -> tuple[int, int]:
+    """Document range [lo, hi) of shard ``index`` of ``count``, balanced by tokens."""
+    total = int(corpus.doc_starts[-1])
+    cuts = [int(np.searchsorted(corpus.doc_starts, total * k / count)) for k in range(count + 1)]
+    cuts[0], cuts[-1] = 0, corpus.num_docs
+    return cuts[index], max(cuts[index], cuts[index + 1])
+
+
+def skipgram_pairs(ids: np.ndarray, doc: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """(centres, contexts) of every pair at distance 1..window inside one document."""
+    centres, contexts = [], []
+    for off in range(1, window + 1):
+        same = doc[:-off] == doc[off:]
+        left, right = ids[:-off][same], ids[off:][same]
+        centres += [left, right]
+        contexts += [right, left]
+    if not centres:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(centres).astype(np.int64), np.concatenate(contexts).astype(np.int64)
+
+
+def epoch_pairs(
+    corpus: Corpus,
+    doc_range: tuple[int, int],
+    *,
+    window: int,
+    subsample: float,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Shuffled skip-gram pairs of the documents in ``doc_range`` after sub-sampling (drawn
+    with ``seed``), and the raw corpus tokens that range stands for."""
+    lo, hi = doc_range
+    start, stop = int(corpus.doc_starts[lo]), int(corpus.doc_starts[hi])
+    ids = corpus.ids[start:stop]
+    doc = corpus.doc_of()[start:stop]
+    rng = np.random.default_rng(seed)
+    keep = rng.random(len(ids)) < keep_probabilities(corpus.counts, subsample)[ids]
+    centres, contexts = skipgram_pairs(ids[keep], doc[keep], window)
+    order = rng.permutation(len(centres))
+    raw = round(corpus.raw_tokens * (stop - start) / max(1, len(corpus.ids)))
+    return centres[order], contexts[order], raw
+
+
+class NegativeSampler:
+    """Draws negatives from unigram^0.75 through a precomputed table (as word2vec does)."""
+
+    def __init__(self, counts: np.ndarray, seed: int, table_size: int = NEG_TABLE_SIZE) -> None:
+        probs = counts.astype(np.float64) ** 0.75
+        probs /= probs.sum()
+        repeats = np.maximum(1, np.round(probs * table_size)).astype(np.int64)
+        self.table = torch.from_numpy(np.repeat(np.arange(len(counts)), repeats))
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def sample(self, batch: int, k: int) -> torch.Tensor:
+        """(batch, k) int64 word ids."""
+        pick = torch.randint(len(self.table), (batch, k), generator=self.generator)
+        return self.table[pick]

@@ -1,0 +1,67 @@
+"""Once per run, before the ranks start: the corpus (corpus.npz) and the SPPMI reference
+(reference.npz) in the run folder, reused when the settings they depend on are unchanged."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.embeddings.config import EmbedConfig
+from engine.embeddings.corpus import Corpus, build_corpus, read_dataset_docs, read_text_docs
+from engine.embeddings.evaluate import sppmi_reference
+from engine.errors import InputError
+from engine.events import Emitter
+
+CORPUS_FILE = "corpus.npz"
+REFERENCE_FILE = "reference.npz"
+KEY_FILE = "prepare.json"
+
+
+def load_docs_corpus(cfg: EmbedConfig) -> Corpus:
+    """Build the corpus from ``cfg.input`` (raw JSON lines) or ``cfg.data_dir`` (dataset.h5)."""
+    if cfg.input is not None:
+        if not Path(cfg.input).is_file():
+            raise InputError(f"{cfg.input} not found", hint="pass a JSON-lines file to --input")
+        docs = read_text_docs(cfg.input)
+    else:
+        assert cfg.data_dir is not None  # EmbedConfig checks exactly one is set
+        docs = read_dataset_docs(cfg.data_dir)
+    return build_corpus(
+        docs, min_count=cfg.min_count, max_vocab=cfg.max_vocab, max_docs=cfg.max_docs
+    )
+
+
+def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
+    """Write (or reuse) corpus.npz and reference.npz in the run folder; return their stats."""
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    key = cfg.corpus_key()
+    key_path = run_dir / KEY_FILE
+    if key_path.is_file() and (run_dir / REFERENCE_FILE).is_file():
+        recorded = json.loads(key_path.read_text(encoding="utf-8"))
+        if recorded.get("key") == key:
+            emitter.emit("stage_end", stage="prepare", status="cached", seconds=0.0)
+            return dict(recorded["stats"])
+    start = time.perf_counter()
+    emitter.emit("stage_start", stage="prepare", input=cfg.input or cfg.data_dir)
+    corpus = load_docs_corpus(cfg)
+    corpus.save(run_dir / CORPUS_FILE)
+    t_ref = time.perf_counter()
+    reference = sppmi_reference(corpus, cfg.eval_words, cfg.window, cfg.negatives, cfg.dim)
+    np.savez(run_dir / REFERENCE_FILE, reference=reference)
+    stats = {
+        "docs": corpus.num_docs,
+        "raw_tokens": corpus.raw_tokens,
+        "tokens": len(corpus.ids),
+        "vocab": corpus.vocab_size,
+        "eval_words": len(reference),
+        "reference_s": time.perf_counter() - t_ref,
+    }
+    key_path.write_text(json.dumps({"key": key, "stats": stats}), encoding="utf-8")
+    emitter.emit("summary", stage="prepare", **stats)
+    emitter.emit("stage_end", stage="prepare", status="ok", seconds=time.perf_counter() - start)
+    return stats

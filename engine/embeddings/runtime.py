@@ -1,0 +1,231 @@
+"""What every rank of an embeddings run shares: setup, the SGNS step, evaluation, the summary.
+
+Both training modes (:mod:`engine.embeddings.sync`, :mod:`engine.embeddings.param_server`)
+build one :class:`EmbedRun` and drive it. The corpus and the SPPMI reference were prepared
+once by the launcher (:mod:`engine.embeddings.prepare`) and are read from the run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from engine.embeddings.config import EmbedConfig
+from engine.embeddings.corpus import Corpus, NegativeSampler, epoch_pairs, shard_docs
+from engine.embeddings.evaluate import nearest_neighbours, pip_loss
+from engine.embeddings.models import SGNS, build_model
+from engine.embeddings.prepare import CORPUS_FILE, REFERENCE_FILE
+from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink
+from engine.trainer import DistEnv
+
+SUMMARY_FILE = "summary.json"
+VECTORS_FILE = "embeddings.npy"
+
+
+def make_emitter(cfg: EmbedConfig, rank: int) -> Emitter:
+    """Events to stdout on every rank, plus RUN_DIR/events.jsonl on rank 0."""
+    sinks: list[EventSink] = [StreamSink()]
+    if rank == 0 and cfg.events_file:
+        sinks.append(JsonlFileSink(os.path.join(cfg.run_dir, "events.jsonl")))
+    return Emitter(FanoutSink(*sinks), rank=rank, node=os.environ.get("SENTITOP_NODE"))
+
+
+@dataclass(slots=True)
+class EpochStats:
+    """One worker's totals over one epoch."""
+
+    epoch: int
+    steps: int = 0
+    pairs: int = 0
+    loss_sum: float = 0.0
+    words: float = 0.0
+    """Raw corpus tokens the processed pairs stand for (words/s counts these)."""
+    compute: float = 0.0
+    """Forward + backward seconds."""
+    comm: float = 0.0
+    """Seconds outside forward+backward spent on the update: async = push, wait, pull; sync =
+    the optimizer step (DDP's all-reduce overlaps backward and counts as compute)."""
+    straggle: float = 0.0
+    """Injected sleep seconds."""
+    seconds: float = 0.0
+
+    def add(self, pairs: int, loss: float, words: float) -> None:
+        """Count one step."""
+        self.steps += 1
+        self.pairs += pairs
+        self.loss_sum += loss * pairs
+        self.words += words
+
+
+@dataclass(slots=True)
+class EmbedRun:
+    """One rank's model, data and evaluation for an embeddings run."""
+
+    cfg: EmbedConfig
+    env: DistEnv
+    emitter: Emitter
+    corpus: Corpus = field(init=False)
+    reference: np.ndarray = field(init=False)
+    model: SGNS = field(init=False)
+    negatives: NegativeSampler = field(init=False)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        run_dir = Path(self.cfg.run_dir)
+        self.corpus = Corpus.load(run_dir / CORPUS_FILE)
+        with np.load(run_dir / REFERENCE_FILE) as z:
+            self.reference = z["reference"]
+        torch.manual_seed(self.cfg.seed)  # identical initial weights on every rank
+        self.model = build_model(
+            self.cfg.encoder, self.corpus.itos, self.cfg.dim, self.cfg.char_dim,
+            self.cfg.max_word_len,
+        )  # fmt: skip
+        self.negatives = NegativeSampler(self.corpus.counts, self.cfg.seed * 1000 + self.env.rank)
+
+    # ------------------------------------------------------------------ data
+    def shard_pairs(
+        self, epoch: int, shard: int, shards: int
+    ) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """(centres, contexts) of this worker's documents for ``epoch`` and the raw words per
+        pair (sub-sampling is redrawn every epoch)."""
+        doc_range = shard_docs(self.corpus, shard, shards)
+        seed = (self.cfg.seed * 1_000_003 + epoch) * 1009 + shard
+        centres, contexts, raw = epoch_pairs(
+            self.corpus,
+            doc_range,
+            window=self.cfg.window,
+            subsample=self.cfg.subsample,
+            seed=seed,
+        )
+        words_per_pair = raw / max(1, len(centres))
+        return torch.from_numpy(centres), torch.from_numpy(contexts), words_per_pair
+
+    # ------------------------------------------------------------------ one step
+    def loss(self, module: torch.nn.Module, centres: torch.Tensor, contexts: torch.Tensor) -> Any:
+        """The SGNS loss of a batch through ``module`` (the model or its DDP wrapper)."""
+        negatives = self.negatives.sample(len(centres), self.cfg.negatives)
+        return module(centres, contexts, negatives)
+
+    def straggle(self, compute_s: float) -> float:
+        """Sleep (factor - 1) x ``compute_s`` when this rank is told to straggle; the seconds."""
+        factor = self.cfg.straggle.get(self.env.rank, 1.0)
+        if factor <= 1.0:
+            return 0.0
+        pause = (factor - 1.0) * compute_s
+        time.sleep(pause)
+        return pause
+
+    # ------------------------------------------------------------------ evaluation
+    def eval_vectors(self) -> np.ndarray:
+        """(n, d) vectors of the fixed evaluation words (ids 0..n-1, the most frequent)."""
+        self.model.eval()
+        vectors = self.model.vectors(torch.arange(len(self.reference))).numpy()
+        self.model.train()
+        return vectors
+
+    def pip(self) -> float:
+        """PIP loss of the current vectors against the SPPMI reference."""
+        return pip_loss(self.eval_vectors(), self.reference)
+
+    def epoch_event(self, epoch: int, ranks: list[EpochStats], pip: float) -> dict[str, Any]:
+        """Emit `phase` per worker and the `epoch` record (rank 0); return the record."""
+        seconds = max(r.seconds for r in ranks)
+        pairs = sum(r.pairs for r in ranks)
+        record = {
+            "epoch": epoch,
+            "train_loss": sum(r.loss_sum for r in ranks) / max(1, pairs),
+            "pip_loss": pip,
+            "seconds": seconds,
+            "words_per_s": sum(r.words for r in ranks) / seconds if seconds > 0 else 0.0,
+            "samples_per_s": pairs / seconds if seconds > 0 else 0.0,
+            "pairs": pairs,
+            "rank_seconds": [r.seconds for r in ranks],
+        }
+        for rank, r in self.worker_ranks(ranks):
+            self.emitter.emit(
+                "phase",
+                rank=rank,
+                epoch=epoch,
+                compute=r.compute,
+                comm=r.comm,
+                straggle=r.straggle,
+                seconds=r.seconds,
+                steps=r.steps,
+                samples=r.pairs,
+            )
+        self.emitter.emit("epoch", **record)
+        self.history.append(record)
+        return record
+
+    def worker_ranks(self, ranks: list[EpochStats]) -> list[tuple[int, EpochStats]]:
+        """(rank, stats) pairs: every rank in sync mode, ranks 1.. in async mode."""
+        first = 1 if self.cfg.mode == "async" else 0
+        return [(first + i, r) for i, r in enumerate(ranks)]
+
+    def start_event(self, workers: int, pip0: float) -> None:
+        """The `stage_start` event of training (rank 0)."""
+        self.emitter.emit(
+            "stage_start",
+            stage="train",
+            workload="embeddings",
+            mode=self.cfg.mode,
+            encoder=self.cfg.encoder,
+            world_size=self.env.world,
+            workers=workers,
+            dim=self.cfg.dim,
+            batch=self.cfg.batch,
+            vocab=self.corpus.vocab_size,
+            corpus_tokens=len(self.corpus.ids),
+            params=sum(p.numel() for p in self.model.parameters()),
+            pip_loss=pip0,
+            threads=torch.get_num_threads(),
+        )
+
+    def finish(self, pip0: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Rank 0: write the vectors and summary.json, emit `summary` and `stage_end`."""
+        cfg = self.cfg
+        self.model.eval()
+        vectors = self.model.vectors(torch.arange(self.corpus.vocab_size)).numpy()
+        train_s = sum(r["seconds"] for r in self.history)
+        words = sum(r["words_per_s"] * r["seconds"] for r in self.history)
+        summary: dict[str, Any] = {
+            "status": "ok",
+            "workload": "embeddings",
+            "mode": cfg.mode,
+            "encoder": cfg.encoder,
+            "dim": cfg.dim,
+            "batch": cfg.batch,
+            "world_size": self.env.world,
+            "epochs": len(self.history),
+            "pip_loss_initial": pip0,
+            "pip_loss": self.history[-1]["pip_loss"] if self.history else pip0,
+            "train_loss": self.history[-1]["train_loss"] if self.history else None,
+            "wall_s": time.time() - self.started,
+            "train_s": train_s,
+            "s_per_epoch": train_s / max(1, len(self.history)),
+            "words_per_s": words / train_s if train_s > 0 else 0.0,
+            "vocab": self.corpus.vocab_size,
+            "eval_words": len(self.reference),
+            "neighbours": nearest_neighbours(vectors, self.corpus.itos, cfg.probe_words),
+            "reference_neighbours": nearest_neighbours(
+                self.reference, self.corpus.itos, cfg.probe_words
+            ),
+            "per_epoch": self.history,
+            **(extra or {}),
+        }
+        run_dir = Path(cfg.run_dir)
+        np.save(run_dir / VECTORS_FILE, vectors.astype(np.float32))
+        tmp = run_dir / (SUMMARY_FILE + ".tmp")
+        tmp.write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        tmp.replace(run_dir / SUMMARY_FILE)
+        self.emitter.emit("summary", stage="train", **summary)
+        self.emitter.emit("stage_end", stage="train", status="ok", seconds=summary["wall_s"])
+        return summary

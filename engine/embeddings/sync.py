@@ -1,0 +1,82 @@
+"""Synchronous data parallelism: every rank steps on its shard, DDP all-reduces the gradients.
+
+All ranks run the same number of steps per epoch (the smallest shard's), so every step is a
+global barrier: a straggling rank holds back every other rank.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from engine.embeddings.runtime import EmbedRun, EpochStats
+
+
+def run_sync(run: EmbedRun) -> dict[str, Any] | None:
+    """Train ``run.cfg.epochs`` epochs; rank 0 returns the summary, other ranks None."""
+    cfg, env = run.cfg, run.env
+    main = env.rank == 0
+    module: nn.Module = run.model if env.world == 1 else DDP(run.model, broadcast_buffers=False)
+    optimizer = torch.optim.Adam(run.model.parameters(), lr=cfg.lr)
+    pip0 = run.pip()
+    if main:
+        run.start_event(env.world, pip0)
+    global_step, last_log, pairs_since_log = 0, time.perf_counter(), 0
+    for epoch in range(cfg.epochs):
+        centres, contexts, words_per_pair = run.shard_pairs(epoch, env.rank, env.world)
+        steps = torch.tensor([len(centres) // cfg.batch])
+        if env.world > 1:
+            dist.all_reduce(steps, op=dist.ReduceOp.MIN)  # same step count on every rank
+        stats = EpochStats(epoch)
+        start = time.perf_counter()
+        for step in range(int(steps)):
+            lo, hi = step * cfg.batch, (step + 1) * cfg.batch
+            t0 = time.perf_counter()
+            loss = run.loss(module, centres[lo:hi], contexts[lo:hi])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()  # DDP all-reduces the gradient buckets here
+            t1 = time.perf_counter()
+            stats.straggle += run.straggle(t1 - t0)
+            t2 = time.perf_counter()
+            optimizer.step()
+            stats.comm += time.perf_counter() - t2
+            stats.compute += t1 - t0
+            stats.add(hi - lo, float(loss.item()), (hi - lo) * words_per_pair)
+            global_step += 1
+            pairs_since_log += hi - lo
+            if main and global_step % cfg.log_every == 0:
+                now = time.perf_counter()
+                rate = pairs_since_log * env.world / max(now - last_log, 1e-9)
+                run.emitter.emit(
+                    "step",
+                    epoch=epoch,
+                    step=step,
+                    global_step=global_step,
+                    loss=float(loss.item()),
+                    samples_per_s=rate,
+                    words_per_s=rate * words_per_pair,
+                    lr=cfg.lr,
+                )
+                last_log, pairs_since_log = now, 0
+        stats.seconds = time.perf_counter() - start
+        gathered = _gather(stats, env.world)
+        pip = run.pip()
+        if main:
+            run.epoch_event(epoch, gathered, pip)
+    if not main:
+        return None
+    return run.finish(pip0, {"workers": env.world})
+
+
+def _gather(stats: EpochStats, world: int) -> list[EpochStats]:
+    """Every rank's stats, in rank order (on every rank)."""
+    if world == 1:
+        return [stats]
+    out: list[Any] = [None] * world
+    dist.all_gather_object(out, stats)
+    return list(out)

@@ -1,0 +1,79 @@
+"""`sentitop embed`: train word embeddings (SGNS) with N local processes, sync or async."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from engine.events import parse_event_line
+
+
+def register(subparsers: Any) -> None:
+    """Add the `embed` parser."""
+    from engine.embeddings.cli import add_embed_arguments
+
+    parser = subparsers.add_parser(
+        "embed",
+        help="train word embeddings (skip-gram, negative sampling) sync (DDP) or async (PS)",
+        description=(
+            "Train SGNS embeddings on raw reviews (--input) or a preprocessed folder (--data); "
+            "PIP loss against the SPPMI/SVD reference per epoch. Events go to stdout and "
+            "RUN_DIR/events.jsonl."
+        ),
+    )
+    add_embed_arguments(parser)
+    parser.add_argument(
+        "--json", action="store_true", help="print only the final summary as one JSON object"
+    )
+    parser.set_defaults(func=run)
+
+
+class _Printer:
+    """Turns rank output into short progress lines (or keeps quiet for --json)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+
+    def __call__(self, rank: int, stream: str, line: str) -> None:
+        event = parse_event_line(line) if stream == "stdout" else None
+        if self.quiet:
+            if event is None and stream == "stderr":
+                print(f"[rank {rank}] {line}", file=sys.stderr)
+            return
+        if event is None:
+            print(f"[rank {rank}] {line}", file=sys.stderr if stream == "stderr" else sys.stdout)
+        elif event["type"] == "stage_start" and event.get("stage") == "train":
+            print(
+                f"{event['mode']} · {event['workers']} worker(s) · {event['encoder']} encoder · "
+                f"dim {event['dim']} · batch {event['batch']} · vocab {event['vocab']} · "
+                f"initial PIP loss {event['pip_loss']:.4f}"
+            )
+        elif event["type"] == "epoch":
+            print(
+                f"epoch {event['epoch']}: SGNS loss {event['train_loss']:.4f}  "
+                f"PIP loss {event['pip_loss']:.4f}  {event['seconds']:.1f} s  "
+                f"{event['words_per_s']:,.0f} words/s"
+            )
+        elif event["type"] == "error":
+            print(f"[rank {event.get('rank')}] error: {event.get('message')}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prepare the corpus, launch the ranks and report the summary."""
+    from engine.embeddings.cli import config_from_args, run_local
+
+    cfg = config_from_args(args)
+    summary = run_local(cfg, args.nproc, on_line=_Printer(quiet=args.json))
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(
+        f"PIP loss {summary['pip_loss_initial']:.4f} → {summary['pip_loss']:.4f}  "
+        f"{summary['s_per_epoch']:.1f} s/epoch  {summary['words_per_s']:,.0f} words/s  "
+        f"→ {cfg.run_dir}"
+    )
+    for word, near in summary["neighbours"].items():
+        print(f"  {word}: {', '.join(near)}")
+    return 0
