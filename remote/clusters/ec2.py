@@ -149,6 +149,7 @@ class EC2Cluster(SSHCluster):
                                    address_for=address_for, ready_timeout_s=ready_timeout_s,
                                    poll_s=poll_s, ec2=ec2)  # fmt: skip
         self._teardown_error: LaunchError | None = None
+        self._instance_of: dict[str, LaunchedInstance] = {}
         self.fleet: EC2Fleet | None = None
         """The run's instances (created by :meth:`start`, once the run id is known)."""
 
@@ -181,7 +182,7 @@ class EC2Cluster(SSHCluster):
     def describe(self, node: str) -> str:
         """``user@host:port (instance id, type)``."""
         where = super().describe(node)
-        inst = self._instance_of.get(node) if hasattr(self, "_instance_of") else None
+        inst = self._instance_of.get(node)
         return f"{where} ({inst.id}, {inst.instance_type})" if inst else where
 
     async def _prepare(self) -> None:
@@ -205,8 +206,8 @@ class EC2Cluster(SSHCluster):
         by_group: dict[int, list[LaunchedInstance]] = {}
         for inst in instances:
             by_group.setdefault(inst.group, []).append(inst)
-        self._instance_of: dict[str, LaunchedInstance] = {}
         seam = self._fleet_options["address_for"] is not None
+        self._instance_of.clear()
         for gi, names in enumerate(self._group_nodes):
             for name, inst in zip(names, by_group.get(gi, []), strict=True):
                 host, port = self.fleet.address_for(inst)

@@ -282,6 +282,7 @@ class EC2Fleet:
         self._token = secrets.token_hex(4)
         self._launched: dict[str, int] = {}  # instance id -> group index
         self._in_flight: set[asyncio.Future[Any]] = set()
+        self._deadline = time.monotonic() + ready_timeout_s
         self.instances: list[LaunchedInstance] = []
         """Instances that reached running, in profile order (filled by :meth:`launch`)."""
         self.terminated: list[str] = []
@@ -317,6 +318,7 @@ class EC2Fleet:
 
     async def launch(self) -> list[LaunchedInstance]:
         """Start every group, wait for running and an SSH banner; the instances."""
+        self._deadline = time.monotonic() + self.ready_timeout_s
         for group, spec in enumerate(self.groups):
             ids = await self._call(self._run_group, group)
             for instance_id in ids:
@@ -339,15 +341,20 @@ class EC2Fleet:
                 spot=inst.spot,
                 launched_at=inst.launched_at,
             )
-        remaining = max(1.0, self.ready_timeout_s)
-        await asyncio.gather(
-            *(
-                wait_for_ssh(
-                    *self.address_for(inst), timeout=remaining, poll_s=min(self.poll_s, 3.0)
-                )
-                for inst in self.instances
+        remaining = max(1.0, self._deadline - time.monotonic())
+        probes = [
+            asyncio.ensure_future(
+                wait_for_ssh(*self.address_for(inst), timeout=remaining,
+                             poll_s=min(self.poll_s, 3.0))
             )
-        )
+            for inst in self.instances
+        ]  # fmt: skip
+        try:
+            await asyncio.gather(*probes)
+        finally:  # one node failing (or cancellation) stops the other probes
+            for probe in probes:
+                probe.cancel()
+            await asyncio.gather(*probes, return_exceptions=True)
         for inst in self.instances:
             self.emitter.emit("node", node=inst.id, status="ready", detail="SSH answers")
         return self.instances
@@ -369,7 +376,7 @@ class EC2Fleet:
             raise
 
     async def _wait_running(self, ids: list[str]) -> list[LaunchedInstance]:
-        deadline = time.monotonic() + self.ready_timeout_s
+        deadline = self._deadline
         while True:
             raw = await self._call(self._describe, ids)
             by_id = {r["InstanceId"]: r for r in raw}
