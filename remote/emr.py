@@ -42,6 +42,9 @@ LIVE_CLUSTER_STATES = ("STARTING", "BOOTSTRAPPING", "RUNNING", "WAITING")
 NODE_REQUIREMENTS = ("numpy>=1.26", "h5py>=3.10", "orjson>=3.9", "nltk>=3.8")
 """Third-party packages the preprocessing job needs on the EMR nodes (mrjob bootstraps itself)."""
 
+CHECK_EVERY_ENV = "SENTITOP_EMR_CHECK_EVERY_S"
+"""Environment variable overriding the seconds between EMR step polls (default 30)."""
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 """Source tree the node bootstrap installs (built into a wheel)."""
 
@@ -356,6 +359,8 @@ def settings_from_profile(profile: Any, **overrides: Any) -> EMRSettings:
         )
     kwargs = dict(spec.settings_kwargs(profile.region))
     kwargs.setdefault("spot", bool(getattr(spec, "spot", False)))
+    if os.environ.get(CHECK_EVERY_ENV):
+        kwargs["check_every_s"] = float(os.environ[CHECK_EVERY_ENV])
     kwargs.update(overrides)
     return EMRSettings(**kwargs)
 

@@ -315,3 +315,61 @@ def test_sigint_during_emr_leaves_no_cluster(aws_env, bucket, run_id, tmp_path: 
     assert live_clusters(run_id) == []
     for secret in (FAKE_KEY_ID, FAKE_SECRET, FAKE_TOKEN):
         assert secret not in out
+
+
+@pytest.mark.slow
+def test_sigint_during_emr_in_sentitop_run_leaves_no_cluster(
+    aws_env, bucket, tmp_path: Path
+) -> None:
+    src = write_reviews(tmp_path / "reviews.json", n=20)
+    profile = tmp_path / "emr-local.yaml"
+    profile.write_text(
+        "name: emr-local\nprovider: local\n"
+        f"data: {{inputs: ['{src}']}}\n"
+        "preprocess:\n  runner: emr\n"
+        f"  emr: {{s3: 's3://{bucket}/runs', instance_type: m5.xlarge, count: 2}}\n"
+        "train: {nproc: 1, epochs: 1}\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "SENTITOP_EMR_CHECK_EVERY_S": "0.2",
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tui.cli",
+            "run",
+            str(profile),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    emr = aws.client("emr", REGION)
+    try:
+        deadline = time.monotonic() + 120
+        run_id = None
+        while run_id is None:
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "no EMR cluster started"
+            for summary in emr.list_clusters(ClusterStates=["STARTING", "RUNNING", "WAITING"])[
+                "Clusters"
+            ]:
+                tags = emr.describe_cluster(ClusterId=summary["Id"])["Cluster"]["Tags"]
+                run_id = next((t["Value"] for t in tags if t["Key"] == aws.RUN_ID_TAG), None)
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    assert live_clusters(run_id) == []
+    summary = json.loads((tmp_path / "runs" / run_id / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
