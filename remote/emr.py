@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -135,9 +136,11 @@ def bootstrap_commands(settings: EMRSettings, wheel: Path | None) -> list[str]:
 
     ``path#`` is mrjob's syntax for "upload this file and use its path on the node".
     """
-    py = settings.python
-    cmds = [f"sudo dnf install -y {py} {py}-pip || sudo yum install -y {py} {py}-pip"]
-    reqs = " ".join(f"'{r}'" for r in NODE_REQUIREMENTS)
+    py = shlex.quote(settings.python)  # a profile value: quoted for the node's shell
+    pkgs = " ".join(shlex.quote(p) for p in (Path(settings.python).name,
+                                              f"{Path(settings.python).name}-pip"))  # fmt: skip
+    cmds = [f"sudo dnf install -y {pkgs} || sudo yum install -y {pkgs}"]
+    reqs = " ".join(shlex.quote(r) for r in NODE_REQUIREMENTS)
     cmds.append(f"sudo {py} -m pip install --quiet {reqs}")
     if wheel is not None:
         cmds.append(f"sudo {py} -m pip install --quiet --no-deps {wheel}#")

@@ -224,3 +224,28 @@ def test_sigint_during_provisioning_leaves_no_instance(
             proc.kill()
     assert proc.returncode == 130, out
     assert running_tagged(ec2, run_id) == []
+
+
+async def test_a_group_failing_to_launch_terminates_the_groups_already_started(
+    ec2, ami, run_id, dead_port, tmp_path: Path
+) -> None:
+    from engine.errors import CloudError
+
+    groups = [
+        InstanceGroupSpec(instance_type="m5.large", ami=ami, count=2),
+        InstanceGroupSpec(instance_type="g5.xlarge", ami=ami, subnet="subnet-0bad"),
+    ]
+    cluster = EC2Cluster(
+        groups,
+        users=["ubuntu"] * 2,
+        keys=[None] * 2,
+        nproc=[1, 1],
+        poll_s=0.05,
+        address_for=lambda inst: dead_port,
+        known_hosts=tmp_path / "kh",
+    )
+    with pytest.raises(CloudError, match=r"nodes\[1\]"):
+        async with cluster:
+            await cluster.start(tmp_path / run_id)
+    assert len(cluster.fleet.terminated) == 2
+    assert running_tagged(ec2, run_id) == []

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -119,6 +120,17 @@ def test_instance_groups_and_switches() -> None:
     assert any(c.endswith("sentitop-0.1.0-py3-none-any.whl#") for c in with_wheel)
     with pytest.raises(ConfigError, match=r"preprocess\.emr\.s3"):
         EMRSettings(s3="https://not-s3")
+
+
+def test_hostile_python_value_stays_one_word_in_the_bootstrap() -> None:
+    hostile = "python3.11; touch /tmp/pwned $(id) `id`"
+    cmds = bootstrap_commands(EMRSettings(s3="s3://bkt/p", python=hostile), None)
+    for cmd in cmds:
+        for part in cmd.split(" || "):
+            words = shlex.split(part)
+            assert not {"touch", "$(id)", "`id`", ";"} & set(words), part
+    pip_lines = [shlex.split(c) for c in cmds if "-m pip" in c]
+    assert pip_lines and all(words[1] == hostile for words in pip_lines)
 
 
 def test_settings_from_a_profile(tmp_path: Path) -> None:
