@@ -49,13 +49,13 @@ def dataset(tmp_path: Path) -> Path:
     return write_dataset(tmp_path / "dataset", n_train=256, n_test=64, seq_len=12)
 
 
-async def _train_commands(cluster: SSHCluster, dataset: Path, epochs: int) -> dict[str, Command]:
+async def _train_commands(
+    cluster: SSHCluster, dataset: Path, epochs: int, *extra: str
+) -> dict[str, Command]:
     """Copy the dataset to the nodes; torchrun commands running ``engine.train`` on it."""
     paths = await cluster.put_data(dataset)
-    args = {
-        node: ["--data", paths[node], "--run-dir", "train", "--epochs", str(epochs), *TRAIN_FLAGS]
-        for node in cluster.nodes
-    }
+    flags = ["--run-dir", "train", "--epochs", str(epochs), *TRAIN_FLAGS, *extra]
+    args = {node: ["--data", paths[node], *flags] for node in cluster.nodes}
     return cluster.torchrun_commands("engine.train", args)
 
 
@@ -158,41 +158,46 @@ def _training_worker(node: str) -> int | None:
 
 
 @pytest.mark.slow
-async def test_killing_one_nodes_training_process_mid_epoch_stops_every_node(
+async def test_killing_one_nodes_training_process_mid_epoch_stops_every_node_then_resume(
     sshd: LoopbackSSHD, tmp_path: Path, dataset: Path
 ) -> None:
     run_dir = tmp_path / "runs" / "ssh-kill"
-    training = asyncio.Event()
+    checkpoints: list[dict] = []
+    mid_epoch = asyncio.Event()
 
     def on_line(node: str, line: str, event: dict | None) -> None:
-        if event is not None and event["type"] == "step":
-            training.set()
+        if event is not None and event["type"] == "checkpoint":
+            checkpoints.append(event)
+        elif event is not None and event["type"] == "step" and checkpoints:
+            mid_epoch.set()  # a step after a checkpoint: inside an epoch that is not saved
 
     async with make_cluster(sshd, tmp_path) as cluster:
         await cluster.start(run_dir)
         commands = await _train_commands(cluster, dataset, epochs=500)
         task = asyncio.create_task(cluster.run(commands, on_line=on_line))
-        waiter = asyncio.ensure_future(training.wait())
+        waiter = asyncio.ensure_future(mid_epoch.wait())
         await asyncio.wait([task, waiter], timeout=180, return_when=asyncio.FIRST_COMPLETED)
         assert not task.done(), task.result()
-        assert training.is_set(), "no step event within 180 s"
+        assert mid_epoch.is_set(), "no step after a checkpoint within 180 s"
         dirs = {n: Path(cluster.node_dir(n)) for n in cluster.nodes}
         groups = {n: int((dirs[n] / "train.pid").read_text()) for n in cluster.nodes}
         assert all(_group_pids(pg) for pg in groups.values())
         workers = {n: _training_worker(n) for n in cluster.nodes}
         assert None not in workers.values()
-        victim = workers["b"]
-        assert victim is not None
-        os.kill(victim, signal.SIGKILL)
+        os.kill(workers["b"], signal.SIGKILL)  # type: ignore[arg-type]
         killed_at = time.monotonic()
         with pytest.raises(NodeFailedError) as caught:
             await asyncio.wait_for(task, 30)
         stopped_after = time.monotonic() - killed_at
-    # the launcher's view (error raised) and the machine's (no process left) within 10 s
-    while any(_group_pids(pg) for pg in groups.values()) and time.monotonic() < killed_at + 10:
-        await asyncio.sleep(0.1)
-    pids_left = {n: _group_pids(pg) for n, pg in groups.items()}
-    worker_a_alive = _alive(workers["a"])  # type: ignore[arg-type]
+        # the launcher's view (error raised) and the machine's (no process left) within 10 s
+        while any(_group_pids(pg) for pg in groups.values()) and time.monotonic() < killed_at + 10:
+            await asyncio.sleep(0.1)
+        pids_left = {n: _group_pids(pg) for n, pg in groups.items()}
+        worker_a_alive = _alive(workers["a"])  # type: ignore[arg-type]
+        # the same nodes continue from rank 0's last checkpoint and train one more epoch
+        saved = max(e["epoch"] for e in checkpoints)
+        resumed = await _train_commands(cluster, dataset, saved + 1, "--resume")
+        results = await cluster.run(resumed)
     assert caught.value.node == "b"
     assert caught.value.exit_code != 0
     assert "node b (" in caught.value.message and "SIGKILL" in caught.value.message
@@ -204,6 +209,10 @@ async def test_killing_one_nodes_training_process_mid_epoch_stops_every_node(
     errors = [e for e in events if e["type"] == "error" and "rank" not in e]
     assert [e["node"] for e in errors] == ["b"]
     assert any("SIGKILL" in line for line in errors[0]["tail"])
+    assert {r.exit_code for r in results.values()} == {0}
+    starts = [i for i, e in enumerate(events) if e["type"] == "stage_start" and "rank" in e]
+    assert len(starts) == 2 and events[starts[1]]["resumed_epoch"] == saved >= 1
+    assert [e["epoch"] for e in events[starts[1] :] if e["type"] == "epoch"] == [saved]
 
 
 async def test_unknown_host_key_is_one_clear_error(sshd: LoopbackSSHD, tmp_path: Path) -> None:
