@@ -23,13 +23,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_loader import write_layouts  # noqa: E402
+from bench_loader import write_layouts
 
-from engine.config import ModelConfig, TrainConfig  # noqa: E402
-from engine.data import PlanSampler, even_plan, gather_batch, load_split, read_info  # noqa: E402
-from engine.events import Emitter  # noqa: E402
-from engine.model import build_model, resolve_spec  # noqa: E402
-from engine.trainer import DistEnv, Trainer  # noqa: E402
+from engine.config import ModelConfig, TrainConfig
+from engine.data import PlanSampler, even_plan, gather_batch, load_split, read_info
+from engine.events import Emitter
+from engine.model import build_model, resolve_spec
+from engine.trainer import DistEnv, Trainer
 
 
 def bare_loop(data: Path, cfg: TrainConfig) -> float:
