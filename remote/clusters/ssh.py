@@ -108,14 +108,14 @@ class SSHProcess:
             log.warning("could not send SIG%s to %s: %s", signal, self.pidfile, exc)
 
     async def kill(self, grace: float) -> None:
-        """TERM the remote group, KILL after ``grace`` s, close the channel (watchdog)."""
+        """TERM the group and marked processes, KILL what is left after ``grace`` s (also
+        stragglers of a command that already ended), then close the channel (watchdog)."""
         try:
             if not self._done():
                 await self._signal("TERM")
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.proc.wait_closed(), grace)
-                except TimeoutError:
-                    await self._signal("KILL")
+            await self._signal("KILL")
         finally:
             self.proc.close()
 

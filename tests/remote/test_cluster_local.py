@@ -312,6 +312,7 @@ async def test_put_data_and_fetch_are_local_paths(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 async def test_two_local_nodes_rendezvous_with_torchrun(tmp_path: Path) -> None:
     code = tmp_path / "mod"
     code.mkdir()

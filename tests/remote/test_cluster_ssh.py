@@ -60,6 +60,7 @@ async def _train_commands(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # torch starts 4 times; slow on a busy 2-core machine
 async def test_two_node_training_over_ssh_end_to_end(
     sshd: LoopbackSSHD, tmp_path: Path, dataset: Path
 ) -> None:
@@ -158,6 +159,7 @@ def _training_worker(node: str) -> int | None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # torch starts 4 times; slow on a busy 2-core machine
 async def test_killing_one_nodes_training_process_mid_epoch_stops_every_node_then_resume(
     sshd: LoopbackSSHD, tmp_path: Path, dataset: Path
 ) -> None:
