@@ -42,12 +42,13 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=3, help="target epochs (default 3)")
     parser.add_argument("--measure-epochs", type=int, default=2, help="sweep epochs (default 2)")
     parser.add_argument("--workdir", type=Path, help="keep runs and cache here (default: temp)")
+    parser.add_argument("--cache-dir", type=Path, help="data cache (default: WORKDIR/cache)")
     parser.add_argument("--report", type=Path, help="write the sweep's report into this folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-planner-"))
-    os.environ["SENTITOP_CACHE_DIR"] = str(work / "cache")
+    os.environ["SENTITOP_CACHE_DIR"] = str(args.cache_dir or work / "cache")
     runs_dir = work / "runs"
     base = load_profile(TINY)
     started = time.time()

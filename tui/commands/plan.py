@@ -91,7 +91,11 @@ def render(plan: Any) -> None:
         "$",
         "past runs",
     ):
-        table.add_column(col, justify="left" if col in ("configuration", "hardware") else "right")
+        table.add_column(
+            col,
+            justify="left" if col in ("configuration", "hardware") else "right",
+            no_wrap=col == "configuration",
+        )
     for c in plan.candidates:
         mark = " *" if c.is_target else ""
         style = "bold green" if plan.pick is c else None

@@ -81,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
         "sweep",
     ):
         table.add_column(
-            col, justify="left" if col in ("run", "status", "configuration", "sweep") else "right"
+            col,
+            justify="left" if col in ("run", "status", "configuration", "sweep") else "right",
+            no_wrap=col != "sweep",
         )
     for r in records:
         table.add_row(
