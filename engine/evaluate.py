@@ -29,6 +29,35 @@ class LoadedRun:
     """engine.preprocess.encode.Encoder recorded in RUN_DIR/vocab.json."""
 
 
+def confusion_stats(
+    model: torch.nn.Module, batches: Iterable[Any], loss_sum: torch.nn.Module
+) -> torch.Tensor:
+    """[tp, fp, tn, fn, loss sum] (float64, on the batches' device) of ``model`` on ``batches``
+    (engine.data.Batch, already on the device); ready for an all-reduce."""
+    was_training = model.training
+    model.eval()
+    stats: torch.Tensor | None = None
+    with torch.no_grad():
+        for batch in batches:
+            logits = model(batch.tokens, batch.lengths).float()  # (B,)
+            pred, true = logits > 0, batch.labels > 0.5
+            row = torch.stack(
+                [
+                    (pred & true).sum(),
+                    (pred & ~true).sum(),
+                    (~pred & ~true).sum(),
+                    (~pred & true).sum(),
+                    loss_sum(logits, batch.labels),
+                ]
+            ).double()
+            stats = row if stats is None else stats + row
+    model.train(was_training)
+    if stats is None:
+        device = next(model.parameters()).device
+        stats = torch.zeros(5, dtype=torch.float64, device=device)
+    return stats
+
+
 def load_run(run_dir: str | Path) -> LoadedRun:
     """Model weights (model.pt, else the latest checkpoint), shape and vocabulary of a run."""
     from engine.preprocess.encode import load_encoder

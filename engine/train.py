@@ -17,11 +17,12 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import asdict, fields
 from typing import Any
 
 from engine.config import BalanceConfig, ModelConfig, TrainConfig
 from engine.errors import ConfigError, SentitopError
+from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink
 
 _TAIL_LINES = 20
 
@@ -115,6 +116,21 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
     return TrainConfig(**data)
 
 
+def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """JSON-ready TrainConfig (nested dataclasses become dicts); see :func:`config_from_dict`."""
+    data = asdict(cfg)
+    data["balance"]["straggle"] = {str(k): v for k, v in cfg.balance.straggle.items()}
+    return data
+
+
+def make_emitter(cfg: TrainConfig, rank: int) -> Emitter:
+    """Events to stdout on every rank, plus RUN_DIR/events.jsonl on rank 0 (cfg.events_file)."""
+    sinks: list[EventSink] = [StreamSink()]
+    if rank == 0 and cfg.events_file:
+        sinks.append(JsonlFileSink(os.path.join(cfg.run_dir, "events.jsonl")))
+    return Emitter(FanoutSink(*sinks), rank=rank, node=os.environ.get("SENTITOP_NODE"))
+
+
 def default_threads(local_world: int) -> int:
     """CPU cores available to this process divided by the ranks on this node (at least 1)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -135,11 +151,11 @@ def run(cfg: TrainConfig) -> int:
     import torch
     import torch.distributed as dist
 
-    from engine.trainer import DistEnv, Trainer, make_emitter
+    from engine.trainer import DistEnv, Trainer
 
     env = DistEnv.from_environ(cfg.device)
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
-    emitter = make_emitter(cfg, env)
+    emitter = make_emitter(cfg, env.rank)
     try:
         if env.world > 1:
             if env.device.type == "cuda":

@@ -12,7 +12,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -35,9 +35,11 @@ from engine.data import (
     train_loader,
 )
 from engine.errors import TrainError
-from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink
+from engine.evaluate import confusion_stats
+from engine.events import Emitter
 from engine.metrics import Confusion, ThresholdClock
 from engine.model import ModelSpec, SentimentLSTM, build_model, count_parameters, resolve_spec
+from engine.train import config_to_dict, make_emitter
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt")
 """Per-step phases timed on every rank (plus ``eval`` per epoch)."""
@@ -169,7 +171,7 @@ class Trainer:
     ) -> None:
         self.cfg = cfg
         self.env = env or DistEnv.from_environ(cfg.device)
-        self.emitter = emitter or make_emitter(cfg, self.env)
+        self.emitter = emitter or make_emitter(cfg, self.env.rank)
         self.hooks = hooks or TrainHooks()
         self.main = self.env.rank == 0
         self.device = self.env.device
@@ -466,23 +468,8 @@ class Trainer:
     def _evaluate(self) -> dict[str, Any]:
         """Metrics on the test split: each rank scores its shard, counts are summed."""
         start = time.perf_counter()
-        self.model.eval()
-        stats = torch.zeros(5, dtype=torch.float64, device=self.device)
-        with torch.no_grad(), self._autocast():
-            for batch in self.eval_set:
-                logits = self.model(batch.tokens, batch.lengths).float()  # (B,)
-                pred, true = logits > 0, batch.labels > 0.5
-                loss = self.eval_criterion(logits, batch.labels)
-                stats += torch.stack(
-                    [
-                        (pred & true).sum(),
-                        (pred & ~true).sum(),
-                        (~pred & ~true).sum(),
-                        (~pred & true).sum(),
-                        loss,
-                    ]
-                ).double()
-        self.model.train()
+        with self._autocast():
+            stats = confusion_stats(self.model, self.eval_set, self.eval_criterion)
         if self.env.world > 1:
             dist.all_reduce(stats)
         result = Confusion.from_vector(stats.cpu().tolist()).metrics()
@@ -590,16 +577,12 @@ class Trainer:
         return summary
 
 
-def make_emitter(cfg: TrainConfig, env: DistEnv) -> Emitter:
-    """Events to stdout on every rank, plus RUN_DIR/events.jsonl on rank 0 (cfg.events_file)."""
-    sinks: list[EventSink] = [StreamSink()]
-    if env.rank == 0 and cfg.events_file:
-        sinks.append(JsonlFileSink(os.path.join(cfg.run_dir, "events.jsonl")))
-    return Emitter(FanoutSink(*sinks), rank=env.rank, node=os.environ.get("SENTITOP_NODE"))
-
-
-def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
-    """JSON-ready TrainConfig (nested dataclasses become dicts)."""
-    data = asdict(cfg)
-    data["balance"]["straggle"] = {str(k): v for k, v in cfg.balance.straggle.items()}
-    return data
+__all__ = [
+    "DistEnv",
+    "HookContext",
+    "StepTiming",
+    "TrainHooks",
+    "Trainer",
+    "config_to_dict",
+    "make_emitter",
+]
