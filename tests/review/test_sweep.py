@@ -76,3 +76,16 @@ def test_real_sweep_of_1_and_2_processes(tmp_path: Path, monkeypatch: pytest.Mon
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = report.markdown.read_text()
     assert "local ×1 proc" in text and "local ×2 proc" in text and plan.sweep_id in text
+
+
+def test_sweep_cli_rejects_bad_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tui.cli import main
+
+    assert main(["sweep", str(TINY), "--nproc", "1,two", "--runs-dir", str(tmp_path)]) == 2
+    assert "--nproc '1,two': expected comma-separated integers" in capsys.readouterr().err
+    assert main(["sweep", str(TINY), "--nproc", "1,2", "--epochs", "0"]) == 2
+    assert main(["sweep", str(TINY), "--nproc", "1,2", "--weak", "--runs-dir", str(tmp_path)]) == 2
+    assert "--weak needs the samples per worker" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing was launched

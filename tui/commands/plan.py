@@ -87,9 +87,9 @@ def render(plan: Any) -> None:
         "workers",
         "$/h",
         "epoch s",
-        "hours",
+        "time",
         "$",
-        "past runs",
+        "past runs (mean time)",
     ):
         table.add_column(
             col,
@@ -105,9 +105,11 @@ def render(plan: Any) -> None:
             str(c.workers),
             f"{c.usd_per_hour:.4g}",
             f"{c.epoch_s:,.1f}",
-            f"{c.hours:.3f}",
+            _hours(c.seconds),
             f"{c.usd:,.4f}",
-            str(len(c.actual_s)) if c.actual_s else "",
+            f"{len(c.actual_s)} ({_hours(sum(c.actual_s) / len(c.actual_s))})"
+            if c.actual_s
+            else "",
             style=style,
         )
     console.print(table)
@@ -118,7 +120,7 @@ def render(plan: Any) -> None:
         else:
             console.print(
                 f"[green]cheapest within {plan.deadline_h:g} h: {plan.pick.label} "
-                f"({plan.pick.hours:.3f} h, ${plan.pick.usd:.4f})[/green]"
+                f"({_hours(plan.pick.seconds)}, ${plan.pick.usd:.4f})[/green]"
             )
     console.print("[bold]inputs[/bold]")
     for line in plan.inputs:
