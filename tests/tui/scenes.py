@@ -15,10 +15,10 @@ SIZE = (120, 40)
 
 
 async def settle(pilot: Pilot[int]) -> None:
-    """Wait until workers finish and the screen has redrawn."""
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
+    """Wait until workers (some start after the first frame) finish and the screen redrew."""
+    for _ in range(3):
+        await pilot.pause(0.05)
+        await pilot.app.workers.wait_for_complete()
     await pilot.pause(0.05)
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InputError, SentitopError
-from engine.events import read_events
 from tui.model.run_state import RunState
 
 
@@ -199,7 +198,9 @@ def read_run_state(run_dir: Path, capacity: int = 4096) -> RunState:
     if not path.is_file():
         raise InputError(f"{run_dir}: no events.jsonl", hint="pass a run folder under runs/")
     state = RunState(capacity=capacity)
-    state.ingest_many(read_events(path))
+    from tui.replay import read_events_fast
+
+    state.ingest_many(read_events_fast(path))
     return state
 
 

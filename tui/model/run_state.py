@@ -88,12 +88,12 @@ class LogLine:
     """info | warn | error."""
 
 
+_NUMBER_TYPES = frozenset({int, float})
+
+
 def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    return None
+    """A float for int/float values (not bool), else None."""
+    return float(value) if value.__class__ in _NUMBER_TYPES else None
 
 
 @dataclass
@@ -205,19 +205,23 @@ class RunState:
 
     def _ingest(self, event: Mapping[str, Any]) -> None:
         type_ = event.get("type")
-        if not isinstance(type_, str):
+        if type_.__class__ is not str:
             return
         self.events_seen += 1
-        self.counts[type_] = self.counts.get(type_, 0) + 1
-        t = _num(event.get("t"))
-        if t is not None:
+        counts = self.counts
+        counts[type_] = counts.get(type_, 0) + 1
+        t = event.get("t")
+        if t.__class__ in _NUMBER_TYPES:
             if self.start_t is None:
                 self.start_t = t
             if self.last_t is None or t > self.last_t:
                 self.last_t = t
+            rel = t - self.start_t
+        else:
+            rel = self.elapsed
         handler = self._handlers.get(type_)
         if handler is not None:
-            handler(event, self._rel(t))
+            handler(event, rel)
 
     def _rel(self, t: float | None) -> float:
         if t is None or self.start_t is None:
@@ -279,25 +283,26 @@ class RunState:
         stage.rate = _num(ev.get("rate"))
 
     def _on_step(self, ev: Mapping[str, Any], rel: float) -> None:
-        gs = _num(ev.get("global_step"))
-        if gs is not None:
+        get = ev.get
+        gs = get("global_step")
+        if gs.__class__ in _NUMBER_TYPES:
             self.global_step = int(gs)
-        epoch = _num(ev.get("epoch"))
-        if epoch is not None:
+        epoch = get("epoch")
+        if epoch.__class__ in _NUMBER_TYPES:
             self.epoch = int(epoch)
         step = float(self.global_step)
-        loss = _num(ev.get("loss"))
-        if loss is not None:
+        loss = get("loss")
+        if loss.__class__ in _NUMBER_TYPES:
             self.train_loss.append(rel, loss, step)
-        sps = _num(ev.get("samples_per_s"))
-        if sps is not None:
+        sps = get("samples_per_s")
+        if sps.__class__ in _NUMBER_TYPES:
             self.samples_per_s = sps
             self.throughput.append(rel, sps, step)
-        lr = _num(ev.get("lr"))
-        if lr is not None:
+        lr = get("lr")
+        if lr.__class__ in _NUMBER_TYPES:
             self.lr = lr
-        per_rank = ev.get("rank_samples_per_s")
-        if isinstance(per_rank, list):
+        per_rank = get("rank_samples_per_s")
+        if per_rank.__class__ is list:
             for rank, value in enumerate(per_rank):
                 if (v := _num(value)) is not None:
                     self._rank_series(self.rank_throughput, rank).append(rel, v, step)

@@ -23,9 +23,12 @@ class Series:
         "_pending",
         "_provisional",
         "capacity",
+        "generation",
         "name",
         "step",
+        "step_sorted",
         "t",
+        "t_sorted",
         "version",
         "y",
     )
@@ -42,6 +45,12 @@ class Series:
         self.y = array("d")
         self.version = 0
         """Bumped on every change, so renderers can cache."""
+        self.generation = 0
+        """Bumped when the series thins itself (points before the end moved)."""
+        self.t_sorted = True
+        """True while t never decreased (plots then skip sorting)."""
+        self.step_sorted = True
+        """True while step never decreased and was never NaN."""
         self._append_every = 1
         self._pending = 0
         self._provisional = False
@@ -51,17 +60,23 @@ class Series:
 
     def append(self, t: float, y: float, step: float = math.nan) -> None:
         """Add one point; once thinned, 1 in ``stride`` is kept, and always the newest."""
-        if self._provisional:  # the newest point stands in until the stride is complete
-            self.t[-1], self.step[-1], self.y[-1] = t, step, y
-        else:
+        if not self._provisional:
+            if self.t and (t < self.t[-1] or not step >= self.step[-1]):
+                self.t_sorted = self.t_sorted and t >= self.t[-1]
+                self.step_sorted = self.step_sorted and step >= self.step[-1]
             self.t.append(t)
             self.step.append(step)
             self.y.append(y)
-        self._pending += 1
-        self._provisional = self._pending < self._append_every
-        if not self._provisional:
-            self._pending = 0
+        else:  # the newest point stands in until the stride is complete
+            self.t[-1] = t
+            self.step[-1] = step
+            self.y[-1] = y
         self.version += 1
+        if self._append_every > 1:
+            self._pending += 1
+            self._provisional = self._pending < self._append_every
+            if not self._provisional:
+                self._pending = 0
         if len(self.y) >= self.capacity:
             self._thin()
 
@@ -75,6 +90,7 @@ class Series:
             self.step.append(last[1])
             self.y.append(last[2])
         self._append_every *= 2
+        self.generation += 1
         self._pending = 0
         self._provisional = False
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,19 +20,19 @@ from tui.screens.base import SentitopScreen
 from tui.screens.services import Services
 from tui.widgets.tables import fmt_age
 
-COLUMNS: list[tuple[str, Callable[[PriceRow], Any]]] = [
-    ("instance", lambda r: r.instance),
-    ("GPU", lambda r: r.gpu_model),
-    ("#GPU", lambda r: r.gpus),
-    ("GPU GiB", lambda r: r.gpu_memory_gib),
-    ("vCPU", lambda r: r.vcpus),
-    ("mem GiB", lambda r: r.memory_gib),
-    ("on-demand $/h", lambda r: r.on_demand_usd if r.on_demand_usd is not None else float("inf")),
-    ("spot $/h", lambda r: r.spot_usd if r.spot_usd is not None else float("inf")),
-    ("source", lambda r: r.source),
-    ("age", lambda r: r.age_s if r.age_s is not None else float("inf")),
+COLUMNS: list[tuple[str, int, Callable[[PriceRow], Any]]] = [
+    ("instance", 15, lambda r: r.instance),
+    ("GPU", 6, lambda r: r.gpu_model),
+    ("#GPU", 4, lambda r: r.gpus),
+    ("GPU GiB", 7, lambda r: r.gpu_memory_gib),
+    ("vCPU", 4, lambda r: r.vcpus),
+    ("mem GiB", 7, lambda r: r.memory_gib),
+    ("on-demand $/h", 13, lambda r: r.on_demand_usd if r.on_demand_usd is not None else math.inf),
+    ("spot $/h", 8, lambda r: r.spot_usd if r.spot_usd is not None else math.inf),
+    ("source", 7, lambda r: r.source),
+    ("age", 5, lambda r: r.age_s if r.age_s is not None else math.inf),
 ]
-"""Column titles and sort keys."""
+"""Column titles, fixed widths (no jumping as rows arrive) and sort keys."""
 SOURCE_STYLE = {"live": "green", "cache": "cyan", "bundled": "yellow", "user": "magenta"}
 
 
@@ -72,10 +73,10 @@ class PricesScreen(SentitopScreen):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.border_title = "instance catalog"
-        for title, _ in COLUMNS:
-            table.add_column(title, key=title)
+        for title, width, _ in COLUMNS:
+            table.add_column(title, key=title, width=width)
         self.set_note("reading prices…")
-        self._load(False)
+        self.call_after_refresh(self._load, False)  # paint the first frame, then read
 
     def focus_body(self) -> None:
         self.query_one(DataTable).focus()
@@ -125,7 +126,7 @@ class PricesScreen(SentitopScreen):
             for r in self.rows
             if not needle or needle in r.gpu_model.lower() or needle in r.instance.lower()
         ]
-        key = COLUMNS[self.sort_column][1]
+        key = COLUMNS[self.sort_column][2]
         return sorted(rows, key=lambda r: (key(r), r.instance), reverse=self.sort_reverse)
 
     def _fill(self) -> None:

@@ -18,6 +18,9 @@ from tui.screens.base import SentitopScreen
 from tui.screens.services import Services
 from tui.widgets.tables import fmt_usd
 
+COLUMNS = (("profile", 18), ("cluster", 7), ("nodes", 5), ("GPUs", 4), ("$/h", 7), ("status", 64))
+"""Table columns and their widths."""
+
 
 @dataclass
 class ProfilesLoaded(Message):
@@ -61,9 +64,11 @@ class ProfilesScreen(SentitopScreen):
         table = self.query_one(DataTable)
         folder = self.services.profiles_dir
         table.border_title = f"profiles in {shown_path(folder) if folder else 'profiles'}"
-        table.add_columns("profile", "cluster", "nodes", "GPUs", "$/h", "status")
+        # fixed widths: the columns never jump when rows arrive
+        for label, width in COLUMNS:
+            table.add_column(label, width=width)
         self.query_one("#profile-detail", Static).border_title = "details"
-        self.action_reload()
+        self.call_after_refresh(self.action_reload)  # paint the first frame, then read
 
     def focus_body(self) -> None:
         self.query_one(DataTable).focus()

@@ -6,7 +6,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from rich.text import Text
@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Static
 from textual.worker import Worker, get_current_worker
 
 from tui.model import PHASES, RunState, Series
+from tui.model.mirror import SeriesMirror
 from tui.model.rows import ProfileRow
 from tui.replay import replay_file
 from tui.screens.base import SentitopScreen
@@ -31,10 +32,21 @@ from tui.widgets.tables import bar, fmt, fmt_duration, fmt_usd, phase_table
 
 X_AXES = ("steps", "time", "dollars")
 """X-axis choices of the loss plot."""
+X_FORMATS = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}
 POST_EVERY_S = 0.05
 """Feed workers post at most one EventsIngested per this many seconds."""
 DOWN_STATUSES = {"stopped", "terminated", "lost", "failed", "done", "down"}
 STATUS_STYLE = {"running": "bold green", "ok": "bold cyan", "waiting": "dim"}
+
+
+class Cols(NamedTuple):
+    """A series' columns copied out of the state, with whether t / step are ascending."""
+
+    t: np.ndarray
+    step: np.ndarray
+    y: np.ndarray
+    t_sorted: bool
+    step_sorted: bool
 
 
 @dataclass
@@ -56,10 +68,6 @@ class FeedEnded(Message):
     """replay | live."""
     status: str
     """Run status at the end."""
-
-
-def _arr(series: Series, column: str) -> np.ndarray:
-    return np.frombuffer(getattr(series, column), dtype=np.float64).copy()
 
 
 class RunScreen(SentitopScreen):
@@ -88,6 +96,7 @@ class RunScreen(SentitopScreen):
         self._feed: Worker[Any] | None = None
         self._drawn_version = -1
         self._epoch_rows = 0
+        self._mirrors: dict[int, SeriesMirror] = {}
 
     # ------------------------------------------------------------------ layout
     def compose_body(self) -> ComposeResult:
@@ -135,6 +144,7 @@ class RunScreen(SentitopScreen):
             self._feed.cancel()
         self.state = RunState()
         self.source = source
+        self._mirrors = {}
         self._drawn_version = -1
         self._epoch_rows = 0
         if self.is_mounted:
@@ -295,8 +305,12 @@ class RunScreen(SentitopScreen):
         self.set_note(self.source)
 
     def _snapshot(self, st: RunState) -> dict[str, Any]:
-        def cols(s: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            return _arr(s, "t"), _arr(s, "step"), _arr(s, "y")
+        def cols(s: Series) -> Cols:
+            mirror = self._mirrors.get(id(s))
+            if mirror is None:
+                mirror = self._mirrors[id(s)] = SeriesMirror()
+            c = mirror.sync(s)
+            return Cols(c["t"], c["step"], c["y"], s.t_sorted, s.step_sorted)
 
         return {
             "train": cols(st.train_loss),
@@ -369,37 +383,33 @@ class RunScreen(SentitopScreen):
             stages.append("no stages yet — waiting for events", style="dim")
         self.query_one("#run-stages", Static).update(stages)
 
-    def _x(self, t: np.ndarray, step: np.ndarray, cost: tuple[np.ndarray, ...]) -> np.ndarray:
-        if self.x_axis == "steps":
-            return step
-        if self.x_axis == "time":
-            return t
-        ct, _, cy = cost
-        if ct.size == 0:
-            return np.zeros_like(t)
-        return np.interp(t, ct, cy)
+    def _line(self, label: str, c: Cols, axis: str, cost: Cols) -> PlotLine:
+        """A plot line of ``c`` with x in steps, seconds or dollars (sorted flags carried)."""
+        if axis == "steps":
+            return PlotLine(label, c.step, c.y, presorted=c.step_sorted)
+        if axis == "time" or cost.t.size == 0:
+            return PlotLine(label, c.t, c.y, presorted=c.t_sorted)
+        # dollars grow with time, so x stays sorted when t is
+        return PlotLine(label, np.interp(c.t, cost.t, cost.y), c.y, presorted=c.t_sorted)
 
     def _draw_plots(self, snap: dict[str, Any]) -> None:
-        cost = snap["cost"]
+        cost: Cols = snap["cost"]
         loss = self.query_one("#plot-loss", LinePlot)
         loss.border_title = f"loss  (x: {self.x_axis}, press x)"
-        loss.x_format = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}[
-            self.x_axis
-        ]
-        lines = []
-        for label, (t, step, y) in (("train", snap["train"]), ("test", snap["test"])):
-            lines.append(PlotLine(label, self._x(t, step, cost), y))
-        loss.set_lines(lines)
-        t, _, y = snap["throughput"]
-        tp_lines = [PlotLine("total", t, y)]
-        tp_lines += [PlotLine(f"r{r}", t_, y_) for r, (t_, _, y_) in snap["rank_tp"].items()]
+        loss.x_format = X_FORMATS[self.x_axis]
+        loss.set_lines(
+            [self._line(label, snap[label], self.x_axis, cost) for label in ("train", "test")]
+        )
+        tp_lines = [self._line("total", snap["throughput"], "time", cost)]
+        tp_lines += [self._line(f"r{r}", c, "time", cost) for r, c in snap["rank_tp"].items()]
         self.query_one("#plot-throughput", LinePlot).set_lines(tp_lines)
-        share_lines = [PlotLine(f"r{r}", step, y) for r, (_, step, y) in snap["shares"].items()]
+        share_lines = [self._line(f"r{r}", c, "steps", cost) for r, c in snap["shares"].items()]
         self.query_one("#plot-shares", LinePlot).set_lines(share_lines)
-        ct, _, cy = cost
+        cost_line = self._line("$ spent", cost, "time", cost)
+        cost_line.color = "#ffd75f"
         cost_plot = self.query_one("#plot-cost", LinePlot)
-        cost_plot.set_lines([PlotLine("$ spent", ct, cy, color="#ffd75f")])
-        cost_plot.border_title = f"cost {fmt_usd(cy[-1] if cy.size else None)}"
+        cost_plot.set_lines([cost_line])
+        cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)}"
 
     def _draw_tables(self, snap: dict[str, Any]) -> None:
         epochs = self.query_one("#epochs", DataTable)

@@ -23,6 +23,20 @@ from tui.widgets.braille import PlotLine, format_seconds, format_usd, nice_numbe
 from tui.widgets.line_plot import LinePlot
 from tui.widgets.tables import fmt, fmt_usd
 
+COLUMNS = (
+    ("", 1),
+    ("run", 24),
+    ("profile", 18),
+    ("GPUs", 4),
+    ("epochs", 6),
+    ("hours", 5),
+    ("$", 8),
+    ("acc", 5),
+    ("F1", 5),
+    ("samples/s", 9),
+    ("status", 11),
+)
+"""Table columns and fixed widths (no jumping as rows arrive)."""
 X_AXES = ("steps", "time", "dollars")
 X_FORMATS = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}
 
@@ -95,10 +109,9 @@ class RunsScreen(SentitopScreen):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.border_title = f"runs in {shown_path(self.services.runs_dir)}"
-        table.add_columns(
-            "", "run", "profile", "GPUs", "epochs", "hours", "$", "acc", "F1", "samples/s", "status"
-        )
-        self.action_reload()
+        for label, width in COLUMNS:
+            table.add_column(label, width=width)
+        self.call_after_refresh(self.action_reload)  # paint the first frame, then read
 
     def focus_body(self) -> None:
         self.query_one(DataTable).focus()

@@ -1,0 +1,357 @@
+"""Dashboard performance: first frame, event ingest rate, redraw with 10^6 points, memory bound.
+
+Run: `.venv/bin/python benchmarks/bench_dashboard.py` (about a minute on 2 cores). Every figure
+is printed next to its target as a ratio measured in this run; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from array import array
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.events import encode_event, read_events  # noqa: E402
+from tui.model import RunState  # noqa: E402
+from tui.model.series import Series  # noqa: E402
+from tui.replay import read_events_fast  # noqa: E402
+
+FIXTURE = ROOT / "tests" / "tui" / "fixtures" / "runs" / "20261121-fixture"
+TARGET_FIRST_FRAME_S = 1.5
+TARGET_INGEST_PER_S = 50_000
+TARGET_REDRAW_S = 0.050
+WORLD = 4
+
+CHILD = """
+import sys, time
+t0 = time.perf_counter()
+from tui.app import make_app
+app = make_app({kwargs})
+async def first_frame(pilot):
+    await pilot.pause()
+    print("FIRST_FRAME", time.perf_counter() - t0, "torch" in sys.modules, flush=True)
+    app.exit()
+app.run(headless=True, size=(120, 40), auto_pilot=first_frame)
+"""
+
+
+def first_frame(kwargs: str) -> tuple[float, float, bool]:
+    """(wall seconds from process start to the first painted frame, in-process part, torch?)."""
+    start = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD.format(kwargs=kwargs)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    wall = time.perf_counter() - start
+    line = next(ln for ln in out.splitlines() if ln.startswith("FIRST_FRAME"))
+    _, inside, torch = line.split()
+    return wall, float(inside), torch == "True"
+
+
+def synthetic_events(n: int) -> Any:
+    """n events with a live run's mix: mostly steps, plus balance/cost/phase/node/epoch/log."""
+    t, step = 1.7e9, 0
+    shares = [1 / WORLD] * WORLD
+    yield {
+        "type": "run_start",
+        "t": t,
+        "run": "bench",
+        "profile": "bench",
+        "world_size": WORLD,
+        "config": {"epochs": 1000},
+    }
+    for i in range(1, n):
+        t += 0.01
+        k = i % 100
+        if k < 80:
+            step += 1
+            yield {
+                "type": "step",
+                "t": t,
+                "epoch": step // 5000,
+                "step": step % 5000,
+                "global_step": step,
+                "loss": 0.5 + 0.3 * math.sin(step / 500),
+                "samples_per_s": 9000.0 + (step % 17),
+                "lr": 0.002,
+            }
+        elif k < 84:
+            shares = [s * (1 + 0.01 * math.sin(i + r)) for r, s in enumerate(shares)]
+            total = sum(shares)
+            shares = [s / total for s in shares]
+            yield {
+                "type": "balance",
+                "t": t,
+                "epoch": step // 5000,
+                "step": step,
+                "shares": shares,
+                "batch_sizes": [int(512 * s) for s in shares],
+                "sec_per_sample": [1e-4 * (1 + r / 10) for r in range(WORLD)],
+                "predicted_epoch_s": 60.0,
+            }
+        elif k < 88:
+            yield {
+                "type": "cost",
+                "t": t,
+                "usd": i * 1e-5,
+                "usd_per_hour": 12.0,
+                "projected_usd": 99.0,
+                "elapsed_s": t - 1.7e9,
+            }
+        elif k < 92:
+            yield {
+                "type": "phase",
+                "t": t,
+                "rank": k % WORLD,
+                "epoch": step // 5000,
+                "data": 1.0,
+                "h2d": 0.1,
+                "forward": 5.0,
+                "backward": 9.0,
+                "allreduce_opt": 2.0,
+                "eval": 1.0,
+                "steps": 100,
+            }
+        elif k < 94:
+            yield {
+                "type": "progress",
+                "t": t,
+                "stage": "train",
+                "done": step,
+                "total": 5e6,
+                "unit": "steps",
+                "rate": 100.0,
+            }
+        elif k < 96:
+            yield {
+                "type": "node",
+                "t": t,
+                "node": f"n{k % 2}",
+                "status": "running",
+                "gpu": "T4",
+                "detail": f"step {step}",
+            }
+        elif k < 98:
+            yield {
+                "type": "checkpoint",
+                "t": t,
+                "epoch": step // 5000,
+                "step": step,
+                "path": "ckpt.pt",
+            }
+        elif k < 99:
+            yield {
+                "type": "epoch",
+                "t": t,
+                "epoch": step // 5000,
+                "train_loss": 0.3,
+                "test_loss": 0.35,
+                "accuracy": 0.9,
+                "precision": 0.9,
+                "recall": 0.9,
+                "f1": 0.9,
+                "seconds": 60.0,
+                "samples_per_s": 9000.0,
+            }
+        else:
+            yield {"type": "error", "t": t, "message": "rank 3 slow", "rank": 3, "tail": ["a", "b"]}
+
+
+def bench_ingest(path: Path, n: int) -> dict[str, float]:
+    """Events per second: replay path (orjson parse + ingest), json parse + ingest, ingest."""
+    rates = {}
+    for label, reader in (("replay path", read_events_fast), ("json+ingest", read_events)):
+        state = RunState()
+        start = time.perf_counter()
+        batch: list[dict[str, Any]] = []
+        for event in reader(path):
+            batch.append(event)
+            if len(batch) == 5000:
+                state.ingest_many(batch)
+                batch = []
+        state.ingest_many(batch)
+        rates[label] = n / (time.perf_counter() - start)
+    events = list(synthetic_events(200_000))
+    state = RunState()
+    start = time.perf_counter()
+    for i in range(0, len(events), 5000):
+        state.ingest_many(events[i : i + 5000])
+    rates["ingest only"] = len(events) / (time.perf_counter() - start)
+    return rates
+
+
+def bench_memory(path: Path) -> dict[str, float]:
+    """Memory held by the state after 10^5 and after 10^6 events of one streamed replay."""
+    gc.collect()
+    tracemalloc.start()
+    state = RunState()
+    held: dict[int, float] = {}
+    marks = (100_000, 250_000, 500_000, 750_000, 1_000_000)
+    for i, event in enumerate(read_events_fast(path), 1):
+        state.ingest(event)
+        if i in marks:
+            gc.collect()
+            held[i] = tracemalloc.get_traced_memory()[0] / 2**20
+    tracemalloc.stop()
+    return {
+        "held_mb": held,
+        "series_points": len(state.train_loss),
+        "log_lines": len(state.log),
+        "epoch_rows": len(state.epochs),
+    }
+
+
+def fill(series: Series, n: int, y: np.ndarray, t: np.ndarray) -> None:
+    """Give a series n points directly (benchmark setup only)."""
+    series.capacity = max(series.capacity, 2 * n + 16)
+    series.t = array("d", t[:n].tobytes())
+    series.step = array("d", np.arange(n, dtype=np.float64).tobytes())
+    series.y = array("d", y[:n].tobytes())
+    series.version += 1
+
+
+def big_state(n: int) -> RunState:
+    """A state whose 12 plotted series hold n points each."""
+    state = RunState(capacity=2 * n + 16)
+    state.ingest_many(read_events(FIXTURE / "events.jsonl"))
+    rng = np.random.default_rng(0)
+    t = np.linspace(0, 36_000, n)
+    base = 0.5 + 0.3 * np.exp(-np.arange(n) / (n / 5))
+    for s in (state.train_loss, state.test_loss, state.throughput, state.cost):
+        fill(s, n, base + rng.normal(0, 0.02, n), t)
+    for table in (state.rank_shares, state.rank_throughput):
+        for s in table.values():
+            fill(s, n, 0.25 + rng.normal(0, 0.01, n), t)
+    return state
+
+
+def append_points(state: RunState, k: int) -> None:
+    """k new points on every plotted series (what arrives between two redraws)."""
+    series = [state.train_loss, state.test_loss, state.throughput, state.cost]
+    series += list(state.rank_shares.values()) + list(state.rank_throughput.values())
+    for s in series:
+        t0, y0 = s.t[-1], s.y[-1]
+        for i in range(k):
+            s.append(t0 + i + 1, y0, float(len(s)))
+
+
+async def bench_redraw(n: int) -> dict[str, float]:
+    """Seconds for one Run-screen redraw (copy out + decimate + draw all plots and tables)."""
+    from tests.tui.fakes import build_app
+    from tui.screens.run import RunScreen
+    from tui.widgets.line_plot import LinePlot
+
+    app = build_app(start="run")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
+        screen.state = big_state(n)
+        points = len(screen.state.train_loss)
+        plots = list(screen.query(LinePlot))
+
+        def redraw() -> float:
+            start = time.perf_counter()
+            screen.refresh_views(force=True)
+            for plot in plots:
+                plot.render()
+            return time.perf_counter() - start
+
+        first = redraw()
+        steady = []
+        for _ in range(10):
+            append_points(screen.state, 500)
+            steady.append(redraw())
+        start = time.perf_counter()
+        append_points(screen.state, 500)
+        screen.refresh_views(force=True)
+        await pilot.pause()  # let the compositor paint the frame too
+        painted = time.perf_counter() - start
+    return {
+        "points": points,
+        "first": first,
+        "steady_median": statistics.median(steady),
+        "steady_max": max(steady),
+        "painted": painted,
+    }
+
+
+def main() -> int:
+    """Run every benchmark and print the figures."""
+    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    print(f"machine: {os.cpu_count()} CPUs, load average {load} at start")
+    print("== first frame (fresh process, headless 120x40, includes interpreter start + imports)")
+    for label, kwargs in (
+        ("sentitop (Profiles)", "profiles_dir='profiles'"),
+        ("sentitop replay", f"replay={str(FIXTURE)!r}"),
+    ):
+        wall, inside, torch = first_frame(kwargs)
+        print(
+            f"  {label:22s} {wall:5.2f} s  = {wall / TARGET_FIRST_FRAME_S:4.2f} x target "
+            f"{TARGET_FIRST_FRAME_S} s  (in-process {inside:.2f} s; torch imported: {torch})"
+        )
+
+    n = 1_000_000
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "events.jsonl"
+        with open(path, "w", encoding="utf-8") as fh:
+            for event in synthetic_events(n):
+                fh.write(encode_event(event) + "\n")
+        print(f"== ingest ({n:,} synthetic events, {path.stat().st_size / 2**20:.0f} MiB)")
+        rates = bench_ingest(path, n)
+        for label, rate in rates.items():
+            print(
+                f"  {label:14s} {rate:9,.0f} events/s = {rate / TARGET_INGEST_PER_S:5.1f} x "
+                f"target {TARGET_INGEST_PER_S:,}"
+            )
+        print("== memory held by RunState during one 10^6-event replay (tracemalloc)")
+        mem = bench_memory(path)
+        marks = "  ".join(f"{k / 1e6:g}M: {v:.1f} MiB" for k, v in mem["held_mb"].items())
+        held = list(mem["held_mb"].values())
+        print(f"  {marks}")
+        print(
+            f"  growth over the last half (0.5M -> 1M events): {held[-1] / held[2]:.2f}x; "
+            f"kept: {mem['series_points']:,} train-loss points (cap 65,536), "
+            f"{mem['log_lines']} log lines (cap 500), {mem['epoch_rows']} epoch rows (cap 10,000)"
+        )
+
+    print("== redraw of the Run screen, 12 series x 10^6 points each (120x40)")
+    red = asyncio.run(bench_redraw(n))
+    print(
+        f"  first redraw (copies all points)  {red['first'] * 1e3:6.1f} ms = "
+        f"{red['first'] / TARGET_REDRAW_S:4.2f} x target {TARGET_REDRAW_S * 1e3:.0f} ms"
+    )
+    print(
+        f"  steady redraw (+500 pts/series)   {red['steady_median'] * 1e3:6.1f} ms median, "
+        f"{red['steady_max'] * 1e3:.1f} ms max = {red['steady_median'] / TARGET_REDRAW_S:4.2f} x "
+        f"target"
+    )
+    print(
+        f"  redraw + compositor paint         {red['painted'] * 1e3:6.1f} ms = "
+        f"{red['painted'] / TARGET_REDRAW_S:4.2f} x target"
+    )
+    print(json.dumps({"redraw_points_per_series": red["points"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
