@@ -116,7 +116,8 @@ def render_markdown(
         "",
         f"{sum(len(c.runs) for c in series.configs)} run(s), {len(series.configs)} "
         f"configuration(s), {series.mode} scaling; baseline **{base.label}** "
-        f"({base.workers} worker(s)). $ and hours are for **{n} epochs** of training "
+        f"({base.workers} worker(s)). $ and hours are for **{n} epoch{'s' if n != 1 else ''}** "
+        "of training "
         "(epoch time = median over the runs' epochs; start-up and preprocessing excluded; "
         "billing: per second with a 60 s minimum, or as the imported source priced it).",
         "",
