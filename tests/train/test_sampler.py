@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -127,3 +129,21 @@ def test_scaled_rank_gradients_average_to_the_full_batch_gradient() -> None:
         / 3
     )
     assert torch.allclose(ddp_mean, full, atol=1e-6)
+
+
+def test_loader_workers_yield_the_same_batches(tiny_data: Path) -> None:
+    from engine.data import load_split, train_loader
+
+    arrays = load_split(tiny_data, "train")
+    sampler = PlanSampler(len(arrays.labels), seed=0, rank=1)
+    sampler.set_epoch(2)
+    sampler.add_plan(even_plan(len(arrays.labels), 2, 64))
+    inline = list(train_loader(arrays, sampler, 3, sampler.steps))
+    workers = list(train_loader(arrays, sampler, 3, sampler.steps, workers=1))
+    assert len(inline) == len(workers) == sampler.steps - 3  # resume skips the first 3 steps
+    for a, b in zip(inline, workers, strict=True):
+        assert torch.equal(a.tokens, b.tokens) and torch.equal(a.labels, b.labels)
+    first = inline[0]
+    assert torch.equal(first.labels, torch.from_numpy(arrays.labels[sampler.indices(3)]))
+    assert first.tokens.dtype == torch.int32
+    assert first.tokens.shape[1] == int(first.lengths.max())  # trimmed to the longest
