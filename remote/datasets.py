@@ -1,4 +1,4 @@
-"""The data stage of a run: synthetic reviews generated once, preprocessed datasets cached by key."""
+"""The data stage of a run: synthetic reviews made once, preprocessed datasets cached by key."""
 
 from __future__ import annotations
 
@@ -57,15 +57,23 @@ def synthetic_inputs(profile: Profile, emitter: Emitter) -> list[str]:
         partial = target.with_suffix(f".part{os.getpid()}")
         counts = generate(partial, spec.size, seed=spec.seed)
         os.replace(partial, target)
-        emitter.emit("stage_end", stage="synth", status="ok", seconds=counts.get("seconds"),
-                     records=counts.get("records"))
+        emitter.emit(
+            "stage_end",
+            stage="synth",
+            status="ok",
+            seconds=counts.get("seconds"),
+            records=counts.get("records"),
+        )
     return [str(target)]
 
 
 def dataset_key(cfg: PreprocessConfig) -> str:
     """A key that changes when the inputs (path, size, mtime) or any preprocessing setting do."""
-    parts: dict[str, Any] = {k: v for k, v in preprocess_config_to_dict(cfg).items()
-                             if k not in ("output", "workers", "runner")}
+    parts: dict[str, Any] = {
+        k: v
+        for k, v in preprocess_config_to_dict(cfg).items()
+        if k not in ("output", "workers", "runner")
+    }
     stamps = []
     for path in cfg.inputs:
         try:
@@ -82,8 +90,9 @@ def _complete(folder: Path) -> bool:
     return all((folder / name).is_file() for name in ("dataset.h5", "vocab.json", "stats.json"))
 
 
-async def prepare_dataset(profile: Profile, run_dir: Path, emitter: Emitter,
-                          events_sink: Any) -> PreparedData:
+async def prepare_dataset(
+    profile: Profile, run_dir: Path, emitter: Emitter, events_sink: Any
+) -> PreparedData:
     """Generate (if synthetic) and preprocess the profile's data, reusing a cached result."""
     inputs = synthetic_inputs(profile, emitter)
     probe = profile.to_preprocess_config(cache_root() / "datasets" / "probe", inputs=inputs)
@@ -113,12 +122,15 @@ async def _preprocess_here(cfg: PreprocessConfig, run_dir: Path, events_sink: An
     cluster = LocalCluster(["local"])
     async with cluster:
         await cluster.start(run_dir, events=events_sink)
-        command = Command(argv=(sys.executable, "-m", "engine.jobs", "preprocess",
-                                str(config_path)), env=cluster.code_env("local"))
+        command = Command(
+            argv=(sys.executable, "-m", "engine.jobs", "preprocess", str(config_path)),
+            env=cluster.code_env("local"),
+        )
         try:
             await cluster.run({"local": command}, stage="preprocess")
         except NodeFailedError as exc:
             if exc.exit_code == 2:
-                raise InputError("preprocessing rejected its input:\n" +
-                                 "\n".join(exc.tail[-5:])) from None
+                raise InputError(
+                    "preprocessing rejected its input:\n" + "\n".join(exc.tail[-5:])
+                ) from None
             raise

@@ -9,6 +9,7 @@ caller's ``on_event`` (the dashboard or the headless progress display).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -35,9 +36,21 @@ from remote.security import make_private_dir, write_private_file
 RunStatus = Literal["ok", "failed", "interrupted", "budget"]
 EventCallback = Callable[[dict[str, Any]], None]
 
-SUMMARY_KEYS = ("accuracy", "precision", "recall", "f1", "epochs", "samples_per_s", "train_s",
-                "time_to_threshold_s", "threshold_epoch", "test_loss", "n_train", "n_test",
-                "advice")
+SUMMARY_KEYS = (
+    "accuracy",
+    "precision",
+    "recall",
+    "f1",
+    "epochs",
+    "samples_per_s",
+    "train_s",
+    "time_to_threshold_s",
+    "threshold_epoch",
+    "test_loss",
+    "n_train",
+    "n_test",
+    "advice",
+)
 """Training results copied to the top level of a run's summary.json."""
 
 
@@ -130,8 +143,16 @@ def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str
     return data
 
 
-async def _train(profile: Profile, cluster: Cluster, data: PreparedData, run_dir: Path,
-                 emitter: Emitter, sink: Any, meter: CostMeter, book: PriceBook) -> None:
+async def _train(
+    profile: Profile,
+    cluster: Cluster,
+    data: PreparedData,
+    run_dir: Path,
+    emitter: Emitter,
+    sink: Any,
+    meter: CostMeter,
+    book: PriceBook,
+) -> None:
     await cluster.start(run_dir, events=sink)
     keys = [meter.start(line) for line in profile.cost_lines(book) if line.stage == "train"]
     try:
@@ -146,8 +167,9 @@ async def _train(profile: Profile, cluster: Cluster, data: PreparedData, run_dir
             args[node] = ["--config", remote_path, "--no-events-file"]
         commands: dict[str, Command] = cluster.torchrun_commands("engine.train", args)
         started = time.time()
-        emitter.emit("stage_start", stage="train", world_size=profile.world_size(),
-                     nodes=cluster.nodes)
+        emitter.emit(
+            "stage_start", stage="train", world_size=profile.world_size(), nodes=cluster.nodes
+        )
         await cluster.run(commands, stage="train")
         emitter.emit("stage_end", stage="train", status="ok", seconds=time.time() - started)
     finally:
@@ -155,12 +177,18 @@ async def _train(profile: Profile, cluster: Cluster, data: PreparedData, run_dir
             meter.stop(key)
 
 
-async def execute_run(profile: Profile, *, runs_dir: Path | None = None,
-                      on_event: EventCallback | None = None,
-                      stop: asyncio.Event | None = None) -> RunOutcome:
+async def execute_run(
+    profile: Profile,
+    *,
+    runs_dir: Path | None = None,
+    on_event: EventCallback | None = None,
+    stop: asyncio.Event | None = None,
+) -> RunOutcome:
     """Run ``profile`` end to end; never raises for run failures (see RunOutcome)."""
     run_dir = new_run_dir(runs_dir or runs_root(), profile.name)
-    write_private_file(run_dir / "profile.yaml", yaml.safe_dump(profile.resolved(), sort_keys=False))
+    write_private_file(
+        run_dir / "profile.yaml", yaml.safe_dump(profile.resolved(), sort_keys=False)
+    )
     progress = _Progress(epochs_total=profile.to_train_config(".", ".").epochs)
 
     def tap(event: dict[str, Any]) -> None:
@@ -181,18 +209,28 @@ async def execute_run(profile: Profile, *, runs_dir: Path | None = None,
     try:
         book = PriceBook.from_catalog(load_catalog(), profile.region)
         rate = profile.check_launch_budget(book)
-        emitter.emit("run_start", profile=profile.name, provider=profile.provider,
-                     world_size=profile.world_size(), usd_per_hour=rate,
-                     config=profile.resolved())
+        emitter.emit(
+            "run_start",
+            profile=profile.name,
+            provider=profile.provider,
+            world_size=profile.world_size(),
+            usd_per_hour=rate,
+            config=profile.resolved(),
+        )
         for line in profile.cost_lines(book):
             if line.stage == "all":
                 meter.start(line)
-        ticker = CostTicker(meter, emitter, max_usd=profile.budget.max_usd,
-                            remaining=progress.remaining_s,
-                            on_exceeded=lambda _why: loop.call_soon_threadsafe(budget_hit.set))
+        ticker = CostTicker(
+            meter,
+            emitter,
+            max_usd=profile.budget.max_usd,
+            remaining=progress.remaining_s,
+            on_exceeded=lambda _why: loop.call_soon_threadsafe(budget_hit.set),
+        )
         ticker.start()
-        status, reason = await _supervise(profile, run_dir, emitter, sink, meter, book,
-                                          stop, budget_hit)
+        status, reason = await _supervise(
+            profile, run_dir, emitter, sink, meter, book, stop, budget_hit
+        )
         if status == "budget" and ticker.exceeded_reason:
             reason = ticker.exceeded_reason
     except SentitopError as exc:
@@ -217,12 +255,19 @@ async def execute_run(profile: Profile, *, runs_dir: Path | None = None,
     return RunOutcome(run_dir, status, summary, error)
 
 
-async def _supervise(profile: Profile, run_dir: Path, emitter: Emitter, sink: Any,
-                     meter: CostMeter, book: PriceBook, stop: asyncio.Event | None,
-                     budget_hit: asyncio.Event) -> tuple[RunStatus, str]:
+async def _supervise(
+    profile: Profile,
+    run_dir: Path,
+    emitter: Emitter,
+    sink: Any,
+    meter: CostMeter,
+    book: PriceBook,
+    stop: asyncio.Event | None,
+    budget_hit: asyncio.Event,
+) -> tuple[RunStatus, str]:
     """Run the stages until they end, the caller stops, or the budget is hit."""
     work = asyncio.create_task(_stages(profile, run_dir, emitter, sink, meter, book))
-    watchers = {asyncio.create_task(budget_hit.wait()): "budget"}
+    watchers: dict[asyncio.Task[Any], str] = {asyncio.create_task(budget_hit.wait()): "budget"}
     if stop is not None:
         watchers[asyncio.create_task(stop.wait())] = "interrupted"
     try:
@@ -230,12 +275,10 @@ async def _supervise(profile: Profile, run_dir: Path, emitter: Emitter, sink: An
         if work in done:
             work.result()
             return "ok", ""
-        why = next(watchers[t] for t in done if t in watchers)
+        why = next(name for task, name in watchers.items() if task in done)
         work.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await work
-        except asyncio.CancelledError:
-            pass
         if why == "budget":
             return "budget", "budget max_usd would be exceeded"
         return "interrupted", "stopped by the user"
@@ -245,12 +288,14 @@ async def _supervise(profile: Profile, run_dir: Path, emitter: Emitter, sink: An
         await asyncio.gather(work, *watchers, return_exceptions=True)
 
 
-async def _stages(profile: Profile, run_dir: Path, emitter: Emitter, sink: Any,
-                  meter: CostMeter, book: PriceBook) -> None:
+async def _stages(
+    profile: Profile, run_dir: Path, emitter: Emitter, sink: Any, meter: CostMeter, book: PriceBook
+) -> None:
     emr_keys = []
     if profile.preprocess.runner == "emr":
-        emr_keys = [meter.start(line) for line in profile.cost_lines(book)
-                    if line.stage == "preprocess"]
+        emr_keys = [
+            meter.start(line) for line in profile.cost_lines(book) if line.stage == "preprocess"
+        ]
     try:
         data = await prepare_dataset(profile, run_dir, emitter, sink)
     finally:
@@ -261,8 +306,15 @@ async def _stages(profile: Profile, run_dir: Path, emitter: Emitter, sink: Any,
         await _train(profile, cluster, data, run_dir, emitter, sink, meter, book)
 
 
-def _summary(profile: Profile, run_dir: Path, status: RunStatus, reason: str, started: float,
-             meter: CostMeter, progress: _Progress) -> dict[str, Any]:
+def _summary(
+    profile: Profile,
+    run_dir: Path,
+    status: RunStatus,
+    reason: str,
+    started: float,
+    meter: CostMeter,
+    progress: _Progress,
+) -> dict[str, Any]:
     train = {k: v for k, v in progress.train_summary.items() if k not in ("type", "t")}
     summary: dict[str, Any] = {
         "run": run_dir.name,

@@ -1,4 +1,4 @@
-"""Headless run display: rich progress (stage, epoch bar, samples/s, loss, $) and a summary table."""
+"""Headless run display: rich progress (stage, epochs, samples/s, loss, $) and a summary table."""
 
 from __future__ import annotations
 
@@ -71,10 +71,13 @@ class HeadlessProgress:
         if kind == "stage_start":
             self.progress.update(self.stage, description=f"stage: {event.get('stage')}")
         elif kind == "progress" and event.get("total"):
-            self.progress.update(self.stage, total=float(event["total"]),
-                                 completed=float(event.get("done") or 0),
-                                 count=f"{float(event.get('done') or 0) / 1e6:,.0f} MB",
-                                 info=f"{_fmt(event.get('rate'), ',.0f')} {event.get('unit', '')}/s")
+            self.progress.update(
+                self.stage,
+                total=float(event["total"]),
+                completed=float(event.get("done") or 0),
+                count=f"{float(event.get('done') or 0) / 1e6:,.0f} MB",
+                info=f"{_fmt(event.get('rate'), ',.0f')} {event.get('unit', '')}/s",
+            )
         elif kind == "stage_end":
             status = event.get("status", "ok")
             self.progress.update(self.stage, description=f"{event.get('stage')}: {status}")
@@ -85,10 +88,12 @@ class HeadlessProgress:
             self.samples_per_s = event.get("samples_per_s", self.samples_per_s)
         elif kind == "epoch":
             done = int(event.get("epoch", 0)) + 1  # events number epochs from 0
-            self.progress.update(self.epochs, completed=float(done),
-                                 count=f"{done}/{self.epoch_total}")
+            self.progress.update(
+                self.epochs, completed=float(done), count=f"{done}/{self.epoch_total}"
+            )
             self.console.print(
-                f"epoch {done}/{self.epoch_total}: train loss {_fmt(event.get('train_loss'), '.4f')}"
+                f"epoch {done}/{self.epoch_total}:"
+                f"  train loss {_fmt(event.get('train_loss'), '.4f')}"
                 f"  test loss {_fmt(event.get('test_loss'), '.4f')}"
                 f"  acc {_fmt(event.get('accuracy'), '.4f')}  F1 {_fmt(event.get('f1'), '.4f')}"
                 f"  {_fmt(event.get('seconds'), '.1f')} s"
@@ -98,8 +103,9 @@ class HeadlessProgress:
             self.usd_per_hour = event.get("usd_per_hour")
         elif kind == "balance":
             shares = ", ".join(f"{s:.2f}" for s in event.get("shares") or [])
-            self.console.print(f"[cyan]balance: shares [{shares}] batch sizes "
-                               f"{event.get('batch_sizes')}[/cyan]")
+            self.console.print(
+                f"[cyan]balance: shares [{shares}] batch sizes {event.get('batch_sizes')}[/cyan]"
+            )
         elif kind == "error":
             where = event.get("node") or event.get("rank")
             self.console.print(f"[red]error ({where}): {event.get('message')}[/red]")
@@ -110,8 +116,9 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     """The end-of-run table."""
     status = summary.get("status", "?")
     colour = "green" if status == "ok" else "red"
-    table = Table(title=f"run {summary.get('run')} — [{colour}]{status}[/{colour}]",
-                  show_header=False)
+    table = Table(
+        title=f"run {summary.get('run')} — [{colour}]{status}[/{colour}]", show_header=False
+    )
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     ttt = summary.get("time_to_threshold_s")
@@ -124,7 +131,10 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
         ("wall time", f"{_fmt(summary.get('wall_s'), '.1f')} s"),
         ("samples/s", _fmt(summary.get("samples_per_s"), ",.0f")),
         ("time to threshold", "not reached" if ttt is None else f"{ttt:.1f} s"),
-        ("cost", f"${_fmt(summary.get('usd'), '.4f')} at ${_fmt(summary.get('usd_per_hour'), '.3f')}/h"),
+        (
+            "cost",
+            f"${_fmt(summary.get('usd'), '.4f')} at ${_fmt(summary.get('usd_per_hour'), '.3f')}/h",
+        ),
     ]
     if summary.get("reason"):
         rows.append(("reason", summary["reason"]))

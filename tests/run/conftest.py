@@ -51,8 +51,14 @@ def write_profile(tmp_path: Path) -> Callable[..., Path]:
     """Write a tiny local profile; keyword arguments fill the template."""
 
     def write(**values: object) -> Path:
-        fields = {"name": "tiny", "instance_type": "m5.large", "nproc": 1, "epochs": 1,
-                  "max_usd": 1.0, **values}
+        fields = {
+            "name": "tiny",
+            "instance_type": "m5.large",
+            "nproc": 1,
+            "epochs": 1,
+            "max_usd": 1.0,
+            **values,
+        }
         path = tmp_path / f"{fields['name']}.yaml"
         path.write_text(TINY_PROFILE.format(**fields))
         return path
@@ -60,7 +66,15 @@ def write_profile(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
-def sentitop(*args: str, env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def sentitop(
+    *args: str, env: dict[str, str], timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
     """Run the CLI as a user would and capture its output."""
-    return subprocess.run([sys.executable, "-m", "tui.cli", *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -45,8 +45,17 @@ def test_run_json_end_to_end(write_profile, run_env, tmp_path: Path) -> None:
     assert json.loads((run_dir / "summary.json").read_text()) == summary
     assert (run_dir / "profile.yaml").is_file()
     types = [e["type"] for e in read_events(run_dir / "events.jsonl")]
-    for expected in ("run_start", "stage_start", "progress", "step", "epoch", "phase", "cost",
-                     "summary", "run_end"):
+    for expected in (
+        "run_start",
+        "stage_start",
+        "progress",
+        "step",
+        "epoch",
+        "phase",
+        "cost",
+        "summary",
+        "run_end",
+    ):
         assert expected in types, f"no {expected} event"
     assert types[0] == "run_start" and types[-1] == "run_end"
     epochs = [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "epoch"]
@@ -74,8 +83,9 @@ def test_headless_display_shows_progress_and_summary_table(write_profile, run_en
 
 def test_bad_profile_exits_2_naming_file_and_field(tmp_path, run_env) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: bad\nprovider: local\ndata:\n  synthetic: {size: 1MB}\ntrain:\n"
-                   "  epochs: zero\n")
+    bad.write_text(
+        "name: bad\nprovider: local\ndata:\n  synthetic: {size: 1MB}\ntrain:\n  epochs: zero\n"
+    )
     result = sentitop("run", str(bad), env=run_env, timeout=60)
     assert result.returncode == 2
     assert "bad.yaml" in result.stderr and "epochs" in result.stderr
@@ -93,8 +103,10 @@ def test_missing_input_file_exits_2(tmp_path, run_env) -> None:
 
 def test_launch_refused_above_max_usd_per_hour(tmp_path, run_env) -> None:
     profile = tmp_path / "pricey.yaml"
-    profile.write_text("name: pricey\nprovider: local\ninstance_type: p3.2xlarge\n"
-                       "data:\n  synthetic: {size: 100KB}\nbudget:\n  max_usd_per_hour: 1.0\n")
+    profile.write_text(
+        "name: pricey\nprovider: local\ninstance_type: p3.2xlarge\n"
+        "data:\n  synthetic: {size: 100KB}\nbudget:\n  max_usd_per_hour: 1.0\n"
+    )
     result = sentitop("run", str(profile), "--json", env=run_env, timeout=60)
     assert result.returncode == 1
     summary = json.loads(result.stdout)
@@ -104,9 +116,15 @@ def test_launch_refused_above_max_usd_per_hour(tmp_path, run_env) -> None:
 
 def test_sigint_during_training_tears_down_and_exits_130(write_profile, run_env, tmp_path) -> None:
     profile = write_profile(nproc=2, epochs=50)
-    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", str(profile), "--json"],
-                            env=run_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "run", str(profile), "--json"],
+        env=run_env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     runs = tmp_path / "runs"
     deadline = time.time() + 180
     events = None

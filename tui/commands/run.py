@@ -12,8 +12,7 @@ from typing import Any
 
 def register(sub: Any) -> None:
     """Add the `run` subcommand."""
-    parser = sub.add_parser("run", help="run a profile end to end (headless)",
-                            description=__doc__)
+    parser = sub.add_parser("run", help="run a profile end to end (headless)", description=__doc__)
     parser.add_argument("profile", help="profile file or name (e.g. profiles/local.yaml)")
     parser.add_argument("--json", action="store_true", help="print only the summary as JSON")
     parser.add_argument("--runs-dir", type=Path, help="where run folders go (default ./runs)")
@@ -39,8 +38,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         console = Console()
         with HeadlessProgress(console, epochs) as display:
-            outcome = asyncio.run(execute_run(profile, runs_dir=args.runs_dir,
-                                              on_event=display.on_event))
+            outcome = asyncio.run(
+                execute_run(profile, runs_dir=args.runs_dir, on_event=display.on_event)
+            )
         console.print(summary_table(outcome.summary))
         console.print(f"run folder: {outcome.run_dir}")
     if outcome.error is not None:
