@@ -25,6 +25,9 @@ def unpack_counts(packed: int, slots: int) -> list[int]:
 
 def mode_rating(packed: int, rating_min: int, rating_max: int) -> tuple[int, int]:
     """(most frequent rating, total occurrences); ties go to the smaller rating."""
+    bit = packed.bit_length() - 1
+    if packed == 1 << bit and bit % SLOT_BITS == 0:  # seen once: the lowest bit of one slot
+        return rating_min + bit // SLOT_BITS, 1
     best, best_n, total = rating_min, -1, 0
     for slot, n in enumerate(unpack_counts(packed, rating_max - rating_min + 1)):
         total += n
@@ -33,15 +36,23 @@ def mode_rating(packed: int, rating_min: int, rating_max: int) -> tuple[int, int
     return best, total
 
 
+def text_keys(cleaned: bytes, test_fraction: float) -> tuple[int, int]:
+    """(order key, 1 if test else 0) of a cleaned text from one BLAKE2b digest: stable across
+    processes, machines and runners, unlike Python's salted hash(). The first 8 bytes fix the
+    row order (and the reduce partition), the last 8 the split."""
+    digest = hashlib.blake2b(cleaned, digest_size=16).digest()
+    test = int.from_bytes(digest[8:], "big") / _TWO64 < test_fraction
+    return int.from_bytes(digest[:8], "big"), int(test)
+
+
 def order_key(cleaned: bytes) -> int:
     """64-bit stable key that fixes the row order of the dataset (and the reduce partition)."""
-    return int.from_bytes(hashlib.blake2b(cleaned, digest_size=8).digest(), "big")
+    return text_keys(cleaned, 0.0)[0]
 
 
 def is_test(cleaned: bytes, test_fraction: float) -> bool:
     """True when the text belongs to the test split (a stable hash below test_fraction)."""
-    digest = hashlib.blake2b(cleaned, digest_size=8, person=b"sentitop-split").digest()
-    return int.from_bytes(digest, "big") / _TWO64 < test_fraction
+    return bool(text_keys(cleaned, test_fraction)[1])
 
 
 def partition_of(order: int, partitions: int) -> int:

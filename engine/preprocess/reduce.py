@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import count, repeat
 from typing import Any
 
 import numpy as np
 
-from engine.preprocess.dedupe import is_test, mode_rating, order_key
+from engine.preprocess.dedupe import mode_rating, text_keys
 from engine.preprocess.records import RecordSpec
 from engine.preprocess.text import content_words
 
@@ -74,7 +74,8 @@ def reduce_one(
     words = content_words(text, stop)
     if not words:
         return None, total - 1, words
-    row = (order_key(text), text, rule.label(rating), int(is_test(text, test_fraction)))
+    order, test = text_keys(text, test_fraction)
+    row = (order, text, rule.label(rating), test)
     return row, total - 1, words
 
 
@@ -126,14 +127,27 @@ class _WordTable:
         self.ids: dict[bytes, int] = {SEP: 0}
         self.words: list[bytes] = [SEP]
         self.kind = bytearray([2])
+        self.seen = 1  # words looked up so far: provisional ids start above every final id
 
     def encode(self, words: list[bytes]) -> np.ndarray:
-        """Part-local ids of `words` (new words get the next ids)."""
-        for word in set(words).difference(self.ids):
-            self.ids[word] = len(self.words)
-            self.words.append(word)
-            self.kind.append(1 if word in self.stop else 0)
-        return np.fromiter(map(self.ids.__getitem__, words), dtype=np.int32, count=len(words))
+        """Part-local ids of `words` (new words get the next ids). One C-level setdefault per
+        word: a new word first gets the provisional id seen + its position, then a final one."""
+        base, n = self.seen, len(words)
+        ids = np.fromiter(map(self.ids.setdefault, words, count(base)), dtype=np.int64, count=n)
+        self.seen += n
+        fresh = ids >= base
+        if fresh.any():
+            first = np.flatnonzero(ids == base + np.arange(n))  # first sight of each new word
+            final = np.arange(len(self.words), len(self.words) + len(first))
+            for pos, word_id in zip(first.tolist(), final.tolist(), strict=True):
+                word = words[pos]
+                self.ids[word] = word_id
+                self.words.append(word)
+                self.kind.append(1 if word in self.stop else 0)
+            remap = np.zeros(n, dtype=np.int64)
+            remap[first] = final
+            ids[fresh] = remap[ids[fresh] - base]
+        return ids
 
 
 def reduce_texts(
@@ -152,8 +166,8 @@ def reduce_texts(
     for text, packed in items:
         rating, total = mode_rating(packed, rule.rating_min, rule.rating_max)
         part.counts.duplicates += total - 1
-        test = int(is_test(text, test_fraction))
-        candidates.append((order_key(text), text, rule.label(rating), test))
+        key, test = text_keys(text, test_fraction)
+        candidates.append((key, text, rule.label(rating), test))
     table = _WordTable(stop)
     train_counts = np.zeros(0, dtype=np.int64)
     content_n, tokens = [], []

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.preprocess.dedupe import order_key, partition_of
+from engine.preprocess.dedupe import partition_of, text_keys
 from engine.preprocess.mapper import Agg, MapStats, map_task
 from engine.preprocess.readers import MapTask
 from engine.preprocess.records import RecordSpec
@@ -77,7 +77,7 @@ def _map_into(
 def _write_partitions(agg: Agg, partitions: int, tmp: str, wid: int) -> None:
     buckets: list[dict[bytes, int]] = [{} for _ in range(partitions)]
     for text, packed in agg.items():
-        buckets[partition_of(order_key(text), partitions)][text] = packed
+        buckets[partition_of(text_keys(text, 0.0)[0], partitions)][text] = packed
     agg.clear()
     for p, bucket in enumerate(buckets):
         with open(os.path.join(tmp, f"map-{wid}-{p}.marshal"), "wb") as fh:

@@ -156,3 +156,11 @@ def test_batched_part_tokens_match_reference_encoding(
                 assert np.array_equal(fast[split][name][()], ref[split][name][()]), (split, name)
                 assert fast[split][name].dtype == ref[split][name].dtype
         assert fast["train"]["labels"].shape[0] > 300
+
+
+@pytest.mark.parametrize("slot", range(5))
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 1 << 20])
+def test_mode_rating_of_a_single_rating(slot: int, n: int) -> None:
+    counts = [0] * 5
+    counts[slot] = n
+    assert mode_rating(pack_counts(counts), 1, 5) == (slot + 1, n)
