@@ -138,6 +138,14 @@ def run_rank(cfg: EmbedConfig) -> int:
         emitter.close()
 
 
+def check_nproc(cfg: EmbedConfig, nproc: int) -> None:
+    """ConfigError unless ``nproc`` ranks can run ``cfg.mode``."""
+    if nproc < 1:
+        raise ConfigError(f"--nproc = {nproc} must be >= 1")
+    if cfg.mode == "async" and nproc < 2:
+        raise ConfigError("--mode async needs --nproc >= 2 (one server + at least one worker)")
+
+
 def launch(
     cfg: EmbedConfig,
     nproc: int,
@@ -161,10 +169,7 @@ def launch(
     )
     from engine.train import default_threads
 
-    if nproc < 1:
-        raise LaunchError(f"--nproc = {nproc} must be >= 1")
-    if cfg.mode == "async" and nproc < 2:
-        raise ConfigError("--mode async needs --nproc >= 2 (one server + at least one worker)")
+    check_nproc(cfg, nproc)
     handler = on_line or _default_handler
     config_path = Path(cfg.run_dir) / CONFIG_FILE
     config_path.write_text(json.dumps(cfg.to_dict(), indent=2), encoding="utf-8")
@@ -224,6 +229,7 @@ def run_local(cfg: EmbedConfig, nproc: int, *, on_line: Any = None) -> dict[str,
     from engine.embeddings.prepare import prepare
     from engine.embeddings.runtime import SUMMARY_FILE
 
+    check_nproc(cfg, nproc)
     sinks: list[EventSink] = [StreamSink() if on_line is None else _LineSink(on_line)]
     if cfg.events_file:
         sinks.append(JsonlFileSink(Path(cfg.run_dir) / "events.jsonl"))

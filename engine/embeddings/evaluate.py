@@ -69,14 +69,20 @@ def sppmi_reference(corpus: Corpus, rows: int, window: int, shift_k: int, dim: i
     return reference_embedding(sppmi(pairs, corpus.counts, shift_k), dim)
 
 
-def pip_loss(e1: np.ndarray, e2: np.ndarray, *, normalize: bool = True) -> float:
+def pip_loss(
+    e1: np.ndarray, e2: np.ndarray, *, normalize: bool = True, center: bool = True
+) -> float:
     """‖E₁E₁ᵀ − E₂E₂ᵀ‖_F of two (n, d₁), (n, d₂) embeddings of the same n words.
 
-    With ``normalize`` each PIP matrix is scaled to unit Frobenius norm first (so the loss lies
-    in [0, 2] and ignores the overall scale, which SGNS does not pin down). Either way the loss
-    is 0 for a copy and unchanged by E → EQ for any orthogonal Q.
+    With ``center`` each embedding's mean vector is removed first (SGNS vectors of frequent
+    words share a large common direction that says nothing about similarity); with
+    ``normalize`` each PIP matrix is then scaled to unit Frobenius norm (the loss lies in
+    [0, 2] and ignores the overall scale, which SGNS does not pin down). Either way the loss is
+    0 for a copy and unchanged by E → EQ for any orthogonal Q.
     """
     a, b = np.asarray(e1, np.float64), np.asarray(e2, np.float64)
+    if center:
+        a, b = a - a.mean(axis=0), b - b.mean(axis=0)
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"embeddings of {a.shape[0]} and {b.shape[0]} words cannot be compared")
     aa = float(np.linalg.norm(a.T @ a))  # = ‖AAᵀ‖_F

@@ -69,7 +69,7 @@ def _serve(run: EmbedRun) -> dict[str, Any]:
         if kind == GRAD:
             offset = HEADER
             for p in params:
-                p.grad = buf[offset : offset + p.numel()].view_as(p).clone()
+                p.grad = buf[offset : offset + p.numel()].view_as(p)  # used before next recv
                 offset += p.numel()
             optimizer.step()
             dist.send(parameters_to_vector(params).detach(), dst=sender)

@@ -21,7 +21,7 @@ def run_sync(run: EmbedRun) -> dict[str, Any] | None:
     """Train ``run.cfg.epochs`` epochs; rank 0 returns the summary, other ranks None."""
     cfg, env = run.cfg, run.env
     main = env.rank == 0
-    module: nn.Module = run.model if env.world == 1 else DDP(run.model, broadcast_buffers=False)
+    module: nn.Module = run.model if env.world == 1 else DDP(run.model, forward_sync_buffers=False)
     optimizer = torch.optim.Adam(run.model.parameters(), lr=cfg.lr)
     pip0 = run.pip()
     if main:

@@ -1,0 +1,67 @@
+"""`sentitop embed` / `python -m engine.embeddings` argument handling (no training)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.embeddings.cli import config_from_args, main, parse_straggle
+from engine.embeddings.config import EmbedConfig
+from engine.errors import ConfigError
+from tui.cli import build_parser
+from tui.cli import main as sentitop
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_flags_become_a_config_that_round_trips(tmp_path: Path) -> None:
+    args = build_parser().parse_args(
+        ["embed", "--input", "x.jsonl", "--run-dir", str(tmp_path), "--mode", "async",
+         "--nproc", "3", "--dim", "200", "--batch", "8192", "--encoder", "char",
+         "--straggle", "2:4,1:1.5"]
+    )  # fmt: skip
+    cfg = config_from_args(args)
+    assert (cfg.mode, cfg.dim, cfg.batch, cfg.encoder) == ("async", 200, 8192, "char")
+    assert cfg.straggle == {2: 4.0, 1: 1.5}
+    assert EmbedConfig.from_dict(cfg.to_dict()) == cfg
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["embed", "--input", "x", "--run-dir", "r", "--dim", "0"], "embed.dim"),
+        (["embed", "--run-dir", "r"], "--input FILE or --data DIR"),
+        (["embed", "--input", "x"], "--run-dir"),
+        (["embed", "--input", "x", "--run-dir", "r", "--mode", "async"], "--nproc >= 2"),
+        (["embed", "--input", "missing.jsonl", "--run-dir", "R"], "missing.jsonl not found"),
+    ],
+)
+def test_user_errors_exit_2_with_a_message(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [str(tmp_path / "run") if a == "R" else a for a in argv]
+    assert sentitop(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_straggle_syntax_errors_name_the_bad_part() -> None:
+    assert parse_straggle("1:2") == {1: 2.0}
+    with pytest.raises(ConfigError, match="'x' is not RANK:FACTOR"):
+        parse_straggle("1:2,x")
+    with pytest.raises(ConfigError, match="straggle"):
+        EmbedConfig(run_dir="r", input="x", straggle={1: 0.5})
+
+
+def test_engine_entry_point_rejects_both_sources(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--input", "a", "--data", "b", "--run-dir", "r"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_help_does_not_import_torch() -> None:
+    code = "import sys, tui.commands.embed, engine.embeddings.cli; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
