@@ -26,7 +26,7 @@ from engine.config import TrainConfig
 from engine.errors import SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
 from remote.cluster_factory import make_cluster
-from remote.clusters import Cluster, Command
+from remote.clusters import Cluster, Command, LineCallback, LocalCluster
 from remote.cost import CostMeter, CostTicker
 from remote.datasets import PreparedData, prepare_dataset
 from remote.pricing import PriceBook, load_catalog
@@ -143,18 +143,24 @@ def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str
     return data
 
 
-async def _train(
-    profile: Profile,
-    cluster: Cluster,
-    data: PreparedData,
-    run_dir: Path,
-    emitter: Emitter,
-    sink: Any,
-    meter: CostMeter,
-    book: PriceBook,
-) -> None:
-    await cluster.start(run_dir, events=sink)
-    keys = [meter.start(line) for line in profile.cost_lines(book) if line.stage == "train"]
+@dataclass(slots=True)
+class _Context:
+    """What every stage of one run shares."""
+
+    profile: Profile
+    run_dir: Path
+    emitter: Emitter
+    sink: Any
+    meter: CostMeter
+    book: PriceBook
+    on_line: LineCallback | None
+
+
+async def _train(ctx: _Context, cluster: Cluster, data: PreparedData) -> None:
+    profile, run_dir = ctx.profile, ctx.run_dir
+    await cluster.start(run_dir, events=ctx.sink)
+    lines = [line for line in profile.cost_lines(ctx.book) if line.stage == "train"]
+    keys = [ctx.meter.start(line) for line in lines]
     try:
         data_paths = await cluster.put_data(data.dataset_dir)
         args: dict[str, list[str]] = {}
@@ -165,16 +171,20 @@ async def _train(
             write_private_file(local, json.dumps(node_cfg, indent=2))
             remote_path = (await cluster.put_data(local))[node]
             args[node] = ["--config", remote_path, "--no-events-file"]
-        commands: dict[str, Command] = cluster.torchrun_commands("engine.train", args)
+        # the trainer sets its own thread count; this only silences torchrun's OMP warning
+        env = {"OMP_NUM_THREADS": str(base.threads or 1)}
+        commands: dict[str, Command] = cluster.torchrun_commands("engine.train", args, env=env)
         started = time.time()
-        emitter.emit(
+        ctx.emitter.emit(
             "stage_start", stage="train", world_size=profile.world_size(), nodes=cluster.nodes
         )
-        await cluster.run(commands, stage="train")
-        emitter.emit("stage_end", stage="train", status="ok", seconds=time.time() - started)
+        await cluster.run(commands, stage="train", on_line=ctx.on_line)
+        if not isinstance(cluster, LocalCluster):  # bring rank 0's checkpoints and model home
+            await cluster.fetch(cluster.rank0_node, "train", run_dir / "train")
+        ctx.emitter.emit("stage_end", stage="train", status="ok", seconds=time.time() - started)
     finally:
         for key in keys:
-            meter.stop(key)
+            ctx.meter.stop(key)
 
 
 async def execute_run(
@@ -182,9 +192,13 @@ async def execute_run(
     *,
     runs_dir: Path | None = None,
     on_event: EventCallback | None = None,
+    on_line: LineCallback | None = None,
     stop: asyncio.Event | None = None,
 ) -> RunOutcome:
-    """Run ``profile`` end to end; never raises for run failures (see RunOutcome)."""
+    """Run ``profile`` end to end; never raises for run failures (see RunOutcome).
+
+    ``on_event`` gets every event; ``on_line(node, line, event_or_None)`` every node output line.
+    """
     run_dir = new_run_dir(runs_dir or runs_root(), profile.name)
     write_private_file(
         run_dir / "profile.yaml", yaml.safe_dump(profile.resolved(), sort_keys=False)
@@ -228,9 +242,8 @@ async def execute_run(
             on_exceeded=lambda _why: loop.call_soon_threadsafe(budget_hit.set),
         )
         ticker.start()
-        status, reason = await _supervise(
-            profile, run_dir, emitter, sink, meter, book, stop, budget_hit
-        )
+        ctx = _Context(profile, run_dir, emitter, sink, meter, book, on_line)
+        status, reason = await _supervise(ctx, stop, budget_hit)
         if status == "budget" and ticker.exceeded_reason:
             reason = ticker.exceeded_reason
     except SentitopError as exc:
@@ -256,17 +269,10 @@ async def execute_run(
 
 
 async def _supervise(
-    profile: Profile,
-    run_dir: Path,
-    emitter: Emitter,
-    sink: Any,
-    meter: CostMeter,
-    book: PriceBook,
-    stop: asyncio.Event | None,
-    budget_hit: asyncio.Event,
+    ctx: _Context, stop: asyncio.Event | None, budget_hit: asyncio.Event
 ) -> tuple[RunStatus, str]:
     """Run the stages until they end, the caller stops, or the budget is hit."""
-    work = asyncio.create_task(_stages(profile, run_dir, emitter, sink, meter, book))
+    work = asyncio.create_task(_stages(ctx))
     watchers: dict[asyncio.Task[Any], str] = {asyncio.create_task(budget_hit.wait()): "budget"}
     if stop is not None:
         watchers[asyncio.create_task(stop.wait())] = "interrupted"
@@ -288,22 +294,19 @@ async def _supervise(
         await asyncio.gather(work, *watchers, return_exceptions=True)
 
 
-async def _stages(
-    profile: Profile, run_dir: Path, emitter: Emitter, sink: Any, meter: CostMeter, book: PriceBook
-) -> None:
+async def _stages(ctx: _Context) -> None:
     emr_keys = []
-    if profile.preprocess.runner == "emr":
-        emr_keys = [
-            meter.start(line) for line in profile.cost_lines(book) if line.stage == "preprocess"
-        ]
+    if ctx.profile.preprocess.runner == "emr":
+        lines = [line for line in ctx.profile.cost_lines(ctx.book) if line.stage == "preprocess"]
+        emr_keys = [ctx.meter.start(line) for line in lines]
     try:
-        data = await prepare_dataset(profile, run_dir, emitter, sink)
+        data = await prepare_dataset(ctx.profile, ctx.run_dir, ctx.emitter, ctx.sink)
     finally:
         for key in emr_keys:
-            meter.stop(key)
-    cluster = make_cluster(profile)
+            ctx.meter.stop(key)
+    cluster = make_cluster(ctx.profile)
     async with cluster:
-        await _train(profile, cluster, data, run_dir, emitter, sink, meter, book)
+        await _train(ctx, cluster, data)
 
 
 def _summary(

@@ -9,6 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
+
+from remote.streams import prefixed
 
 
 def _fmt(value: Any, spec: str = "", none: str = "—") -> str:
@@ -61,6 +64,12 @@ class HeadlessProgress:
             parts.append(f"${self.usd:.4f} (${_fmt(self.usd_per_hour, '.3f')}/h)")
         return "  ".join(parts)
 
+    def on_line(self, node: str, line: str, event: Mapping[str, Any] | None) -> None:
+        """Show a node's plain output line (events are shown by :meth:`on_event`)."""
+        if event is None and line.strip():
+            with self._lock:
+                self.console.print(Text(prefixed(node, line), style="dim"))
+
     def on_event(self, event: Mapping[str, Any]) -> None:
         """Update the display for one event."""
         with self._lock:
@@ -100,7 +109,8 @@ class HeadlessProgress:
             )
         elif kind == "cost":
             self.usd = event.get("usd")
-            self.usd_per_hour = event.get("usd_per_hour")
+            if event.get("usd_per_hour"):  # the last tick, after teardown, reads 0 $/h
+                self.usd_per_hour = event["usd_per_hour"]
         elif kind == "balance":
             shares = ", ".join(f"{s:.2f}" for s in event.get("shares") or [])
             self.console.print(

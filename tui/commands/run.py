@@ -39,7 +39,12 @@ def run(args: argparse.Namespace) -> int:
         console = Console()
         with HeadlessProgress(console, epochs) as display:
             outcome = asyncio.run(
-                execute_run(profile, runs_dir=args.runs_dir, on_event=display.on_event)
+                execute_run(
+                    profile,
+                    runs_dir=args.runs_dir,
+                    on_event=display.on_event,
+                    on_line=display.on_line,
+                )
             )
         console.print(summary_table(outcome.summary))
         console.print(f"run folder: {outcome.run_dir}")
