@@ -1,29 +1,33 @@
-"""Load balancer: 2 local ranks, rank 1 straggling, balanced vs unbalanced, one run.
+"""Load balancer: 2 local ranks, rank 1 straggling 1.8x, balanced vs unbalanced, one run.
 
-Trains the same model on the same data three or four times with 2 gloo ranks (1 thread each):
-unbalanced (equal shares) and balanced, with rank 1 sleeping (FACTOR - 1) x its compute time
-every step, plus the unbalanced run with another seed for the run-to-run loss noise.
-Prints, as ratios measured in this one run:
+Every run uses 2 gloo ranks x 1 thread, the trainer of engine/trainer.py, the same data and
+model, rank 1 sleeping (FACTOR - 1) x its compute time after every backward, and
+``grad_sync = separate``.
 
-* balanced epoch time / ideal, where ideal = N / sum of the per-rank rates measured in the
-  same epoch (rate = samples / busy seconds; busy = compute + data + the all-reduce+optimizer
-  time of the least-waiting rank, i.e. everything but waiting for the other rank);
-* balanced epoch time / unbalanced epoch time (target <= 0.76; the ideal is 0.714 at 1.8x),
-  the unbalanced time being the mean of the two unbalanced runs, which run before and after
-  the balanced one (so a drifting load on a shared machine cancels to first order);
-* per-epoch train-loss difference balanced vs unbalanced, against the seed-to-seed difference.
+1. **Timing, interleaved A/B** (one training run): even epochs train on the balancer's plan,
+   odd epochs on equal shares; only balanced epochs feed the balancer. Adjacent epochs share
+   the machine's load, so the ratio survives a busy, drifting machine far better than runs
+   one after another. Figures, over epochs >= 2 (epoch 0 is equal shares, the first
+   measurement):
 
-Epoch times are the steady state: the mean of the epochs after the first rebalance settles
-(epochs >= 2). Writes a PNG of shares, batch sizes, epoch times and losses.
+   * balanced epoch / ideal, ideal = N / sum of per-rank busy rates measured in the same
+     epoch (busy = forward + backward + data + h2d + the least-waiting rank's
+     all-reduce+optimizer time: everything but waiting for the other rank). Target <= 1.05.
+   * balanced epoch / equal-shares epoch. Target <= 0.76 (the ideal is 0.714 at 1.8x).
 
-    .venv/bin/python benchmarks/bench_balancer.py                 # ~2-3 minutes on 2 cores
-    .venv/bin/python benchmarks/bench_balancer.py --json --plot docs/balancer.png
+2. **Convergence**: full runs unbalanced (seed 0), balanced (seed 0) and unbalanced (seed 1):
+   per-epoch train loss balanced vs unbalanced against the seed-to-seed difference, the
+   shares over the balanced run, and (load-sensitive) epoch times of consecutive runs.
+
+    .venv/bin/python benchmarks/bench_balancer.py --plot docs/balancer.png      # ~4-5 min
+    .venv/bin/python benchmarks/bench_balancer.py --json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -35,72 +39,140 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.balance_hooks import BalanceHooks
+from engine.balancer import split
 from engine.config import BalanceConfig, ModelConfig, TrainConfig
+from engine.data import StepPlan
 from engine.events import read_events
-from engine.launch import launch_local
+from engine.launch import free_port
+from engine.trainer import StepTiming
 
 
 def write_uniform_dataset(
-    folder: Path,
-    n_train: int,
-    n_test: int,
-    seq_len: int,
-    vocab: int,
-    seed: int = 0,
-    label_noise: float = 0.1,
+    folder: Path, n_train: int, n_test: int, seq_len: int, vocab: int, seed: int = 0
 ) -> Path:
     """Full-length sequences (steady per-sample compute); label = marker word, 10 % flipped."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     with h5py.File(folder / "dataset.h5", "w") as fh:
-        for split, n in (("train", n_train), ("test", n_test)):
+        for split_name, n in (("train", n_train), ("test", n_test)):
             labels = (rng.random(n) < 0.6).astype(np.uint8)
             tokens = rng.integers(4, vocab + 2, size=(n, seq_len)).astype(np.uint16)
             marks = rng.random((n, seq_len)) < 0.1
             tokens[marks] = np.where(labels[:, None] == 1, 2, 3).repeat(seq_len, 1)[marks]
-            flip = rng.random(n) < label_noise  # so the loss settles well above zero
+            flip = rng.random(n) < 0.1  # label noise: the loss settles well above zero
             labels[flip] = 1 - labels[flip]
-            group = fh.create_group(split)
+            group = fh.create_group(split_name)
             rows = min(1024, n)
             group.create_dataset("tokens", data=tokens, chunks=(rows, seq_len))
             group.create_dataset("labels", data=labels, chunks=(rows,))
             group.create_dataset("lengths", data=np.full(n, seq_len, np.int32), chunks=(rows,))
         fh.attrs.update(vocab_size=vocab, seq_len=seq_len, pad_id=0, unk_id=1, format_version=1)
-    words = {
-        "<pad>": 0,
-        "<unk>": 1,
-        "good": 2,
-        "bad": 3,
-        **{f"w{i}": i for i in range(4, vocab + 2)},
-    }
+    words = {"<pad>": 0, "<unk>": 1, "good": 2, "bad": 3}
+    words.update({f"w{i}": i for i in range(4, vocab + 2)})
     (folder / "vocab.json").write_text(json.dumps({"words": words, "settings": {}}))
     return folder
 
 
+def make_config(
+    data: Path, run_dir: Path, args: argparse.Namespace, *, epochs: int, balance: bool, seed: int
+) -> TrainConfig:
+    """The training settings shared by every run of the benchmark."""
+    return TrainConfig(
+        data_dir=str(data), run_dir=str(run_dir), model=ModelConfig(preset=args.preset),
+        epochs=epochs, batch_size=args.batch, warmup_steps=0, log_every=10_000,
+        checkpoint_every_min=0, eval_every=epochs, seed=seed, grad_sync="separate",
+        balance=BalanceConfig(enabled=balance, straggle={1: args.factor},
+                              smoothing=args.smoothing),
+    )  # fmt: skip
+
+
+class BenchHooks(BalanceHooks):
+    """BalanceHooks plus two benchmark devices.
+
+    ``alternate``: even epochs train on the balancer's plan (and feed it), odd epochs on equal
+    shares — an A/B inside one run. ``emulate_s``: every rank also sleeps ``emulate_s`` per
+    sample after its backward, counted as compute: an emulated accelerator whose work does not
+    compete for the host's cores (the straggler then sleeps (FACTOR - 1) x real + emulated).
+    """
+
+    def __init__(self, config: BalanceConfig, *, alternate: bool, emulate_s: float) -> None:
+        super().__init__(config)
+        self.alternate = alternate
+        self.emulate_s = emulate_s
+
+    def next_plan(self, epoch: int, start: int) -> StepPlan:
+        """Balanced plan, or the equal split on odd epochs of an A/B run."""
+        if not self.alternate or epoch % 2 == 0:
+            return super().next_plan(epoch, start)
+        c = self.ctx
+        return split(start, c.num_samples - start, c.global_batch, [1.0] * c.world)
+
+    def after_compute(self, timing: StepTiming) -> None:
+        """Emulated device time, then the straggler's sleep (the trainer times both)."""
+        emulated = self.emulate_s * timing.samples
+        if emulated > 0:
+            time.sleep(emulated)
+        timing.backward += emulated  # seen by the straggler's (FACTOR - 1) x compute ...
+        super().after_compute(timing)
+        timing.backward -= emulated  # ... and re-added by the trainer's own clock lap
+
+    def end_plan(self, epoch: int, plan: StepPlan, windows: list[dict[str, float]]) -> None:
+        """Only balanced epochs feed the balancer."""
+        if not self.alternate or epoch % 2 == 0:
+            super().end_plan(epoch, plan, windows)
+
+
+def _rank_main(
+    rank: int, world: int, port: int, cfg_json: str, alternate: bool, emulate_s: float
+) -> None:
+    """One rank (spawned): the real trainer with BenchHooks, events of rank 0 to a file."""
+    import torch
+    import torch.distributed as dist
+
+    from engine.events import Emitter, JsonlFileSink
+    from engine.train import config_from_dict
+    from engine.trainer import DistEnv, Trainer
+
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))  # fmt: skip
+    torch.set_num_threads(1)
+    cfg = config_from_dict(json.loads(cfg_json))
+    dist.init_process_group("gloo")
+    sink = JsonlFileSink(Path(cfg.run_dir) / "events.jsonl") if rank == 0 else None
+    emitter = Emitter(sink, rank=rank)
+    try:
+        hooks = BenchHooks(cfg.balance, alternate=alternate, emulate_s=emulate_s)
+        Trainer(cfg, emitter=emitter, hooks=hooks, env=DistEnv.from_environ("cpu")).fit()
+    finally:
+        emitter.close()
+        dist.destroy_process_group()
+
+
 def train(
-    data: Path, run_dir: Path, args: argparse.Namespace, *, balance: bool, seed: int
+    data: Path,
+    run_dir: Path,
+    args: argparse.Namespace,
+    *,
+    epochs: int,
+    balance: bool,
+    seed: int,
+    alternate: bool = False,
 ) -> dict[str, Any]:
-    """One 2-rank run; returns its per-epoch records, balance events and phases."""
-    cfg = TrainConfig(
-        data_dir=str(data),
-        run_dir=str(run_dir),
-        model=ModelConfig(preset=args.preset),
-        epochs=args.epochs,
-        batch_size=args.batch,
-        warmup_steps=0,
-        log_every=10_000,
-        checkpoint_every_min=0,
-        eval_every=args.epochs,
-        seed=seed,
-        grad_sync="separate",
-        balance=BalanceConfig(enabled=balance, straggle={1: args.factor}, smoothing=args.smoothing),
-    )
-    t0 = time.perf_counter()
-    launch_local(cfg, 2, threads=1, on_line=lambda rank, stream, line: None)
-    wall = time.perf_counter() - t0
+    """One 2-rank run of the trainer; its epochs, balance events, phases and summary."""
+    import torch.multiprocessing as mp
+
+    from engine.trainer import config_to_dict
+
+    cfg = make_config(data, run_dir, args, epochs=epochs, balance=balance, seed=seed)
+    cfg_json = json.dumps(config_to_dict(cfg))
+    emulate_s = (args.emulate_device_ms or 0.0) / 1000
+    mp.spawn(_rank_main, args=(2, free_port(), cfg_json, alternate, emulate_s), nprocs=2,
+             join=True)  # fmt: skip
     events = list(read_events(run_dir / "events.jsonl"))
     return {
-        "wall_s": wall,
+        "events": events,
         "epochs": [e for e in events if e["type"] == "epoch"],
         "balance": [e for e in events if e["type"] == "balance"],
         "phases": [e for e in events if e["type"] == "phase"],
@@ -108,100 +180,113 @@ def train(
     }
 
 
-def ideal_seconds(phases: list[dict[str, Any]], epoch: int) -> tuple[float, float, list[float]]:
-    """(ideal from busy rates, ideal from compute rates, per-rank busy rates) of ``epoch``."""
+def busy_seconds(phases: list[dict[str, Any]], epoch: int) -> tuple[list[float], list[int]]:
+    """Per-rank busy seconds and samples of ``epoch`` (busy = everything but waiting)."""
     ranks = sorted((p for p in phases if p["epoch"] == epoch), key=lambda p: p["rank"])
     sync = min(p["allreduce_opt"] for p in ranks)  # the least-waiting rank: no waiting
-    n = sum(p["samples"] for p in ranks)
     busy = [p["forward"] + p["backward"] + p["data"] + p["h2d"] + sync for p in ranks]
-    rates = [p["samples"] / b for p, b in zip(ranks, busy, strict=True)]
-    compute = [p["samples"] / (p["forward"] + p["backward"]) for p in ranks]
-    return n / sum(rates), n / sum(compute) + sync, rates
+    return busy, [int(p["samples"]) for p in ranks]
 
 
-def ideal_busy_per_rank(phases: list[dict[str, Any]], epoch: int) -> list[float]:
-    """Per-rank busy seconds of ``epoch`` (equal when the split is perfect)."""
-    ranks = sorted((p for p in phases if p["epoch"] == epoch), key=lambda p: p["rank"])
-    sync = min(p["allreduce_opt"] for p in ranks)
-    return [round(p["forward"] + p["backward"] + p["data"] + p["h2d"] + sync, 3) for p in ranks]
+def ideal_seconds(phases: list[dict[str, Any]], epoch: int) -> float:
+    """N / sum of the per-rank busy rates measured in ``epoch``."""
+    busy, samples = busy_seconds(phases, epoch)
+    return sum(samples) / sum(s / b for s, b in zip(samples, busy, strict=True))
 
 
 def analyse(
-    unbal: dict[str, Any], bal: dict[str, Any], noise: dict[str, Any], steady_from: int
+    ab: list[dict[str, Any]],
+    unbal: dict[str, Any],
+    bal: dict[str, Any],
+    noise: dict[str, Any],
+    steady_from: int,
 ) -> dict[str, Any]:
     """The ratios printed and recorded."""
-    e_unbal = [e["seconds"] for e in unbal["epochs"]]
-    e_bal = [e["seconds"] for e in bal["epochs"]]
-    steady = range(steady_from, len(e_bal))
-    t_bal = float(np.mean([e_bal[i] for i in steady]))
-    e_unbal1 = [e["seconds"] for e in noise["epochs"]]
-    # the two unbalanced runs bracket the balanced one in time: their mean cancels a linear
-    # drift of the machine's load
-    t_unbal = float(np.mean([e_unbal[i] for i in steady] + [e_unbal1[i] for i in steady]))
-    ideals = [ideal_seconds(bal["phases"], i) for i in steady]
-    ideal_busy = float(np.mean([i[0] for i in ideals]))
-    ideal_compute = float(np.mean([i[1] for i in ideals]))
-    unbal_ideal = float(np.mean([ideal_seconds(unbal["phases"], i)[0] for i in steady]))
-    loss_u = np.array([e["train_loss"] for e in unbal["epochs"]])
-    loss_b = np.array([e["train_loss"] for e in bal["epochs"]])
-    loss_n = np.array([e["train_loss"] for e in noise["epochs"]])
+    seconds = [e["seconds"] for e in ab if e["type"] == "epoch"]
+    phases = [e for e in ab if e["type"] == "phase"]
+    balanced = [i for i in range(steady_from, len(seconds)) if i % 2 == 0]
+    equal = [i for i in range(steady_from, len(seconds)) if i % 2 == 1]
+    t_bal = float(np.mean([seconds[i] for i in balanced]))
+    t_equal = float(np.mean([seconds[i] for i in equal]))
+    t_ideal = float(np.mean([ideal_seconds(phases, i) for i in balanced]))
+    shares = [e for e in ab if e["type"] == "balance"]
+    loss = {name: np.array([e["train_loss"] for e in run["epochs"]])
+            for name, run in (("unbal", unbal), ("bal", bal), ("noise", noise))}  # fmt: skip
+    seq = {name: [e["seconds"] for e in run["epochs"]]
+           for name, run in (("unbal", unbal), ("bal", bal), ("noise", noise))}  # fmt: skip
+    steady = range(steady_from, len(seq["bal"]))
+    seq_unbal = np.mean([seq["unbal"][i] for i in steady] + [seq["noise"][i] for i in steady])
     return {
-        "epoch_s_unbalanced": e_unbal,
-        "epoch_s_unbalanced_seed1": e_unbal1,
-        "epoch_s_balanced": e_bal,
-        "steady_epochs": list(steady),
-        "balanced_over_ideal": t_bal / ideal_busy,
-        "balanced_over_ideal_compute_rates": t_bal / ideal_compute,
-        "balanced_over_unbalanced": t_bal / t_unbal,
-        "ideal_over_unbalanced_equal_batch_rates": unbal_ideal / t_unbal,
-        "balanced_over_unbalanced_seed0_only": t_bal / float(np.mean([e_unbal[i] for i in steady])),
-        "busy_s_balanced": [ideal_busy_per_rank(bal["phases"], i) for i in range(len(e_bal))],
-        "final_shares": bal["balance"][-1]["shares"],
-        "final_batch_sizes": bal["balance"][-1]["batch_sizes"],
-        "final_sec_per_sample": bal["balance"][-1]["sec_per_sample"],
-        "loss_unbalanced": loss_u.tolist(),
-        "loss_balanced": loss_b.tolist(),
-        "loss_unbalanced_seed1": loss_n.tolist(),
-        "loss_diff_balanced_vs_unbalanced": float(np.mean(np.abs(loss_b - loss_u))),
-        "loss_diff_seed_noise": float(np.mean(np.abs(loss_n - loss_u))),
+        "ab_epoch_s": seconds,
+        "ab_balanced_epochs": balanced,
+        "ab_equal_epochs": equal,
+        "ab_ideal_s": {i: ideal_seconds(phases, i) for i in balanced},
+        "ab_busy_s": {i: [round(b, 3) for b in busy_seconds(phases, i)[0]] for i in balanced},
+        "ab_final_shares": shares[-1]["shares"],
+        "ab_final_batch_sizes": shares[-1]["batch_sizes"],
+        "balanced_over_ideal": t_bal / t_ideal,
+        "balanced_over_unbalanced": t_bal / t_equal,
+        "runs_epoch_s": seq,
+        "runs_balanced_over_unbalanced": float(np.mean([seq["bal"][i] for i in steady]))
+        / float(seq_unbal),
+        "runs_shares": [e["shares"] for e in bal["balance"]],
+        "runs_batch_sizes": [e["batch_sizes"] for e in bal["balance"]],
+        "loss_unbalanced": loss["unbal"].tolist(),
+        "loss_balanced": loss["bal"].tolist(),
+        "loss_unbalanced_seed1": loss["noise"].tolist(),
+        "loss_diff_balanced_vs_unbalanced": float(np.mean(np.abs(loss["bal"] - loss["unbal"]))),
+        "loss_diff_seed_noise": float(np.mean(np.abs(loss["noise"] - loss["unbal"]))),
         "advice": bal["summary"]["balance"]["advice"]["message"],
     }
 
 
-def plot(result: dict[str, Any], bal: dict[str, Any], path: Path) -> None:
-    """Shares and batch sizes per epoch, epoch times, and losses in one PNG."""
+def plot(result: dict[str, Any], path: Path, factor: float) -> None:
+    """A/B epoch times, shares over a balanced run, consecutive runs' times, losses."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    epochs = [e["epoch"] for e in bal["balance"]]
-    shares = np.array([e["shares"] for e in bal["balance"]])
+    fig, ax = plt.subplots(2, 2, figsize=(11, 7))
+    ab = result["ab_epoch_s"]
+    eq = [i for i in range(len(ab)) if i % 2 == 1]
+    bal = [i for i in range(len(ab)) if i % 2 == 0]
+    ax[0, 0].plot(eq, [ab[i] for i in eq], "o-", label="equal shares (odd epochs)")
+    ax[0, 0].plot(bal, [ab[i] for i in bal], "o-", label="balanced (even epochs)")
+    ideal = result["ab_ideal_s"]
+    ax[0, 0].plot(list(ideal), list(ideal.values()), "--", label="ideal N/Σ busy rates")
+    ax[0, 0].set(title="interleaved A/B run: epoch seconds", xlabel="epoch", ylim=(0, None))
+    ax[0, 0].legend(fontsize=8)
+    shares = np.array(result["runs_shares"])
     for r in range(shares.shape[1]):
-        axes[0].plot(epochs, shares[:, r], marker="o", label=f"rank {r}")
-    axes[0].axhline(1.8 / 2.8, ls=":", c="grey", lw=1)
-    axes[0].axhline(1 / 2.8, ls=":", c="grey", lw=1)
-    axes[0].set(
-        title="data share per rank (rank 1 straggles)", xlabel="epoch", ylabel="share", ylim=(0, 1)
+        ax[0, 1].plot(shares[:, r], "o-", label=f"rank {r}")
+    for target in (factor / (1 + factor), 1 / (1 + factor)):
+        ax[0, 1].axhline(target, ls=":", c="grey", lw=1)
+    ax[0, 1].set(
+        title=f"balanced run: data share per rank (rank 1 {factor}x slower)",
+        xlabel="epoch",
+        ylim=(0, 1),
     )
-    axes[0].legend()
-    x = range(len(result["epoch_s_balanced"]))
-    axes[1].plot(x, result["epoch_s_unbalanced"], marker="o", label="unbalanced")
-    axes[1].plot(x, result["epoch_s_unbalanced_seed1"], ls=":", c="C0", label="unbalanced, seed 1")
-    axes[1].plot(x, result["epoch_s_balanced"], marker="o", label="balanced")
-    ideal = [ideal_seconds(bal["phases"], i)[0] for i in x]
-    axes[1].plot(x, ideal, ls="--", label="ideal N/Σrates")
-    axes[1].set(title="epoch seconds", xlabel="epoch", ylim=(0, None))
-    axes[1].legend()
-    axes[2].plot(x, result["loss_unbalanced"], marker="o", label="unbalanced")
-    axes[2].plot(x, result["loss_balanced"], marker="o", label="balanced")
-    axes[2].plot(x, result["loss_unbalanced_seed1"], ls=":", label="unbalanced, seed 1")
-    axes[2].set(title="train loss per epoch", xlabel="epoch", yscale="log")
-    axes[2].legend()
+    ax[0, 1].legend(fontsize=8)
+    runs = result["runs_epoch_s"]
+    for name, label in (
+        ("unbal", "unbalanced"),
+        ("bal", "balanced"),
+        ("noise", "unbalanced, seed 1"),
+    ):
+        ax[1, 0].plot(runs[name], "o-", label=label)
+    ax[1, 0].set(
+        title="consecutive full runs: epoch seconds (load drifts)", xlabel="epoch", ylim=(0, None)
+    )
+    ax[1, 0].legend(fontsize=8)
+    ax[1, 1].plot(result["loss_unbalanced"], "o-", label="unbalanced")
+    ax[1, 1].plot(result["loss_balanced"], "o-", label="balanced")
+    ax[1, 1].plot(result["loss_unbalanced_seed1"], ":", label="unbalanced, seed 1")
+    ax[1, 1].set(title="train loss per epoch", xlabel="epoch")
+    ax[1, 1].legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
 
 
 def main() -> int:
@@ -209,8 +294,9 @@ def main() -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--epochs", type=int, default=6)
-    p.add_argument("--n-train", type=int, default=256 * 24)
+    p.add_argument("--ab-epochs", type=int, default=14, help="epochs of the A/B run (even)")
+    p.add_argument("--epochs", type=int, default=5, help="epochs of each full run")
+    p.add_argument("--n-train", type=int, default=256 * 16)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--seq-len", type=int, default=48)
     p.add_argument("--vocab", type=int, default=2000)
@@ -218,44 +304,62 @@ def main() -> int:
     p.add_argument("--factor", type=float, default=1.8)
     p.add_argument("--smoothing", type=float, default=0.5)
     p.add_argument("--steady-from", type=int, default=2)
+    p.add_argument(
+        "--emulate-device-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="emulated accelerator: every rank also sleeps MS per sample after "
+        "backward (its work then does not compete for the host's cores)",
+    )
     p.add_argument("--plot", type=Path, default=None, help="write the figure here (PNG)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     args = p.parse_args()
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_balancer_") as tmp:
         root = Path(tmp)
         data = write_uniform_dataset(root / "data", args.n_train, 512, args.seq_len, args.vocab)
-        unbal = train(data, root / "unbal", args, balance=False, seed=0)
-        bal = train(data, root / "bal", args, balance=True, seed=0)
-        noise = train(data, root / "unbal1", args, balance=False, seed=1)
-    result = analyse(unbal, bal, noise, args.steady_from)
-    result["config"] = vars(args) | {"plot": str(args.plot) if args.plot else None}
+        ab = train(
+            data, root / "ab", args, epochs=args.ab_epochs, balance=True, seed=0, alternate=True
+        )["events"]
+        runs = {
+            name: train(data, root / name, args, epochs=args.epochs, balance=balance, seed=seed)
+            for name, balance, seed in (("unbal", False, 0), ("bal", True, 0), ("noise", False, 1))
+        }
+    result = analyse(ab, runs["unbal"], runs["bal"], runs["noise"], args.steady_from)
+    result["config"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    result["wall_s"] = time.perf_counter() - t0
     if args.plot:
-        plot(result, bal, args.plot)
+        plot(result, args.plot, args.factor)
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
+    ab_s = result["ab_epoch_s"]
     print(
         f"2 ranks x 1 thread, rank 1 straggling {args.factor}x, N={args.n_train}, "
-        f"B={args.batch}, seq {args.seq_len}, model {args.preset}, {args.epochs} epochs"
+        f"B={args.batch}, seq {args.seq_len}, vocab {args.vocab}, model {args.preset}, "
+        f"emulated device {args.emulate_device_ms or 0} ms/sample"
     )
-    print("epoch s  unbalanced:", " ".join(f"{s:.2f}" for s in result["epoch_s_unbalanced"]))
-    print("epoch s  unbal. s1: ", " ".join(f"{s:.2f}" for s in result["epoch_s_unbalanced_seed1"]))
-    print("epoch s  balanced:  ", " ".join(f"{s:.2f}" for s in result["epoch_s_balanced"]))
-    print("busy s per rank, balanced:", result["busy_s_balanced"])
-    print(f"final shares {result['final_shares']} batch sizes {result['final_batch_sizes']}")
+    print("A/B epoch s (even = balanced, odd = equal):", " ".join(f"{s:.2f}" for s in ab_s))
+    print("A/B busy s per rank, balanced epochs:", result["ab_busy_s"])
     print(
-        f"balanced / ideal (busy rates)    = {result['balanced_over_ideal']:.3f}  (target <= 1.05)"
+        f"A/B final shares {result['ab_final_shares']} batch sizes {result['ab_final_batch_sizes']}"
     )
-    print(f"balanced / ideal (compute rates) = {result['balanced_over_ideal_compute_rates']:.3f}")
+    print(f"balanced / ideal N/Σrates = {result['balanced_over_ideal']:.3f}  (target <= 1.05)")
     print(
-        f"balanced / unbalanced            = {result['balanced_over_unbalanced']:.3f}  "
+        f"balanced / unbalanced     = {result['balanced_over_unbalanced']:.3f}  "
         "(target <= 0.76, ideal 0.714)"
+    )
+    print(
+        f"consecutive runs: balanced / unbalanced = "
+        f"{result['runs_balanced_over_unbalanced']:.3f} (load-drift sensitive)"
     )
     print(
         f"loss |balanced - unbalanced| = {result['loss_diff_balanced_vs_unbalanced']:.4f}, "
         f"|seed 0 - seed 1| = {result['loss_diff_seed_noise']:.4f} (mean over epochs)"
     )
     print(f"advice: {result['advice']}")
+    print(f"({result['wall_s']:.0f} s)")
     return 0
 
 
