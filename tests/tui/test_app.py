@@ -324,3 +324,23 @@ async def test_failed_run_opens_error_modal() -> None:
         body = str(app.screen.query_one("#dialog-body").render())
         assert "ssh connection refused" in body and "check the node is up" in body
         assert app.run_screen.state.run_id == "r1"
+
+
+async def test_epoch_table_stays_bounded() -> None:
+    from tui.screens.run import EPOCH_ROWS
+
+    app = build_app(start="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
+        for batch in range(3):
+            screen.state.ingest_many(
+                {"type": "epoch", "t": float(i), "epoch": i, "accuracy": 0.5, "seconds": 1.0}
+                for i in range(batch * 300, (batch + 1) * 300)
+            )
+            screen.refresh_views()
+            await pilot.pause()
+        table = screen.query_one("#epochs", DataTable)
+        assert table.row_count == EPOCH_ROWS
+        assert table.get_row_at(table.row_count - 1)[0] == "899"  # the newest is kept

@@ -104,7 +104,7 @@ class RunState:
     """Points kept per series before it thins itself."""
     log_lines: int = 500
     """Log lines kept."""
-    max_epochs_kept: int = 10_000
+    max_epochs_kept: int = 2_000
     """Epoch rows kept."""
 
     run_id: str = ""
@@ -131,6 +131,8 @@ class RunState:
     last_checkpoint: dict[str, Any] | None = None
     summary: dict[str, Any] = field(default_factory=dict)
     events_seen: int = 0
+    epochs_seen: int = 0
+    """Epoch events ingested (the epochs deque keeps the newest max_epochs_kept)."""
     version: int = 0
     """Bumped by every ingest call, so views can skip redraws."""
 
@@ -320,6 +322,7 @@ class RunState:
             samples_per_s=_num(ev.get("samples_per_s")),
         )
         self.epochs.append(row)
+        self.epochs_seen += 1
         self.epoch = max(self.epoch, row.epoch)
         step = float(self.global_step)
         if row.test_loss is not None:
@@ -461,7 +464,7 @@ class RunState:
         if stage is not None and stage.name == "train" and total_epochs and done_epochs:
             mean = sum(done_epochs) / len(done_epochs)
             into = self.predicted_epoch_s or mean
-            remaining = max(total_epochs - len(self.epochs), 0)
+            remaining = max(total_epochs - self.epochs_seen, 0)
             return max(remaining * into, 0.0)
         if stage is not None and stage.total and stage.rate:
             return max(stage.total - stage.done, 0.0) / stage.rate

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from array import array
 
-DEFAULT_CAPACITY = 1 << 16
+DEFAULT_CAPACITY = 1 << 14
 """Points kept per series before it thins itself (memory stays O(capacity))."""
 
 

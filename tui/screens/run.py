@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -16,6 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal
 from textual.message import Message
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import RowKey
 from textual.worker import Worker, get_current_worker
 
 from tui.model import PHASES, RunState, Series
@@ -33,6 +35,8 @@ from tui.widgets.tables import bar, fmt, fmt_duration, fmt_usd, phase_table
 X_AXES = ("steps", "time", "dollars")
 """X-axis choices of the loss plot."""
 X_FORMATS = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}
+EPOCH_ROWS = 500
+"""Epoch rows kept in the table (the newest)."""
 POST_EVERY_S = 0.05
 """Feed workers post at most one EventsIngested per this many seconds."""
 DOWN_STATUSES = {"stopped", "terminated", "lost", "failed", "done", "down"}
@@ -96,6 +100,7 @@ class RunScreen(SentitopScreen):
         self._feed: Worker[Any] | None = None
         self._drawn_version = -1
         self._epoch_rows = 0
+        self._epoch_keys: deque[RowKey] = deque()
         self._mirrors: dict[int, SeriesMirror] = {}
 
     # ------------------------------------------------------------------ layout
@@ -147,6 +152,7 @@ class RunScreen(SentitopScreen):
         self._mirrors = {}
         self._drawn_version = -1
         self._epoch_rows = 0
+        self._epoch_keys.clear()
         if self.is_mounted:
             self.query_one("#epochs", DataTable).clear()
             self.refresh_views(force=True)
@@ -319,7 +325,10 @@ class RunScreen(SentitopScreen):
             "rank_tp": {r: cols(s) for r, s in sorted(st.rank_throughput.items())},
             "shares": {r: cols(s) for r, s in sorted(st.rank_shares.items())},
             "cost": cols(st.cost),
-            "epochs": list(st.epochs)[self._epoch_rows :],
+            "epochs": list(st.epochs)[-min(st.epochs_seen - self._epoch_rows, EPOCH_ROWS) :]
+            if st.epochs_seen > self._epoch_rows
+            else [],
+            "epochs_seen": st.epochs_seen,
             "nodes": [
                 (n.name, n.status, n.gpu, n.last_line or n.detail) for n in st.nodes.values()
             ],
@@ -414,15 +423,19 @@ class RunScreen(SentitopScreen):
     def _draw_tables(self, snap: dict[str, Any]) -> None:
         epochs = self.query_one("#epochs", DataTable)
         for row in snap["epochs"]:
-            epochs.add_row(
-                str(row.epoch),
-                fmt(row.train_loss, ".3f"),
-                fmt(row.test_loss, ".3f"),
-                fmt(row.accuracy, ".3f"),
-                fmt(row.f1, ".3f"),
-                fmt_duration(row.seconds),
+            self._epoch_keys.append(
+                epochs.add_row(
+                    str(row.epoch),
+                    fmt(row.train_loss, ".3f"),
+                    fmt(row.test_loss, ".3f"),
+                    fmt(row.accuracy, ".3f"),
+                    fmt(row.f1, ".3f"),
+                    fmt_duration(row.seconds),
+                )
             )
-        self._epoch_rows += len(snap["epochs"])
+        while len(self._epoch_keys) > EPOCH_ROWS:  # the table stays bounded too
+            epochs.remove_row(self._epoch_keys.popleft())
+        self._epoch_rows = snap["epochs_seen"]
         phases = self.query_one("#phases", Static)
         phases.update(phase_table(snap["phases"], PHASES))
         if snap["phase_epoch"] is not None:
