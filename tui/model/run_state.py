@@ -88,7 +88,7 @@ class LogLine:
     """info | warn | error."""
 
 
-_NUMBER_TYPES = frozenset({int, float})
+_NUMBER_TYPES = (int, float)
 
 
 def _num(value: Any) -> float | None:
@@ -285,7 +285,7 @@ class RunState:
         stage.rate = _num(ev.get("rate"))
 
     def _on_step(self, ev: Mapping[str, Any], rel: float) -> None:
-        get = ev.get
+        get: Callable[[str], Any] = ev.get
         gs = get("global_step")
         if gs.__class__ in _NUMBER_TYPES:
             self.global_step = int(gs)

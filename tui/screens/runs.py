@@ -85,7 +85,7 @@ class RunsScreen(SentitopScreen):
     MODE = "runs"
     CSS_PATH = Path(__file__).with_name("runs.tcss")
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("space", "toggle", "Select"),
+        Binding("space", "toggle_run", "Select"),
         Binding("x", "cycle_x", "X-axis"),
         Binding("p", "replay", "Replay"),
         Binding("u", "reload", "Reload"),
@@ -169,7 +169,7 @@ class RunsScreen(SentitopScreen):
             return None
         return self.shown[table.cursor_row]
 
-    def action_toggle(self) -> None:
+    def action_toggle_run(self) -> None:
         row = self.current()
         if row is None:
             return
@@ -200,7 +200,7 @@ class RunsScreen(SentitopScreen):
             self.post_message(ReplayRequested(Path(row.path)))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.action_toggle()
+        self.action_toggle_run()
 
     def _draw(self) -> None:
         plot = self.query_one("#overlay", LinePlot)
