@@ -274,7 +274,7 @@ def build_stats(
         "seconds": round(seconds, 3),
         "mb_per_s": round(ms.input_bytes / 1e6 / max(seconds, 1e-9), 3),
         "runner": cfg.runner,
-        "workers": workers if cfg.runner == "local" else None,
+        "workers": len(result.parts) if cfg.runner == "local" else None,
         "inputs": list(cfg.inputs),
         "lines_per_file": lines_per_file,
         "empty_files": [p for p, n in zip(cfg.inputs, lines_per_file, strict=True) if n == 0],
