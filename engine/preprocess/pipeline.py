@@ -138,7 +138,7 @@ def run_preprocess(
         progress = _ProgressEvents(emitter, total)
         workers = cfg.workers or os.cpu_count() or 1
         result = _run_runner(cfg, job, sizes, workers, progress, mrjob_args)
-        stats = _finish(cfg, job, result, start, workers, out, tmp)
+        stats = _finish(cfg, job, result, start, out, tmp)
         if to_s3:
             from engine.preprocess.run_mrjob import upload_output
 
@@ -191,7 +191,6 @@ def _finish(
     job: JobSettings,
     result: LocalResult,
     start: float,
-    workers: int,
     out: Path,
     tmp: str,
 ) -> dict[str, Any]:
@@ -210,7 +209,7 @@ def _finish(
     }
     tmp_h5 = os.path.join(tmp, "dataset.h5")
     combine_parts(result.parts, tmp_h5, cfg.seq_len, dtype, attrs)
-    stats = build_stats(cfg, result, time.time() - start, workers)
+    stats = build_stats(cfg, result, time.time() - start)
     write_json_atomic(out / "vocab.json", vocab_doc)
     write_json_atomic(out / "stats.json", stats)
     publish_dataset(tmp_h5, out / "dataset.h5")
@@ -241,9 +240,7 @@ def _vocab_doc(cfg: PreprocessConfig, job: JobSettings, vocab: list[str]) -> dic
     }
 
 
-def build_stats(
-    cfg: PreprocessConfig, result: LocalResult, seconds: float, workers: int
-) -> dict[str, Any]:
+def build_stats(cfg: PreprocessConfig, result: LocalResult, seconds: float) -> dict[str, Any]:
     """stats.json content; asserts read = kept + skipped + duplicates."""
     ms, rc = result.stats, result.counts
     skipped = {reason: ms.skipped.get(reason, 0) for reason in SKIP_REASONS}
