@@ -13,7 +13,8 @@ The arithmetic, for one epoch (or one chunk of K steps when rebalancing inside a
   gradients is then exactly the mean gradient over the ``g_s`` samples of the step.
 
 Speeds come from measured seconds per sample (smoothed with an EMA); shares only move when some
-share would change by at least the hysteresis, and no share falls below ``min_share``.
+share would change by at least the hysteresis (relative to itself), and no share falls below
+``min_share``.
 """
 
 from __future__ import annotations
@@ -106,8 +107,12 @@ def smooth(previous: Sequence[float] | None, new: Sequence[float], alpha: float)
 
 
 def apply_hysteresis(current: Sequence[float], target: Sequence[float], hysteresis: float) -> bool:
-    """True when shares should move: some share would change by at least ``hysteresis``."""
-    return max(abs(t - c) for c, t in zip(current, target, strict=True)) >= hysteresis
+    """True when shares should move: some share would change by at least ``hysteresis`` of itself.
+
+    Relative, because a rank's step time scales with its share: a 2 % hysteresis leaves no
+    rank more than about 2 % slower than balanced, whatever its share.
+    """
+    return max(abs(t - c) / c for c, t in zip(current, target, strict=True)) >= hysteresis
 
 
 @dataclass(frozen=True, slots=True)

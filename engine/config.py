@@ -79,7 +79,7 @@ class BalanceConfig:
     smoothing: float = 0.5
     """Exponential smoothing factor of measured seconds per sample (weight of the newest)."""
     hysteresis: float = 0.02
-    """Do not move shares when every share would change by less than this."""
+    """Do not move shares when every share would change by less than this fraction of itself."""
     min_share: float = 0.05
     """No rank gets less than this fraction of the data."""
     straggle: dict[int, float] = field(default_factory=dict)

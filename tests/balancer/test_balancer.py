@@ -103,10 +103,10 @@ def test_chunked_epoch_tiles_the_permutation_while_shares_move(
 def test_hysteresis_prevents_oscillation_under_bounded_noise(
     truth: list[float], noise: list[list[float]], hysteresis: float, smoothing: float
 ) -> None:
-    # Noise of relative size delta moves any share by at most 2 delta / (1 - delta); two
-    # measurements' targets then differ by less than the hysteresis, so after the first
-    # rebalance the shares must stay put.
-    bound = hysteresis / 2 * 0.99
+    # Noise of relative size delta moves any share by at most b = 2 delta / (1 - delta) of
+    # itself; two targets within b of the truth differ by at most 2b / (1 - b) of each other,
+    # less than the hysteresis, so after the first rebalance the shares must stay put.
+    bound = hysteresis / (2 + hysteresis) * 0.99
     delta = bound / (2 + bound)
     bal = _balancer(
         world=len(truth),
