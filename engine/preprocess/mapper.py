@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import orjson
@@ -133,13 +133,21 @@ def map_task(
     agg: Agg,
     stats: MapStats,
     cache: dict[str, bytes] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> int:
-    """Run one task into `agg`/`stats`; returns the number of lines read."""
+    """Run one task into `agg`/`stats`; returns the number of lines read. `progress` gets
+    (input bytes, lines) after every block; its bytes add up to task.nbytes."""
     line_no = 1
     cache = {} if cache is None else cache
-    for lines, too_long in iter_task_blocks(task, max_line_bytes):
+    cursor, reported = [0], 0
+    for lines, too_long in iter_task_blocks(task, max_line_bytes, cursor=cursor):
         map_lines(lines, too_long, line_no, task, spec, max_line_bytes, agg, stats, cache)
         line_no += len(lines)
+        if progress:
+            progress(cursor[0] - reported, len(lines))
+            reported = cursor[0]
+    if progress and reported < task.nbytes:
+        progress(task.nbytes - reported, 0)
     key = (task.file_index, task.split_no)
     stats.split_lines[key] = stats.split_lines.get(key, 0) + line_no - 1
     stats.input_bytes += task.nbytes

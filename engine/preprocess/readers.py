@@ -132,20 +132,29 @@ def _skip_partial_line(stream: IO[bytes], start: int) -> int:
 
 
 def iter_task_blocks(
-    task: MapTask, max_line_bytes: int, block_bytes: int = BLOCK_BYTES
+    task: MapTask,
+    max_line_bytes: int,
+    block_bytes: int = BLOCK_BYTES,
+    cursor: list[int] | None = None,
 ) -> Iterator[tuple[list[bytes], list[int]]]:
     """Lines of a task in blocks: (lines without newline, indexes of too-long lines in the
-    block, which are replaced by b"" and never held in memory)."""
+    block, which are replaced by b"" and never held in memory). `cursor[0]`, when given, is
+    kept at the input bytes consumed so far (compressed bytes for gzip; for progress)."""
+    cursor = cursor if cursor is not None else [0]
     if task.gzip:
-        with gzip.open(task.path, "rb") as gz:
-            yield from iter_line_blocks(cast(BinaryIO, gz), None, block_bytes, max_line_bytes)
+        with open(task.path, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+            for block in iter_line_blocks(cast(BinaryIO, gz), None, block_bytes, max_line_bytes):
+                cursor[0] = min(raw.tell(), task.nbytes)
+                yield block
         return
     with open(task.path, "rb", buffering=0) as stream:
         start = task.start if task.start == 0 else _skip_partial_line(stream, task.start)
         if start >= task.end and task.start > 0:
             return
         stream.seek(start)
-        yield from iter_line_blocks(stream, task.end - start, block_bytes, max_line_bytes)
+        for block in iter_line_blocks(stream, task.end - start, block_bytes, max_line_bytes):
+            cursor[0] = min(stream.tell() - task.start, task.nbytes)
+            yield block
 
 
 def iter_line_blocks(

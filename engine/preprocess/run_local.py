@@ -67,10 +67,7 @@ def _map_into(
     stats = MapStats()
     cache: dict[str, bytes] = {}
     for task in tasks:
-        before = stats.read
-        map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats, cache)
-        if progress:
-            progress(task.nbytes, stats.read - before)
+        map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats, cache, progress)
     return agg, stats
 
 
@@ -126,10 +123,13 @@ def _worker(
         agg: Agg = {}
         stats = MapStats()
         cache: dict[str, bytes] = {}
+
+        def report(nbytes: int, lines: int) -> None:
+            results.put(("progress", nbytes, lines))
+
         while (task := tasks.get()) is not None:
-            before = stats.read
-            map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats, cache)
-            results.put(("progress", task.nbytes, stats.read - before))
+            spec = job.specs[task.file_index]
+            map_task(task, spec, job.max_line_bytes, agg, stats, cache, report)
         cache.clear()
         _write_partitions(agg, workers, job.tmp, wid)
         del agg

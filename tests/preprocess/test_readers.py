@@ -60,3 +60,34 @@ def test_gzip_and_empty_files_are_single_tasks(tmp_path: Path) -> None:
         (False, 0, 0),
     ]
     assert _lines_of(gz, tasks, 100, 1 << 20) == [b"one", b"two"]
+
+
+class _Pairs(list[tuple[int, int]]):
+    def append_pair(self, nbytes: int, lines: int) -> None:
+        self.append((nbytes, lines))
+
+
+def test_progress_bytes_add_up_to_the_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gzip
+
+    from engine.preprocess.mapper import MapStats, map_task
+    from engine.preprocess.records import RecordSpec
+
+    data = b"".join(b'{"reviewText": "text %d", "overall": 5}\n' % i for i in range(3000))
+    plain = tmp_path / "p.jsonl"
+    plain.write_bytes(data)
+    gz = tmp_path / "p.jsonl.gz"
+    gz.write_bytes(gzip.compress(data))
+    monkeypatch.setattr(readers, "MIN_SPLIT_BYTES", 10_000)
+    monkeypatch.setattr(readers, "MAX_SPLIT_BYTES", 10_000)
+    for path in (plain, gz):
+        size = path.stat().st_size
+        seen = _Pairs()
+        agg: dict[bytes, int] = {}
+        stats = MapStats()
+        for task in plan_tasks([str(path)], [size], workers=2):
+            map_task(task, RecordSpec(), 1000, agg, stats, progress=seen.append_pair)
+        assert sum(b for b, _ in seen) == size and all(b >= 0 for b, _ in seen)
+        assert sum(n for _, n in seen) == stats.read == 3000 == len(agg)
