@@ -110,7 +110,12 @@ class RunScreen(SentitopScreen):
         with Grid(id="plots"):
             yield LinePlot("loss", id="plot-loss")
             yield LinePlot("samples/s", id="plot-throughput", x_format=format_seconds, y_min=0)
-            yield LinePlot("load share per GPU", id="plot-shares", y_min=0)
+            yield LinePlot(
+                "load share per GPU",
+                id="plot-shares",
+                y_min=0,
+                empty="no balance events (balancer off, or not run yet)",
+            )
             yield LinePlot(
                 "cost", id="plot-cost", x_format=format_seconds, y_format=format_usd, y_min=0
             )
@@ -356,9 +361,11 @@ class RunScreen(SentitopScreen):
             (f"  {st.reason}" if st.reason else "", "red"),
         )
         total = st.total_epochs
+        done = st.epochs_seen
+        current = done if st.finished or (total and done >= total) else done + 1
         line2 = Text.assemble(
             ("epoch ", "dim"),
-            f"{st.epoch}/{total}" if total else str(st.epoch),
+            f"{current}/{total}" if total else str(current),
             ("  step ", "dim"),
             f"{st.global_step:,}",
             ("  ", ""),

@@ -117,8 +117,12 @@ def format_seconds(value: float) -> str:
 
 
 def format_usd(value: float) -> str:
-    """Dollar axis label."""
-    return f"${value:.2f}" if math.isfinite(value) else "?"
+    """Dollar axis label: $12.34, or three significant digits under a dollar ($0.00171)."""
+    if not math.isfinite(value):
+        return "?"
+    if abs(value) >= 1 or value == 0:
+        return f"${value:.2f}"
+    return f"${value:.2g}" if abs(value) < 0.01 else f"${value:.3f}"
 
 
 def render_plot(
@@ -131,6 +135,7 @@ def render_plot(
     y_min: float | None = None,
     y_max: float | None = None,
     legend: bool = True,
+    empty: str = "waiting for data…",
 ) -> Text:
     """A chart of ``lines`` exactly ``width`` x ``height`` cells (legend, plot, x labels)."""
     width, height = max(width, 1), max(height, 1)
@@ -141,7 +146,7 @@ def render_plot(
     ]
     present = [(ln, x, y) for ln, x, y in prepared if x.size]
     if not present:
-        return Text("\n" * (height // 2) + "waiting for data…".center(width), style="dim")
+        return Text("\n" * (height // 2) + empty.center(width), style="dim")
     xs_min = min(float(x[0]) for _, x, _ in present)
     xs_max = max(float(x[-1]) for _, x, _ in present)
     # decimate first (the bins depend on x only), then take the y range from the bins

@@ -31,6 +31,7 @@ class LinePlot(Widget):
         y_format: Callable[[float], str] = nice_number,
         y_min: float | None = None,
         y_max: float | None = None,
+        empty: str = "waiting for data…",
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
@@ -44,6 +45,8 @@ class LinePlot(Widget):
         """Lowest y shown at least (e.g. 0 for shares and dollars)."""
         self.y_max = y_max
         """Highest y shown at least (e.g. 1 for shares)."""
+        self.empty = empty
+        """Text shown while there is nothing to draw."""
         self._lines: list[PlotLine] = []
         self._key: object = None
         self._cache: tuple[object, Text] | None = None
@@ -75,6 +78,7 @@ class LinePlot(Widget):
             y_format=self.y_format,
             y_min=self.y_min,
             y_max=self.y_max,
+            empty=self.empty,
         )
         self._cache = (cache_key, text)
         return text
