@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import time
 from typing import Any
 
 from engine.preprocess.cli import HELP, add_arguments
@@ -12,11 +14,52 @@ def register(subparsers: Any) -> None:
     """Add the `preprocess` subcommand."""
     parser = subparsers.add_parser("preprocess", help=HELP, description=HELP)
     add_arguments(parser)
+    emr = parser.add_argument_group("EMR (with --runner emr)")
+    emr.add_argument(
+        "--profile",
+        help="profile whose preprocess.emr section (s3, instance types, spot bid, release "
+        "label, bootstrap) and region configure the EMR cluster",
+    )
+    emr.add_argument("--s3", help="writable s3://bucket/prefix (overrides the profile's)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run preprocessing with a progress bar and a summary table (or --json / --events)."""
+    if args.runner == "emr":
+        return _run_on_emr(args)
     from engine.preprocess.cli import run_cli
 
     return run_cli(args)
+
+
+def _run_on_emr(args: argparse.Namespace) -> int:
+    """Start a tagged EMR cluster through mrjob, combine its output here, always terminate it."""
+    from engine.errors import ConfigError
+    from engine.events import Emitter, StreamSink
+    from engine.preprocess.cli import config_from_args, summary_table
+    from remote.emr import EMRSettings, preprocess_on_emr, settings_from_profile
+    from remote.profile import load_profile
+
+    cfg = config_from_args(args)
+    overrides = {"s3": args.s3} if args.s3 else {}
+    if args.profile:
+        settings = settings_from_profile(load_profile(args.profile), **overrides)
+    elif args.s3:
+        settings = EMRSettings(s3=args.s3)
+    else:
+        raise ConfigError(
+            "--runner emr needs --profile (with preprocess.emr) or --s3 s3://bucket/prefix"
+        )
+    run_id = time.strftime("preprocess-%Y%m%d-%H%M%S")
+    emitter = Emitter(StreamSink()) if args.events else Emitter()
+    stats = preprocess_on_emr(
+        cfg, settings, run_id=run_id, emitter=emitter, mrjob_args=args.mrjob_arg or ()
+    )
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    elif not args.events:
+        from rich.console import Console
+
+        Console().print(summary_table(stats))
+    return 0
