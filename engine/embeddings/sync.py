@@ -65,9 +65,8 @@ def run_sync(run: EmbedRun) -> dict[str, Any] | None:
                 last_log, pairs_since_log = now, 0
         stats.seconds = time.perf_counter() - start
         gathered = _gather(stats, env.world)
-        pip = run.pip()
         if main:
-            run.epoch_event(epoch, gathered, pip)
+            run.epoch_event(epoch, gathered, run.pip())
     if not main:
         return None
     return run.finish(pip0, {"workers": env.world})

@@ -43,7 +43,7 @@ def test_pip_of_a_copy_is_zero_and_rotations_do_not_change_it(
     assert pip_loss(e @ q, e, normalize=norm, center=center) <= 1e-6 * (1 if norm else scale)
     before = pip_loss(e, other, normalize=norm, center=center)
     after = pip_loss(e @ q, other, normalize=norm, center=center)
-    assert after == pytest.approx(before, rel=1e-6, abs=1e-9)
+    assert after == pytest.approx(before, rel=1e-6, abs=1e-6)  # sqrt amplifies round-off at 0
 
 
 def test_pip_matches_the_explicit_matrices_and_tells_embeddings_apart() -> None:

@@ -31,7 +31,9 @@ def _train(corpus: Corpus, encoder: str, steps: int, batch: int) -> list[float]:
     return losses
 
 
-@pytest.mark.parametrize(("encoder", "steps"), [("word", 300), ("char", 60)])
+@pytest.mark.parametrize(
+    ("encoder", "steps"), [pytest.param("word", 300, marks=pytest.mark.slow), ("char", 60)]
+)
 def test_sgns_loss_decreases_on_imdb_text(imdb_corpus: Corpus, encoder: str, steps: int) -> None:
     losses = _train(imdb_corpus, encoder, steps, batch=256)
     # The context table starts at 0, so every score is 0: loss = 11·log 2 (1 positive + 10
