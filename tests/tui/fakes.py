@@ -113,8 +113,12 @@ class FakeRunner:
         self.stopped = False
         self.holding = asyncio.Event()
 
-    async def __call__(self, profile: Any, on_event: OnEvent, stop: asyncio.Event) -> str:
+    async def __call__(
+        self, profile: Any, on_event: OnEvent, stop: asyncio.Event, on_log: Any = None
+    ) -> str:
         self.calls.append(profile)
+        if on_log is not None:
+            on_log("gpu-a", "a plain log line from a node")
         for i, event in enumerate(self.events):
             if self.hold_after is not None and i == self.hold_after:
                 self.holding.set()

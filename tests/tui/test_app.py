@@ -226,6 +226,8 @@ async def test_local_run_quits_without_asking() -> None:
         await pilot.press("r")  # local-cpu is first
         await settle(pilot)
         assert runner.calls and runner.calls[0].name == "local-cpu"
+        logged = [(line.source, line.text) for line in app.run_screen.state.log]
+        assert ("gpu-a", "a plain log line from a node") in logged  # node output reaches the log
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
@@ -311,7 +313,7 @@ async def test_worker_failure_opens_error_modal() -> None:
 
 
 async def test_failed_run_opens_error_modal() -> None:
-    async def failing_runner(profile, on_event, stop):  # type: ignore[no-untyped-def]
+    async def failing_runner(profile, on_event, stop, on_log=None):  # type: ignore[no-untyped-def]
         on_event({"type": "run_start", "t": 1.0, "run": "r1", "profile": profile.name})
         raise LaunchError("gpu-b: ssh connection refused", hint="check the node is up")
 

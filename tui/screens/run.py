@@ -201,8 +201,11 @@ class RunScreen(SentitopScreen):
                 last[0] = now
                 self.post_message(EventsIngested(state.version))
 
+        def on_log(node: str, line: str) -> None:
+            state.add_log(node, line)
+
         try:
-            return await self.services.runner()(row.profile, on_event, stop)
+            return await self.services.runner()(row.profile, on_event, stop, on_log=on_log)
         finally:
             self._stop_event = None
             self.live_row = None

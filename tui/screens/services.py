@@ -16,8 +16,11 @@ from engine.errors import LaunchError
 from tui.model.rows import PriceList, ProfileRow, load_price_rows, load_profile_rows
 
 OnEvent = Callable[[dict[str, Any]], None]
-RunStarter = Callable[[Any, OnEvent, asyncio.Event], Awaitable[Any]]
-"""async (profile, on_event, stop_event) -> result: runs one profile until done or stopped."""
+OnLog = Callable[[str, str], None]
+"""(node, line): a node's output line that is not an event."""
+RunStarter = Callable[..., Awaitable[Any]]
+"""async (profile, on_event, stop_event, on_log=None) -> result: runs one profile until done or
+stopped; ``on_log`` gets node output lines that are not events."""
 TearDown = Callable[[str], Any]
 """(run_id) -> None: tear down every cloud resource of a run now (called in a thread)."""
 PriceLoader = Callable[[bool], PriceList]
@@ -27,7 +30,9 @@ PriceLoader = Callable[[bool], PriceList]
 def runner_for(runs_dir: Path) -> RunStarter:
     """A RunStarter that runs profiles with remote.runner.execute_run into ``runs_dir``."""
 
-    async def start(profile: Any, on_event: OnEvent, stop: asyncio.Event) -> Any:
+    async def start(
+        profile: Any, on_event: OnEvent, stop: asyncio.Event, on_log: OnLog | None = None
+    ) -> Any:
         try:
             from remote.runner import execute_run
         except ImportError as exc:
@@ -35,7 +40,14 @@ def runner_for(runs_dir: Path) -> RunStarter:
                 f"the runner (remote.runner) cannot be loaded: {exc}",
                 hint="reinstall sentitop, or use `sentitop replay RUN_DIR` to watch a recorded run",
             ) from exc
-        outcome = await execute_run(profile, runs_dir=runs_dir, on_event=on_event, stop=stop)
+
+        def on_line(node: str, line: str, event: dict[str, Any] | None) -> None:
+            if event is None and on_log is not None and line.strip():
+                on_log(node, line)
+
+        outcome = await execute_run(
+            profile, runs_dir=runs_dir, on_event=on_event, on_line=on_line, stop=stop
+        )
         if outcome.status == "failed" and outcome.error is not None:
             raise outcome.error
         return outcome
