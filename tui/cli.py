@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "report",
     "plan",
     "embed",
+    "teardown",
 ]
 """Modules under tui.commands; each defines register(subparsers) and sets func=run(args)->int."""
 

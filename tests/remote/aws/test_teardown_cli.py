@@ -1,0 +1,138 @@
+"""`sentitop teardown RUN_ID` against moto's server: a run's tagged EC2 and EMR go, others stay."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from remote import aws
+from remote.clusters.ec2_fleet import InstanceGroupSpec, describe_tagged, launch_params
+from tests.remote.aws.conftest import REGION, live_clusters
+from tui.cli import main
+
+pytestmark = pytest.mark.aws
+
+
+def launch(ec2, ami: str, run_id: str, count: int, instance_type: str = "g5.xlarge") -> list[str]:
+    """Start ``count`` instances tagged the way a run tags them; their ids."""
+    spec = InstanceGroupSpec(instance_type=instance_type, ami=ami, count=count)
+    reply = ec2.run_instances(**launch_params(spec, run_id, 0, uuid.uuid4().hex[:8]))
+    return [i["InstanceId"] for i in reply["Instances"]]
+
+
+def start_cluster(run_id: str) -> str:
+    """An EMR cluster tagged with ``run_id``, kept alive (WAITING) like a stuck run's."""
+    emr = aws.client("emr", REGION)
+    return emr.run_job_flow(
+        Name=f"sentitop-{run_id}",
+        ReleaseLabel="emr-7.2.0",
+        Instances={
+            "MasterInstanceType": "m5.xlarge",
+            "SlaveInstanceType": "m5.xlarge",
+            "InstanceCount": 2,
+            "KeepJobFlowAliveWhenNoSteps": True,
+        },
+        JobFlowRole="EMR_EC2_DefaultRole",
+        ServiceRole="EMR_DefaultRole",
+        Tags=[{"Key": aws.RUN_ID_TAG, "Value": run_id}],
+    )["JobFlowId"]
+
+
+def live_instances(ec2, run_id: str) -> set[str]:
+    """Ids of the run's instances that still cost money (pending/running/stopping/stopped)."""
+    return {i["InstanceId"] for i in describe_tagged(ec2, run_id)}
+
+
+@pytest.fixture
+def other_run(ec2, ami):
+    """Another run's instance and cluster, torn down after the test."""
+    other = f"other-{uuid.uuid4().hex[:10]}"
+    instances, cluster = launch(ec2, ami, other, 1), start_cluster(other)
+    yield other, set(instances), cluster
+    from tui.commands.teardown import teardown_run
+
+    teardown_run(other)
+
+
+@pytest.mark.slow
+def test_teardown_terminates_only_the_runs_instances_and_clusters(
+    ec2, ami, run_id, other_run, capsys
+) -> None:
+    other, other_instances, other_cluster = other_run
+    running = launch(ec2, ami, run_id, 2)
+    stopped = launch(ec2, ami, run_id, 1, "g4dn.xlarge")
+    ec2.stop_instances(InstanceIds=stopped)
+    cluster = start_cluster(run_id)
+    mine = set(running + stopped)
+    assert live_instances(ec2, run_id) == mine and live_clusters(run_id) == [cluster]
+
+    # --dry-run lists everything of the run and terminates nothing
+    assert main(["teardown", run_id, "--dry-run", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["dry_run"] is True and listed["region"] == REGION
+    assert {i["id"] for i in listed["instances"]} == mine
+    assert {i["id"]: i["state"] for i in listed["instances"]}[stopped[0]] == "stopped"
+    assert [(c["id"], c["state"]) for c in listed["clusters"]] == [(cluster, "WAITING")]
+    assert live_instances(ec2, run_id) == mine and live_clusters(run_id) == [cluster]
+
+    assert main(["teardown", run_id, "--region", REGION]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(out) == sorted(
+        [f"terminated EMR cluster {cluster} (sentitop-{run_id}, was WAITING)"]
+        + [f"terminated EC2 instance {i} (g5.xlarge, was running)" for i in running]
+        + [f"terminated EC2 instance {stopped[0]} (g4dn.xlarge, was stopped)"]
+    )
+    assert live_instances(ec2, run_id) == set() and live_clusters(run_id) == []
+    state = aws.client("emr", REGION).describe_cluster(ClusterId=cluster)["Cluster"]["Status"]
+    assert state["State"] in ("TERMINATING", "TERMINATED")
+
+    # the other run is untouched
+    assert live_instances(ec2, other) == other_instances
+    assert live_clusters(other) == [other_cluster]
+
+    # a second teardown finds nothing and says so
+    assert main(["teardown", run_id]) == 0
+    assert capsys.readouterr().out.startswith(f"nothing of run {run_id} is running in {REGION}")
+
+
+def test_teardown_json_reports_what_it_terminated(ec2, ami, run_id, capsys) -> None:
+    (instance,) = launch(ec2, ami, run_id, 1)
+    cluster = start_cluster(run_id)
+    assert main(["teardown", run_id, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["run_id"] == run_id and report["dry_run"] is False
+    assert report["instances"] == [
+        {"kind": "ec2", "id": instance, "detail": "g5.xlarge", "state": "running"}
+    ]
+    assert [c["id"] for c in report["clusters"]] == [cluster]
+    assert live_instances(ec2, run_id) == set() and live_clusters(run_id) == []
+
+
+def test_teardown_without_credentials_is_one_cloud_error(
+    aws_env, monkeypatch: pytest.MonkeyPatch, run_id, capsys
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    for name in ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    assert main(["teardown", run_id]) == 1
+    captured = capsys.readouterr()
+    first = captured.err.splitlines()[0]
+    assert first.startswith("cloud error: ") and run_id in first
+    assert "no AWS credentials found" in first
+    assert "Traceback" not in captured.err and captured.out == ""
+
+
+def test_teardown_with_the_endpoint_unreachable_is_one_cloud_error(
+    aws_env, monkeypatch: pytest.MonkeyPatch, dead_port, run_id, capsys
+) -> None:
+    host, port = dead_port
+    monkeypatch.setenv("SENTITOP_AWS_ENDPOINT_URL", f"http://{host}:{port}")
+    assert main(["teardown", run_id]) == 1
+    captured = capsys.readouterr()
+    first = captured.err.splitlines()[0]
+    assert first.startswith("cloud error: ") and "endpoint unreachable" in first
+    assert "Traceback" not in captured.err and captured.out == ""
