@@ -57,7 +57,8 @@ class EMRSettings:
     s3: str
     """Writable s3://bucket/prefix; the run keeps inputs, temp files and parts under it."""
     region: str | None = None
-    """AWS region; None = the AWS configuration's region."""
+    """AWS region; None = the AWS configuration's region (resolved on creation, so mrjob, the
+    teardown sweep and `sentitop teardown` all look in the same one)."""
     master_instance_type: str = "m5.xlarge"
     """Instance type of the master node."""
     core_instance_type: str = "m5.xlarge"
@@ -80,8 +81,10 @@ class EMRSettings:
     """EC2 key pair for SSH to the master (lets mrjob show map/reduce percentages)."""
     subnet: str | None = None
     """Subnet id; None = the default VPC."""
-    check_every_s: float = 30.0
-    """Seconds between step status polls."""
+    check_every_s: float = field(
+        default_factory=lambda: float(os.environ.get(CHECK_EVERY_ENV) or 30.0)
+    )
+    """Seconds between step status polls (default 30, or $SENTITOP_EMR_CHECK_EVERY_S)."""
     read_logs: bool = True
     """Let mrjob read the cluster's logs to explain a failed step."""
     endpoint: str | None = None
@@ -91,6 +94,8 @@ class EMRSettings:
     ``engine`` package with ``--py-files``; this makes ``python -m engine…`` work there too)."""
 
     def __post_init__(self) -> None:
+        if self.region is None:
+            self.region = aws.region_of(aws.session())
         if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?", self.s3):
             raise ConfigError(
                 f"preprocess.emr.s3 = {self.s3!r} is not allowed; expected "
@@ -362,8 +367,6 @@ def settings_from_profile(profile: Any, **overrides: Any) -> EMRSettings:
         )
     kwargs = dict(spec.settings_kwargs(profile.region))
     kwargs.setdefault("spot", bool(getattr(spec, "spot", False)))
-    if os.environ.get(CHECK_EVERY_ENV):
-        kwargs["check_every_s"] = float(os.environ[CHECK_EVERY_ENV])
     kwargs.update(overrides)
     return EMRSettings(**kwargs)
 
@@ -399,6 +402,8 @@ def preprocess_on_emr(
     run_dir: str | Path | None = None,
     cancel: threading.Event | None = None,
     mrjob_args: Sequence[str] = (),
+    rating_max: int | None = None,
+    negative_max: int | None = None,
 ) -> dict[str, Any]:
     """Preprocess on a fresh EMR cluster (blocking); the stats written to stats.json.
 
@@ -422,7 +427,13 @@ def preprocess_on_emr(
             args = [*mrjob_switches(settings, run_id=run_id, wheel=wheel), *mrjob_args]
             with _mrjob_logging(handler):
                 try:
-                    return run_preprocess(cfg, emitter, mrjob_args=args)
+                    return run_preprocess(
+                        cfg,
+                        emitter,
+                        mrjob_args=args,
+                        rating_max=rating_max,
+                        negative_max=negative_max,
+                    )
                 except StepFailedException as exc:
                     raise CloudError(
                         f"EMR cluster {handler.cluster_id or '?'}: {exc}",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
+import sys
 import time
 from typing import Any
 
@@ -43,18 +45,37 @@ def _run_on_emr(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     overrides = {"s3": args.s3} if args.s3 else {}
-    if args.profile:
-        settings = settings_from_profile(load_profile(args.profile), **overrides)
-    elif args.s3:
-        settings = EMRSettings(s3=args.s3)
-    else:
-        raise ConfigError(
-            "--runner emr needs --profile (with preprocess.emr) or --s3 s3://bucket/prefix"
-        )
-    run_id = time.strftime("preprocess-%Y%m%d-%H%M%S")
+    try:
+        if args.profile:
+            settings = settings_from_profile(load_profile(args.profile), **overrides)
+        elif args.s3:
+            settings = EMRSettings(s3=args.s3)
+        else:
+            raise ConfigError(
+                "--runner emr needs --profile (with preprocess.emr) or --s3 s3://bucket/prefix"
+            )
+    except ConfigError as exc:
+        if args.s3 and "s3" in exc.message:
+            raise ConfigError(
+                f"--s3 {args.s3!r} is not allowed; expected s3://bucket/prefix in a bucket "
+                "you can write"
+            ) from None
+        raise
+    run_id = f"preprocess-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    print(
+        f"EMR run id {run_id} (region {settings.region}); if sentitop is killed, "
+        f"`sentitop teardown {run_id} --region {settings.region}` removes its cluster",
+        file=sys.stderr,
+    )
     emitter = Emitter(StreamSink()) if args.events else Emitter()
     stats = preprocess_on_emr(
-        cfg, settings, run_id=run_id, emitter=emitter, mrjob_args=args.mrjob_arg or ()
+        cfg,
+        settings,
+        run_id=run_id,
+        emitter=emitter,
+        mrjob_args=args.mrjob_arg or (),
+        rating_max=args.rating_max,
+        negative_max=args.negative_max,
     )
     if args.json:
         print(json.dumps(stats, indent=2))
