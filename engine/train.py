@@ -56,6 +56,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="continue from RUN_DIR/checkpoints/latest.pt",
     )
+    parser.add_argument(
+        "--pos-weight", help="BCE positive weight: auto (negatives/positives), none, or a number"
+    )
     add_balance_arguments(parser)
 
 
@@ -89,6 +92,14 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
         value = getattr(args, name, None)
         if value is not None:
             data[name] = value
+    pos_weight = getattr(args, "pos_weight", None)
+    if pos_weight is not None:
+        try:
+            data["pos_weight"] = pos_weight if pos_weight in ("auto", "none") else float(pos_weight)
+        except ValueError:
+            raise ConfigError(
+                f"--pos-weight {pos_weight!r}: expected auto, none or a number"
+            ) from None
     if getattr(args, "preset", None):
         data["model"] = {**data.get("model", {}), "preset": args.preset}
     if not data.get("data_dir"):

@@ -104,3 +104,36 @@ def test_resume_gives_the_same_weights(
         assert torch.allclose(a[key], b[key], atol=1e-6), key
     assert resumed["epochs"] == straight["epochs"] == 2
     assert resumed["accuracy"] == pytest.approx(straight["accuracy"])
+
+
+def test_cli_flags_become_a_train_config() -> None:
+    import argparse
+
+    from engine.errors import ConfigError
+    from engine.train import add_train_arguments, config_from_args, config_from_dict, config_to_dict
+
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    args = parser.parse_args(
+        [
+            "--data",
+            "d",
+            "--run-dir",
+            "r",
+            "--epochs",
+            "5",
+            "--model",
+            "seed",
+            "--pos-weight",
+            "none",
+            "--resume",
+            "--straggle",
+            "1:1.5",
+        ]
+    )
+    cfg = config_from_args(args)
+    assert (cfg.epochs, cfg.model.preset, cfg.pos_weight, cfg.resume) == (5, "seed", "none", True)
+    assert cfg.balance.straggle == {1: 1.5}
+    assert config_from_dict(config_to_dict(cfg)) == cfg  # the launcher's round trip
+    with pytest.raises(ConfigError, match="--run-dir"):
+        config_from_args(parser.parse_args(["--data", "d"]))
