@@ -1,10 +1,12 @@
-"""Start N local training ranks, stream their output, and stop them all when one fails.
+"""Start N local ranks, stream their output, and stop them all when one fails.
 
-Each rank is ``python -m engine.train --config RUN_DIR/train_config.json`` with the same
-environment torchrun gives (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
-MASTER_PORT), so one trainer serves both. We supervise the processes ourselves rather than
-through torchrun's elastic agent to report exactly which rank failed and to stop the others
-within a couple of seconds. Each rank runs in its own session so its loader workers die with it.
+:func:`launch_ranks` runs any ``python -m MODULE ...`` as N ranks (the embeddings workload
+launches through it); :func:`launch_local` is the trainer's launcher on top of it. Each rank
+gets the environment torchrun gives (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT), so one entry point serves both. We supervise the processes
+ourselves rather than through torchrun's elastic agent to report exactly which rank failed and
+to stop the others within a couple of seconds. Each rank runs in its own session so its loader
+workers die with it.
 """
 
 from __future__ import annotations
@@ -145,18 +147,51 @@ def launch_local(
     torch threads per rank (default: cores // nproc). When a rank fails the others are stopped
     (SIGTERM, SIGKILL after ``grace_s``) and the error names the rank and its last stderr lines.
     """
+    from engine.checkpoint import write_json
     from engine.train import config_to_dict, default_threads
 
     if nproc < 1:
         raise LaunchError(f"--nproc = {nproc} must be >= 1")
-    handler = on_line or _default_handler
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "train_config.json"
-    from engine.checkpoint import write_json
-
     write_json(config_path, config_to_dict(cfg))
     per_rank = threads or cfg.threads or default_threads(nproc)
+    launch_ranks(
+        "engine.train",
+        ["--config", str(config_path), "--threads", str(per_rank)],
+        nproc,
+        threads=per_rank,
+        on_line=on_line,
+        python=python,
+        grace_s=grace_s,
+        env=env,
+    )
+
+
+def launch_ranks(
+    module: str,
+    args: Sequence[str],
+    nproc: int,
+    *,
+    threads: int,
+    on_line: LineHandler | None = None,
+    python: str = sys.executable,
+    grace_s: float = 3.0,
+    env: dict[str, str] | None = None,
+) -> None:
+    """Run ``python -m MODULE ARGS...`` as ``nproc`` local ranks and supervise them.
+
+    Each rank gets the torchrun environment (:func:`rank_environ`, ``threads`` OpenMP threads)
+    on top of ``env`` (default: this process's). Output lines go to ``on_line`` (default: stdout
+    lines to stdout, stderr lines prefixed with the rank to stderr). Returns when every rank
+    exited 0; when one fails the others are stopped (SIGTERM, SIGKILL after ``grace_s``) and
+    LaunchError names the rank and its last stderr lines. SIGTERM to the launcher (main thread)
+    and any exception stop the ranks too.
+    """
+    if nproc < 1:
+        raise LaunchError(f"--nproc = {nproc} must be >= 1")
+    handler = on_line or _default_handler
     port = free_port()
     ranks: list[_Rank] = []
     child_setup = _child_setup()
@@ -165,20 +200,11 @@ def launch_local(
         previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
         for rank in range(nproc):
-            cmd = [
-                python,
-                "-m",
-                "engine.train",
-                "--config",
-                str(config_path),
-                "--threads",
-                str(per_rank),
-            ]
             proc = subprocess.Popen(
-                cmd,
+                [python, "-m", module, *args],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=rank_environ(rank, nproc, port, per_rank, env),
+                env=rank_environ(rank, nproc, port, threads, env),
                 preexec_fn=child_setup,
             )
             r = _Rank(rank, proc)

@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import threading
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.embeddings.config import EmbedConfig
-from engine.errors import ConfigError, LaunchError, SentitopError
+from engine.errors import ConfigError, SentitopError
 from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink, encode_event
+
+if TYPE_CHECKING:
+    from engine.launch import LineHandler
 
 CONFIG_FILE = "embed_config.json"
 _TAIL_LINES = 20
@@ -150,67 +151,33 @@ def launch(
     cfg: EmbedConfig,
     nproc: int,
     *,
-    on_line: Any = None,
+    on_line: LineHandler | None = None,
     python: str = sys.executable,
     grace_s: float = 3.0,
 ) -> None:
-    """Start ``nproc`` local ranks on the prepared run folder; raise LaunchError naming the
-    failed rank (the others are stopped), as :func:`engine.launch.launch_local` does."""
-    from engine.launch import (
-        _default_handler,
-        _describe,
-        _join,
-        _pump,
-        _Rank,
-        _stop,
-        _supervise,
-        free_port,
-        rank_environ,
-    )
+    """Start ``nproc`` local ranks on the prepared run folder through
+    :func:`engine.launch.launch_ranks` (LaunchError names a failed rank; the others stop)."""
+    from engine.launch import launch_ranks
     from engine.train import default_threads
 
     check_nproc(cfg, nproc)
-    handler = on_line or _default_handler
     config_path = Path(cfg.run_dir) / CONFIG_FILE
     config_path.write_text(json.dumps(cfg.to_dict(), indent=2), encoding="utf-8")
-    threads = cfg.threads or default_threads(nproc)
-    port = free_port()
-    ranks: list[Any] = []
-    try:
-        for rank in range(nproc):
-            cmd = [python, "-m", "engine.embeddings", "--config", str(config_path), "--rank"]
-            proc = subprocess.Popen(
-                cmd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=rank_environ(rank, nproc, port, threads),
-                start_new_session=True,
-            )
-            r = _Rank(rank, proc)
-            for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
-                t = threading.Thread(target=_pump, args=(r, stream, name, handler), daemon=True)
-                t.start()
-                r.readers.append(t)
-            ranks.append(r)
-        failed = _supervise(ranks)
-        if failed is not None:
-            _stop(ranks, grace_s)
-            _join(ranks)
-            raise LaunchError(
-                f"rank {failed.rank} (pid {failed.proc.pid}) failed: "
-                f"{_describe(failed.proc.returncode)}; stopped the other {nproc - 1} rank(s)",
-                hint=f"last lines of rank {failed.rank}:\n" + ("\n".join(failed.tail) or "-"),
-            )
-        _join(ranks)
-    except BaseException:
-        _stop(ranks, grace_s)
-        raise
+    launch_ranks(
+        "engine.embeddings",
+        ["--config", str(config_path), "--rank"],
+        nproc,
+        threads=cfg.threads or default_threads(nproc),
+        on_line=on_line,
+        python=python,
+        grace_s=grace_s,
+    )
 
 
 class _LineSink:
     """Hands each event, as its line, to a launcher line handler (as if rank 0 printed it)."""
 
-    def __init__(self, on_line: Any) -> None:
+    def __init__(self, on_line: LineHandler) -> None:
         self.on_line = on_line
 
     def write(self, event: Mapping[str, Any]) -> None:
@@ -221,7 +188,9 @@ class _LineSink:
         """Nothing to release."""
 
 
-def run_local(cfg: EmbedConfig, nproc: int, *, on_line: Any = None) -> dict[str, Any]:
+def run_local(
+    cfg: EmbedConfig, nproc: int, *, on_line: LineHandler | None = None
+) -> dict[str, Any]:
     """Prepare the run folder, train on ``nproc`` local ranks, return summary.json's content.
 
     The preparation's events go to RUN_DIR/events.jsonl and to ``on_line`` (stdout when None).
