@@ -182,6 +182,7 @@ class EmbedRun:
             workers=workers,
             dim=self.cfg.dim,
             batch=self.cfg.batch,
+            epochs=self.cfg.epochs,
             vocab=self.corpus.vocab_size,
             corpus_tokens=len(self.corpus.ids),
             params=sum(p.numel() for p in self.model.parameters()),

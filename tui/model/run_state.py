@@ -17,6 +17,10 @@ from tui.model.series import DEFAULT_CAPACITY, Series
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt", "eval")
 """Per-rank time phases reported by `phase` events, in display order."""
+EMBED_PHASES = ("compute", "comm", "straggle")
+"""Per-worker time phases of an embeddings run's `phase` events."""
+EMBEDDINGS = "embeddings"
+"""The `workload` of an embeddings run's train `stage_start` (sentiment runs carry none)."""
 FINAL_STATUSES = ("ok", "failed", "interrupted", "budget")
 """Run statuses after `run_end`."""
 
@@ -72,6 +76,10 @@ class EpochRow:
     f1: float | None = None
     seconds: float | None = None
     samples_per_s: float | None = None
+    pip_loss: float | None = None
+    """Embeddings runs: PIP loss against the SPPMI reference."""
+    words_per_s: float | None = None
+    """Embeddings runs: corpus words per second over the epoch."""
 
 
 @dataclass(slots=True)
@@ -121,6 +129,12 @@ class RunState:
     global_step: int = 0
     lr: float | None = None
     samples_per_s: float | None = None
+    workload: str = "sentiment"
+    """sentiment | embeddings (from the train `stage_start`'s `workload`)."""
+    train_info: dict[str, Any] = field(default_factory=dict)
+    """Embeddings runs: mode, encoder, dim, batch, vocab, workers of the train `stage_start`."""
+    words_per_s: float | None = None
+    """Embeddings runs: the newest words/s of a `step` event."""
     usd: float = 0.0
     usd_per_hour: float | None = None
     projected_usd: float | None = None
@@ -149,6 +163,10 @@ class RunState:
         self.epoch_train_loss = Series("train loss (epoch)", cap)
         self.accuracy = Series("accuracy", cap)
         self.throughput = Series("total", cap)
+        self.pip_loss = Series("PIP loss", cap)
+        """Embeddings runs: PIP loss per epoch (the initial value at step 0 first)."""
+        self.word_throughput = Series("words/s", cap)
+        """Embeddings runs: words/s of `step` events."""
         self.cost = Series("$", cap)
         self.rank_throughput: dict[int, Series] = {}
         self.rank_shares: dict[int, Series] = {}
@@ -263,7 +281,19 @@ class RunState:
         stage.started_t = _num(ev.get("t"))
         if self.status == "waiting":
             self.status = "running"
+        if ev.get("workload") == EMBEDDINGS:
+            self._on_embeddings_start(ev, rel)
         self._log(rel, "run", f"stage {stage.name} started")
+
+    def _on_embeddings_start(self, ev: Mapping[str, Any], rel: float) -> None:
+        self.workload = EMBEDDINGS
+        keys = ("mode", "encoder", "dim", "batch", "epochs", "vocab", "workers")
+        self.train_info = {k: ev[k] for k in keys if k in ev}
+        if not self.world_size and (world := _num(ev.get("world_size"))):
+            self.world_size = int(world)
+        pip0 = _num(ev.get("pip_loss"))
+        if pip0 is not None:
+            self.pip_loss.append(rel, pip0, float(self.global_step))
 
     def _on_stage_end(self, ev: Mapping[str, Any], rel: float) -> None:
         stage = self._stage(str(ev.get("stage") or "?"))
@@ -274,6 +304,10 @@ class RunState:
         secs = f" in {stage.seconds:.1f}s" if stage.seconds is not None else ""
         level = "info" if stage.status == "ok" else "error"
         self._log(rel, "run", f"stage {stage.name} {stage.status}{secs}", level)
+        if self.embeddings and stage.name == "train" and "run_start" not in self.counts:
+            # `sentitop embed` has no runner (no run_end): its train stage's end ends the run
+            self.status = stage.status if stage.status in FINAL_STATUSES else "failed"
+            self.end_t = _num(ev.get("t")) or self.last_t
 
     def _on_progress(self, ev: Mapping[str, Any], rel: float) -> None:
         stage = self._stage(str(ev.get("stage") or "?"))
@@ -303,6 +337,10 @@ class RunState:
         lr = get("lr")
         if lr.__class__ in _NUMBER_TYPES:
             self.lr = lr
+        wps = get("words_per_s")
+        if wps.__class__ in _NUMBER_TYPES:
+            self.words_per_s = wps
+            self.word_throughput.append(rel, wps, step)
         per_rank = get("rank_samples_per_s")
         if per_rank.__class__ is list:
             for rank, value in enumerate(per_rank):
@@ -320,6 +358,8 @@ class RunState:
             f1=_num(ev.get("f1")),
             seconds=_num(ev.get("seconds")),
             samples_per_s=_num(ev.get("samples_per_s")),
+            pip_loss=_num(ev.get("pip_loss")),
+            words_per_s=_num(ev.get("words_per_s")),
         )
         self.epochs.append(row)
         self.epochs_seen += 1
@@ -331,11 +371,15 @@ class RunState:
             self.epoch_train_loss.append(rel, row.train_loss, step)
         if row.accuracy is not None:
             self.accuracy.append(rel, row.accuracy, step)
+        if row.pip_loss is not None:
+            self.pip_loss.append(rel, row.pip_loss, step)
         parts = [f"epoch {row.epoch} done"]
         if row.accuracy is not None:
             parts.append(f"acc {row.accuracy:.3f}")
         if row.f1 is not None:
             parts.append(f"F1 {row.f1:.3f}")
+        if row.pip_loss is not None:
+            parts.append(f"PIP loss {row.pip_loss:.4g}")
         self._log(rel, "train", ", ".join(parts))
 
     def _on_phase(self, ev: Mapping[str, Any], rel: float) -> None:
@@ -344,11 +388,11 @@ class RunState:
         if epoch is not None and (self.phase_epoch is None or int(epoch) > self.phase_epoch):
             self.phase_epoch = int(epoch)
             self.phase_last = {}
-        values = {p: _num(ev.get(p)) or 0.0 for p in PHASES}
+        values = {p: _num(ev.get(p)) or 0.0 for p in self.phase_names}
         if epoch is None or int(epoch) == self.phase_epoch:
             self.phase_last[rank] = values
         for p, v in values.items():
-            self.phase_totals[p] += v
+            self.phase_totals[p] = self.phase_totals.get(p, 0.0) + v
 
     def _on_balance(self, ev: Mapping[str, Any], rel: float) -> None:
         step_v = _num(ev.get("step"))
@@ -433,10 +477,21 @@ class RunState:
         return (self.end_t or self.last_t) - self.start_t
 
     @property
+    def embeddings(self) -> bool:
+        """True for an embeddings run (words/s and PIP loss instead of samples/s and accuracy)."""
+        return self.workload == EMBEDDINGS
+
+    @property
+    def phase_names(self) -> tuple[str, ...]:
+        """The phases this run's `phase` events report, in display order."""
+        return EMBED_PHASES if self.embeddings else PHASES
+
+    @property
     def total_epochs(self) -> int | None:
-        """Planned epochs, from the run's config when it says."""
+        """Planned epochs, from the run's config (or an embeddings run's train `stage_start`)."""
         cfg = self.config
-        for source in (cfg, cfg.get("train") if isinstance(cfg.get("train"), dict) else None):
+        train = cfg.get("train") if isinstance(cfg.get("train"), dict) else None
+        for source in (cfg, train, self.train_info):
             if isinstance(source, dict) and isinstance(source.get("epochs"), int):
                 return int(source["epochs"])
         return None
@@ -521,7 +576,7 @@ class RunState:
     def nbytes(self) -> int:
         """Approximate bytes held by series buffers (for the memory benchmark)."""
         series = [self.train_loss, self.test_loss, self.epoch_train_loss, self.accuracy]
-        series += [self.throughput, self.cost]
+        series += [self.throughput, self.cost, self.pip_loss, self.word_throughput]
         series += list(self.rank_throughput.values()) + list(self.rank_shares.values())
         return sum(s.nbytes() for s in series)
 

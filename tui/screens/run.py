@@ -1,4 +1,9 @@
-"""RunScreen: one run, live or replayed — status, stages, plots, epochs, phases, nodes, log."""
+"""RunScreen: one run, live or replayed — status, stages, plots, epochs, phases, nodes, log.
+
+An embeddings run (its train `stage_start` says workload=embeddings) shows the same layout with
+words/s as throughput, the PIP loss plot in place of the load shares (no balancer there), and
+SGNS loss, PIP loss and words/s in the epochs table.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +25,10 @@ from textual.widgets import DataTable, Static
 from textual.widgets.data_table import RowKey
 from textual.worker import Worker, get_current_worker
 
-from tui.model import PHASES, RunState, Series
+from tui.model import RunState, Series
 from tui.model.mirror import SeriesMirror
 from tui.model.rows import ProfileRow
+from tui.model.run_state import EMBEDDINGS
 from tui.replay import replay_file
 from tui.screens.base import SentitopScreen
 from tui.screens.modals import ConfirmScreen
@@ -41,6 +47,12 @@ POST_EVERY_S = 0.05
 """Feed workers post at most one EventsIngested per this many seconds."""
 DOWN_STATUSES = {"stopped", "terminated", "lost", "failed", "done", "down"}
 STATUS_STYLE = {"running": "bold green", "ok": "bold cyan", "waiting": "dim"}
+SHARES_EMPTY = "no balance events (balancer off, or not run yet)"
+EPOCH_COLUMNS = {
+    "sentiment": (("ep", 2), ("train", 5), ("test", 5), ("acc", 5), ("F1", 5), ("time", 6)),
+    "embeddings": (("ep", 2), ("SGNS", 5), ("PIP", 7), ("words/s", 7), ("time", 6)),
+}
+"""Epochs table columns (label, fixed width) per workload."""
 
 
 class Cols(NamedTuple):
@@ -102,6 +114,7 @@ class RunScreen(SentitopScreen):
         self._epoch_rows = 0
         self._epoch_keys: deque[RowKey] = deque()
         self._mirrors: dict[int, SeriesMirror] = {}
+        self._table_workload = ""
 
     # ------------------------------------------------------------------ layout
     def compose_body(self) -> ComposeResult:
@@ -110,12 +123,7 @@ class RunScreen(SentitopScreen):
         with Grid(id="plots"):
             yield LinePlot("loss", id="plot-loss")
             yield LinePlot("samples/s", id="plot-throughput", x_format=format_seconds, y_min=0)
-            yield LinePlot(
-                "load share per GPU",
-                id="plot-shares",
-                y_min=0,
-                empty="no balance events (balancer off, or not run yet)",
-            )
+            yield LinePlot("load share per GPU", id="plot-shares", y_min=0, empty=SHARES_EMPTY)
             yield LinePlot(
                 "cost", id="plot-cost", x_format=format_seconds, y_format=format_usd, y_min=0
             )
@@ -126,24 +134,26 @@ class RunScreen(SentitopScreen):
         yield LogPane("log", id="log")
 
     def on_mount(self) -> None:
-        epochs = self.query_one("#epochs", DataTable)
-        epochs.border_title = "epochs"
-        # fixed widths: the columns never jump while rows stream in
-        for label, width in (
-            ("ep", 2),
-            ("train", 5),
-            ("test", 5),
-            ("acc", 5),
-            ("F1", 5),
-            ("time", 6),
-        ):
-            epochs.add_column(label, width=width)
+        self.query_one("#epochs", DataTable).border_title = "epochs"
+        self._set_epoch_columns("sentiment")
         nodes = self.query_one("#nodes", DataTable)
         nodes.border_title = "nodes"
         for label, width in (("node", 8), ("status", 8), ("GPU", 6), ("last line", 40)):
             nodes.add_column(label, width=width)
         self.query_one("#phases", Static).border_title = "time per phase (s, last epoch)"
         self.refresh_views(force=True)
+
+    def _set_epoch_columns(self, workload: str) -> None:
+        """(Re)build the epochs table's columns for ``workload`` (fixed widths, so the columns
+        never jump while rows stream in)."""
+        if workload == self._table_workload:
+            return
+        epochs = self.query_one("#epochs", DataTable)
+        epochs.clear(columns=True)
+        self._epoch_keys.clear()
+        for label, width in EPOCH_COLUMNS[workload]:
+            epochs.add_column(label, width=width)
+        self._table_workload = workload
 
     def focus_body(self) -> None:
         self.query_one("#epochs", DataTable).focus()
@@ -160,6 +170,7 @@ class RunScreen(SentitopScreen):
         self._epoch_keys.clear()
         if self.is_mounted:
             self.query_one("#epochs", DataTable).clear()
+            self._set_epoch_columns("sentiment")
             self.refresh_views(force=True)
 
     def start_replay(self, path: Path, speed: float = 0.0) -> Worker[None]:
@@ -327,6 +338,11 @@ class RunScreen(SentitopScreen):
             return Cols(c["t"], c["step"], c["y"], s.t_sorted, s.step_sorted)
 
         return {
+            "workload": st.workload,
+            "train_info": dict(st.train_info),
+            "pip": cols(st.pip_loss),
+            "words": cols(st.word_throughput),
+            "phase_names": st.phase_names,
             "train": cols(st.train_loss),
             "test": cols(st.test_loss),
             "throughput": cols(st.throughput),
@@ -357,12 +373,19 @@ class RunScreen(SentitopScreen):
             (st.run_id or "—", "bold"),
             ("  profile ", "dim"),
             st.profile or "—",
-            ("  GPUs ", "dim"),
+            ("  GPUs ", "dim") if not st.embeddings else ("  ranks ", "dim"),
             str(st.world_size or "—"),
+            _embeddings_info(snap["train_info"]) if st.embeddings else "",
             ("  ● ", style),
             (st.status, style),
             (f"  {st.reason}" if st.reason else "", "red"),
         )
+        if st.embeddings:
+            rate = f"{nice_number(st.words_per_s)} words/s" if st.words_per_s else "— words/s"
+        else:
+            rate = (
+                f"{nice_number(st.samples_per_s)} samples/s" if st.samples_per_s else "— samples/s"
+            )
         total = st.total_epochs
         done = st.epochs_seen
         current = done if st.finished or (total and done >= total) else done + 1
@@ -372,7 +395,7 @@ class RunScreen(SentitopScreen):
             ("  step ", "dim"),
             f"{st.global_step:,}",
             ("  ", ""),
-            f"{nice_number(st.samples_per_s)} samples/s" if st.samples_per_s else "— samples/s",
+            rate,
             ("  elapsed ", "dim"),
             fmt_duration(st.elapsed),
             ("  ETA ", "dim"),
@@ -413,17 +436,31 @@ class RunScreen(SentitopScreen):
 
     def _draw_plots(self, snap: dict[str, Any]) -> None:
         cost: Cols = snap["cost"]
+        embeddings = snap["workload"] == EMBEDDINGS
         loss = self.query_one("#plot-loss", LinePlot)
-        loss.border_title = f"loss  (x: {self.x_axis}, press x)"
+        loss.border_title = f"{'SGNS ' if embeddings else ''}loss  (x: {self.x_axis}, press x)"
         loss.x_format = X_FORMATS[self.x_axis]
         loss.set_lines(
             [self._line(label, snap[label], self.x_axis, cost) for label in ("train", "test")]
         )
-        tp_lines = [self._line("total", snap["throughput"], "time", cost)]
-        tp_lines += [self._line(f"r{r}", c, "time", cost) for r, c in snap["rank_tp"].items()]
-        self.query_one("#plot-throughput", LinePlot).set_lines(tp_lines)
-        share_lines = [self._line(f"r{r}", c, "steps", cost) for r, c in snap["shares"].items()]
-        self.query_one("#plot-shares", LinePlot).set_lines(share_lines)
+        throughput = self.query_one("#plot-throughput", LinePlot)
+        shares = self.query_one("#plot-shares", LinePlot)
+        if embeddings:  # words/s; PIP loss where the (absent) balancer's shares would be
+            throughput.border_title = "words/s"
+            throughput.set_lines([self._line("total", snap["words"], "time", cost)])
+            shares.border_title = "PIP loss vs SPPMI reference"
+            shares.x_format, shares.empty = X_FORMATS[self.x_axis], "waiting for an epoch…"
+            shares.y_min = None  # PIP loss moves little against its size: zoom in on the change
+            shares.set_lines([self._line("PIP", snap["pip"], self.x_axis, cost)])
+        else:
+            throughput.border_title = "samples/s"
+            shares.border_title = "load share per GPU"
+            shares.x_format, shares.empty, shares.y_min = nice_number, SHARES_EMPTY, 0
+            tp_lines = [self._line("total", snap["throughput"], "time", cost)]
+            tp_lines += [self._line(f"r{r}", c, "time", cost) for r, c in snap["rank_tp"].items()]
+            throughput.set_lines(tp_lines)
+            share_lines = [self._line(f"r{r}", c, "steps", cost) for r, c in snap["shares"].items()]
+            shares.set_lines(share_lines)
         cost_line = self._line("$ spent", cost, "time", cost)
         cost_line.color = "#ffd75f"
         cost_plot = self.query_one("#plot-cost", LinePlot)
@@ -432,9 +469,19 @@ class RunScreen(SentitopScreen):
 
     def _draw_tables(self, snap: dict[str, Any]) -> None:
         epochs = self.query_one("#epochs", DataTable)
+        self._set_epoch_columns(snap["workload"])
         for row in snap["epochs"]:
-            self._epoch_keys.append(
-                epochs.add_row(
+            cells: tuple[str, ...]
+            if snap["workload"] == EMBEDDINGS:
+                cells = (
+                    str(row.epoch),
+                    fmt(row.train_loss, ".3f"),
+                    fmt(row.pip_loss, ".4g"),
+                    nice_number(row.words_per_s) if row.words_per_s is not None else "—",
+                    fmt_duration(row.seconds),
+                )
+            else:
+                cells = (
                     str(row.epoch),
                     fmt(row.train_loss, ".3f"),
                     fmt(row.test_loss, ".3f"),
@@ -442,12 +489,12 @@ class RunScreen(SentitopScreen):
                     fmt(row.f1, ".3f"),
                     fmt_duration(row.seconds),
                 )
-            )
+            self._epoch_keys.append(epochs.add_row(*cells))
         while len(self._epoch_keys) > EPOCH_ROWS:  # the table stays bounded too
             epochs.remove_row(self._epoch_keys.popleft())
         self._epoch_rows = snap["epochs_seen"]
         phases = self.query_one("#phases", Static)
-        phases.update(phase_table(snap["phases"], PHASES))
+        phases.update(phase_table(snap["phases"], snap["phase_names"]))
         if snap["phase_epoch"] is not None:
             phases.border_title = f"time per phase (s, epoch {snap['phase_epoch']})"
         nodes = self.query_one("#nodes", DataTable)
@@ -465,3 +512,14 @@ class RunScreen(SentitopScreen):
         name = str(event.row_key.value)
         self.query_one("#filter").value = name  # type: ignore[attr-defined]
         self.action_filter()
+
+
+def _embeddings_info(info: dict[str, Any]) -> Text:
+    """`  embeddings sync · 2 worker(s) · word · dim 50 · batch 1024` for the status line."""
+    parts = [str(info.get("mode") or "?")]
+    if "workers" in info:
+        parts.append(f"{info['workers']} worker(s)")
+    if "encoder" in info:
+        parts.append(str(info["encoder"]))
+    parts += [f"{k} {info[k]}" for k in ("dim", "batch") if k in info]
+    return Text.assemble(("  embeddings ", "dim"), " · ".join(parts))
