@@ -25,6 +25,8 @@ Mode = Literal["strong", "weak"]
 BILLINGS: tuple[str, ...] = ("per_second", "hours_2dp")
 """per_second: EC2 per-second billing, 60 s minimum; hours_2dp: hours rounded to 0.01 x rate
 (how the old study priced its table)."""
+EMBEDDINGS = "embeddings"
+"""summary.json's `workload` of an embeddings run (`sentitop embed`); sentiment runs have none."""
 SWEEP_FILE = "sweep.json"
 """Written into a run folder by `sentitop sweep`: sweep id, mode, index."""
 
@@ -109,6 +111,12 @@ class RunRecord:
     """Model + sequence settings: runs with the same workload share per-sample costs."""
     data_key: str = ""
     """Data + preprocessing settings: runs with the same key train on the same samples."""
+    task: str = "sentiment"
+    """What the run trained: sentiment, or embeddings (summary.json's `workload`)."""
+    words_per_s: float | None = None
+    """Embeddings runs: corpus words per training second."""
+    pip_loss: float | None = None
+    """Embeddings runs: final PIP loss against the SPPMI reference."""
 
     @property
     def train_s(self) -> float:
@@ -236,6 +244,14 @@ def workload_keys(config: dict[str, Any]) -> tuple[str, str]:
     return workload, data
 
 
+def embeddings_keys(summary: dict[str, Any]) -> tuple[str, str]:
+    """(workload, data_key) of an embeddings run: never equal to a sentiment run's keys."""
+    settings = {k: summary.get(k) for k in ("mode", "encoder", "dim", "batch")}
+    workload = json.dumps({EMBEDDINGS: settings}, sort_keys=True)
+    data = json.dumps({EMBEDDINGS: {"vocab": summary.get("vocab")}}, sort_keys=True)
+    return workload, data
+
+
 def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
     """A run folder's summary, profile, sweep tag and events as a RunRecord."""
     folder = Path(folder).expanduser()
@@ -244,7 +260,8 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
             f"{folder}: no such run folder", hint="`sentitop runs` lists the recorded runs"
         )
     summary = _read_json(folder / "summary.json")
-    raw_train = summary.get("train")
+    embeddings = summary.get("workload") == EMBEDDINGS
+    raw_train = summary if embeddings else summary.get("train")  # embeddings: a flat summary
     train: dict[str, Any] = raw_train if isinstance(raw_train, dict) else {}
     config = _profile_config(folder)
     catalog = catalog or load_catalog()
@@ -263,7 +280,7 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         float(x.get("usd_per_hour", 0)) for x in lines if x.get("stage") != "preprocess"
     )
     sweep = _read_json(folder / SWEEP_FILE) if (folder / SWEEP_FILE).is_file() else {}
-    workload, data_key = workload_keys(config)
+    workload, data_key = embeddings_keys(summary) if embeddings else workload_keys(config)
     record = RunRecord(
         run_id=folder.name,
         source="folder",
@@ -295,6 +312,9 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         started=_num(summary, "started"),
         workload=workload,
         data_key=data_key,
+        task=EMBEDDINGS if embeddings else "sentiment",
+        words_per_s=_num(summary, "words_per_s"),
+        pip_loss=_num(summary, "pip_loss"),
     )
     if (folder / "events.jsonl").is_file():
         _add_events(record, folder / "events.jsonl")
