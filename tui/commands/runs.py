@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,9 @@ def row(r: Any) -> dict[str, Any]:
         "usd_per_hour": r.usd_per_hour,
         "sweep": r.sweep,
         "mode": r.mode,
+        "workload": r.task,
+        "words_per_s": r.words_per_s,
+        "pip_loss": r.pip_loss,
     }
 
 
@@ -64,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)  # pipes get the full table
     if not records:
         console.print(f"no runs in {runs_dir(args.runs_dir)}")
         return 0
@@ -72,30 +76,50 @@ def run(args: argparse.Namespace) -> int:
     for col in (
         "run",
         "status",
+        "workload",
         "configuration",
         "epochs",
         "epoch s",
         "wall s",
-        "accuracy",
+        "accuracy / PIP",
+        "samples/s",
         "$",
         "sweep",
     ):
         table.add_column(
             col,
-            justify="left" if col in ("run", "status", "configuration", "sweep") else "right",
+            justify="left"
+            if col in ("run", "status", "workload", "configuration", "sweep")
+            else "right",
             no_wrap=col != "sweep",
         )
     for r in records:
         table.add_row(
             r.run_id,
             r.status,
+            r.task,
             r.label,
             str(r.epochs),
             "" if math.isnan(r.epoch_s) else f"{r.epoch_s:,.1f}",
             "" if r.wall_s is None else f"{r.wall_s:,.1f}",
-            "" if r.accuracy is None else f"{r.accuracy:.3f}",
+            _quality(r),
+            _rate(r),
             "" if r.usd is None else f"{r.usd:.4f}",
             (r.sweep or "") + (f" ({r.mode})" if r.sweep else ""),
         )
     console.print(table)
     return 0
+
+
+def _quality(r: Any) -> str:
+    """Test accuracy of a sentiment run, final PIP loss of an embeddings run."""
+    if r.task == "embeddings":
+        return "" if r.pip_loss is None else f"PIP {r.pip_loss:.3f}"
+    return "" if r.accuracy is None else f"{r.accuracy:.3f}"
+
+
+def _rate(r: Any) -> str:
+    """Samples/s (sentiment) or words/s (embeddings)."""
+    if r.task == "embeddings":
+        return "" if r.words_per_s is None else f"{r.words_per_s:,.0f} w/s"
+    return "" if r.samples_per_s is None else f"{r.samples_per_s:,.0f}"
