@@ -33,7 +33,8 @@ EVENT_TYPES: dict[str, str] = {
     "recall, f1, seconds, samples_per_s",
     "phase": "per-rank seconds in an epoch (all emitted by rank 0): rank, epoch, data, h2d, "
     "forward, backward, allreduce_opt, eval, steps, samples",
-    "balance": "load split: epoch, step, shares, batch_sizes, sec_per_sample, predicted_epoch_s",
+    "balance": "load split (rank 0): epoch, step, start, steps, shares, batch_sizes, counts, "
+    "sec_per_sample, predicted_epoch_s, ideal_epoch_s, enabled, rebalances",
     "threshold": "smoothed train loss first fell below threshold: loss, epoch, step, seconds, "
     "threshold",
     "checkpoint": "checkpoint written (rank 0): epoch, step, global_step, path, seconds",

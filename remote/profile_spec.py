@@ -195,7 +195,8 @@ class BalancerSpec(Section):
     smoothing: float | None = Field(default=None, gt=0, le=1)
     """Weight of the newest speed measurement (default 0.5)."""
     hysteresis: float | None = Field(default=None, ge=0, lt=1)
-    """Do not move shares that would change by less than this (default 0.02)."""
+    """Do not move shares while every rank is within this fraction of its balanced share
+    (relative; default 0.02)."""
     min_share: float | None = Field(default=None, gt=0, lt=1)
     """No rank gets less than this fraction of the data (default 0.05)."""
     straggle: dict[Annotated[int, Field(ge=0)], Annotated[float, Field(ge=1)]] = {}

@@ -25,6 +25,7 @@ import yaml
 from engine.config import TrainConfig
 from engine.errors import SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
+from remote.advice import priced_advice
 from remote.cluster_factory import make_cluster
 from remote.clusters import Cluster, Command, LineCallback, LocalCluster
 from remote.cost import CostMeter, CostTicker
@@ -49,7 +50,6 @@ SUMMARY_KEYS = (
     "test_loss",
     "n_train",
     "n_test",
-    "advice",
 )
 """Training results copied to the top level of a run's summary.json."""
 
@@ -116,7 +116,6 @@ class _Progress:
     epoch_seconds: list[float] = field(default_factory=list)
     train_summary: dict[str, Any] = field(default_factory=dict)
     preprocess_summary: dict[str, Any] = field(default_factory=dict)
-    balance_advice: Any = None
 
     def observe(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -220,6 +219,7 @@ async def execute_run(
     reason = ""
     error: SentitopError | None = None
     ticker: CostTicker | None = None
+    book: PriceBook | None = None
     try:
         book = PriceBook.from_catalog(load_catalog(), profile.region)
         rate = profile.check_launch_budget(book)
@@ -260,7 +260,7 @@ async def execute_run(
         meter.stop_all()
         if ticker is not None:
             ticker.stop()
-        summary = _summary(profile, run_dir, status, reason, started, meter, progress)
+        summary = _summary(profile, run_dir, status, reason, started, meter, progress, book)
         write_private_file(run_dir / "summary.json", json.dumps(summary, indent=2))
         emitter.emit("summary", stage="run", **{k: v for k, v in summary.items() if k != "run"})
         emitter.emit("run_end", status=status, reason=reason)
@@ -317,6 +317,7 @@ def _summary(
     started: float,
     meter: CostMeter,
     progress: _Progress,
+    book: PriceBook | None,
 ) -> dict[str, Any]:
     train = {k: v for k, v in progress.train_summary.items() if k not in ("type", "t")}
     summary: dict[str, Any] = {
@@ -335,6 +336,10 @@ def _summary(
     summary["usd_per_hour"] = round(sum(line["usd_per_hour"] for line in cost["lines"]), 6)
     summary["cost"] = cost
     summary["train"] = train
+    if book is not None:
+        advice = priced_advice(profile, book, train)
+        if advice is not None:
+            summary["advice"] = advice
     pre = progress.preprocess_summary
     summary["preprocess"] = {k: v for k, v in pre.items() if k not in ("type", "t")}
     return summary
