@@ -146,6 +146,9 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
             f"${_fmt(summary.get('usd'), '.4f')} at ${_fmt(summary.get('usd_per_hour'), '.3f')}/h",
         ),
     ]
+    advice = summary.get("advice")
+    if isinstance(advice, Mapping) and advice.get("message"):
+        rows.append(("balancer advice", advice["message"]))
     if summary.get("reason"):
         rows.append(("reason", summary["reason"]))
     for name, value in rows:
