@@ -178,8 +178,8 @@ class Profile(Section):
 
     # -- nodes, processes and money ------------------------------------------------------
     def world_size(self, catalog: Catalog | None = None) -> int:
-        """Training processes over all nodes."""
-        raise NotImplementedError
+        """Training processes over all nodes (here: the local ones; remote profiles sum nodes)."""
+        return self.train.nproc or 1
 
     def instance_types(self, *, spot: bool | None = None) -> list[str]:
         """EC2 types the profile prices (nodes and EMR), without repeats; ``spot`` filters."""
@@ -308,9 +308,6 @@ class LocalProfile(Profile):
     """local: training processes on this machine."""
     instance_type: InstanceTypeName | None = None
     """EC2 type whose price stands for this machine in the cost meter (none = free)."""
-
-    def world_size(self, catalog: Catalog | None = None) -> int:
-        return self.train.nproc or 1
 
     def _priced_groups(self) -> list[tuple[str, str, int, bool, str]]:
         return (

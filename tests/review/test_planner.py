@@ -25,7 +25,7 @@ def _epoch(n: int, threads: int = 1) -> float:
 
 @pytest.fixture(autouse=True)
 def four_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("remote.review.planner.os.cpu_count", lambda: 4)
+    monkeypatch.setattr("remote.review.scaling.os.cpu_count", lambda: 4)
 
 
 def test_compute_units() -> None:
