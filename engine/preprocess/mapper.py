@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -19,6 +20,22 @@ MAX_EXAMPLES = 5
 
 Agg = dict[bytes, int]
 """cleaned text → packed rating counts (see engine.preprocess.dedupe)."""
+Pending = dict[str, int]
+"""raw text → packed rating counts, for texts another worker cleans."""
+Cache = dict[str, Any]
+"""raw text → (its aggregation, its cleaned text), kept by a worker across blocks (values typed
+loosely so callers may pass a plain new dict)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """Where a map worker among several counts each text (see engine.preprocess.run_local)."""
+
+    route: Callable[[bytes], Agg]
+    """cleaned text → the aggregation of its reduce partition."""
+    defer: Callable[[str], Pending | None]
+    """raw text → the pending counts of the worker that cleans it, or None to clean it here
+    (only texts that cannot clean to nothing may be deferred: skips keep their line numbers)."""
 
 
 @dataclass(slots=True)
@@ -75,11 +92,14 @@ def map_lines(
     max_line_bytes: int,
     agg: Agg,
     stats: MapStats,
-    cache: dict[str, bytes] | None = None,
+    cache: Cache | None = None,
+    routing: Routing | None = None,
 ) -> None:
     """Parse a block of lines into `agg` (text → packed counts) and `stats`. `first_line` is
-    the 1-based number of lines[0] within the task's split. `cache` (raw text → cleaned text,
-    kept by the caller across blocks) saves cleaning again the many exact duplicates."""
+    the 1-based number of lines[0] within the task's split. `cache` (raw text → aggregation and
+    cleaned text, kept by the caller across blocks) saves cleaning and routing again the many
+    exact duplicates. `routing`, when given, picks the aggregation of each text instead of
+    `agg` (a worker's reduce partitions, so no pass over the texts is needed afterwards)."""
     incs: dict[float, int] = {
         r: 1 << (SLOT_BITS * (r - spec.rating_min))
         for r in range(spec.rating_min, spec.rating_max + 1)
@@ -88,8 +108,11 @@ def map_lines(
     text_field, rating_field = spec.text_field, spec.rating_field
     if cache is None:
         cache = {}
-    loads, get, cache_get = orjson.loads, agg.get, cache.get
+    loads, cache_get = orjson.loads, cache.get
+    route = routing.route if routing else None
+    defer = routing.defer if routing else None
     slow: list[int] = []
+    hit: Any  # (Agg, cleaned bytes), or (Pending, raw str) for a deferred text
     for i, line in enumerate(lines):
         # Fast path for the common record: a JSON object, string text, integral rating.
         if fast and len(line) <= max_line_bytes:
@@ -99,14 +122,20 @@ def map_lines(
                 rating = obj[rating_field]
                 if (type(rating) is float or type(rating) is int) and type(text) is str:
                     inc = incs[rating]
-                    key = cache_get(text)
-                    if key is None:
-                        key = clean_text(text)
+                    hit = cache_get(text)
+                    if hit is None:
+                        pending = defer(text) if defer else None
+                        if pending is not None:
+                            hit = (pending, text)
+                        else:
+                            cleaned = clean_text(text)
+                            hit = (route(cleaned) if cleaned and route else agg, cleaned)
                         if len(cache) >= CACHE_ENTRIES:
                             cache.clear()
-                        cache[text] = key
+                        cache[text] = hit
+                    target, key = hit
                     if key:
-                        agg[key] = get(key, 0) + inc
+                        target[key] = target.get(key, 0) + inc
                         continue
             except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
                 pass
@@ -123,7 +152,8 @@ def map_lines(
             stats.skip(parsed, task.file_index, task.split_no, line_no)
         else:
             key, rating = parsed
-            agg[key] = get(key, 0) + incs[rating]
+            target = route(key) if route else agg
+            target[key] = target.get(key, 0) + incs[rating]
 
 
 def map_task(
@@ -132,16 +162,18 @@ def map_task(
     max_line_bytes: int,
     agg: Agg,
     stats: MapStats,
-    cache: dict[str, bytes] | None = None,
+    cache: Cache | None = None,
     progress: Callable[[int, int], None] | None = None,
+    routing: Routing | None = None,
 ) -> int:
-    """Run one task into `agg`/`stats`; returns the number of lines read. `progress` gets
-    (input bytes, lines) after every block; its bytes add up to task.nbytes."""
+    """Run one task into `agg`/`stats` (or the aggregations `routing` picks, see map_lines);
+    returns the number of lines read. `progress` gets (input bytes, lines) after every block;
+    its bytes add up to task.nbytes."""
     line_no = 1
     cache = {} if cache is None else cache
     cursor, reported = [0], 0
     for lines, too_long in iter_task_blocks(task, max_line_bytes, cursor=cursor):
-        map_lines(lines, too_long, line_no, task, spec, max_line_bytes, agg, stats, cache)
+        map_lines(lines, too_long, line_no, task, spec, max_line_bytes, agg, stats, cache, routing)
         line_no += len(lines)
         if progress:
             progress(cursor[0] - reported, len(lines))

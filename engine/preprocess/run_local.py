@@ -1,8 +1,10 @@
 """The default `local` runner: map, shuffle by key range, reduce and encode on all cores.
 
 Same MapReduce shape and pure functions as the mrjob job, without mrjob's sort: each worker
-aggregates text → rating counts in a dict (in-mapper combining), writes one marshal file per
-reduce partition, then reduces one partition and writes one HDF5 part."""
+aggregates text → rating counts in one dict per reduce partition (in-mapper combining, the
+partition found once per distinct raw text; raw texts another worker cleans are counted raw and
+handed to it), hands the other workers their partitions as one marshal file each, merges what it
+got into its own, then reduces it and writes one HDF5 part."""
 
 from __future__ import annotations
 
@@ -10,15 +12,16 @@ import marshal
 import multiprocessing as mp
 import os
 import queue
+import re
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.preprocess.dedupe import partition_of, text_keys
-from engine.preprocess.mapper import Agg, MapStats, map_task
+from engine.preprocess.dedupe import text_partition
+from engine.preprocess.mapper import Agg, Cache, MapStats, Pending, Routing, map_task
 from engine.preprocess.readers import MapTask
 from engine.preprocess.records import RecordSpec
 from engine.preprocess.reduce import (
@@ -30,6 +33,7 @@ from engine.preprocess.reduce import (
     token_dtype,
     word_index,
 )
+from engine.preprocess.text import clean_text
 from engine.preprocess.writer import write_part
 
 Progress = Callable[[int, int], None]
@@ -65,36 +69,77 @@ def _map_into(
 ) -> tuple[Agg, MapStats]:
     agg: Agg = {}
     stats = MapStats()
-    cache: dict[str, bytes] = {}
+    cache: Cache = {}
     for task in tasks:
         map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats, cache, progress)
     return agg, stats
 
 
-def _write_partitions(agg: Agg, partitions: int, tmp: str, wid: int) -> None:
-    buckets: list[dict[bytes, int]] = [{} for _ in range(partitions)]
-    for text, packed in agg.items():
-        buckets[partition_of(text_keys(text, 0.0)[0], partitions)][text] = packed
-    agg.clear()
+class _WorkerRouting:
+    """A worker's aggregations: one per reduce partition (by cleaned text), and one pending
+    dict per other worker for the raw texts that worker cleans (by raw text hash; fork keeps
+    str hashes equal across workers), so a text seen by every worker is cleaned once."""
+
+    def __init__(self, wid: int, workers: int) -> None:
+        self.wid, self.workers = wid, workers
+        self.parts: list[Agg] = [{} for _ in range(workers)]
+        self.pending: list[Pending] = [{} for _ in range(workers)]
+        self.routing = Routing(self.route, self.defer)
+
+    def route(self, key: bytes) -> Agg:
+        return self.parts[text_partition(key, self.workers)]
+
+    def defer(self, text: str) -> Pending | None:
+        owner = hash(text) % self.workers
+        if owner == self.wid or "&" in text or not _HAS_WORD(text):
+            return None  # cleaned here: its own, or it might clean to nothing (a skip)
+        return self.pending[owner]
+
+    def resolve(self, received: Pending, cache: Cache) -> None:
+        """Count raw texts sent by other workers (cleaned here, or found in the cache)."""
+        for text, packed in received.items():
+            hit = cache.get(text)
+            if hit is None or type(hit[1]) is not bytes:
+                key = clean_text(text)
+                target = self.route(key)
+            else:
+                target, key = hit
+            target[key] = target.get(key, 0) + packed
+
+
+_HAS_WORD = re.compile("[A-Za-z0-9]").search
+"""A text without "&" and with an ASCII letter or digit never cleans to nothing."""
+
+
+def _send(buckets: list[Any], tmp: str, kind: str, wid: int) -> None:
+    """Write every bucket but the worker's own for the worker it belongs to; frees them."""
     for p, bucket in enumerate(buckets):
-        with open(os.path.join(tmp, f"map-{wid}-{p}.marshal"), "wb") as fh:
-            marshal.dump(bucket, fh)
+        if p != wid:
+            with open(os.path.join(tmp, f"{kind}-{wid}-{p}.marshal"), "wb") as fh:
+                marshal.dump(bucket, fh)
+            buckets[p] = {}
 
 
-def _load_partition(tmp: str, workers: int, p: int) -> dict[bytes, int]:
-    merged: dict[bytes, int] = {}
-    for wid in range(workers):
-        path = os.path.join(tmp, f"map-{wid}-{p}.marshal")
-        with open(path, "rb") as fh:
-            bucket = marshal.load(fh)
-        os.unlink(path)
-        if not merged:
-            merged = bucket
-            continue
-        get = merged.get
+def _received(tmp: str, kind: str, workers: int, wid: int) -> Iterator[Any]:
+    """The buckets the other workers wrote for this one (files removed once read)."""
+    for other in range(workers):
+        if other != wid:
+            path = os.path.join(tmp, f"{kind}-{other}-{wid}.marshal")
+            with open(path, "rb") as fh:
+                bucket = marshal.loads(fh.read())  # load(fh) reads object by object: slow
+            os.unlink(path)
+            yield bucket
+
+
+def _merge(own: Agg, buckets: Iterator[Agg]) -> Agg:
+    """The worker's own partition merged with what the other workers sent for it."""
+    for bucket in buckets:
+        if len(bucket) > len(own):
+            own, bucket = bucket, own
+        get = own.get
         for text, packed in bucket.items():
-            merged[text] = get(text, 0) + packed
-    return merged
+            own[text] = get(text, 0) + packed
+    return own
 
 
 def encode_part(part: ReducedPart, vocab: list[str], job: JobSettings, p: int) -> str:
@@ -117,25 +162,36 @@ def run_local(
 
 
 def _worker(
-    wid: int, workers: int, job: JobSettings, tasks: Any, commands: Any, results: Any
+    wid: int,
+    workers: int,
+    job: JobSettings,
+    tasks: Any,
+    commands: Any,
+    results: Any,
+    barrier: Any,
 ) -> None:
     try:
-        agg: Agg = {}
+        routing = _WorkerRouting(wid, workers)
         stats = MapStats()
-        cache: dict[str, bytes] = {}
+        cache: Cache = {}
 
         def report(nbytes: int, lines: int) -> None:
             results.put(("progress", nbytes, lines))
 
         while (task := tasks.get()) is not None:
             spec = job.specs[task.file_index]
-            map_task(task, spec, job.max_line_bytes, agg, stats, cache, report)
-        cache.clear()
-        _write_partitions(agg, workers, job.tmp, wid)
-        del agg
+            agg = routing.parts[wid]
+            map_task(task, spec, job.max_line_bytes, agg, stats, cache, report, routing.routing)
+        _send(routing.pending, job.tmp, "raw", wid)
         results.put(("mapped", wid, stats))
-        commands.get()  # every worker has written its map files
-        items = _load_partition(job.tmp, workers, wid)
+        barrier.wait()  # every worker has written its raw texts
+        for received in _received(job.tmp, "raw", workers, wid):
+            routing.resolve(received, cache)
+        cache.clear()
+        _send(routing.parts, job.tmp, "map", wid)
+        barrier.wait()  # every worker has written its partitions
+        items = _merge(routing.parts[wid], _received(job.tmp, "map", workers, wid))
+        del routing
         part = reduce_texts(items.items(), job.rule, job.stop, job.test_fraction, job.seq_len)
         del items
         results.put(("reduced", wid, (part.counts, part.train_words)))
@@ -158,10 +214,11 @@ class _Pool:
         task_q = self.ctx.Queue()
         result_q = self.ctx.Queue()
         commands = [self.ctx.Queue() for _ in range(self.workers)]
+        barrier = self.ctx.Barrier(self.workers)
         procs = [
             self.ctx.Process(
                 target=_worker,
-                args=(w, self.workers, self.job, task_q, commands[w], result_q),
+                args=(w, self.workers, self.job, task_q, commands[w], result_q, barrier),
                 daemon=True,
                 name=f"preprocess-{w}",
             )
@@ -177,8 +234,6 @@ class _Pool:
             stats = MapStats()
             for _, got in self._collect(result_q, procs, "mapped", progress):
                 stats.merge(got)
-            for cmd in commands:
-                cmd.put("reduce")
             counts = ReduceCounts()
             words: Counter[bytes] = Counter()
             for _, (part_counts, part_words) in self._collect(result_q, procs, "reduced", None):
