@@ -7,8 +7,10 @@
 3. End to end (parse → clean → dedupe → encode → HDF5) with 1 worker: MB/s per core and its
    fraction of the bare loop (target ≥ 40 MB/s/core and ≥ 0.5).
 4. The same with 2 workers: speed-up over 1 worker (target ≥ 1.7× on 2 cores).
-   Wall-clock figures need a quiet machine; CPU-second figures (getrusage) are printed too, and
-   a projection for idle cores: CPU(1 worker) / (CPU(parent) + CPU(workers) / 2).
+   Wall-clock figures need a quiet machine; CPU-second figures (getrusage) are printed too, with
+   CPU seconds per stage summed over the processes (stats.json cpu_seconds: map, shuffle,
+   reduce, encode, parent, combine), and a projection for idle cores:
+   CPU(1 worker) / (CPU(parent) + CPU(workers) / 2).
 5. Peak RSS (sum over the process tree, sampled) at --rss-size input with all cores
    (target ≤ 1.5 GB at 1 GB), and the peak at the smaller input for comparison.
 """
@@ -165,6 +167,8 @@ def main() -> None:
 
     bare_wall, bare_cpu, one_wall, one_cpu, two_wall = [], [], [], [], []
     two_parent, two_workers = [], []
+    stages1: list[dict[str, float]] = []
+    stages2: list[dict[str, float]] = []
     for _ in range(args.repeat):  # interleaved, best of each: the machine may be shared
         wall, cpu = bare_tokenise(small)
         bare_wall.append(wall)
@@ -172,10 +176,12 @@ def main() -> None:
         wall, own, kids, stats = timed_run(small, work / "out1", 1)
         one_wall.append(wall)
         one_cpu.append(own + kids)
+        stages1.append(stats["cpu_seconds"])
         wall, own, kids, stats2 = timed_run(small, work / "out2", 2)
         two_wall.append(wall)
         two_parent.append(own)
         two_workers.append(kids)
+        stages2.append(stats2["cpu_seconds"])
     assert stats["kept"] == stats2["kept"]
     rss_small, _ = peak_rss(small, work / "out3", os.cpu_count() or 1)
     rss_big, big_s = peak_rss(big, work / "out4", os.cpu_count() or 1)
@@ -199,6 +205,8 @@ def main() -> None:
         "cpu_s_2_workers_parent": round(two_parent[best], 2),
         "cpu_s_2_workers_workers": round(two_workers[best], 2),
         "speedup_2_vs_1_projected_idle": round(projected, 2),
+        "stage_cpu_s_1_worker": stages1[min(range(args.repeat), key=lambda i: one_cpu[i])],
+        "stage_cpu_s_2_workers": stages2[best],
         "load_average_1min": round(os.getloadavg()[0], 1),
         "peak_rss_mb_small": round(rss_small / 1e6),
         "peak_rss_mb_big": round(rss_big / 1e6),
@@ -231,6 +239,10 @@ def main() -> None:
         f"  CPU s: 1 worker {min(one_cpu):.1f}; 2 workers {two_parent[best]:.1f} parent + "
         f"{two_workers[best]:.1f} workers -> {projected:.2f}x on 2 idle cores"
     )
+    for name in ("stage_cpu_s_1_worker", "stage_cpu_s_2_workers"):
+        stages = result[name]
+        assert isinstance(stages, dict)
+        print(f"  {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
     print(
         f"peak RSS (all processes):     {rss_small / 1e6:6.0f} MB at {mb:.0f} MB input, "
         f"{rss_big / 1e6:.0f} MB at {big.stat().st_size / 1e6:.0f} MB input (target <= 1500 MB)"

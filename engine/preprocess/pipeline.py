@@ -195,6 +195,7 @@ def _finish(
     out: Path,
     tmp: str,
 ) -> dict[str, Any]:
+    finish_cpu = time.process_time()
     num_ids = len(result.vocab) + 2
     dtype = token_dtype(num_ids)
     vocab_doc = _vocab_doc(cfg, job, result.vocab)
@@ -210,6 +211,8 @@ def _finish(
     }
     tmp_h5 = os.path.join(tmp, "dataset.h5")
     combine_parts(result.parts, tmp_h5, cfg.seq_len, dtype, attrs)
+    if result.cpu:
+        result.cpu["combine"] = time.process_time() - finish_cpu
     stats = build_stats(cfg, result, time.time() - start)
     write_json_atomic(out / "vocab.json", vocab_doc)
     write_json_atomic(out / "stats.json", stats)
@@ -273,6 +276,7 @@ def build_stats(cfg: PreprocessConfig, result: LocalResult, seconds: float) -> d
         "mb_per_s": round(ms.input_bytes / 1e6 / max(seconds, 1e-9), 3),
         "runner": cfg.runner,
         "workers": len(result.parts) if cfg.runner == "local" else None,
+        "cpu_seconds": {stage: round(s, 3) for stage, s in result.cpu.items()} or None,
         "inputs": list(cfg.inputs),
         "lines_per_file": lines_per_file,
         "empty_files": [p for p, n in zip(cfg.inputs, lines_per_file, strict=True) if n == 0],

@@ -13,10 +13,12 @@ import multiprocessing as mp
 import os
 import queue
 import re
+import threading
+import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,21 @@ class LocalResult:
     counts: ReduceCounts
     vocab: list[str]
     parts: list[str]
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per stage (map, shuffle, reduce, encode, parent), summed over processes."""
+
+
+class _Clock:
+    """CPU seconds of this process per stage (time.process_time: all its threads)."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = {}
+        self.last = time.process_time()
+
+    def lap(self, stage: str) -> None:
+        now = time.process_time()
+        self.cpu[stage] = self.cpu.get(stage, 0.0) + now - self.last
+        self.last = now
 
 
 def _map_into(
@@ -153,11 +170,16 @@ def run_local(
 ) -> LocalResult:
     """Run the whole job with `workers` processes (1: in this process)."""
     if workers <= 1:
+        clock = _Clock()
         agg, stats = _map_into(tasks, job, progress)
+        clock.lap("map")
         part = reduce_texts(agg.items(), job.rule, job.stop, job.test_fraction, job.seq_len)
         del agg
         vocab = select_vocab(part.train_words, job.vocab_size)
-        return LocalResult(stats, part.counts, vocab, [encode_part(part, vocab, job, 0)])
+        clock.lap("reduce")
+        path = encode_part(part, vocab, job, 0)
+        clock.lap("encode")
+        return LocalResult(stats, part.counts, vocab, [path], clock.cpu)
     return _Pool(job, workers).run(tasks, progress)
 
 
@@ -171,6 +193,8 @@ def _worker(
     barrier: Any,
 ) -> None:
     try:
+        clock = _Clock()
+        clock.cpu["map"] = clock.last  # the fork itself and the start of the process
         routing = _WorkerRouting(wid, workers)
         stats = MapStats()
         cache: Cache = {}
@@ -182,6 +206,7 @@ def _worker(
             spec = job.specs[task.file_index]
             agg = routing.parts[wid]
             map_task(task, spec, job.max_line_bytes, agg, stats, cache, report, routing.routing)
+        clock.lap("map")
         _send(routing.pending, job.tmp, "raw", wid)
         results.put(("mapped", wid, stats))
         barrier.wait()  # every worker has written its raw texts
@@ -192,12 +217,16 @@ def _worker(
         barrier.wait()  # every worker has written its partitions
         items = _merge(routing.parts[wid], _received(job.tmp, "map", workers, wid))
         del routing
+        clock.lap("shuffle")
         part = reduce_texts(items.items(), job.rule, job.stop, job.test_fraction, job.seq_len)
         del items
         results.put(("reduced", wid, (part.counts, part.train_words)))
         part.train_words = Counter()
+        clock.lap("reduce")
         vocab = commands.get()
-        results.put(("encoded", wid, encode_part(part, vocab, job, wid)))
+        path = encode_part(part, vocab, job, wid)
+        clock.lap("encode")
+        results.put(("encoded", wid, (path, clock.cpu)))
     except BaseException:  # reported to the parent, which raises it
         results.put(("error", wid, traceback.format_exc()))
         raise
@@ -211,6 +240,7 @@ class _Pool:
         self.ctx: Any = mp.get_context("fork" if os.name == "posix" else "spawn")
 
     def run(self, tasks: list[MapTask], progress: Progress | None) -> LocalResult:
+        start_cpu = time.process_time()
         task_q = self.ctx.Queue()
         result_q = self.ctx.Queue()
         commands = [self.ctx.Queue() for _ in range(self.workers)]
@@ -226,6 +256,7 @@ class _Pool:
         ]
         for proc in procs:
             proc.start()
+        done = False
         try:
             for task in sorted(tasks, key=lambda t: -t.nbytes):
                 task_q.put(task)
@@ -242,15 +273,22 @@ class _Pool:
             vocab = select_vocab(words, self.job.vocab_size)
             for cmd in commands:
                 cmd.put(vocab)
-            parts = dict(self._collect(result_q, procs, "encoded", None))
-            for proc in procs:
-                proc.join()
-            return LocalResult(stats, counts, vocab, [parts[w] for w in range(self.workers)])
+            parts, cpu = {}, {"parent": time.process_time() - start_cpu}
+            for wid, (path, worker_cpu) in self._collect(result_q, procs, "encoded", None):
+                parts[wid] = path
+                for stage, seconds in worker_cpu.items():
+                    cpu[stage] = cpu.get(stage, 0.0) + seconds
+            done = True
+            paths = [parts[w] for w in range(self.workers)]
+            return LocalResult(stats, counts, vocab, paths, cpu)
         finally:
-            for proc in procs:
-                if proc.is_alive():
-                    proc.terminate()
-                proc.join()
+            if done:  # parts are written: let the workers free their memory and exit meanwhile
+                threading.Thread(target=_join_all, args=(procs,), daemon=True).start()
+            else:
+                for proc in procs:
+                    if proc.is_alive():
+                        proc.terminate()
+                    proc.join()
 
     def _collect(
         self, result_q: Any, procs: list[Any], kind: str, progress: Progress | None
@@ -272,6 +310,11 @@ class _Pool:
             elif msg[0] == kind:
                 got.append((msg[1], msg[2]))
         return got
+
+
+def _join_all(procs: list[Any]) -> None:
+    for proc in procs:
+        proc.join()
 
 
 def make_tmp(output: str) -> str:
