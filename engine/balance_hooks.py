@@ -134,3 +134,18 @@ class BalanceHooks(TrainHooks):
 def make_hooks(cfg: TrainConfig) -> BalanceHooks:
     """The trainer hooks for ``cfg.balance`` (also when disabled: equal split, straggler)."""
     return BalanceHooks(cfg.balance)
+
+
+def make_train_hooks(cfg: TrainConfig) -> TrainHooks:
+    """The trainer hooks for ``cfg`` (``engine.train`` calls this).
+
+    Balancing or straggling runs get :class:`BalanceHooks` and switch ``grad_sync`` to
+    ``separate`` (backward under ``no_sync()``, then one all-reduce): with overlapped DDP a fast
+    rank's backward would include waiting for the slow one, and every rank would look equally
+    slow. Other runs get the trainer's default (even split) hooks. Kept out of
+    :mod:`engine.balancer` so that module stays free of torch for the operator side.
+    """
+    if not (cfg.balance.enabled or cfg.balance.straggle):
+        return TrainHooks()
+    cfg.grad_sync = "separate"
+    return make_hooks(cfg)

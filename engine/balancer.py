@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from engine.config import BalanceConfig, TrainConfig
+from engine.config import BalanceConfig
 from engine.errors import ConfigError
 
 
@@ -488,21 +488,3 @@ def describe_balance_event(event: Mapping[str, Any]) -> str:
         ms = "/".join(f"{s * 1e3:.3g}" for s in event["sec_per_sample"])
         line += f"  ms/sample {ms}  predicted epoch {event['predicted_epoch_s']:.1f} s"
     return line
-
-
-def make_train_hooks(cfg: TrainConfig) -> Any:
-    """The trainer hooks for ``cfg`` (``engine.train`` calls this; imports torch lazily).
-
-    Balancing or straggling runs get :class:`engine.balance_hooks.BalanceHooks` and switch
-    ``grad_sync`` to ``separate`` (backward under ``no_sync()``, then one all-reduce): with
-    overlapped DDP a fast rank's backward would include waiting for the slow one, and every
-    rank would look equally slow. Other runs get the trainer's default (even split) hooks.
-    """
-    if not (cfg.balance.enabled or cfg.balance.straggle):
-        from engine.trainer import TrainHooks
-
-        return TrainHooks()
-    from engine.balance_hooks import make_hooks
-
-    cfg.grad_sync = "separate"
-    return make_hooks(cfg)

@@ -149,12 +149,10 @@ def default_threads(local_world: int) -> int:
 
 
 def _make_hooks(cfg: TrainConfig) -> Any:
-    """The balancer's hooks when engine.balancer provides them, else the even split."""
-    from engine import balancer
-    from engine.trainer import TrainHooks
+    """The balancer's hooks for a balanced or straggling run, else the even split."""
+    from engine.balance_hooks import make_train_hooks
 
-    factory = getattr(balancer, "make_train_hooks", None)
-    return factory(cfg) if factory is not None else TrainHooks()
+    return make_train_hooks(cfg)
 
 
 def run(cfg: TrainConfig) -> int:

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from engine.balance_hooks import BalanceHooks
-from engine.balancer import advise_from_summary, make_train_hooks
+from engine.balance_hooks import BalanceHooks, make_train_hooks
+from engine.balancer import advise_from_summary
 from engine.config import BalanceConfig, TrainConfig
 from engine.events import Emitter
 from engine.trainer import HookContext, StepTiming, TrainHooks
