@@ -14,8 +14,8 @@ import pytest
 from engine.config import ModelConfig, PreprocessConfig, TrainConfig
 from engine.trainer import DistEnv, Trainer
 
-REAL = Path("/work/shared/data/amazon2018_Appliances_5.jsonl.gz")
 ROOT = Path(__file__).resolve().parents[2]
+REAL = ROOT.parent / "shared" / "data" / "amazon2018_Appliances_5.jsonl.gz"
 
 pytestmark = [
     pytest.mark.slow,
