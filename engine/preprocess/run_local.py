@@ -8,6 +8,7 @@ got into its own, then reduces it and writes one HDF5 part."""
 
 from __future__ import annotations
 
+import ctypes
 import marshal
 import multiprocessing as mp
 import os
@@ -165,10 +166,28 @@ def encode_part(part: ReducedPart, vocab: list[str], job: JobSettings, p: int) -
     return path
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+"""glibc mallopt parameters."""
+
+
+def keep_freed_memory() -> None:
+    """Ask glibc's malloc to keep freed memory for reuse (this process and later forks): the
+    8 MiB input blocks and their lines are otherwise mapped and unmapped block after block,
+    and each page faulted in again costs system time (≈ 10 % of the job's CPU). No-op where
+    mallopt is unavailable."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):
+        return
+    mallopt(M_MMAP_THRESHOLD, 32 << 20)  # the largest glibc accepts on 64-bit
+    mallopt(M_TRIM_THRESHOLD, 256 << 20)
+
+
 def run_local(
     tasks: list[MapTask], job: JobSettings, workers: int, progress: Progress | None = None
 ) -> LocalResult:
     """Run the whole job with `workers` processes (1: in this process)."""
+    keep_freed_memory()
     if workers <= 1:
         clock = _Clock()
         agg, stats = _map_into(tasks, job, progress)
