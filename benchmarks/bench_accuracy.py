@@ -6,7 +6,8 @@ processes by default), and fits scikit-learn's TF-IDF + logistic regression on e
 split: the same token ids of the same dataset.h5 (so the same texts, cleaning, vocabulary and
 labels). Prints one JSON object.
 
-    .venv/bin/python benchmarks/bench_accuracy.py [--epochs 3] [--nproc 2] [--model default]
+    .venv/bin/python benchmarks/bench_accuracy.py [--epochs N] [--nproc 2] [--model default]
+        [--pos-weight auto|none|F] [--negations off,on]
 """
 
 from __future__ import annotations
@@ -112,7 +113,11 @@ def main() -> None:
     )  # type: ignore[arg-type]
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--model", default="default", choices=["default", "seed"])
-    parser.add_argument("--pos-weight", default="auto")
+    parser.add_argument(
+        "--pos-weight",
+        default=str(TrainConfig.__dataclass_fields__["pos_weight"].default),
+        help="auto (negatives/positives), none or a number; default: TrainConfig's",
+    )
     parser.add_argument("--negations", default="off,on", help="off, on or off,on")
     args = parser.parse_args()
     if args.pos_weight not in ("auto", "none"):
@@ -134,7 +139,12 @@ def main() -> None:
             start = time.time()
             lstm = train_lstm(data, Path(tmp) / f"run-{setting}", args)
             lstm["wall_s"] = round(time.time() - start, 1)
-            result[f"keep_negations_{setting}"] = {"lstm": lstm, "tfidf_lr": tfidf_baseline(data)}
+            base = tfidf_baseline(data)
+            result[f"keep_negations_{setting}"] = {
+                "lstm": lstm,
+                "tfidf_lr": base,
+                "lstm_minus_tfidf_accuracy": round((lstm["accuracy"] or 0.0) - base["accuracy"], 4),
+            }
     result["load_avg_1m"] = os.getloadavg()[0]
     print(json.dumps(result, indent=2))
 

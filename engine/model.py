@@ -29,6 +29,8 @@ class ModelSpec:
     pool: str = "last"
     """What the head reads: `last` = final hidden state(s); `max` = max over time of the top
     layer's outputs (padding excluded)."""
+    embed_dropout: float = 0.0
+    """Dropout on the embedded tokens (before the LSTM)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (stored in checkpoints and RUN_DIR/model.json)."""
@@ -50,6 +52,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         dropout=0.0,
         fc_hidden=32,
         pool="last",
+        embed_dropout=0.0,
     ),
     # One bidirectional layer, max-pooled over time, light dropout: measured against `seed`
     # and TF-IDF + LR on the real Amazon files in BENCHMARKS.md "Training".
@@ -72,7 +75,7 @@ def resolve_spec(cfg: ModelConfig, vocab_size: int) -> ModelSpec:
             f"model.preset = {cfg.preset!r} is not allowed; expected one of {', '.join(PRESETS)}"
         )
     values = dict(PRESETS[cfg.preset])
-    for name in ("embedding_dim", "hidden", "layers", "bidirectional", "dropout"):
+    for name in ("embedding_dim", "hidden", "layers", "bidirectional", "dropout", "embed_dropout"):
         override = getattr(cfg, name)
         if override is not None:
             values[name] = override
@@ -82,8 +85,9 @@ def resolve_spec(cfg: ModelConfig, vocab_size: int) -> ModelSpec:
             raise ConfigError(f"model.{name} = {getattr(spec, name)} must be >= 1")
     if spec.pool not in ("last", "max"):
         raise ConfigError(f"model.pool = {spec.pool!r} is not allowed; expected last or max")
-    if not 0.0 <= spec.dropout < 1.0:
-        raise ConfigError(f"model.dropout = {spec.dropout} must be in [0, 1)")
+    for name in ("dropout", "embed_dropout"):
+        if not 0.0 <= getattr(spec, name) < 1.0:
+            raise ConfigError(f"model.{name} = {getattr(spec, name)} must be in [0, 1)")
     return spec
 
 
@@ -95,6 +99,7 @@ class SentimentLSTM(nn.Module):
         self.spec = spec
         directions = 2 if spec.bidirectional else 1
         self.embedding = nn.Embedding(spec.vocab_size, spec.embedding_dim, padding_idx=0)
+        self.embed_dropout = nn.Dropout(spec.embed_dropout)
         self.lstm = nn.LSTM(
             spec.embedding_dim,
             spec.hidden,
@@ -113,7 +118,7 @@ class SentimentLSTM(nn.Module):
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Logits (B,) for right-padded token ids (B, T) with true lengths (B,) (on the CPU)."""
         lengths = lengths.clamp(min=1, max=tokens.shape[1])  # empty texts read one pad token
-        emb = self.embedding(tokens)  # (B, T, E)
+        emb = self.embed_dropout(self.embedding(tokens))  # (B, T, E)
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, (h_n, _) = self.lstm(packed)  # h_n: (layers * directions, B, H), in input order
         if self.spec.pool == "max":  # padding is -inf, so never the max

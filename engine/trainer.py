@@ -9,6 +9,7 @@ gathered measurements).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -307,8 +308,11 @@ class Trainer:
         self.criterion = nn.BCEWithLogitsLoss(pos_weight=pw)
         self.eval_criterion = nn.BCEWithLogitsLoss(pos_weight=pw, reduction="sum")
         self.base_lr = cfg.lr * cfg.batch_size / cfg.lr_reference_batch
-        opt_cls = torch.optim.Adam if cfg.optimizer == "adam" else torch.optim.SGD
-        self.optimizer = opt_cls(self.params, lr=self.base_lr)
+        opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+        self.optimizer = opt_cls[cfg.optimizer](
+            self.params, lr=self.base_lr, weight_decay=cfg.weight_decay
+        )
+        self.total_steps = cfg.epochs * -(-self.n_train // cfg.batch_size)
         self.sampler = PlanSampler(self.n_train, cfg.seed, env.rank)
         self.hooks.setup(
             HookContext(
@@ -379,8 +383,13 @@ class Trainer:
             yield batch, time.perf_counter() - t0
 
     def _set_lr(self) -> None:
-        warm = self.cfg.warmup_steps
-        factor = min(1.0, (self.global_step + 1) / warm) if warm > 0 else 1.0
+        """Goyal warm-up (linear from 0), then ``lr_schedule`` down to 0 at the last step."""
+        warm, step = self.cfg.warmup_steps, self.global_step
+        factor = min(1.0, (step + 1) / warm) if warm > 0 else 1.0
+        if self.cfg.lr_schedule != "constant" and step >= warm:
+            done = min(1.0, (step - warm) / max(1, self.total_steps - warm))  # 0 → 1
+            linear = self.cfg.lr_schedule == "linear"
+            factor *= 1 - done if linear else 0.5 * (1 + math.cos(math.pi * done))
         for group in self.optimizer.param_groups:
             group["lr"] = self.base_lr * factor
 
