@@ -60,8 +60,9 @@ def runs_root() -> Path:
 
 
 def new_run_dir(root: Path, profile_name: str) -> Path:
-    """A fresh private run folder named ``YYYYmmdd-HHMMSS-<profile>``."""
-    make_private_dir(root)
+    """A fresh private run folder named ``YYYYmmdd-HHMMSS-<profile>`` (an absolute path: node
+    processes run with other working directories)."""
+    root = make_private_dir(root.expanduser().resolve())
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for attempt in range(100):
         name = f"{stamp}-{profile_name}" + (f"-{attempt}" if attempt else "")

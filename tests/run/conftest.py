@@ -67,13 +67,13 @@ def write_profile(tmp_path: Path) -> Callable[..., Path]:
 
 
 def sentitop(
-    *args: str, env: dict[str, str], timeout: float = 240
+    *args: str, env: dict[str, str], timeout: float = 240, cwd: Path = ROOT
 ) -> subprocess.CompletedProcess[str]:
     """Run the CLI as a user would and capture its output."""
     return subprocess.run(
         [sys.executable, "-m", "tui.cli", *args],
         env=env,
-        cwd=ROOT,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -63,6 +63,18 @@ def test_run_json_end_to_end(write_profile, run_env, tmp_path: Path) -> None:
     assert all(e["node"] == "local" for e in epochs)
 
 
+def test_default_runs_folder_is_relative_to_the_working_directory(
+    write_profile, run_env, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in run_env.items() if k != "SENTITOP_RUNS_DIR"}
+    work = tmp_path / "work"
+    work.mkdir()
+    result = sentitop("run", str(write_profile()), "--json", env=env, cwd=work)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["status"] == "ok"
+    assert (_only_run_dir(work / "runs") / "summary.json").is_file()
+
+
 def test_second_run_reuses_the_preprocessed_dataset(write_profile, run_env, tmp_path) -> None:
     profile = write_profile()
     assert sentitop("run", str(profile), "--json", env=run_env).returncode == 0
