@@ -78,14 +78,15 @@ class HeadlessProgress:
     def _handle(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         if kind == "stage_start":
-            self.progress.update(self.stage, description=f"stage: {event.get('stage')}")
+            self.progress.reset(self.stage, total=None, description=f"stage: {event.get('stage')}")
+            self.progress.update(self.stage, count="", info="")
         elif kind == "progress" and event.get("total"):
             self.progress.update(
                 self.stage,
                 total=float(event["total"]),
                 completed=float(event.get("done") or 0),
                 count=f"{float(event.get('done') or 0) / 1e6:,.0f} MB",
-                info=f"{_fmt(event.get('rate'), ',.0f')} {event.get('unit', '')}/s",
+                info=_rate(event),
             )
         elif kind == "stage_end":
             status = event.get("status", "ok")
@@ -120,6 +121,14 @@ class HeadlessProgress:
             where = event.get("node") or event.get("rank")
             self.console.print(f"[red]error ({where}): {event.get('message')}[/red]")
         self.progress.update(self.epochs, info=self._info())
+
+
+def _rate(event: Mapping[str, Any]) -> str:
+    """A progress event's rate for people: MB/s for bytes, else units/s."""
+    rate, unit = event.get("rate"), event.get("unit", "")
+    if isinstance(rate, int | float) and unit == "bytes":
+        return f"{rate / 1e6:,.1f} MB/s"
+    return f"{_fmt(rate, ',.0f')} {unit}/s"
 
 
 def summary_table(summary: Mapping[str, Any]) -> Table:
