@@ -24,18 +24,18 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from engine.config import PreprocessConfig
 from engine.errors import CloudError, ConfigError
 from engine.events import Emitter
 from remote import aws
+from remote.teardown_await import finish_despite_cancel
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 LIVE_CLUSTER_STATES = ("STARTING", "BOOTSTRAPPING", "RUNNING", "WAITING")
 """EMR cluster states that cost money."""
@@ -497,31 +497,15 @@ async def run_emr_preprocess(
         return await asyncio.shield(work)
     except asyncio.CancelledError:
         cancel.set()
-        await _finish(asyncio.to_thread(
+        sweep = asyncio.to_thread(
             terminate_clusters, run_id, region=settings.region, endpoint=settings.endpoint
-        ))  # fmt: skip
+        )
+        await finish_despite_cancel(sweep, "terminating EMR clusters")
         # the thread ends at mrjob's next poll (EMRCancelled) and sweeps once more
-        await _finish(asyncio.wait({work}, timeout=settings.check_every_s + 60))
+        stopped = asyncio.wait({work}, timeout=settings.check_every_s + 60)
+        await finish_despite_cancel(stopped, "terminating EMR clusters")
         if work.done() and not work.cancelled():
             error = work.exception()  # retrieved here: the cancellation is what we report
             if error is not None and not isinstance(error, EMRCancelled):
                 log.warning("EMR preprocessing ended with %r after the cancellation", error)
         raise
-
-
-async def _finish(awaitable: Awaitable[T]) -> T:
-    """Await ``awaitable`` to its end even if this task is cancelled meanwhile (re-raised)."""
-    task = asyncio.ensure_future(awaitable)
-    cancelled = False
-    while True:
-        try:
-            result = await asyncio.shield(task)
-            break
-        except asyncio.CancelledError:
-            if task.done():
-                raise
-            cancelled = True
-            log.warning("interrupted; still terminating EMR clusters, please wait")
-    if cancelled:
-        raise asyncio.CancelledError
-    return result

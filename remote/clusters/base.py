@@ -26,6 +26,7 @@ from engine.errors import LaunchError
 from engine.events import EventSink
 from remote.shell import check_name, torchrun_argv
 from remote.streams import LineCallback, LineSplitter, RunStreams
+from remote.teardown_await import finish_despite_cancel
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ class Cluster(ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await _finish(self.stop())
+        await finish_despite_cancel(self.stop(), "stopping node processes")
 
     async def _kill_running(self) -> None:
         running, self._running = self._running, {}
@@ -323,7 +324,7 @@ class Cluster(ABC):
             return results
         finally:
             try:
-                await _finish(self._kill_running())
+                await finish_despite_cancel(self._kill_running(), "stopping node processes")
                 if tasks:  # let killed nodes' last lines reach their logs, briefly
                     await asyncio.wait(tasks, timeout=DRAIN_S)
             finally:
@@ -389,21 +390,3 @@ class Cluster(ABC):
         if self.streams is None:
             raise LaunchError(f"{type(self).__name__}.start(run_dir) was not called")
         return self.streams
-
-
-async def _finish(awaitable: Any) -> Any:
-    """Await ``awaitable`` to its end even when this task is cancelled meanwhile (re-raised)."""
-    task = asyncio.ensure_future(awaitable)
-    cancelled = False
-    while True:
-        try:
-            result = await asyncio.shield(task)
-            break
-        except asyncio.CancelledError:
-            if task.done():
-                raise
-            cancelled = True
-            log.warning("interrupted; still stopping node processes, please wait")
-    if cancelled:
-        raise asyncio.CancelledError
-    return result

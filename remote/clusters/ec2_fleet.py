@@ -14,18 +14,18 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from engine.errors import CloudError, LaunchError
 from engine.events import Emitter
 from remote import aws
+from remote.teardown_await import finish_despite_cancel
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
 """Instance states that still cost money (or will once started) and must be terminated."""
@@ -225,24 +225,6 @@ async def wait_for_ssh(
         await asyncio.sleep(poll_s)
 
 
-async def _finish(awaitable: Awaitable[T]) -> T:
-    """Await ``awaitable`` to the end even if this task is cancelled meanwhile (re-raised)."""
-    task = asyncio.ensure_future(awaitable)
-    cancelled = False
-    while True:
-        try:
-            result = await asyncio.shield(task)
-            break
-        except asyncio.CancelledError:
-            if task.done():
-                raise
-            cancelled = True
-            log.warning("interrupted; still terminating instances, please wait")
-    if cancelled:
-        raise asyncio.CancelledError
-    return result
-
-
 AddressFor = Callable[[LaunchedInstance], tuple[str, int]]
 """Maps a launched instance to the (host, port) SSH uses; a seam for tests."""
 
@@ -406,7 +388,7 @@ class EC2Fleet:
 
         Runs to the end even if the calling task is cancelled meanwhile (re-raised after).
         """
-        return await _finish(self._terminate_all())
+        return await finish_despite_cancel(self._terminate_all(), "terminating instances")
 
     def _terminate_sync(self, known: list[str]) -> list[str]:
         terminate(self.ec2, known)

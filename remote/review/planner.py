@@ -1,21 +1,6 @@
 """Predict hours and $ of a profile, and of candidate configurations, from past runs.
 
-The model, fitted per hardware class (a GPU model, or 'local CPU') on runs of the same
-workload (model shape and sequence length):
-
-    epoch_s(n) = compute(n) + sync(n)
-    compute(n) = C · (n_train / n_train_m) / units(n)
-    units(n)   = n GPUs; locally the busy cores min(n · threads per rank, cores)
-    sync(n)    = steps · (a₁ + k · 2(n-1)/n)         ring all-reduce + optimizer step
-
-C is the compute of one epoch on one unit (measured epoch time minus the measured
-`allreduce_opt` seconds of the `phase` events, times the run's units; runs of the same worker
-count are preferred when planning that count); a₁ and k are
-fitted to the per-step `allreduce_opt` seconds of the runs (a₁ from 1-worker runs, k from
-multi-worker runs). Runs without phase events (imported CSV rows) give C from 1-worker runs and
-k from the epoch time left over at n > 1. A predicted wall time adds the measured fixed
-overhead (process start-up, data loading, teardown), preprocessing when the dataset is not
-cached, and evaluation per epoch.
+The scaling model and its inputs are described in :mod:`remote.review.scaling`.
 """
 
 from __future__ import annotations
