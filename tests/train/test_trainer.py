@@ -35,6 +35,7 @@ def _cfg(data: Path, run: Path, **kw: Any) -> TrainConfig:
         batch_size=64,
         lr=5e-3,
         warmup_steps=4,
+        lr_schedule="constant",  # these runs are a few dozen steps long
         log_every=2,
         checkpoint_every_min=0,
         model=ModelConfig(preset="default"),
@@ -51,7 +52,7 @@ def _fit(cfg: TrainConfig, hooks: TrainHooks | None = None) -> dict[str, Any]:
 @pytest.mark.slow
 def test_learns_and_writes_the_run_folder(tiny_data: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    summary = _fit(_cfg(tiny_data, run, epochs=3, events_file=True, loss_threshold=0.3))
+    summary = _fit(_cfg(tiny_data, run, epochs=3, events_file=True, loss_threshold=0.6))
     assert summary["accuracy"] > 0.9  # the label is in the words: an LSTM must find it
     assert summary["per_epoch"][-1]["train_loss"] < summary["per_epoch"][0]["train_loss"]
     for name in (
