@@ -120,6 +120,10 @@ def run_rank(cfg: EmbedConfig) -> int:
             dist.init_process_group("gloo")
         run = EmbedRun(cfg, env, emitter)
         (run_async if cfg.mode == "async" else run_sync)(run)
+        if env.world > 1:
+            # leave together: a rank that tears gloo down while a peer still finishes its last
+            # work (rank 0 evaluates after training) can abort in gloo's threads at exit
+            dist.barrier()
         return 0
     except SentitopError as exc:
         emitter.emit("error", message=exc.message, hint=exc.hint)
