@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from dataclasses import asdict, fields
 from typing import Any
@@ -23,8 +22,6 @@ from typing import Any
 from engine.config import BalanceConfig, ModelConfig, TrainConfig
 from engine.errors import ConfigError, SentitopError
 from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink
-
-_TAIL_LINES = 20
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -160,12 +157,14 @@ def run(cfg: TrainConfig) -> int:
     import torch
     import torch.distributed as dist
 
+    from engine.rank_main import run_as_rank
     from engine.trainer import DistEnv, Trainer
 
     env = DistEnv.from_environ(cfg.device)
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
     emitter = make_emitter(cfg, env.rank)
-    try:
+
+    def work() -> None:
         if env.world > 1:
             if env.device.type == "cuda":
                 torch.cuda.set_device(env.device)
@@ -174,23 +173,8 @@ def run(cfg: TrainConfig) -> int:
                 device_id=env.device if env.device.type == "cuda" else None,
             )
         Trainer(cfg, emitter=emitter, hooks=_make_hooks(cfg), env=env).fit()
-        return 0
-    except SentitopError as exc:
-        emitter.emit("error", message=exc.message, hint=exc.hint)
-        print(exc.user_message(), file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        emitter.emit("error", message="interrupted")
-        return 130
-    except Exception as exc:  # reported as an event and a traceback, then exit 1
-        tail = traceback.format_exc().splitlines()[-_TAIL_LINES:]
-        emitter.emit("error", message=f"{type(exc).__name__}: {exc}", tail=tail)
-        traceback.print_exc()
-        return 1
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-        emitter.close()
+
+    return run_as_rank(work, emitter)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

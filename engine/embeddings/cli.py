@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     from engine.launch import LineHandler
 
 CONFIG_FILE = "embed_config.json"
-_TAIL_LINES = 20
 
 
 def parse_straggle(text: str) -> dict[int, float]:
@@ -109,38 +107,21 @@ def run_rank(cfg: EmbedConfig) -> int:
     from engine.embeddings.param_server import run_async
     from engine.embeddings.runtime import EmbedRun, make_emitter
     from engine.embeddings.sync import run_sync
+    from engine.rank_main import run_as_rank
     from engine.train import default_threads
     from engine.trainer import DistEnv
 
     env = DistEnv.from_environ("cpu")
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
     emitter = make_emitter(cfg, env.rank)
-    try:
+
+    def work() -> None:
         if env.world > 1:
             dist.init_process_group("gloo")
         run = EmbedRun(cfg, env, emitter)
         (run_async if cfg.mode == "async" else run_sync)(run)
-        if env.world > 1:
-            # leave together: a rank that tears gloo down while a peer still finishes its last
-            # work (rank 0 evaluates after training) can abort in gloo's threads at exit
-            dist.barrier()
-        return 0
-    except SentitopError as exc:
-        emitter.emit("error", message=exc.message, hint=exc.hint)
-        print(exc.user_message(), file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        emitter.emit("error", message="interrupted")
-        return 130
-    except Exception as exc:  # reported as an event and a traceback, then exit 1
-        tail = traceback.format_exc().splitlines()[-_TAIL_LINES:]
-        emitter.emit("error", message=f"{type(exc).__name__}: {exc}", tail=tail)
-        traceback.print_exc()
-        return 1
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-        emitter.close()
+
+    return run_as_rank(work, emitter)
 
 
 def check_nproc(cfg: EmbedConfig, nproc: int) -> None:

@@ -1,0 +1,45 @@
+"""The shared life of one distributed rank: run its work, report failures as events, tear down."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+
+from engine.errors import SentitopError
+from engine.events import Emitter
+
+TAIL_LINES = 20
+"""Traceback lines carried by an `error` event."""
+
+
+def run_as_rank(work: Callable[[], object], emitter: Emitter) -> int:
+    """Run ``work`` on this rank and return the exit code (0 ok, 2/1 errors, 130 interrupted).
+
+    Failures become an `error` event plus a message on stderr. On success every rank meets at
+    a barrier before the process group is destroyed: a rank that tears gloo down while a peer
+    still finishes its last work (rank 0 evaluates or writes the summary) can abort at exit.
+    """
+    import torch.distributed as dist
+
+    try:
+        work()
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.barrier()
+        return 0
+    except SentitopError as exc:
+        emitter.emit("error", message=exc.message, hint=exc.hint)
+        print(exc.user_message(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        emitter.emit("error", message="interrupted")
+        return 130
+    except Exception as exc:  # reported as an event and a traceback, then exit 1
+        tail = traceback.format_exc().splitlines()[-TAIL_LINES:]
+        emitter.emit("error", message=f"{type(exc).__name__}: {exc}", tail=tail)
+        traceback.print_exc()
+        return 1
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        emitter.close()
