@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
+from rich.console import Console
 from textual.widgets import DataTable
 
 from engine.errors import LaunchError
@@ -19,6 +22,13 @@ from tui.screens.runs import RunsScreen
 from tui.widgets.line_plot import LinePlot
 from tui.widgets.log_pane import LogPane
 from tui.widgets.nav import NavBar
+
+
+def as_text(renderable: object) -> str:
+    """What a rich renderable prints, as plain text."""
+    console = Console(width=100, file=io.StringIO(), record=True)
+    console.print(renderable)
+    return console.export_text()
 
 
 def notes(app: SentitopApp) -> list[str]:
@@ -346,3 +356,39 @@ async def test_epoch_table_stays_bounded() -> None:
         table = screen.query_one("#epochs", DataTable)
         assert table.row_count == EPOCH_ROWS
         assert table.get_row_at(table.row_count - 1)[0] == "899"  # the newest is kept
+
+
+async def test_unchanged_panes_are_not_redrawn_but_changes_show() -> None:
+    """Nodes, phases and log repaint only when what they show changed (10^6-point redraws)."""
+    app = build_app(start="run")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
+        node = {"type": "node", "t": 1.0, "node": "n0", "status": "running", "gpu": "T4"}
+        phase = {"type": "phase", "t": 1.0, "rank": 0, "epoch": 0, "forward": 1.0, "steps": 1}
+        screen.state.ingest_many([node, phase, {"type": "log", "t": 1.0, "line": "hello"}])
+        screen.refresh_views()
+        await pilot.pause()
+        nodes = screen.query_one("#nodes", DataTable)
+        phases = screen.query_one("#phases")
+        drawn = (nodes.get_row_at(0), phases.content, screen.query_one(LogPane)._lines)
+        step = {"type": "step", "t": 2.0, "epoch": 0, "step": 1, "global_step": 1, "loss": 0.5}
+        screen.state.ingest(step)
+        screen.refresh_views()
+        await pilot.pause()
+        # same objects: nothing was rebuilt for an event that changed none of them
+        assert screen.query_one(LogPane)._lines is drawn[2]
+        assert nodes.get_row_at(0) == drawn[0] and phases.content is drawn[1]
+        screen.state.ingest_many(
+            [
+                {**node, "t": 3.0, "status": "lost"},
+                {**phase, "t": 3.0, "forward": 7.5},
+                {"type": "log", "t": 3.0, "line": "bye"},
+            ]
+        )
+        screen.refresh_views()
+        await pilot.pause()
+        assert str(nodes.get_row_at(0)[1]) == "lost"
+        assert phases.content is not drawn[1] and "7.5" in as_text(phases.content)
+        assert [ln.text for ln in screen.query_one(LogPane)._lines][-1] == "bye"

@@ -26,7 +26,7 @@ from textual.widgets.data_table import RowKey
 from textual.worker import Worker, get_current_worker
 
 from tui.model import RunState, Series
-from tui.model.mirror import SeriesMirror
+from tui.model.envelope import SeriesEnvelope
 from tui.model.rows import ProfileRow
 from tui.model.run_state import EMBEDDINGS
 from tui.replay import replay_file
@@ -56,7 +56,7 @@ EPOCH_COLUMNS = {
 
 
 class Cols(NamedTuple):
-    """A series' columns copied out of the state, with whether t / step are ascending."""
+    """A series' plotted points (its envelope) copied out of the state; whether t / step ascend."""
 
     t: np.ndarray
     step: np.ndarray
@@ -113,8 +113,10 @@ class RunScreen(SentitopScreen):
         self._drawn_version = -1
         self._epoch_rows = 0
         self._epoch_keys: deque[RowKey] = deque()
-        self._mirrors: dict[int, SeriesMirror] = {}
+        self._envelopes: dict[int, SeriesEnvelope] = {}
         self._table_workload = ""
+        self._shown: dict[str, object] = {}
+        """What each slow-to-paint widget shows now, so an unchanged one is not redrawn."""
 
     # ------------------------------------------------------------------ layout
     def compose_body(self) -> ComposeResult:
@@ -164,7 +166,8 @@ class RunScreen(SentitopScreen):
             self._feed.cancel()
         self.state = RunState()
         self.source = source
-        self._mirrors = {}
+        self._envelopes = {}
+        self._shown = {}
         self._drawn_version = -1
         self._epoch_rows = 0
         self._epoch_keys.clear()
@@ -326,15 +329,23 @@ class RunScreen(SentitopScreen):
         self._draw_status(st, snap)
         self._draw_plots(snap)
         self._draw_tables(snap)
-        self.query_one(LogPane).set_lines(snap["log"])
+        if self._changed("log", snap["log"]):
+            self.query_one(LogPane).set_lines(snap["log"])
         self.set_note(self.source)
+
+    def _changed(self, widget: str, shows: object) -> bool:
+        """True (and remembered) when ``widget`` would show something new."""
+        if self._shown.get(widget, self) == shows:
+            return False
+        self._shown[widget] = shows
+        return True
 
     def _snapshot(self, st: RunState) -> dict[str, Any]:
         def cols(s: Series) -> Cols:
-            mirror = self._mirrors.get(id(s))
-            if mirror is None:
-                mirror = self._mirrors[id(s)] = SeriesMirror()
-            c = mirror.sync(s)
+            envelope = self._envelopes.get(id(s))
+            if envelope is None:
+                envelope = self._envelopes[id(s)] = SeriesEnvelope()
+            c = envelope.sync(s)
             return Cols(c["t"], c["step"], c["y"], s.t_sorted, s.step_sorted)
 
         return {
@@ -408,6 +419,8 @@ class RunScreen(SentitopScreen):
             fmt_usd(snap["projected"]),
         )
         self.query_one("#run-status", Static).update(Text("\n").join([line1, line2]))
+        if not self._changed("stages", snap["stages"]):
+            return
         stages = Text()
         for name, status, seconds, done, stotal, unit in snap["stages"]:
             if stages:
@@ -493,10 +506,13 @@ class RunScreen(SentitopScreen):
         while len(self._epoch_keys) > EPOCH_ROWS:  # the table stays bounded too
             epochs.remove_row(self._epoch_keys.popleft())
         self._epoch_rows = snap["epochs_seen"]
-        phases = self.query_one("#phases", Static)
-        phases.update(phase_table(snap["phases"], snap["phase_names"]))
-        if snap["phase_epoch"] is not None:
-            phases.border_title = f"time per phase (s, epoch {snap['phase_epoch']})"
+        if self._changed("phases", (snap["phases"], snap["phase_names"], snap["phase_epoch"])):
+            phases = self.query_one("#phases", Static)
+            phases.update(phase_table(snap["phases"], snap["phase_names"]))
+            if snap["phase_epoch"] is not None:
+                phases.border_title = f"time per phase (s, epoch {snap['phase_epoch']})"
+        if not self._changed("nodes", snap["nodes"]):
+            return
         nodes = self.query_one("#nodes", DataTable)
         nodes.clear()
         for name, status, gpu, last in snap["nodes"]:
