@@ -183,6 +183,15 @@ def keep_freed_memory() -> None:
     mallopt(M_TRIM_THRESHOLD, 256 << 20)
 
 
+def release_freed_memory() -> None:
+    """Return the heap's free memory to the system (glibc malloc_trim); no-op elsewhere."""
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return
+    malloc_trim(0)
+
+
 def run_local(
     tasks: list[MapTask], job: JobSettings, workers: int, progress: Progress | None = None
 ) -> LocalResult:
@@ -273,6 +282,7 @@ class _Pool:
             )
             for w in range(self.workers)
         ]
+        release_freed_memory()  # workers would copy-on-write pages they only overwrite
         for proc in procs:
             proc.start()
         done = False

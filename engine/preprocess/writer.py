@@ -33,9 +33,11 @@ def write_part(
     """Encode a reduced part and write it as an HDF5 part file; returns rows per split."""
     sizes = {}
     if part.local_tokens is not None and part.lengths is not None:
-        lut = np.fromiter(map(index.get, part.words, repeat(UNK_ID)), np.int64, len(part.words))
-        local = part.local_tokens
-        all_tokens = np.where(local >= 0, lut[np.maximum(local, 0)], PAD_ID).astype(dtype)
+        # global id of part-local id i at lut[i + 1]; lut[0] = padding (local id -1)
+        lut = np.empty(len(part.words) + 1, dtype=dtype)
+        lut[0] = PAD_ID
+        lut[1:] = np.fromiter(map(index.get, part.words, repeat(UNK_ID)), dtype, len(part.words))
+        all_tokens = lut.take(part.local_tokens + 1)  # one int32 and one output-sized temporary
         all_lengths = part.lengths
     with h5py.File(path, "w") as h5:
         for split, flag in (("train", 0), ("test", 1)):
