@@ -6,11 +6,14 @@
 2. Bare tokenise loop (orjson + bytes.translate + split, one core) over the same file: MB/s.
 3. End to end (parse → clean → dedupe → encode → HDF5) with 1 worker: MB/s per core and its
    fraction of the bare loop (target ≥ 40 MB/s/core and ≥ 0.5).
-4. The same with 2 workers: speed-up over 1 worker (target ≥ 1.7× on 2 cores).
-   Wall-clock figures need a quiet machine; CPU-second figures (getrusage) are printed too, with
-   CPU seconds per stage summed over the processes (stats.json cpu_seconds: map, shuffle,
-   reduce, encode, parent, combine), and a projection for idle cores:
-   CPU(1 worker) / (CPU(parent) + CPU(workers) / 2).
+4. The same with 2 workers: speed-up over 1 worker (target ≥ 1.7× on 2 cores), measured two
+   ways, interleaved: (a) each run in a fresh process, as `sentitop preprocess` runs (imports
+   done before the clock starts, so both start with a cold heap) — the figure the target is
+   judged on; (b) in this process, as before (the 1-worker run reuses the heap earlier runs
+   grew, which no real run gets). Wall-clock figures need a quiet machine; CPU seconds are
+   printed too, per stage summed over the processes (stats.json cpu_seconds: map, shuffle,
+   reduce, encode in the workers; parent and combine serial), with a projection for idle
+   cores: CPU(1 worker) / (serial + workers' stages / 2).
 5. Peak RSS (sum over the process tree, sampled) at --rss-size input with all cores
    (target ≤ 1.5 GB at 1 GB), and the peak at the smaller input for comparison.
 """
@@ -19,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,8 +92,42 @@ def timed_run(path: Path, out: Path, workers: int) -> tuple[float, float, float,
     (own, kids), start = _cpu_seconds(), time.perf_counter()
     stats = run_preprocess(cfg)
     wall = time.perf_counter() - start
+    for child in multiprocessing.active_children():  # reaped, so their CPU time is counted
+        child.join()
     own2, kids2 = _cpu_seconds()
     return wall, own2 - own, kids2 - kids, stats
+
+
+FRESH = """
+import json, multiprocessing, resource, sys, time
+from engine.config import PreprocessConfig
+from engine.preprocess.pipeline import run_preprocess  # its imports before the clock starts
+cfg = PreprocessConfig(inputs=[sys.argv[1]], output=sys.argv[2], workers=int(sys.argv[3]))
+start, cpu = time.perf_counter(), time.process_time()
+stats = run_preprocess(cfg)
+wall = time.perf_counter() - start
+for child in multiprocessing.active_children():
+    child.join()
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = time.process_time() - cpu + kids.ru_utime + kids.ru_stime
+print(json.dumps({"wall": wall, "cpu": cpu, "kept": stats["kept"]}))
+"""
+
+
+def fresh_run(path: Path, out: Path, workers: int) -> tuple[float, float, float]:
+    """(wall s of the job, its CPU s, wall s of the whole command) in a fresh process: imports
+    done before the clock starts, so the heap is as cold as a `sentitop preprocess` run's."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH, str(path), str(out), str(workers)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    command = time.perf_counter() - start
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    return got["wall"], got["cpu"], command
 
 
 def _tree_rss(pid: int) -> int:
@@ -165,30 +204,35 @@ def main() -> None:
             print(f"generated {path} ({path.stat().st_size / 1e6:.0f} MB) in {took:.0f} s")
     mb = small.stat().st_size / 1e6
 
-    bare_wall, bare_cpu, one_wall, one_cpu, two_wall = [], [], [], [], []
-    two_parent, two_workers = [], []
+    bare_wall, bare_cpu, one_wall, one_cpu, two_wall, two_cpu = [], [], [], [], [], []
+    fresh: dict[int, list[tuple[float, float, float]]] = {1: [], 2: []}
     stages1: list[dict[str, float]] = []
     stages2: list[dict[str, float]] = []
     for _ in range(args.repeat):  # interleaved, best of each: the machine may be shared
         wall, cpu = bare_tokenise(small)
         bare_wall.append(wall)
         bare_cpu.append(cpu)
+        for workers in (1, 2):
+            fresh[workers].append(fresh_run(small, work / f"fresh{workers}", workers))
         wall, own, kids, stats = timed_run(small, work / "out1", 1)
         one_wall.append(wall)
         one_cpu.append(own + kids)
         stages1.append(stats["cpu_seconds"])
         wall, own, kids, stats2 = timed_run(small, work / "out2", 2)
         two_wall.append(wall)
-        two_parent.append(own)
-        two_workers.append(kids)
+        two_cpu.append(own + kids)
         stages2.append(stats2["cpu_seconds"])
     assert stats["kept"] == stats2["kept"]
     rss_small, _ = peak_rss(small, work / "out3", os.cpu_count() or 1)
     rss_big, big_s = peak_rss(big, work / "out4", os.cpu_count() or 1)
     bare_rate, one_rate, two_rate = mb / min(bare_wall), mb / min(one_wall), mb / min(two_wall)
     bare_cpu_rate, one_cpu_rate = mb / min(bare_cpu), mb / min(one_cpu)
-    best = min(range(args.repeat), key=lambda i: two_parent[i] + two_workers[i])
-    projected = min(one_cpu) / (two_parent[best] + two_workers[best] / 2)
+    best = min(range(args.repeat), key=lambda i: two_cpu[i])
+    parallel = sum(stages2[best].get(k, 0.0) for k in ("map", "shuffle", "reduce", "encode"))
+    projected = min(one_cpu) / (two_cpu[best] - parallel / 2)
+    fresh_best = {w: tuple(min(run[k] for run in fresh[w]) for k in range(3)) for w in (1, 2)}
+    fresh_median = {w: statistics.median(run[0] for run in fresh[w]) for w in (1, 2)}
+    fresh_speedup = fresh_best[1][0] / fresh_best[2][0]
     result = {
         "input_mb": round(mb, 1),
         "records": stats["read"],
@@ -200,11 +244,16 @@ def main() -> None:
         "fraction_of_bare_wall": round(one_rate / bare_rate, 3),
         "fraction_of_bare_cpu": round(one_cpu_rate / bare_cpu_rate, 3),
         "two_workers_mb_s_wall": round(two_rate, 1),
-        "speedup_2_vs_1_wall": round(min(one_wall) / min(two_wall), 2),
+        "speedup_2_vs_1_fresh_wall": round(fresh_speedup, 2),
+        "speedup_2_vs_1_fresh_median_wall": round(fresh_median[1] / fresh_median[2], 2),
+        "speedup_2_vs_1_fresh_cpu_projected": round(2 * fresh_best[1][1] / fresh_best[2][1], 2),
+        "speedup_2_vs_1_fresh_command_wall": round(fresh_best[1][2] / fresh_best[2][2], 2),
+        "fresh_s_1_worker": [round(x, 2) for x in fresh_best[1]],
+        "fresh_s_2_workers": [round(x, 2) for x in fresh_best[2]],
+        "speedup_2_vs_1_in_process_wall": round(min(one_wall) / min(two_wall), 2),
         "cpu_s_1_worker": round(min(one_cpu), 2),
-        "cpu_s_2_workers_parent": round(two_parent[best], 2),
-        "cpu_s_2_workers_workers": round(two_workers[best], 2),
-        "speedup_2_vs_1_projected_idle": round(projected, 2),
+        "cpu_s_2_workers": round(two_cpu[best], 2),
+        "speedup_2_vs_1_in_process_projected_idle": round(projected, 2),
         "stage_cpu_s_1_worker": stages1[min(range(args.repeat), key=lambda i: one_cpu[i])],
         "stage_cpu_s_2_workers": stages2[best],
         "load_average_1min": round(os.getloadavg()[0], 1),
@@ -232,12 +281,22 @@ def main() -> None:
         f"{one_cpu_rate / bare_cpu_rate:.2f} CPU  (target >= 0.5)"
     )
     print(
-        f"end to end, 2 workers:        {two_rate:6.1f} MB/s wall = "
-        f"{min(one_wall) / min(two_wall):.2f}x one worker  (target >= 1.7x)"
+        f"2 workers vs 1, fresh processes (the job; imports before the clock): "
+        f"{fresh_speedup:.2f}x wall (best {fresh_best[1][0]:.2f} vs {fresh_best[2][0]:.2f} s; "
+        f"median {fresh_median[1] / fresh_median[2]:.2f}x)  (target >= 1.7x)"
     )
     print(
-        f"  CPU s: 1 worker {min(one_cpu):.1f}; 2 workers {two_parent[best]:.1f} parent + "
-        f"{two_workers[best]:.1f} workers -> {projected:.2f}x on 2 idle cores"
+        f"  CPU s {fresh_best[1][1]:.2f} vs {fresh_best[2][1]:.2f} -> "
+        f"{2 * fresh_best[1][1] / fresh_best[2][1]:.2f}x on 2 idle cores; whole command "
+        f"(interpreter start and imports too): {fresh_best[1][2] / fresh_best[2][2]:.2f}x"
+    )
+    print(
+        f"2 workers vs 1, in this process:  {two_rate:6.1f} MB/s wall = "
+        f"{min(one_wall) / min(two_wall):.2f}x one worker (whose heap earlier runs grew)"
+    )
+    print(
+        f"  CPU s: 1 worker {min(one_cpu):.2f}; 2 workers {two_cpu[best]:.2f} "
+        f"({parallel:.2f} in the workers' stages) -> {projected:.2f}x on 2 idle cores"
     )
     for name in ("stage_cpu_s_1_worker", "stage_cpu_s_2_workers"):
         stages = result[name]

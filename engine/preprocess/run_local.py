@@ -4,7 +4,8 @@ Same MapReduce shape and pure functions as the mrjob job, without mrjob's sort: 
 aggregates text → rating counts in one dict per reduce partition (in-mapper combining, the
 partition found once per distinct raw text; raw texts another worker cleans are counted raw and
 handed to it), hands the other workers their partitions as one marshal file each, merges what it
-got into its own, then reduces it and writes one HDF5 part."""
+got into its own, then reduces it and writes one HDF5 part. The calling process is worker 0 and
+forks the others (one cold process fewer: a fresh worker faults all its memory in)."""
 
 from __future__ import annotations
 
@@ -211,7 +212,64 @@ def run_local(
     return _Pool(job, workers).run(tasks, progress)
 
 
-def _worker(
+class _Worker:
+    """One worker's part of the job, phase by phase (in a child process, or the parent as
+    worker 0); every phase but the map needs the previous barrier passed by all workers."""
+
+    def __init__(self, wid: int, workers: int, job: JobSettings) -> None:
+        self.wid, self.workers, self.job = wid, workers, job
+        self.clock = _Clock()
+        self.routing: _WorkerRouting | None = _WorkerRouting(wid, workers)
+        self.stats = MapStats()
+        self.cache: Cache = {}
+        self.part: ReducedPart | None = None
+
+    def map(self, tasks: Iterator[MapTask], report: Progress) -> None:
+        """Map tasks until there are none left, then hand other workers their raw texts."""
+        assert self.routing is not None
+        agg = self.routing.parts[self.wid]
+        for task in tasks:
+            spec = self.job.specs[task.file_index]
+            limit, routing = self.job.max_line_bytes, self.routing.routing
+            map_task(task, spec, limit, agg, self.stats, self.cache, report, routing)
+        self.clock.lap("map")
+        _send(self.routing.pending, self.job.tmp, "raw", self.wid)
+        self.clock.lap("shuffle")
+
+    def shuffle(self) -> None:
+        """Count the raw texts handed over, then hand other workers their partitions."""
+        assert self.routing is not None
+        for received in _received(self.job.tmp, "raw", self.workers, self.wid):
+            self.routing.resolve(received, self.cache)
+        self.cache.clear()
+        _send(self.routing.parts, self.job.tmp, "map", self.wid)
+        self.clock.lap("shuffle")
+
+    def reduce(self) -> tuple[ReduceCounts, Counter[bytes]]:
+        """Merge this worker's partition and reduce it: (counts, training word counts)."""
+        assert self.routing is not None
+        own = self.routing.parts[self.wid]
+        items = _merge(own, _received(self.job.tmp, "map", self.workers, self.wid))
+        self.routing = None
+        self.clock.lap("shuffle")
+        job = self.job
+        part = reduce_texts(items.items(), job.rule, job.stop, job.test_fraction, job.seq_len)
+        del items
+        words, part.train_words = part.train_words, Counter()
+        self.part = part
+        self.clock.lap("reduce")
+        return part.counts, words
+
+    def encode(self, vocab: list[str]) -> str:
+        """Encode and write this worker's HDF5 part; returns its path."""
+        assert self.part is not None
+        path = encode_part(self.part, vocab, self.job, self.wid)
+        self.part = None
+        self.clock.lap("encode")
+        return path
+
+
+def _child(
     wid: int,
     workers: int,
     job: JobSettings,
@@ -220,52 +278,40 @@ def _worker(
     results: Any,
     barrier: Any,
 ) -> None:
+    """A worker process: each phase's result goes to the parent before the next barrier."""
     try:
-        clock = _Clock()
-        clock.cpu["map"] = clock.last  # the fork itself and the start of the process
-        routing = _WorkerRouting(wid, workers)
-        stats = MapStats()
-        cache: Cache = {}
+        worker = _Worker(wid, workers, job)
+        worker.clock.cpu["map"] = worker.clock.last  # the fork itself and the process start
 
         def report(nbytes: int, lines: int) -> None:
             results.put(("progress", nbytes, lines))
 
-        while (task := tasks.get()) is not None:
-            spec = job.specs[task.file_index]
-            agg = routing.parts[wid]
-            map_task(task, spec, job.max_line_bytes, agg, stats, cache, report, routing.routing)
-        clock.lap("map")
-        _send(routing.pending, job.tmp, "raw", wid)
-        results.put(("mapped", wid, stats))
+        worker.map(iter(tasks.get, None), report)
+        results.put(("mapped", wid, worker.stats))
         barrier.wait()  # every worker has written its raw texts
-        for received in _received(job.tmp, "raw", workers, wid):
-            routing.resolve(received, cache)
-        cache.clear()
-        _send(routing.parts, job.tmp, "map", wid)
+        worker.shuffle()
+        results.put(("shuffled", wid, None))
         barrier.wait()  # every worker has written its partitions
-        items = _merge(routing.parts[wid], _received(job.tmp, "map", workers, wid))
-        del routing
-        clock.lap("shuffle")
-        part = reduce_texts(items.items(), job.rule, job.stop, job.test_fraction, job.seq_len)
-        del items
-        results.put(("reduced", wid, (part.counts, part.train_words)))
-        part.train_words = Counter()
-        clock.lap("reduce")
-        vocab = commands.get()
-        path = encode_part(part, vocab, job, wid)
-        clock.lap("encode")
-        results.put(("encoded", wid, (path, clock.cpu)))
+        results.put(("reduced", wid, worker.reduce()))
+        path = worker.encode(commands.get())
+        results.put(("encoded", wid, (path, worker.clock.cpu)))
     except BaseException:  # reported to the parent, which raises it
         results.put(("error", wid, traceback.format_exc()))
         raise
 
 
+BARRIER_TIMEOUT_S = 60.0
+"""The parent meets the workers at a barrier only after each sent the phase's message, so a
+wait this long means a worker died in between."""
+
+
 class _Pool:
-    """Worker processes driven through the map, reduce and encode phases."""
+    """The parent is worker 0; workers 1.. are forked processes, driven phase by phase."""
 
     def __init__(self, job: JobSettings, workers: int) -> None:
         self.job, self.workers = job, workers
         self.ctx: Any = mp.get_context("fork" if os.name == "posix" else "spawn")
+        self.early: list[tuple[Any, ...]] = []  # phase messages seen while draining progress
 
     def run(self, tasks: list[MapTask], progress: Progress | None) -> LocalResult:
         start_cpu = time.process_time()
@@ -275,12 +321,12 @@ class _Pool:
         barrier = self.ctx.Barrier(self.workers)
         procs = [
             self.ctx.Process(
-                target=_worker,
+                target=_child,
                 args=(w, self.workers, self.job, task_q, commands[w], result_q, barrier),
                 daemon=True,
                 name=f"preprocess-{w}",
             )
-            for w in range(self.workers)
+            for w in range(1, self.workers)
         ]
         release_freed_memory()  # workers would copy-on-write pages they only overwrite
         for proc in procs:
@@ -289,24 +335,37 @@ class _Pool:
         try:
             for task in sorted(tasks, key=lambda t: -t.nbytes):
                 task_q.put(task)
-            for _ in procs:
+            for _ in range(self.workers):
                 task_q.put(None)
-            stats = MapStats()
+            own = _Worker(0, self.workers, self.job)
+
+            def report(nbytes: int, lines: int) -> None:
+                if progress:
+                    progress(nbytes, lines)
+                self._drain(result_q, progress)
+
+            own.map(iter(task_q.get, None), report)
+            stats = own.stats
             for _, got in self._collect(result_q, procs, "mapped", progress):
                 stats.merge(got)
-            counts = ReduceCounts()
-            words: Counter[bytes] = Counter()
+            self._meet(barrier)
+            own.shuffle()
+            self._collect(result_q, procs, "shuffled", None)
+            self._meet(barrier)
+            counts, words = own.reduce()
             for _, (part_counts, part_words) in self._collect(result_q, procs, "reduced", None):
                 counts.merge(part_counts)
                 words.update(part_words)
             vocab = select_vocab(words, self.job.vocab_size)
-            for cmd in commands:
+            for cmd in commands[1:]:
                 cmd.put(vocab)
-            parts, cpu = {}, {"parent": time.process_time() - start_cpu}
+            parts = {0: own.encode(vocab)}
+            cpu = dict(own.clock.cpu)
             for wid, (path, worker_cpu) in self._collect(result_q, procs, "encoded", None):
                 parts[wid] = path
                 for stage, seconds in worker_cpu.items():
                     cpu[stage] = cpu.get(stage, 0.0) + seconds
+            cpu["parent"] = time.process_time() - start_cpu - sum(own.clock.cpu.values())
             done = True
             paths = [parts[w] for w in range(self.workers)]
             return LocalResult(stats, counts, vocab, paths, cpu)
@@ -314,15 +373,42 @@ class _Pool:
             if done:  # parts are written: let the workers free their memory and exit meanwhile
                 threading.Thread(target=_join_all, args=(procs,), daemon=True).start()
             else:
+                barrier.abort()  # release workers waiting at a barrier
                 for proc in procs:
                     if proc.is_alive():
                         proc.terminate()
                     proc.join()
 
+    def _meet(self, barrier: Any) -> None:
+        try:
+            barrier.wait(BARRIER_TIMEOUT_S)
+        except threading.BrokenBarrierError:
+            raise RuntimeError("a preprocess worker stopped between two phases") from None
+
+    def _drain(self, result_q: Any, progress: Progress | None) -> None:
+        """Pass on the workers' progress without waiting; keep phase messages for later."""
+        while True:
+            try:
+                msg = result_q.get_nowait()
+            except queue.Empty:
+                return
+            self._handle(msg, progress)
+
+    def _handle(self, msg: tuple[Any, ...], progress: Progress | None) -> None:
+        if msg[0] == "progress":
+            if progress:
+                progress(msg[1], msg[2])
+        elif msg[0] == "error":
+            raise RuntimeError(f"preprocess worker {msg[1]} failed:\n{msg[2]}")
+        else:
+            self.early.append(msg)
+
     def _collect(
         self, result_q: Any, procs: list[Any], kind: str, progress: Progress | None
     ) -> list[tuple[int, Any]]:
-        got: list[tuple[int, Any]] = []
+        """One `kind` message from every worker process (progress passed on meanwhile)."""
+        got = [(m[1], m[2]) for m in self.early if m[0] == kind]
+        self.early = [m for m in self.early if m[0] != kind]
         while len(got) < len(procs):
             try:
                 msg = result_q.get(timeout=0.5)
@@ -331,13 +417,10 @@ class _Pool:
                 if dead:
                     raise RuntimeError(f"preprocess worker(s) {', '.join(dead)} died") from None
                 continue
-            if msg[0] == "progress":
-                if progress:
-                    progress(msg[1], msg[2])
-            elif msg[0] == "error":
-                raise RuntimeError(f"preprocess worker {msg[1]} failed:\n{msg[2]}")
-            elif msg[0] == kind:
+            if msg[0] == kind:
                 got.append((msg[1], msg[2]))
+            else:
+                self._handle(msg, progress)
         return got
 
 

@@ -1,0 +1,84 @@
+"""The local runner's pool (the parent is worker 0): a worker that fails or dies in any phase
+ends the job with an error naming it — no hang, no dataset, no process left behind."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.config import PreprocessConfig
+from engine.preprocess import readers, run_local
+from engine.preprocess.pipeline import run_preprocess
+from tests.preprocess.conftest import assert_same_dataset, load_dataset, review, write_lines
+
+PHASES = ("map", "shuffle", "reduce", "encode")
+
+
+@pytest.fixture
+def corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(readers, "MIN_SPLIT_BYTES", 20_000)  # several ranges per worker
+    lines = [review(f"review {i % 700} was good and fine", 1 + i % 5) for i in range(3000)]
+    return write_lines(tmp_path / "in.jsonl", lines)
+
+
+def break_phase(monkeypatch: pytest.MonkeyPatch, phase: str, how: str) -> None:
+    """Make `phase` of the forked worker (not the parent, worker 0) raise or exit."""
+    original = getattr(run_local._Worker, phase)
+
+    def broken(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if mp.parent_process() is not None:  # a forked worker
+            if how == "raise":
+                raise ValueError(f"broken {phase}")
+            os._exit(3)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(run_local._Worker, phase, broken)
+
+
+def run_two_workers(corpus: Path, out: Path) -> None:
+    run_preprocess(PreprocessConfig(inputs=[str(corpus)], output=str(out), workers=2))
+
+
+def assert_clean(out: Path) -> None:
+    deadline = time.monotonic() + 10
+    while mp.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not mp.active_children()
+    assert not (out / "dataset.h5").exists()
+
+
+def test_two_workers_match_one(corpus: Path, tmp_path: Path) -> None:
+    run_preprocess(PreprocessConfig(inputs=[str(corpus)], output=str(tmp_path / "a"), workers=1))
+    run_two_workers(corpus, tmp_path / "b")
+    one, two = load_dataset(tmp_path / "a"), load_dataset(tmp_path / "b")
+    assert_same_dataset(one, two)
+    for key in ("read", "kept", "duplicates", "train", "test", "skipped"):
+        assert one["stats"][key] == two["stats"][key], key
+    assert set(two["stats"]["cpu_seconds"]) >= {"map", "shuffle", "reduce", "encode", "parent"}
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_worker_that_raises_fails_the_job(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, phase: str
+) -> None:
+    break_phase(monkeypatch, phase, "raise")
+    with pytest.raises(RuntimeError, match=rf"(?s)preprocess worker 1 failed:.*broken {phase}"):
+        run_two_workers(corpus, tmp_path / "o")
+    assert_clean(tmp_path / "o")
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_worker_that_dies_fails_the_job(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, phase: str
+) -> None:
+    break_phase(monkeypatch, phase, "exit")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"preprocess worker\(s\) preprocess-1 died"):
+        run_two_workers(corpus, tmp_path / "o")
+    assert time.monotonic() - start < 30
+    assert_clean(tmp_path / "o")
