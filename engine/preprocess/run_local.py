@@ -10,6 +10,7 @@ forks the others (one cold process fewer: a fresh worker faults all its memory i
 from __future__ import annotations
 
 import ctypes
+import gc
 import marshal
 import multiprocessing as mp
 import os
@@ -198,6 +199,18 @@ def run_local(
 ) -> LocalResult:
     """Run the whole job with `workers` processes (1: in this process)."""
     keep_freed_memory()
+    was_enabled = gc.isenabled()
+    gc.disable()  # the job makes no reference cycles; collections only re-walk the caches
+    try:
+        return _run_local(tasks, job, workers, progress)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _run_local(
+    tasks: list[MapTask], job: JobSettings, workers: int, progress: Progress | None
+) -> LocalResult:
     if workers <= 1:
         clock = _Clock()
         agg, stats = _map_into(tasks, job, progress)
