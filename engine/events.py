@@ -27,6 +27,8 @@ EVENT_TYPES: dict[str, str] = {
     "stage_start": "a stage began: stage (preprocess|train|review)",
     "stage_end": "a stage ended: stage, status, seconds",
     "progress": "stage progress: stage, done, total, unit, rate",
+    "rank_start": "a rank's process group is up (every rank): world_size, local_rank, device "
+    "(with rank and node: where each rank landed)",
     "step": "every k steps (rank 0): epoch, step, global_step, loss, smoothed_loss, "
     "samples_per_s, lr",
     "epoch": "end of an epoch (rank 0): epoch, train_loss, test_loss, accuracy, precision, "

@@ -172,6 +172,10 @@ def run(cfg: TrainConfig) -> int:
                 "nccl" if env.device.type == "cuda" else "gloo",
                 device_id=env.device if env.device.type == "cuda" else None,
             )
+        # every rank says where it runs: launchers map ranks to nodes (and their prices) by it
+        emitter.emit(
+            "rank_start", world_size=env.world, local_rank=env.local_rank, device=str(env.device)
+        )
         Trainer(cfg, emitter=emitter, hooks=_make_hooks(cfg), env=env).fit()
 
     return run_as_rank(work, emitter)

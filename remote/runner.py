@@ -117,16 +117,29 @@ class _Progress:
     epoch_seconds: list[float] = field(default_factory=list)
     train_summary: dict[str, Any] = field(default_factory=dict)
     preprocess_summary: dict[str, Any] = field(default_factory=dict)
+    rank_nodes: dict[int, str] = field(default_factory=dict)
+    """Training rank → the node it ran on (from each rank's ``rank_start``)."""
 
     def observe(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
-        if kind == "epoch" and isinstance(event.get("seconds"), int | float):
+        if kind == "rank_start":
+            rank, node = event.get("rank"), event.get("node")
+            if isinstance(rank, int) and isinstance(node, str):
+                self.rank_nodes[rank] = node
+        elif kind == "epoch" and isinstance(event.get("seconds"), int | float):
             self.epoch_seconds.append(float(event["seconds"]))
         elif kind == "summary":
             if event.get("stage") == "preprocess":
                 self.preprocess_summary = dict(event)
             elif event.get("stage") in (None, "train"):
                 self.train_summary = dict(event)
+
+    def placed_ranks(self) -> list[str] | None:
+        """Node of each rank in rank order, once ranks 0..n-1 have all reported (else None)."""
+        ranks = self.rank_nodes
+        if not ranks or set(ranks) != set(range(len(ranks))):
+            return None
+        return [ranks[r] for r in range(len(ranks))]
 
     def remaining_s(self) -> float | None:
         if not self.epoch_seconds or not self.epochs_total:
@@ -338,7 +351,7 @@ def _summary(
     summary["cost"] = cost
     summary["train"] = train
     if book is not None:
-        advice = priced_advice(profile, book, train)
+        advice = priced_advice(profile, book, train, rank_nodes=progress.placed_ranks())
         if advice is not None:
             summary["advice"] = advice
     pre = progress.preprocess_summary

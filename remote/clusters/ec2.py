@@ -31,6 +31,7 @@ from remote.clusters.ec2_fleet import (
     sweep_orphans,
     wait_for_ssh,
 )
+from remote.clusters.naming import node_names
 from remote.clusters.ssh import SSHCluster, SSHNode
 
 __all__ = [
@@ -94,15 +95,6 @@ def default_ami(region: str | None, endpoint: str | None = None) -> str:
     return str(value)
 
 
-def _node_names(groups: Sequence[Any]) -> list[list[str]]:
-    labels = [getattr(g, "name", None) or g.instance_type for g in groups]
-    repeated = {label for label in labels if labels.count(label) > 1}
-    return [
-        [f"{label}-g{gi}-{k}" if label in repeated else f"{label}-{k}" for k in range(g.count)]
-        for gi, (label, g) in enumerate(zip(labels, groups, strict=True))
-    ]
-
-
 class EC2Cluster(SSHCluster):
     """EC2 instances started for the run (tagged with its id), then used as an SSHCluster.
 
@@ -133,7 +125,7 @@ class EC2Cluster(SSHCluster):
         ec2: Any = None,
         **ssh_options: Any,
     ) -> None:
-        names = names or _node_names(groups)
+        names = names or node_names(groups)
         self._groups = list(groups)
         self._group_nodes = [list(n) for n in names]
         placeholders = [
