@@ -22,6 +22,14 @@ BLOCK = {
 }
 
 
+SSH_A_G5_B_P2 = (
+    "name: p\nprovider: ssh\ndata: {synthetic: {size: 1MB}}\nnodes:\n"
+    "  - {name: a, host: 10.0.0.1, nproc: 1, instance_type: g5.xlarge}\n"
+    "  - {name: b, host: 10.0.0.2, nproc: 2, instance_type: p2.xlarge}\n"
+)
+"""Node a: one rank on a g5.xlarge; node b: two ranks on a p2.xlarge."""
+
+
 def _book(region: str = "us-east-1") -> PriceBook:
     return PriceBook.from_catalog(load_catalog(), region)
 
@@ -44,12 +52,7 @@ def test_local_machine_price_is_split_over_its_ranks(tmp_path: Path) -> None:
 
 
 def test_ssh_nodes_give_each_rank_its_own_machine_price(tmp_path: Path) -> None:
-    profile = _profile(
-        tmp_path,
-        "name: p\nprovider: ssh\ndata: {synthetic: {size: 1MB}}\nnodes:\n"
-        "  - {name: a, host: 10.0.0.1, nproc: 1, instance_type: g5.xlarge}\n"
-        "  - {name: b, host: 10.0.0.2, nproc: 2, instance_type: p2.xlarge}\n",
-    )
+    profile = _profile(tmp_path, SSH_A_G5_B_P2)
     book = _book()
     g5, p2 = book.price("g5.xlarge").usd_per_hour, book.price("p2.xlarge").usd_per_hour
     assert rank_prices(profile, book) == pytest.approx([g5, p2 / 2, p2 / 2])
@@ -57,12 +60,7 @@ def test_ssh_nodes_give_each_rank_its_own_machine_price(tmp_path: Path) -> None:
 
 def test_ranks_are_priced_on_the_node_they_reported(tmp_path: Path) -> None:
     """c10d may give node b the low ranks: each rank costs what its own machine costs."""
-    profile = _profile(
-        tmp_path,
-        "name: p\nprovider: ssh\ndata: {synthetic: {size: 1MB}}\nnodes:\n"
-        "  - {name: a, host: 10.0.0.1, nproc: 1, instance_type: g5.xlarge}\n"
-        "  - {name: b, host: 10.0.0.2, nproc: 2, instance_type: p2.xlarge}\n",
-    )
+    profile = _profile(tmp_path, SSH_A_G5_B_P2)
     book = _book()
     g5, p2 = book.price("g5.xlarge").usd_per_hour, book.price("p2.xlarge").usd_per_hour
     assert rank_prices(profile, book, ["b", "b", "a"]) == pytest.approx([p2 / 2, p2 / 2, g5])
