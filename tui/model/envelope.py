@@ -34,7 +34,6 @@ class SeriesEnvelope:
         "_generation",
         "_high",
         "_high_at",
-        "_kept",
         "_kept_columns",
         "_low",
         "_low_at",
@@ -65,7 +64,7 @@ class SeriesEnvelope:
         self._high_at = np.empty(0, dtype=np.int64)
         self._low = np.empty(0)
         self._high = np.empty(0)
-        self._kept = np.empty(0, dtype=np.int64)  # distinct indices kept from complete blocks
+        # the columns at the points kept from complete blocks (grown as blocks complete)
         self._kept_columns: dict[str, np.ndarray] = {c: np.empty(0) for c in COLUMNS}
 
     def sync(self, series: Series) -> dict[str, np.ndarray]:
@@ -118,11 +117,10 @@ class SeriesEnvelope:
             self._high = np.concatenate([self._high, rows[picked, high_at]])
             self._done = end
         if merged:
-            self._kept = self._block_indices(0)
-            self._kept_columns = {name: v[self._kept] for name, v in buffers.items()}
+            kept = self._block_indices(0)
+            self._kept_columns = {name: v[kept] for name, v in buffers.items()}
         elif self._first.size > added:
             new = self._block_indices(added)
-            self._kept = np.concatenate([self._kept, new])
             for name, values in buffers.items():
                 self._kept_columns[name] = np.concatenate([self._kept_columns[name], values[new]])
 
