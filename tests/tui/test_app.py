@@ -389,6 +389,6 @@ async def test_unchanged_panes_are_not_redrawn_but_changes_show() -> None:
         )
         screen.refresh_views()
         await pilot.pause()
-        assert str(nodes.get_row_at(0)[1]) == "lost"
+        assert str(nodes.get_row_at(0)[2]) == "lost"
         assert phases.content is not drawn[1] and "7.5" in as_text(phases.content)
         assert [ln.text for ln in screen.query_one(LogPane)._lines][-1] == "bye"

@@ -163,3 +163,24 @@ def test_model_imports_neither_textual_nor_torch() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rank_start_places_ranks_on_their_nodes() -> None:
+    state = RunState()
+    state.ingest_many(EVENTS)
+    assert state.nodes["gpu-a"].ranks == [0, 1] and state.nodes["gpu-b"].ranks == [2, 3]
+    state.ingest({"type": "rank_start", "t": 1.0, "rank": 5, "node": "local", "world_size": 6})
+    state.ingest({"type": "rank_start", "t": 1.0, "rank": 4, "node": "local", "world_size": 6})
+    state.ingest({"type": "rank_start", "t": 1.0, "rank": 9})  # no launcher, no node: ignored
+    assert (state.nodes["local"].status, state.nodes["local"].ranks) == ("running", [4, 5])
+    assert sum(node.ranks.count(9) for node in state.nodes.values()) == 0
+
+
+@pytest.mark.parametrize(
+    ("ranks", "shown"),
+    [([], "—"), ([3], "3"), ([0, 1], "0-1"), ([0, 1, 2, 5, 7, 8], "0-2,5,7-8")],
+)
+def test_ranks_are_shown_as_ranges(ranks: list[int], shown: str) -> None:
+    from tui.widgets.tables import fmt_ranks
+
+    assert fmt_ranks(ranks) == shown

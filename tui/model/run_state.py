@@ -61,6 +61,8 @@ class NodeInfo:
     """Detail of the latest `node` event."""
     last_line: str = ""
     """Newest log line seen from this node."""
+    ranks: list[int] = field(default_factory=list)
+    """Training ranks running on this node (from their `rank_start` events), ascending."""
 
 
 @dataclass(slots=True)
@@ -190,6 +192,7 @@ class RunState:
             "threshold": self._on_threshold,
             "checkpoint": self._on_checkpoint,
             "node": self._on_node,
+            "rank_start": self._on_rank_start,
             "cost": self._on_cost,
             "error": self._on_error,
             "summary": self._on_summary,
@@ -432,6 +435,17 @@ class RunState:
         node.detail = str(ev.get("detail") or "")
         level = "error" if node.status in ("lost", "failed", "error") else "info"
         self._log(rel, name, f"{node.status} {node.detail}".strip(), level)
+
+    def _on_rank_start(self, ev: Mapping[str, Any], rel: float) -> None:
+        rank, name = ev.get("rank"), ev.get("node")
+        if not isinstance(rank, int) or not isinstance(name, str):
+            return  # a rank started without a launcher: no node to place it on
+        node = self.nodes.get(name)
+        if node is None:
+            node = self.nodes[name] = NodeInfo(name, status="running")
+        if rank not in node.ranks:
+            node.ranks.append(rank)
+            node.ranks.sort()
 
     def _on_cost(self, ev: Mapping[str, Any], rel: float) -> None:
         usd = _num(ev.get("usd"))

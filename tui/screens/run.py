@@ -36,7 +36,7 @@ from tui.screens.services import Services
 from tui.widgets.braille import PlotLine, format_seconds, format_usd, nice_number
 from tui.widgets.line_plot import LinePlot
 from tui.widgets.log_pane import LogPane
-from tui.widgets.tables import bar, fmt, fmt_duration, fmt_usd, phase_table
+from tui.widgets.tables import bar, fmt, fmt_duration, fmt_ranks, fmt_usd, phase_table
 
 X_AXES = ("steps", "time", "dollars")
 """X-axis choices of the loss plot."""
@@ -140,7 +140,13 @@ class RunScreen(SentitopScreen):
         self._set_epoch_columns("sentiment")
         nodes = self.query_one("#nodes", DataTable)
         nodes.border_title = "nodes"
-        for label, width in (("node", 8), ("status", 8), ("GPU", 6), ("last line", 40)):
+        for label, width in (
+            ("node", 8),
+            ("ranks", 5),
+            ("status", 8),
+            ("GPU", 6),
+            ("last line", 34),
+        ):
             nodes.add_column(label, width=width)
         self.query_one("#phases", Static).border_title = "time per phase (s, last epoch)"
         self.refresh_views(force=True)
@@ -365,7 +371,8 @@ class RunScreen(SentitopScreen):
             else [],
             "epochs_seen": st.epochs_seen,
             "nodes": [
-                (n.name, n.status, n.gpu, n.last_line or n.detail) for n in st.nodes.values()
+                (n.name, fmt_ranks(n.ranks), n.status, n.gpu, n.last_line or n.detail)
+                for n in st.nodes.values()
             ],
             "phases": {r: dict(v) for r, v in st.phase_last.items()},
             "phase_epoch": st.phase_epoch,
@@ -515,13 +522,13 @@ class RunScreen(SentitopScreen):
             return
         nodes = self.query_one("#nodes", DataTable)
         nodes.clear()
-        for name, status, gpu, last in snap["nodes"]:
+        for name, ranks, status, gpu, last in snap["nodes"]:
             style = (
                 "red"
                 if status in ("lost", "failed", "error")
                 else ("green" if status in ("ready", "running") else "")
             )
-            nodes.add_row(name, Text(status, style=style), gpu, last, key=name)
+            nodes.add_row(name, ranks, Text(status, style=style), gpu, last, key=name)
 
     @on(DataTable.RowSelected, "#nodes")
     def _node_selected(self, event: DataTable.RowSelected) -> None:

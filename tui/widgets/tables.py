@@ -54,6 +54,21 @@ def fmt_age(seconds: float | None, empty: str = "?") -> str:
     return f"{s / 86400:.0f}d"
 
 
+def fmt_ranks(ranks: Sequence[int], empty: str = "—") -> str:
+    """Ranks as short ranges: [0, 1, 2, 5] → "0-2,5"."""
+    if not ranks:
+        return empty
+    parts, start, prev = [], ranks[0], ranks[0]
+    for rank in [*ranks[1:], None]:
+        if rank is not None and rank == prev + 1:
+            prev = rank
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if rank is not None:
+            start = prev = rank
+    return ",".join(parts)
+
+
 def bar(fraction: float, width: int) -> str:
     """A horizontal bar of ``width`` cells filled to ``fraction`` (eighth-cell resolution)."""
     fraction = min(max(fraction, 0.0), 1.0)
