@@ -1,6 +1,7 @@
 """Textual-free run-state model shared by the dashboard, the headless CLI and reports."""
 
-from tui.model.run_state import PHASES, EpochRow, LogLine, NodeInfo, RunState, StageInfo
+from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo
+from tui.model.run_state import PHASES, RunState
 from tui.model.series import Series
 
 __all__ = ["PHASES", "EpochRow", "LogLine", "NodeInfo", "RunState", "Series", "StageInfo"]

@@ -1,0 +1,78 @@
+"""Row records of a run's state: stages, nodes, epochs and log lines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class StageInfo:
+    """One stage of a run (preprocess, train, review)."""
+
+    name: str
+    """Stage name."""
+    status: str = "pending"
+    """pending | running | ok | failed | ..."""
+    started_t: float | None = None
+    """Wall time the stage began."""
+    seconds: float | None = None
+    """Duration once ended."""
+    done: float = 0.0
+    """Units done (from `progress`)."""
+    total: float | None = None
+    """Units in the stage, when known."""
+    unit: str = ""
+    """What is counted (records, samples, steps...)."""
+    rate: float | None = None
+    """Units per second."""
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    """One node of the cluster."""
+
+    name: str
+    """Node name."""
+    status: str = "?"
+    """Status from the latest `node` event."""
+    gpu: str = ""
+    """GPU model / count."""
+    detail: str = ""
+    """Detail of the latest `node` event."""
+    last_line: str = ""
+    """Newest log line seen from this node."""
+    ranks: list[int] = field(default_factory=list)
+    """Training ranks running on this node (from their `rank_start` events), ascending."""
+
+
+@dataclass(slots=True)
+class EpochRow:
+    """Numbers of one finished epoch."""
+
+    epoch: int
+    train_loss: float | None = None
+    test_loss: float | None = None
+    accuracy: float | None = None
+    precision: float | None = None
+    recall: float | None = None
+    f1: float | None = None
+    seconds: float | None = None
+    samples_per_s: float | None = None
+    pip_loss: float | None = None
+    """Embeddings runs: PIP loss against the SPPMI reference."""
+    words_per_s: float | None = None
+    """Embeddings runs: corpus words per second over the epoch."""
+
+
+@dataclass(slots=True)
+class LogLine:
+    """One line of the log pane."""
+
+    t: float
+    """Seconds since the run began."""
+    source: str
+    """Node, rank or 'run'."""
+    text: str
+    """The message."""
+    level: str = "info"
+    """info | warn | error."""
