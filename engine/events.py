@@ -29,6 +29,8 @@ EVENT_TYPES: dict[str, str] = {
     "progress": "stage progress: stage, done, total, unit, rate",
     "rank_start": "a rank's process group is up (every rank): world_size, local_rank, device "
     "(with rank and node: where each rank landed)",
+    "rank_end": "a rank finished its work and met every peer at the final barrier (every rank): "
+    "status",
     "step": "every k steps (rank 0): epoch, step, global_step, loss, smoothed_loss, "
     "samples_per_s, lr",
     "epoch": "end of an epoch (rank 0): epoch, train_loss, test_loss, accuracy, precision, "

@@ -6,7 +6,9 @@ gets the environment torchrun gives (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_S
 MASTER_ADDR, MASTER_PORT), so one entry point serves both. We supervise the processes
 ourselves rather than through torchrun's elastic agent to report exactly which rank failed and
 to stop the others within a couple of seconds. Each rank runs in its own session so its loader
-workers die with it.
+workers die with it. A rank that dies after its ``rank_end`` event (work done, final barrier
+met) crashed while tearing down: the run's results are complete, so that is a warning line,
+not a failed run.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ LineHandler = Callable[[int, str, str], None]
 
 _POLL_S = 0.05
 _TAIL = 30
+_RANK_END = '{"type":"rank_end"'
 
 
 def free_port() -> int:
@@ -96,6 +99,10 @@ class _Rank:
     proc: subprocess.Popen[bytes]
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=_TAIL))
     readers: list[threading.Thread] = field(default_factory=list)
+    finished: bool = False
+    """The rank reported ``rank_end``: its work is done and every rank met the final barrier."""
+    excused: bool = False
+    """It then died while tearing down; reported as a warning, not a failure."""
 
 
 def _pump(r: _Rank, stream: IO[bytes], name: str, on_line: LineHandler) -> None:
@@ -103,6 +110,8 @@ def _pump(r: _Rank, stream: IO[bytes], name: str, on_line: LineHandler) -> None:
         line = raw.decode("utf-8", "replace").rstrip("\n")
         if name == "stderr":
             r.tail.append(line)
+        elif line.startswith(_RANK_END):
+            r.finished = True
         on_line(r.rank, name, line)
     stream.close()
 
@@ -215,7 +224,7 @@ def launch_ranks(
                 r.readers.append(t)
             ranks.append(r)
             handler(rank, "stderr", f"launch: rank {rank} pid {proc.pid}")
-        failed = _supervise(ranks)
+        failed = _supervise(ranks, handler)
         if failed is not None:
             _stop(ranks, grace_s)
             _join(ranks)
@@ -235,16 +244,38 @@ def launch_ranks(
             signal.signal(signal.SIGTERM, previous)
 
 
-def _supervise(ranks: Sequence[_Rank]) -> _Rank | None:
+def _supervise(ranks: Sequence[_Rank], handler: LineHandler) -> _Rank | None:
     """Wait until every rank exited 0 (None) or one failed (that rank, the first seen)."""
     while True:
         codes = [(r, r.proc.poll()) for r in ranks]
-        failed = [r for r, code in codes if code not in (None, 0)]
+        failed = [r for r, code in codes if code not in (None, 0) and not _excuse(r, handler)]
         if failed:  # a rank killed by a signal is the cause; peers then fail in collectives
             return min(failed, key=lambda r: (r.proc.returncode >= 0, r.rank))
-        if all(code == 0 for _, code in codes):
+        if all(code == 0 or r.excused for r, code in codes):
             return None
         time.sleep(_POLL_S)
+
+
+def _excuse(r: _Rank, handler: LineHandler) -> bool:
+    """True when exited rank ``r`` had finished its work (``rank_end``): a teardown crash.
+
+    Its output is read to the end first, so a ``rank_end`` still in the pipe counts. The
+    warning goes to ``handler`` once, with the exit status (its stderr lines went before).
+    """
+    if r.excused:
+        return True
+    for t in r.readers:  # EOF comes at exit unless a grandchild still holds the pipe
+        t.join(timeout=1)
+    if not r.finished:
+        return False
+    r.excused = True
+    handler(
+        r.rank,
+        "stderr",
+        f"launch: warning: rank {r.rank} {_describe(r.proc.returncode)} while tearing down, "
+        "after it finished its work; its results are complete",
+    )
+    return True
 
 
 def _join(ranks: Sequence[_Rank]) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import os
 import sys
 import traceback
 from collections.abc import Callable
+from typing import NoReturn
 
 from engine.errors import SentitopError
 from engine.events import Emitter
@@ -19,13 +23,17 @@ def run_as_rank(work: Callable[[], object], emitter: Emitter) -> int:
     Failures become an `error` event plus a message on stderr. On success every rank meets at
     a barrier before the process group is destroyed: a rank that tears gloo down while a peer
     still finishes its last work (rank 0 evaluates or writes the summary) can abort at exit.
+    A native crash (segfault, C++ abort) dumps every thread's Python stack to stderr, which the
+    launcher shows as the failed rank's last lines.
     """
     import torch.distributed as dist
 
+    faulthandler.enable(file=sys.stderr, all_threads=True)
     try:
         work()
         if dist.is_initialized() and dist.get_world_size() > 1:
             dist.barrier()
+        emitter.emit("rank_end", status="ok")  # launchers: a crash after this is only teardown
         return 0
     except SentitopError as exc:
         emitter.emit("error", message=exc.message, hint=exc.hint)
@@ -43,3 +51,17 @@ def run_as_rank(work: Callable[[], object], emitter: Emitter) -> int:
         if dist.is_initialized():
             dist.destroy_process_group()
         emitter.close()
+
+
+def exit_rank(code: int) -> NoReturn:
+    """End a rank process with ``code`` without interpreter finalization.
+
+    By now the rank's work is done, its files closed and its process group destroyed. What
+    finalization would still do is run C++ static destructors and collect leftover objects
+    while library threads (gloo, OpenMP) may still be alive: rarely, that aborts a finished
+    rank ("terminate called without an active exception", SIGABRT) and fails a good run.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe keeps the exit code
+            stream.flush()
+    os._exit(code)

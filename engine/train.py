@@ -214,4 +214,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from engine.rank_main import exit_rank
+
+    exit_rank(main())

@@ -1,7 +1,6 @@
 """``python -m engine.embeddings``: prepare the corpus, then train on N local ranks."""
 
-import sys
-
 from engine.embeddings.cli import main
+from engine.rank_main import exit_rank
 
-sys.exit(main())
+exit_rank(main())

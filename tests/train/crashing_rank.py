@@ -1,0 +1,37 @@
+"""A rank for launcher tests: ``python -m tests.train.crashing_rank before|after|never``.
+
+It runs the real rank life (:func:`engine.rank_main.run_as_rank`, gloo barrier included) and
+aborts like a C++ ``std::terminate`` would: inside its work (``before``), after its ``rank_end``
+while tearing down (``after``), or not at all (``never``). Only rank 1 aborts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch.distributed as dist
+
+from engine.events import Emitter, StreamSink
+from engine.rank_main import exit_rank, run_as_rank
+
+
+def main() -> None:
+    """Run one rank in the mode given on the command line."""
+    mode = sys.argv[1]
+    rank = int(os.environ["RANK"])
+    crashes = rank == 1
+
+    def work() -> None:
+        dist.init_process_group("gloo")
+        if crashes and mode == "before":
+            os.abort()
+
+    code = run_as_rank(work, Emitter(StreamSink(), rank=rank))
+    if crashes and mode == "after":
+        os.abort()
+    exit_rank(code)
+
+
+if __name__ == "__main__":
+    main()
