@@ -72,6 +72,8 @@ class NodeResult:
     """Wall time from start to exit."""
     log_path: Path
     """The node's log file in the run folder."""
+    ranks_done: int = 0
+    """Ranks on this node that reported ``rank_end`` (work done, final barrier met)."""
 
 
 LOST = -255
@@ -304,22 +306,24 @@ class Cluster(ABC):
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 finished = [task.result() for task in done]
                 results.update((result.node, result) for result in finished)
-                failed = [result for result in finished if result.exit_code != 0]
+                failed = [r for r in finished if r.exit_code != 0 and not self._excused(r, stage)]
                 if failed and self._stopping:
                     raise LaunchError(f"{stage} was stopped: the cluster is shutting down")
                 if failed:
                     if pending:  # nodes that fail because of this one are not the cause
                         more, pending = await asyncio.wait(pending, timeout=SETTLE_S)
-                        failed += [t.result() for t in more if t.result().exit_code != 0]
+                        failed += [
+                            t.result()
+                            for t in more
+                            if t.result().exit_code != 0 and not self._excused(t.result(), stage)
+                        ]
                     raise self._failure(self._root_cause(failed), failed, stage)
             for node in commands:
-                streams.emit(
-                    "node",
-                    node=node,
-                    status="done",
-                    stage=stage,
-                    detail=f"exit 0 after {results[node].seconds:.1f} s",
-                )
+                result = results[node]
+                detail = f"exit 0 after {result.seconds:.1f} s"
+                if result.exit_code != 0:  # excused: every rank had finished (see _excused)
+                    detail = f"finished; exit {result.exit_code} while tearing down"
+                streams.emit("node", node=node, status="done", stage=stage, detail=detail)
                 self._running.pop(node, None)
             return results
         finally:
@@ -332,6 +336,22 @@ class Cluster(ABC):
                     task.cancel()
                 self._runs.discard(current)
                 await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _excused(self, result: NodeResult, stage: str) -> bool:
+        """True when every rank of a failed node had finished its work: a teardown crash.
+
+        torchrun fails a node when one worker dies, also while it tears down after its final
+        barrier; the run's results are complete by then, so that is a warning, not a failure.
+        """
+        ranks = self.nproc(result.node)
+        if not 0 < ranks <= result.ranks_done:
+            return False
+        warning = (
+            f"{stage}: exit code {result.exit_code} while tearing down, after all {ranks} "
+            "rank(s) finished their work; results are complete"
+        )
+        self._require_started().note(result.node, warning)
+        return True
 
     def _root_cause(self, failed: list[NodeResult]) -> NodeResult:
         """The failure that caused the others: not a lost peer if possible, else the first."""
@@ -376,15 +396,18 @@ class Cluster(ABC):
     ) -> NodeResult:
         streams = self._require_started()
         splitter = LineSplitter()
+        ranks_done = 0
         while chunk := await proc.read():
             for line in splitter.feed(chunk):
-                await streams.line(node, line, on_line)
+                event = await streams.line(node, line, on_line)
+                ranks_done += event is not None and event.get("type") == "rank_end"
         for line in splitter.flush():
-            await streams.line(node, line, on_line)
+            event = await streams.line(node, line, on_line)
+            ranks_done += event is not None and event.get("type") == "rank_end"
         code = await proc.wait()
         seconds = time.monotonic() - started
         streams.note(node, f"exit code {code} after {seconds:.1f} s")
-        return NodeResult(node, code, seconds, streams.log_path(node))
+        return NodeResult(node, code, seconds, streams.log_path(node), ranks_done)
 
     def _require_started(self) -> RunStreams:
         if self.streams is None:

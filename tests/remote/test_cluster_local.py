@@ -149,6 +149,44 @@ async def test_a_failing_node_stops_the_others_and_is_named(tmp_path: Path) -> N
     assert error.user_message().startswith("launch failed: node b")
 
 
+def _ranks_then_crash(ranks_ending: int) -> Command:
+    """A node whose workers report rank_end ``ranks_ending`` times, then torchrun-like exit 1."""
+    return py(f"""
+        import sys
+        for rank in range({ranks_ending}):
+            print('{{"type":"rank_end","t":1.0,"rank":' + str(rank) + ',"status":"ok"}}')
+        print("terminate called without an active exception", flush=True)
+        sys.exit(1)
+    """)
+
+
+async def test_a_node_that_fails_after_every_rank_finished_is_done_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    run_dir = tmp_path / "runs" / "teardown"
+    async with LocalCluster(["a", "b"], nproc=2) as cluster:
+        await cluster.start(run_dir)
+        results = await cluster.run({"a": _ranks_then_crash(2), "b": py("print('ok')")})
+    assert (results["a"].exit_code, results["a"].ranks_done) == (1, 2)
+    events = list(read_events(run_dir / "events.jsonl"))
+    done = {e["node"]: e["detail"] for e in events if e["type"] == "node" and e["status"] == "done"}
+    assert done["a"] == "finished; exit 1 while tearing down"
+    assert done["b"].startswith("exit 0 after")
+    assert not [e for e in events if e["type"] == "error"]
+    log = (run_dir / "logs" / "a.log").read_text()
+    assert "while tearing down, after all 2 rank(s) finished their work" in log
+
+
+async def test_a_node_that_fails_before_all_its_ranks_finished_fails_the_run(
+    tmp_path: Path,
+) -> None:
+    async with LocalCluster(["a"], nproc=2) as cluster:
+        await cluster.start(tmp_path / "runs" / "early")
+        with pytest.raises(NodeFailedError) as caught:
+            await cluster.run({"a": _ranks_then_crash(1)})
+    assert caught.value.exit_code == 1 and "terminate called" in caught.value.message
+
+
 async def test_the_cause_is_named_not_the_node_that_lost_its_peer(tmp_path: Path) -> None:
     async with LocalCluster(["a", "b"]) as cluster:
         await cluster.start(tmp_path / "runs" / "cause")
