@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
+
+from tui.commands.runs import add_run_sources
 
 
 def register(sub: Any) -> None:
@@ -25,17 +26,7 @@ def register(sub: Any) -> None:
         metavar="H",
         help="hours: pick the cheapest configuration finishing within them",
     )
-    parser.add_argument("--runs-dir", type=Path, help="past runs folder (default ./runs)")
-    parser.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="CSV",
-        help="also use published runs from this CSV (repeatable)",
-    )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_run_sources(parser, "also use published runs from this CSV (repeatable)")
     parser.set_defaults(func=run)
 
 

@@ -13,7 +13,13 @@ from typing import Any
 def register(sub: Any) -> None:
     """Add the `runs` subcommand."""
     parser = sub.add_parser("runs", help="list recorded runs", description=__doc__)
-    parser.add_argument("--runs-dir", type=Path, help="runs folder (default ./runs)")
+    add_run_sources(parser, "also list published runs from this CSV")
+    parser.set_defaults(func=run)
+
+
+def add_run_sources(parser: argparse.ArgumentParser, import_help: str) -> None:
+    """``--runs-dir``, ``--import CSV`` (repeatable) and ``--json``: shared by runs and plan."""
+    parser.add_argument("--runs-dir", type=Path, help="past runs folder (default ./runs)")
     parser.add_argument(
         "--import",
         dest="imports",
@@ -21,10 +27,9 @@ def register(sub: Any) -> None:
         type=Path,
         default=[],
         metavar="CSV",
-        help="also list published runs from this CSV",
+        help=import_help,
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.set_defaults(func=run)
 
 
 def row(r: Any) -> dict[str, Any]:
