@@ -165,4 +165,6 @@ def build_app(
         teardown=teardown if teardown is not None else Teardowns(),
         now=lambda: NOW,
     )
+    if "teardown_recorded" in overrides:
+        services.teardown_recorded = overrides.pop("teardown_recorded")
     return make_app(services=services, replay=replay, start=start, **overrides)

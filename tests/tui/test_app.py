@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +12,14 @@ from rich.console import Console
 from textual.widgets import DataTable
 
 from engine.errors import LaunchError
-from tests.tui.fakes import FIXTURE_RUN, FakeRunner, Teardowns, build_app, failing_profiles
+from tests.tui.fakes import (
+    FIXTURE_RUN,
+    RUNS_DIR,
+    FakeRunner,
+    Teardowns,
+    build_app,
+    failing_profiles,
+)
 from tests.tui.scenes import SIZE, settle
 from tui.app import SentitopApp
 from tui.screens.help import HelpScreen
@@ -293,6 +302,52 @@ async def test_runs_overlay_axis_and_replay() -> None:
         await settle(pilot)
         assert isinstance(app.screen, RunScreen)
         assert app.run_screen.state.run_id == "20261121-fixture"
+
+
+async def test_runs_teardown_asks_then_tears_down_the_highlighted_run() -> None:
+    asked: list[Path] = []
+
+    def teardown_recorded(path: Path) -> str:
+        asked.append(path)
+        return f"terminated 2 EC2 instance(s) and 0 EMR cluster(s) of run {path.name}"
+
+    app = build_app(start="runs", teardown_recorded=teardown_recorded)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen)
+        await pilot.press("down", "t")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "20261121-fixture" in str(app.screen.query_one("#dialog-body").render())
+        await pilot.press("n")  # cancelled: nothing is torn down
+        await settle(pilot)
+        assert app.screen is screen and asked == []
+        await pilot.press("t", "y")
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        assert asked == [Path(screen.shown[1].path)]
+        said = notes(app)
+        assert said[-1] == (
+            "terminated 2 EC2 instance(s) and 0 EMR cluster(s) of run 20261121-fixture"
+        )
+
+
+async def test_runs_teardown_of_a_local_run_says_there_is_nothing_to_do(tmp_path: Path) -> None:
+    run = tmp_path / "20261121-101500-local"
+    shutil.copytree(RUNS_DIR / "20261120-single", run)
+    (run / "profile.yaml").write_text("name: local\nprovider: local\nregion: us-east-1\n")
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("t", "y")
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        said = notes(app)
+        assert said[-1] == (
+            "run 20261121-101500-local used no cloud machines (provider local): "
+            "nothing to tear down"
+        )
 
 
 async def test_runs_click_selects() -> None:

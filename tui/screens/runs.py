@@ -17,6 +17,7 @@ from textual.widgets import DataTable
 from tui.model import RunState
 from tui.model.rows import RunRow, load_run_rows, read_run_state
 from tui.screens.base import SentitopScreen
+from tui.screens.modals import ConfirmScreen
 from tui.screens.profiles import shown_path
 from tui.screens.services import Services
 from tui.widgets.braille import PlotLine, format_seconds, format_usd, nice_number
@@ -89,6 +90,7 @@ class RunsScreen(SentitopScreen):
         Binding("x", "cycle_x", "X-axis"),
         Binding("p", "replay", "Replay"),
         Binding("u", "reload", "Reload"),
+        Binding("t", "teardown", "Tear down"),
     ]
 
     def __init__(self, services: Services) -> None:
@@ -198,6 +200,29 @@ class RunsScreen(SentitopScreen):
         row = self.current()
         if row is not None:
             self.post_message(ReplayRequested(Path(row.path)))
+
+    def action_teardown(self) -> None:
+        row = self.current()
+        if row is None:
+            self.notify("no run highlighted", severity="warning")
+            return
+        path = Path(row.path)
+        self.app.push_screen(
+            ConfirmScreen(
+                "Tear down leftovers?",
+                f"Terminates every EC2 instance and EMR cluster still tagged with run {row.run} "
+                "(runs tear down on every exit path; this is for what a crash left behind).",
+                yes="Tear down",
+                no="Cancel",
+            ),
+            lambda yes: self._teardown(path) if yes else None,
+        )
+
+    @work(thread=True, exit_on_error=False, group="teardown")
+    def _teardown(self, path: Path) -> None:
+        self.app.call_from_thread(self.notify, f"tearing down run {path.name}…")
+        said = self.services.teardown_recorded(path)
+        self.app.call_from_thread(self.notify, said, timeout=10)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_toggle_run()

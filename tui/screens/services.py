@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.errors import LaunchError
 from tui.model.rows import PriceList, ProfileRow, load_price_rows, load_profile_rows
+from tui.screens.leftovers import teardown_recorded_run
 
 OnEvent = Callable[[dict[str, Any]], None]
 OnLog = Callable[[str, str], None]
@@ -73,6 +74,8 @@ class Services:
     teardown: TearDown | None = None
     """Extra teardown of a run's cloud resources (thread worker); None = stopping the run is
     the teardown (remote.runner terminates the nodes when it ends)."""
+    teardown_recorded: Callable[[Path], str] = teardown_recorded_run
+    """Terminates what a recorded run (its folder) left in the cloud; says what (thread worker)."""
     now: Callable[[], float] = field(default=time.time)
     """Wall clock (fixed in snapshot tests)."""
 

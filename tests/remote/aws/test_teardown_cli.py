@@ -136,3 +136,28 @@ def test_teardown_with_the_endpoint_unreachable_is_one_cloud_error(
     first = captured.err.splitlines()[0]
     assert first.startswith("cloud error: ") and "endpoint unreachable" in first
     assert "Traceback" not in captured.err and captured.out == ""
+
+
+def test_the_dashboards_teardown_of_a_recorded_run_reads_its_region_from_the_profile(
+    ec2, ami, run_id, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tui.screens.leftovers import teardown_recorded_run
+
+    run_dir = tmp_path / run_id
+    run_dir.mkdir()
+    (run_dir / "profile.yaml").write_text(f"name: g5\nprovider: ec2\nregion: {REGION}\n")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")  # the profile's region wins
+    instances = set(launch(ec2, ami, run_id, 2))
+    cluster = start_cluster(run_id)
+    assert teardown_recorded_run(run_dir) == (
+        f"terminated 2 EC2 instance(s) and 1 EMR cluster(s) of run {run_id} in {REGION}"
+    )
+    assert live_instances(ec2, run_id) == set() and live_clusters(run_id) == []
+    assert instances and cluster
+    assert teardown_recorded_run(run_dir) == f"nothing of run {run_id} is running in {REGION}"
+    # a local run whose preprocessing ran on EMR is searched too
+    (run_dir / "profile.yaml").write_text(
+        f"name: l\nprovider: local\nregion: {REGION}\npreprocess:\n  runner: emr\n"
+    )
+    start_cluster(run_id)
+    assert teardown_recorded_run(run_dir).startswith("terminated 0 EC2 instance(s) and 1 EMR")
