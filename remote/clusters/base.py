@@ -397,13 +397,16 @@ class Cluster(ABC):
         streams = self._require_started()
         splitter = LineSplitter()
         ranks_done = 0
-        while chunk := await proc.read():
-            for line in splitter.feed(chunk):
+
+        async def record(lines: list[str]) -> None:
+            nonlocal ranks_done
+            for line in lines:
                 event = await streams.line(node, line, on_line)
                 ranks_done += event is not None and event.get("type") == "rank_end"
-        for line in splitter.flush():
-            event = await streams.line(node, line, on_line)
-            ranks_done += event is not None and event.get("type") == "rank_end"
+
+        while chunk := await proc.read():
+            await record(splitter.feed(chunk))
+        await record(splitter.flush())
         code = await proc.wait()
         seconds = time.monotonic() - started
         streams.note(node, f"exit code {code} after {seconds:.1f} s")
