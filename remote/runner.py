@@ -149,7 +149,7 @@ class _Progress:
 
 
 def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str, Any]:
-    """The TrainConfig as JSON for ``python -m engine.train --config`` on one node."""
+    """The TrainConfig as JSON for ``python -m engine.sentiment.train --config`` on one node."""
     data = dataclasses.asdict(cfg)
     data.update(data_dir=data_dir, run_dir=run_dir)
     data["balance"]["straggle"] = {str(k): v for k, v in data["balance"]["straggle"].items()}
@@ -186,7 +186,9 @@ async def _train(ctx: _Context, cluster: Cluster, data: PreparedData) -> None:
             args[node] = ["--config", remote_path, "--no-events-file"]
         # the trainer sets its own thread count; this only silences torchrun's OMP warning
         env = {"OMP_NUM_THREADS": str(base.threads or 1)}
-        commands: dict[str, Command] = cluster.torchrun_commands("engine.train", args, env=env)
+        commands: dict[str, Command] = cluster.torchrun_commands(
+            "engine.sentiment.train", args, env=env
+        )
         started = time.time()
         ctx.emitter.emit(
             "stage_start", stage="train", world_size=profile.world_size(), nodes=cluster.nodes

@@ -9,7 +9,8 @@ Examples::
     python -m engine.embeddings --input FILE --run-dir runs/e3 --prepare-only
     torchrun --nproc-per-node 2 -m engine.embeddings --config runs/e3/embed_config.json --rank
 
-Events go to stdout (every rank) and RUN_DIR/events.jsonl (rank 0), as in ``engine.train``.
+Events go to stdout (every rank) and RUN_DIR/events.jsonl (rank 0),
+as in ``engine.sentiment.train``.
 The module top stays torch-free so ``sentitop embed`` can reuse the argument set.
 """
 
@@ -108,8 +109,8 @@ def run_rank(cfg: EmbedConfig) -> int:
     from engine.embeddings.runtime import EmbedRun, make_emitter
     from engine.embeddings.sync import run_sync
     from engine.rank_main import run_as_rank
-    from engine.train import default_threads
-    from engine.trainer import DistEnv
+    from engine.sentiment.train import default_threads
+    from engine.sentiment.trainer import DistEnv
 
     env = DistEnv.from_environ("cpu")
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
@@ -143,7 +144,7 @@ def launch(
     """Start ``nproc`` local ranks on the prepared run folder through
     :func:`engine.launch.launch_ranks` (LaunchError names a failed rank; the others stop)."""
     from engine.launch import launch_ranks
-    from engine.train import default_threads
+    from engine.sentiment.train import default_threads
 
     check_nproc(cfg, nproc)
     config_path = Path(cfg.run_dir) / CONFIG_FILE

@@ -1,10 +1,10 @@
-"""Entry point of one training rank: ``python -m engine.train`` (standalone or under torchrun).
+"""Entry point of one training rank: ``python -m engine.sentiment.train`` (alone or under torchrun).
 
 Examples::
 
-    python -m engine.train --data data/ --run-dir runs/r1 --epochs 3
-    torchrun --nproc-per-node 2 -m engine.train --data data/ --run-dir runs/r1
-    python -m engine.train --config runs/r1/train_config.json      # what engine.launch runs
+    python -m engine.sentiment.train --data data/ --run-dir runs/r1 --epochs 3
+    torchrun --nproc-per-node 2 -m engine.sentiment.train --data data/ --run-dir runs/r1
+    python -m engine.sentiment.train --config runs/r1/train_config.json  # engine.launch
 
 The module top stays torch-free (argparse + config) so the CLI can reuse the argument set.
 """
@@ -25,8 +25,8 @@ from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamS
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """The training flags shared by ``python -m engine.train`` and ``sentitop train``."""
-    from engine.balance_args import add_balance_arguments
+    """The training flags shared by ``python -m engine.sentiment.train`` and ``sentitop train``."""
+    from engine.balance.args import add_balance_arguments
 
     parser.add_argument("--data", dest="data_dir", help="folder with dataset.h5 and vocab.json")
     parser.add_argument("--run-dir", help="run folder (events, checkpoints, summary)")
@@ -104,14 +104,14 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
     if not data.get("run_dir"):
         raise ConfigError("--run-dir is required")
     cfg = config_from_dict(data)
-    from engine.balance_args import balance_config_from_args
+    from engine.balance.args import balance_config_from_args
 
     cfg.balance = balance_config_from_args(args, cfg.balance)
     return cfg
 
 
 def config_from_dict(data: dict[str, Any]) -> TrainConfig:
-    """Inverse of ``engine.trainer.config_to_dict`` (unknown keys are an error)."""
+    """Inverse of ``engine.sentiment.trainer.config_to_dict`` (unknown keys are an error)."""
     known = {f.name for f in fields(TrainConfig)}
     unknown = set(data) - known
     if unknown:
@@ -147,7 +147,7 @@ def default_threads(local_world: int) -> int:
 
 def _make_hooks(cfg: TrainConfig) -> Any:
     """The balancer's hooks for a balanced or straggling run, else the even split."""
-    from engine.balance_hooks import make_train_hooks
+    from engine.balance.hooks import make_train_hooks
 
     return make_train_hooks(cfg)
 
@@ -158,7 +158,7 @@ def run(cfg: TrainConfig) -> int:
     import torch.distributed as dist
 
     from engine.rank_main import run_as_rank
-    from engine.trainer import DistEnv, Trainer
+    from engine.sentiment.trainer import DistEnv, Trainer
 
     env = DistEnv.from_environ(cfg.device)
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
@@ -184,7 +184,7 @@ def run(cfg: TrainConfig) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags (and ``--config FILE``), then :func:`run`."""
     parser = argparse.ArgumentParser(
-        prog="python -m engine.train",
+        prog="python -m engine.sentiment.train",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

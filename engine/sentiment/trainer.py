@@ -1,6 +1,6 @@
 """The training loop: one process or DDP across ranks; plans, events, evaluation, checkpoints.
 
-Run it through ``python -m engine.train`` (standalone, under torchrun, or from
+Run it through ``python -m engine.sentiment.train`` (standalone, under torchrun, or from
 ``engine.launch``). The loop reads top to bottom in :meth:`Trainer.fit`; the load balancer
 plugs in through :class:`TrainHooks` (per-plan sample split, per-step timings, per-plan
 gathered measurements).
@@ -21,9 +21,11 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from engine import checkpoint as ckpt
 from engine.config import TrainConfig
-from engine.data import (
+from engine.errors import TrainError
+from engine.events import Emitter
+from engine.sentiment import checkpoint as ckpt
+from engine.sentiment.data import (
     Batch,
     PlanSampler,
     StepPlan,
@@ -35,12 +37,16 @@ from engine.data import (
     to_device,
     train_loader,
 )
-from engine.errors import TrainError
-from engine.evaluate import confusion_stats
-from engine.events import Emitter
-from engine.metrics import Confusion, ThresholdClock
-from engine.model import ModelSpec, SentimentLSTM, build_model, count_parameters, resolve_spec
-from engine.train import config_to_dict, make_emitter
+from engine.sentiment.evaluate import confusion_stats
+from engine.sentiment.metrics import Confusion, ThresholdClock
+from engine.sentiment.model import (
+    ModelSpec,
+    SentimentLSTM,
+    build_model,
+    count_parameters,
+    resolve_spec,
+)
+from engine.sentiment.train import config_to_dict, make_emitter
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt")
 """Per-step phases timed on every rank (plus ``eval`` per epoch)."""

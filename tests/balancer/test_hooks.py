@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("torch")
 
-from engine.balance_hooks import BalanceHooks, make_train_hooks
-from engine.balancer import advise_from_summary
+from engine.balance.balancer import advise_from_summary
+from engine.balance.hooks import BalanceHooks, make_train_hooks
 from engine.config import BalanceConfig, TrainConfig
 from engine.events import Emitter
-from engine.trainer import HookContext, StepTiming, TrainHooks
+from engine.sentiment.trainer import HookContext, StepTiming, TrainHooks
 
 
 class ListSink:
@@ -135,8 +135,8 @@ def test_summary_advice_can_be_repriced_on_the_operator_side() -> None:
 
 
 def test_the_trainer_sampler_follows_a_balancer_plan_exactly() -> None:
-    from engine.balancer import split
-    from engine.data import PlanSampler
+    from engine.balance.balancer import split
+    from engine.sentiment.data import PlanSampler
 
     plan = split(0, 1003, 100, [0.7, 0.3])  # 10 steps + a short last step
     samplers = [PlanSampler(1003, seed=3, rank=r) for r in range(2)]

@@ -11,7 +11,7 @@ import torch
 
 from engine.config import ModelConfig, TrainConfig
 from engine.events import read_events
-from engine.trainer import DistEnv, StepTiming, Trainer, TrainHooks
+from engine.sentiment.trainer import DistEnv, StepTiming, Trainer, TrainHooks
 
 
 class _Killed(Exception):
@@ -111,7 +111,12 @@ def test_cli_flags_become_a_train_config() -> None:
     import argparse
 
     from engine.errors import ConfigError
-    from engine.train import add_train_arguments, config_from_args, config_from_dict, config_to_dict
+    from engine.sentiment.train import (
+        add_train_arguments,
+        config_from_args,
+        config_from_dict,
+        config_to_dict,
+    )
 
     parser = argparse.ArgumentParser()
     add_train_arguments(parser)
