@@ -59,6 +59,19 @@ def _chunk_rows(seq_len: int, itemsize: int) -> int:
     return max(1, CHUNK_BYTES // (seq_len * itemsize))
 
 
+def create_split(group: Any, n: int, seq_len: int, dtype: Any) -> None:
+    """The empty tokens/labels/lengths datasets of one split (n rows) in the dataset.h5 layout:
+    row-block chunks of about CHUNK_BYTES for tokens, 65,536 rows for the vectors."""
+    chunk = max(1, min(_chunk_rows(seq_len, np.dtype(dtype).itemsize), n))
+    group.create_dataset(
+        "tokens", shape=(n, seq_len), maxshape=(None, seq_len), dtype=dtype, chunks=(chunk, seq_len)
+    )
+    for name, kind in (("labels", np.uint8), ("lengths", np.int32)):
+        vec_chunk = max(1, min(n, 1 << 16))
+        group.create_dataset(name, shape=(n,), maxshape=(None,), dtype=kind, chunks=(vec_chunk,))
+    group.attrs["rows"] = n
+
+
 def combine_parts(
     parts: Sequence[str | Path],
     out_path: str | Path,
@@ -72,27 +85,12 @@ def combine_parts(
         with h5py.File(part, "r") as h5:
             for split in SPLITS:
                 totals[split] += h5[split]["labels"].shape[0]
-    rows_per_chunk = _chunk_rows(seq_len, np.dtype(dtype).itemsize)
     with h5py.File(out_path, "w") as out:
         for key, value in attrs.items():
             out.attrs[key] = value
         for split in SPLITS:
-            n = totals[split]
             group = out.create_group(split)
-            chunk = max(1, min(rows_per_chunk, n))
-            group.create_dataset(
-                "tokens",
-                shape=(n, seq_len),
-                maxshape=(None, seq_len),
-                dtype=dtype,
-                chunks=(chunk, seq_len),
-            )
-            for name, kind in (("labels", np.uint8), ("lengths", np.int32)):
-                vec_chunk = max(1, min(n, 1 << 16))
-                group.create_dataset(
-                    name, shape=(n,), maxshape=(None,), dtype=kind, chunks=(vec_chunk,)
-                )
-            group.attrs["rows"] = n
+            create_split(group, totals[split], seq_len, dtype)
             at = 0
             for part in parts:
                 with h5py.File(part, "r") as h5:

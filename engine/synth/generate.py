@@ -55,6 +55,15 @@ def solve_pool_size(records_expected: float, duplicate_rate: float = DUPLICATE_R
     return max(1, round(high))
 
 
+def _one_off_rate(distinct: float | None) -> float:
+    """Share of records given a one-off text so that `distinct` of them are distinct: the
+    Zipf pool gives 1 - DUPLICATE_RATE of its records distinct texts, one-off texts all."""
+    pooled_distinct = 1.0 - DUPLICATE_RATE
+    if distinct is None or distinct <= pooled_distinct:
+        return 0.0
+    return (distinct - pooled_distinct) / (1.0 - pooled_distinct)
+
+
 def _ratings_of(pool: int, shift: float) -> npt.NDArray[np.int64]:
     """Star rating of each pooled text; low-discrepancy, so every popularity range is calibrated."""
     position = (np.arange(pool, dtype=np.float64) * _GOLDEN + shift) % 1.0
@@ -113,12 +122,16 @@ def generate(
     *,
     seed: int = 0,
     malformed_rate: float = 0.001,
+    distinct: float | None = None,
     gzip: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Write about `size_bytes` (uncompressed, never more) of McAuley 2014 reviews to `path`.
 
-    The same arguments give the same bytes. Returns counts: records, bytes, file_bytes,
+    `distinct` is the share of well-formed records whose text is distinct (default: the real
+    corpus's 1 - DUPLICATE_RATE = 0.15); above that share the extra distinct texts are one-off
+    texts that are never repeated (and never kept in memory). The same arguments give the same
+    bytes. Returns counts: records, bytes, file_bytes,
     distinct_texts, duplicate_rate, malformed (and by kind), python_literal, ratings (1..5 over
     well-formed records), seconds, mb_per_s. `progress` gets the uncompressed bytes written so far.
     """
@@ -126,11 +139,13 @@ def generate(
         raise InputError(f"size_bytes: must be positive, got {size_bytes}")
     if not 0.0 <= malformed_rate <= 1.0:
         raise InputError(f"--malformed-rate: must be within 0..1, got {malformed_rate}")
+    if distinct is not None and not 0.0 < distinct <= 1.0:
+        raise InputError(f"--distinct: must be within 0..1 (above 0), got {distinct}")
     target = Path(path)
     if not target.parent.is_dir():
         raise InputError(f"--output: folder {str(target.parent)!r} does not exist")
     started = time.perf_counter()
-    seeds = np.random.SeedSequence(seed).spawn(3)
+    seeds = np.random.SeedSequence(seed).spawn(4)  # the first three as with spawn(3)
     meta_rng = np.random.default_rng(seeds[0])
     text_rng = np.random.default_rng(seeds[1])
     rng = np.random.default_rng(seeds[2])
@@ -141,7 +156,11 @@ def generate(
         meta_rng, int(np.clip(guess / 5, 50, 200_000)), int(np.clip(guess / 20, 20, 100_000))
     )
     expected_records = size_bytes / _estimate_line_bytes(table, pools, seed)
-    pool_size = solve_pool_size(expected_records)
+    one_off_rate, one_off_rng = _one_off_rate(distinct), np.random.default_rng(seeds[3])
+    if one_off_rate > 0.0:
+        pool_size = solve_pool_size(expected_records * (1.0 - one_off_rate))
+    else:
+        pool_size = solve_pool_size(expected_records, 1.0 - (distinct or 1.0 - DUPLICATE_RATE))
     pool_cdf = np.cumsum(_pool_weights(pool_size))
     pool_rating = _ratings_of(pool_size, float(meta_rng.random()))
     pool_text: list[bytes] = [b""] * pool_size
@@ -151,7 +170,7 @@ def generate(
 
     counts = np.zeros(6, dtype=np.int64)
     by_kind = np.zeros(len(records.MALFORMED_KINDS), dtype=np.int64)
-    written = lines_total = literal_total = 0
+    written = lines_total = literal_total = one_off_valid = 0
     tmp = target.with_name(target.name + ".tmp")
     with open(tmp, "wb", buffering=8 << 20) as handle:
         sink = _Sink(handle, gzip)
@@ -159,7 +178,11 @@ def generate(
             full = False
             while not full:
                 ids = np.minimum(np.searchsorted(pool_cdf, rng.random(BLOCK)), pool_size - 1)
-                fresh = ids[~made[ids]]
+                one_off = np.zeros(BLOCK, dtype=bool)
+                if one_off_rate > 0.0:
+                    one_off = one_off_rng.random(BLOCK) < one_off_rate
+                pooled = ids[~one_off]
+                fresh = pooled[~made[pooled]]
                 if fresh.size:
                     unique, first = np.unique(fresh, return_index=True)
                     order = unique[np.argsort(first)]
@@ -170,6 +193,13 @@ def generate(
                             pool_text[j] = text
                     made[order] = True
                 ratings = pool_rating[ids].copy()
+                n_one_off = int(one_off.sum())
+                if n_one_off:  # texts used once: appended to the pool for this block only
+                    drawn = one_off_rng.random(n_one_off)
+                    one_ratings = np.searchsorted(rating_cdf, drawn, side="right") + 1
+                    ratings[one_off] = np.minimum(one_ratings, 5)
+                    ids[one_off] = pool_size + np.arange(n_one_off)
+                    pool_text.extend(texts.make_texts(table, one_off_rng, ratings[one_off]))
                 flip = rng.random(BLOCK) < RATING_FLIP_RATE
                 ratings[flip] = np.minimum(
                     np.searchsorted(rating_cdf, rng.random(int(flip.sum())), side="right") + 1, 5
@@ -191,7 +221,9 @@ def generate(
                 full = bool(np.any(~kept))
                 valid = kept & ~broken
                 counts += np.bincount(ratings[valid], minlength=6)
-                seen_valid[ids[valid]] = True
+                seen_valid[ids[valid & ~one_off]] = True
+                one_off_valid += int(np.sum(valid & one_off))
+                del pool_text[pool_size:]
                 by_kind += np.bincount(kind[kept & broken], minlength=len(by_kind))
                 literal_total += int(np.sum(literal & valid))
                 lines_total += int(kept.sum())
@@ -204,20 +236,21 @@ def generate(
     os.replace(tmp, target)
     seconds = time.perf_counter() - started
     malformed = int(by_kind.sum())
-    distinct = int(seen_valid.sum())
+    distinct_texts = int(seen_valid.sum()) + one_off_valid
     well_formed = lines_total - malformed
     return {
         "path": str(target),
         "records": lines_total,
         "bytes": written,
         "file_bytes": target.stat().st_size,
-        "distinct_texts": distinct,
-        "duplicate_rate": 1.0 - distinct / well_formed if well_formed else 0.0,
+        "distinct_texts": distinct_texts,
+        "duplicate_rate": 1.0 - distinct_texts / well_formed if well_formed else 0.0,
         "malformed": malformed,
         "malformed_by_kind": dict(zip(records.MALFORMED_KINDS, by_kind.tolist(), strict=True)),
         "python_literal": literal_total,
         "ratings": {str(r): int(counts[r]) for r in range(1, 6)},
         "seed": seed,
+        "distinct_requested": distinct,
         "gzip": gzip,
         "seconds": round(seconds, 3),
         "mb_per_s": round(written / 1e6 / seconds, 2) if seconds > 0 else 0.0,

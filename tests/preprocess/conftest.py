@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,10 @@ import pytest
 from engine.config import PreprocessConfig
 from engine.preprocess import run_preprocess
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = Path(
+    os.environ.get("SENTITOP_TEST_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")
+)
+"""The real review files (/work/shared/data; SENTITOP_TEST_DATA names another folder)."""
 MUSICAL = DATA / "amazon2014_Musical_Instruments_5.jsonl.gz"
 
 

@@ -1,4 +1,5 @@
-"""`sentitop synth`: write a synthetic McAuley 2014 review file of a given size."""
+"""`sentitop synth`: write a synthetic McAuley 2014 review file of a given size, or a large
+preprocessed-layout dataset.h5 directly (for training benchmarks)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,32 @@ def register(subparsers: Any) -> None:
         description=(
             "Write McAuley 2014 review lines whose text carries a learnable sentiment signal, "
             "with the real corpus's duplicate rate (85 %%), rating skew (59 %% 5-star), length "
-            "distribution and noise. The same seed and size give the same bytes."
+            "distribution and noise. The same seed and size give the same bytes. "
+            "With --dataset DIR --reviews N it writes dataset.h5, vocab.json and stats.json "
+            "in the preprocessor's layout directly (random token rows with a learnable "
+            "signal), for training at sizes that would take long to preprocess."
         ),
     )
-    parser.add_argument("--output", "-o", required=True, help="file to write (.jsonl or .gz)")
+    parser.add_argument("--output", "-o", help="review file to write (.jsonl or .gz)")
+    parser.add_argument("--size", help="uncompressed size: 50KB, 200MB, 1GB (powers of 1000)")
     parser.add_argument(
-        "--size", required=True, help="uncompressed size: 50KB, 200MB, 1GB (powers of 1000)"
+        "--distinct",
+        type=float,
+        default=None,
+        help="share of reviews whose text is distinct, 0..1 (default 0.15, the real corpus's)",
+    )
+    parser.add_argument(
+        "--dataset", metavar="DIR", help="write a dataset folder instead of a review file"
+    )
+    parser.add_argument(
+        "--reviews", help="rows of --dataset over both splits: 100000, 2M, 30M (powers of 1000)"
+    )
+    parser.add_argument("--seq-len", type=int, default=100, help="--dataset: tokens per row")
+    parser.add_argument(
+        "--vocab-size", type=int, default=10_000, help="--dataset: words (default 10000)"
+    )
+    parser.add_argument(
+        "--test-fraction", type=float, default=0.1, help="--dataset: test share (default 0.1)"
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
@@ -49,6 +70,13 @@ def run(args: argparse.Namespace) -> int:
     from engine.errors import InputError
     from engine.synth import generate, parse_size
 
+    if args.dataset is not None or args.reviews is not None:
+        return _run_dataset(args)
+    if args.output is None or args.size is None:
+        raise InputError(
+            "synth needs --output FILE --size SIZE (reviews) or --dataset DIR --reviews N",
+            hint="for example: sentitop synth -o reviews.jsonl --size 200MB",
+        )
     size = parse_size(args.size, name="--size")
     if not 0.0 <= args.malformed_rate <= 1.0:
         raise InputError(
@@ -71,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
             size,
             seed=args.seed,
             malformed_rate=args.malformed_rate,
+            distinct=args.distinct,
             gzip=args.gzip,
             progress=lambda done: bar.update(task, completed=done),
         )
@@ -92,4 +121,57 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("python-literal lines", f"{stats['python_literal']:,}")
     table.add_row("speed", f"{stats['mb_per_s']} MB/s in {stats['seconds']} s")
     Console().print(table)
+    return 0
+
+
+def _run_dataset(args: argparse.Namespace) -> int:
+    """`--dataset DIR --reviews N`: write the dataset folder directly, then print its stats."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from engine.errors import InputError
+    from engine.synth import parse_size
+    from engine.synth.dataset import write_synthetic_dataset
+
+    if args.dataset is None or args.reviews is None:
+        raise InputError(
+            "--dataset DIR and --reviews N go together",
+            hint="for example: sentitop synth --dataset data/big --reviews 30M --seq-len 100",
+        )
+    if args.output is not None or args.size is not None or args.distinct is not None:
+        raise InputError(
+            "--dataset writes token rows: --output, --size and --distinct do not apply"
+        )
+    reviews = parse_size(args.reviews, name="--reviews")
+    if not 0.0 <= args.test_fraction < 1.0:
+        raise InputError(f"--test-fraction: must be within 0..1, got {args.test_fraction}")
+    n_test = round(reviews * args.test_fraction)
+    console = Console(stderr=True)
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=args.json or not console.is_terminal,
+    ) as bar:
+        task = bar.add_task("synth dataset", total=reviews)
+        stats = write_synthetic_dataset(
+            args.dataset,
+            reviews - n_test,
+            n_test,
+            seq_len=args.seq_len,
+            vocab_size=args.vocab_size,
+            seed=args.seed,
+            progress=lambda done: bar.update(task, completed=done),
+        )
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    from rich.markup import escape
+
+    console.print(
+        f"wrote {escape(str(args.dataset))}: {stats['train']:,} train + {stats['test']:,} test "
+        f"rows × {args.seq_len} tokens in {stats['seconds']} s"
+    )
     return 0

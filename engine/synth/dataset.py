@@ -1,0 +1,187 @@
+"""Write a large synthetic dataset.h5 (+ vocab.json, stats.json) directly, for benchmarks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import numpy.typing as npt
+
+from engine.errors import InputError
+from engine.preprocess.reduce import PAD_ID, UNK_ID, token_dtype
+from engine.preprocess.writer import (
+    FORMAT_VERSION,
+    SPLITS,
+    create_split,
+    publish_dataset,
+    write_json_atomic,
+)
+
+BLOCK_ROWS = 1 << 15
+"""Rows generated and written per step (bounds memory: 32 Ki × seq_len tokens)."""
+POSITIVE_SHARE = 0.7
+"""Share of positive rows (the real files' balance after de-duplication)."""
+MEAN_LENGTH = 45.0
+"""Mean content words per review before truncation (geometric lengths, at least 1)."""
+SENTIMENT_WORDS = 64
+"""Word ids per label that carry sentiment (moderately rare ones, from vocab_size / 10 on):
+a positive row draws some of its words from the first SENTIMENT_WORDS, a negative one from the
+next SENTIMENT_WORDS."""
+SENTIMENT_RATE = 0.1
+"""Share of a row's tokens drawn from its label's sentiment words (the learnable signal)."""
+LABEL_NOISE = 0.08
+"""Share of rows whose label is flipped after their tokens were drawn (no model gets 100 %)."""
+UNK_RATE = 0.02
+"""Share of tokens written as the unknown id."""
+
+
+def _block(
+    rng: np.random.Generator, n: int, seq_len: int, vocab_size: int, dtype: Any
+) -> tuple[npt.NDArray[Any], npt.NDArray[np.uint8], npt.NDArray[np.int32]]:
+    """(tokens n × seq_len, labels n, lengths n) of n synthetic rows, padded with PAD_ID."""
+    labels = (rng.random(n, dtype=np.float32) < POSITIVE_SHARE).astype(np.uint8)
+    lengths = np.minimum(rng.geometric(1.0 / MEAN_LENGTH, n), seq_len).astype(np.int32)
+    filled = np.arange(seq_len)[None, :] < lengths[:, None]  # (n, L) word positions
+    total = int(lengths.sum())
+    # Zipf-like word ids: log-uniform over the vocabulary (density ∝ 1/rank), 2 .. vocab_size+1
+    u = rng.random(total, dtype=np.float32)
+    ids = np.exp(u * np.float32(np.log(vocab_size))).astype(np.int32) + 1
+    np.minimum(ids, vocab_size + 1, out=ids)
+    signal = rng.random(total, dtype=np.float32)
+    half = min(SENTIMENT_WORDS, max(1, vocab_size // 2))
+    base = 2 + min(vocab_size // 10, vocab_size - 2 * half)
+    negative = np.repeat(1 - labels.astype(np.int32), lengths)
+    lean = base + rng.integers(0, half, total, dtype=np.int32) + half * negative
+    ids = np.where(signal < SENTIMENT_RATE, lean, ids)
+    ids[signal > 1.0 - UNK_RATE] = UNK_ID
+    tokens = np.zeros((n, seq_len), dtype=dtype)
+    tokens[filled] = ids
+    flip = rng.random(n, dtype=np.float32) < LABEL_NOISE
+    labels[flip] ^= 1
+    return tokens, labels, lengths
+
+
+def write_synthetic_dataset(
+    out_dir: str | Path,
+    n_train: int,
+    n_test: int,
+    seq_len: int = 100,
+    vocab_size: int = 10_000,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Write out_dir/dataset.h5, vocab.json and stats.json in the preprocessor's layout (same
+    groups, dtypes, chunking and attributes) holding random rows with a learnable sentiment
+    signal; no raw text is generated. The same arguments give the same arrays. `progress` gets
+    the rows written so far. Returns the stats written to stats.json."""
+    for name, value in (("n_train", n_train), ("n_test", n_test)):
+        if value < 0:
+            raise InputError(f"{name}: must be >= 0, got {value}")
+    if n_train + n_test <= 0:
+        raise InputError("n_train + n_test: at least one row is needed")
+    if seq_len < 1 or vocab_size < 2:
+        raise InputError(f"seq_len >= 1 and vocab_size >= 2 needed, got {seq_len}, {vocab_size}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    num_ids = vocab_size + 2
+    dtype = token_dtype(num_ids)
+    itos = ["<pad>", "<unk>", *(f"w{i}" for i in range(vocab_size))]
+    vocab_doc = {
+        "format_version": FORMAT_VERSION,
+        "pad_id": PAD_ID,
+        "unk_id": UNK_ID,
+        "vocab_size": vocab_size,
+        "itos": itos,
+        "settings": {
+            "seq_len": seq_len,
+            "vocab_size_requested": vocab_size,
+            "keep_negations": False,
+            "append_summary": False,
+            "format": "synthetic",
+            "text_field": None,
+            "rating_field": None,
+            "test_fraction": n_test / (n_train + n_test),
+            "max_line_bytes": 0,
+            "specs": [],
+            "stopwords": [],
+            "synthetic": {"seed": seed},
+        },
+    }
+    vocab_bytes = json.dumps(vocab_doc, sort_keys=True).encode()
+    tmp = out / f".synth-tmp-{os.getpid()}"
+    tmp.mkdir(exist_ok=True)
+    positive = done = 0
+    try:
+        (out / "dataset.h5").unlink(missing_ok=True)  # never an old one beside new JSON files
+        tmp_h5 = tmp / "dataset.h5"
+        with h5py.File(tmp_h5, "w") as h5:
+            attrs: dict[str, Any] = {
+                "vocab_size": vocab_size,
+                "num_ids": num_ids,
+                "seq_len": seq_len,
+                "pad_id": PAD_ID,
+                "unk_id": UNK_ID,
+                "format_version": FORMAT_VERSION,
+                "vocab_sha256": hashlib.sha256(vocab_bytes).hexdigest(),
+            }
+            for key, attr in attrs.items():
+                h5.attrs[key] = attr
+            for split_no, (split, n) in enumerate(zip(SPLITS, (n_train, n_test), strict=True)):
+                group = h5.create_group(split)
+                create_split(group, n, seq_len, dtype)
+                rng = np.random.default_rng([seed, split_no])
+                for start in range(0, n, BLOCK_ROWS):
+                    stop = min(n, start + BLOCK_ROWS)
+                    tokens, labels, lengths = _block(rng, stop - start, seq_len, vocab_size, dtype)
+                    group["tokens"][start:stop] = tokens
+                    group["labels"][start:stop] = labels
+                    group["lengths"][start:stop] = lengths
+                    positive += int(labels.sum())
+                    done += stop - start
+                    if progress is not None:
+                        progress(done)
+        seconds = time.perf_counter() - started
+        total = n_train + n_test
+        stats: dict[str, Any] = {
+            "read": total,
+            "kept": total,
+            "skipped_total": 0,
+            "skipped": {},
+            "skipped_examples": {},
+            "duplicates": 0,
+            "distinct": total,
+            "positive": positive,
+            "negative": total - positive,
+            "train": n_train,
+            "test": n_test,
+            "vocab_size": vocab_size,
+            "input_bytes": 0,
+            "seconds": round(seconds, 3),
+            "mb_per_s": 0.0,
+            "runner": "synthetic",
+            "workers": None,
+            "cpu_seconds": None,
+            "inputs": [],
+            "lines_per_file": [],
+            "empty_files": [],
+            "synthetic": {
+                "seed": seed,
+                "token_bytes": total * seq_len * np.dtype(dtype).itemsize,
+                "rows_per_s": round(total / max(seconds, 1e-9)),
+            },
+        }
+        write_json_atomic(out / "vocab.json", vocab_doc)
+        write_json_atomic(out / "stats.json", stats)
+        publish_dataset(tmp_h5, out / "dataset.h5")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return stats
