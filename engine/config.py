@@ -46,6 +46,9 @@ class PreprocessConfig:
     """Keep not/no/nor/n't forms instead of dropping them as stopwords."""
     max_line_bytes: int = 1 << 20
     """Lines longer than this are skipped as too_long."""
+    memory_budget: int | None = None
+    """Bytes the local runner's distinct-text state may hold (over all workers) before it
+    spills sorted runs to the output's scratch folder; None = half the available memory."""
 
     def __post_init__(self) -> None:
         _check(bool(self.inputs), "inputs", "at least one input path", self.inputs)
@@ -53,6 +56,12 @@ class PreprocessConfig:
         _check(self.seq_len >= 1, "seq_len", "an integer >= 1", self.seq_len)
         _check(0.0 <= self.test_fraction < 1.0, "test_fraction", "0 <= F < 1", self.test_fraction)
         _check(self.workers is None or self.workers >= 1, "workers", ">= 1", self.workers)
+        _check(
+            self.memory_budget is None or self.memory_budget > 0,
+            "memory_budget",
+            "a positive size in bytes",
+            self.memory_budget,
+        )
         _check(
             self.runner in ("local", "inline", "spark", "hadoop", "emr"),
             "runner",

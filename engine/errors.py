@@ -72,3 +72,9 @@ class CloudError(SentitopError):
     """A cloud API call failed (EC2, EMR, S3, Pricing)."""
 
     title = "cloud error"
+
+
+class StorageError(SentitopError):
+    """A disk that is full or fails while writing scratch or output files (names the folder)."""
+
+    title = "disk problem"

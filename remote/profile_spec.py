@@ -149,8 +149,24 @@ class PreprocessSpec(Section):
     """Append the summary field to the text."""
     keep_negations: bool | None = None
     """Keep not/no/nor/n't instead of dropping them."""
+    memory_budget: int | None = Field(default=None, ge=1 << 20)
+    """Local runner: memory the distinct-text state may hold before spilling to disk, e.g.
+    "4GB" (default: half the available memory)."""
     emr: EMRSpec = EMRSpec()
     """EMR cluster settings (used when runner is emr)."""
+
+    @field_validator("memory_budget", mode="before")
+    @classmethod
+    def _parse_budget(cls, value: object) -> object:
+        if isinstance(value, str):
+            from engine.errors import InputError
+            from engine.synth.size import parse_size
+
+            try:
+                return parse_size(value, name="memory_budget")
+            except InputError:
+                raise ValueError(f"cannot read {value!r} as a size; give e.g. 512MB, 4GB") from None
+        return value
 
     @model_validator(mode="after")
     def _emr_needs_s3(self) -> PreprocessSpec:

@@ -75,6 +75,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="longer lines are skipped as too_long (default 1 MiB)",
     )
     parser.add_argument(
+        "--memory-budget",
+        type=_size,
+        default=None,
+        metavar="SIZE",
+        help="local runner: memory the distinct texts may hold over all workers before they are "
+        "spilled to disk in the output's scratch folder, e.g. 512MB, 4GB (default: half the "
+        f"memory available now, {_default_budget_text()}; the processes add ≈ 100 MB each)",
+    )
+    parser.add_argument(
         "--mrjob-arg",
         action="append",
         default=[],
@@ -102,7 +111,25 @@ def config_from_args(args: argparse.Namespace) -> PreprocessConfig:
         append_summary=args.append_summary,
         keep_negations=args.keep_negations,
         max_line_bytes=args.max_line_bytes,
+        memory_budget=args.memory_budget,
     )
+
+
+def _size(text: str) -> int:
+    """argparse type of --memory-budget (an ArgumentTypeError names the option)."""
+    from engine.errors import InputError
+    from engine.synth.size import parse_size
+
+    try:
+        return parse_size(text, name="--memory-budget")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def _default_budget_text() -> str:
+    from engine.preprocess.budget import default_budget
+
+    return f"{default_budget() / 1e9:.1f} GB"
 
 
 class _RichProgressSink:
@@ -112,8 +139,12 @@ class _RichProgressSink:
         self.progress, self.task_id = progress, task_id
 
     def write(self, event: Mapping[str, Any]) -> None:
-        """Update the bar on progress events."""
+        """Update the bar on progress events (and print their notes once)."""
         if event.get("type") == "progress":
+            if event.get("note"):
+                from rich.markup import escape
+
+                self.progress.console.print(f"[yellow]note:[/] {escape(str(event['note']))}")
             self.progress.update(
                 self.task_id,
                 completed=event["done"],
@@ -199,6 +230,13 @@ def summary_table(stats: Mapping[str, Any]) -> Any:
             )
     table.add_row("input", f"{stats['input_bytes'] / 1e6:,.1f} MB")
     table.add_row("time", f"{stats['seconds']:.1f} s ({stats['mb_per_s']:.1f} MB/s)")
+    spill = stats.get("spill")
+    if spill and spill.get("runs"):
+        table.add_row(
+            "spilled to disk",
+            f"{spill['runs']} runs, {spill['bytes'] / 1e6:,.0f} MB "
+            f"(budget {stats['memory_budget'] / 1e6:,.0f} MB)",
+        )
     return table
 
 

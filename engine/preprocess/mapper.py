@@ -94,12 +94,14 @@ def map_lines(
     stats: MapStats,
     cache: Cache | None = None,
     routing: Routing | None = None,
+    cache_entries: int = CACHE_ENTRIES,
 ) -> None:
     """Parse a block of lines into `agg` (text → packed counts) and `stats`. `first_line` is
     the 1-based number of lines[0] within the task's split. `cache` (raw text → aggregation and
     cleaned text, kept by the caller across blocks) saves cleaning and routing again the many
-    exact duplicates. `routing`, when given, picks the aggregation of each text instead of
-    `agg` (a worker's reduce partitions, so no pass over the texts is needed afterwards)."""
+    exact duplicates (cleared when it holds `cache_entries`). `routing`, when given, picks the
+    aggregation of each text instead of `agg` (a worker's reduce partitions, so no pass over
+    the texts is needed afterwards)."""
     incs: dict[float, int] = {
         r: 1 << (SLOT_BITS * (r - spec.rating_min))
         for r in range(spec.rating_min, spec.rating_max + 1)
@@ -130,7 +132,7 @@ def map_lines(
                         else:
                             cleaned = clean_text(text)
                             hit = (route(cleaned) if cleaned and route else agg, cleaned)
-                        if len(cache) >= CACHE_ENTRIES:
+                        if len(cache) >= cache_entries:
                             cache.clear()
                         cache[text] = hit
                     target, key = hit
@@ -165,6 +167,7 @@ def map_task(
     cache: Cache | None = None,
     progress: Callable[[int, int], None] | None = None,
     routing: Routing | None = None,
+    cache_entries: int = CACHE_ENTRIES,
 ) -> int:
     """Run one task into `agg`/`stats` (or the aggregations `routing` picks, see map_lines);
     returns the number of lines read. `progress` gets (input bytes, lines) after every block;
@@ -173,7 +176,10 @@ def map_task(
     cache = {} if cache is None else cache
     cursor, reported = [0], 0
     for lines, too_long in iter_task_blocks(task, max_line_bytes, cursor=cursor):
-        map_lines(lines, too_long, line_no, task, spec, max_line_bytes, agg, stats, cache, routing)
+        map_lines(
+            lines, too_long, line_no, task, spec, max_line_bytes, agg, stats, cache, routing,
+            cache_entries,
+        )  # fmt: skip
         line_no += len(lines)
         if progress:
             progress(cursor[0] - reported, len(lines))

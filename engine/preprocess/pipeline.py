@@ -17,10 +17,12 @@ from typing import Any
 from engine.config import PreprocessConfig
 from engine.errors import InputError
 from engine.events import Emitter
+from engine.preprocess.budget import default_budget
 from engine.preprocess.readers import check_inputs, detect_spec, plan_tasks
 from engine.preprocess.records import SKIP_REASONS, RecordSpec
 from engine.preprocess.reduce import PAD_ID, UNK_ID, LabelRule, token_dtype
 from engine.preprocess.run_local import JobSettings, LocalResult, make_tmp, run_local
+from engine.preprocess.spill import likely_to_spill, plan_spill, scratch_error
 from engine.preprocess.text import stopwords
 from engine.preprocess.writer import (
     FORMAT_VERSION,
@@ -35,8 +37,12 @@ STAGE = "preprocess"
 class _ProgressEvents:
     """Turns runner progress callbacks into rate-limited `progress` events."""
 
-    def __init__(self, emitter: Emitter | None, total: int, every_s: float = 0.5) -> None:
+    def __init__(
+        self, emitter: Emitter | None, total: int, every_s: float = 0.5, **extra: Any
+    ) -> None:
         self.emitter, self.total, self.every_s = emitter, total, every_s
+        self.extra = extra
+        """Fields added to every progress event (memory budget, whether spilling is expected)."""
         self.done = self.records = 0
         self.start = self.last = time.monotonic()
 
@@ -56,6 +62,7 @@ class _ProgressEvents:
                 rate=self.done / elapsed,
                 records=self.records,
                 records_per_s=self.records / elapsed,
+                **self.extra,
             )
 
 
@@ -123,7 +130,14 @@ def run_preprocess(
         out.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             (out / "dataset.h5").unlink()  # never leave an old dataset next to new json files
-        tmp = make_tmp(str(out))
+        try:
+            tmp = make_tmp(str(out))
+        except OSError as exc:
+            raise scratch_error(exc, str(out)) from exc
+        total = sum(sizes.values())
+        workers = cfg.workers or os.cpu_count() or 1
+        budget = cfg.memory_budget or default_budget()
+        extra = _spill_warning(cfg, emitter, budget, workers, total, tmp)
         job = JobSettings(
             specs=specs,
             rule=LabelRule.of(specs[0]),
@@ -133,12 +147,17 @@ def run_preprocess(
             vocab_size=cfg.vocab_size,
             seq_len=cfg.seq_len,
             tmp=tmp,
+            memory_budget=budget if cfg.runner == "local" else None,
+            input_bytes=total,
         )
-        total = sum(sizes.values())
-        progress = _ProgressEvents(emitter, total)
-        workers = cfg.workers or os.cpu_count() or 1
-        result = _run_runner(cfg, job, sizes, workers, progress, mrjob_args)
-        stats = _finish(cfg, job, result, start, out, tmp)
+        progress = _ProgressEvents(emitter, total, **extra)
+        try:
+            result = _run_runner(cfg, job, sizes, workers, progress, mrjob_args)
+            stats = _finish(cfg, job, result, start, out, tmp)
+        except OSError as exc:
+            if exc.errno is None and "No space left" not in str(exc):
+                raise
+            raise scratch_error(exc, tmp) from exc
         if to_s3:
             from engine.preprocess.run_mrjob import upload_output
 
@@ -163,6 +182,36 @@ def run_preprocess(
         emitter.emit("summary", stage=STAGE, **stats)
         emitter.emit("stage_end", stage=STAGE, status="ok", seconds=stats["seconds"])
     return stats
+
+
+def _spill_warning(
+    cfg: PreprocessConfig,
+    emitter: Emitter | None,
+    budget: int,
+    workers: int,
+    total: int,
+    tmp: str,
+) -> dict[str, Any]:
+    """Before the local runner starts: when the input is obviously larger than the budget,
+    say so in a first progress event (`note`, with the scratch folder's free space); returns
+    the fields every progress event then carries (memory_budget, spill_expected)."""
+    if cfg.runner != "local":
+        return {}
+    plan = plan_spill(budget, min(workers, max(1, total // (1 << 20))), total, cfg.seq_len)
+    expected = likely_to_spill(plan, total)
+    fields: dict[str, Any] = {"memory_budget": budget, "spill_expected": expected}
+    if expected and emitter:
+        free = shutil.disk_usage(tmp).free
+        note = (
+            f"input {total / 1e9:.1f} GB is much larger than the memory budget "
+            f"{budget / 1e9:.2f} GB: the local runner will spill sorted runs to {tmp} "
+            f"({free / 1e9:.0f} GB free there; it may need up to ≈ {total / 1e9:.1f} GB)"
+        )
+        emitter.emit(
+            "progress", stage=STAGE, done=0, total=total, unit="bytes", rate=0.0, records=0,
+            records_per_s=0.0, note=note, **fields,
+        )  # fmt: skip
+    return fields
 
 
 def _run_runner(
@@ -214,6 +263,8 @@ def _finish(
     if result.cpu:
         result.cpu["combine"] = time.process_time() - finish_cpu
     stats = build_stats(cfg, result, time.time() - start)
+    stats["memory_budget"] = job.memory_budget
+    stats["spill"] = result.spill or None
     write_json_atomic(out / "vocab.json", vocab_doc)
     write_json_atomic(out / "stats.json", stats)
     publish_dataset(tmp_h5, out / "dataset.h5")
@@ -275,7 +326,7 @@ def build_stats(cfg: PreprocessConfig, result: LocalResult, seconds: float) -> d
         "seconds": round(seconds, 3),
         "mb_per_s": round(ms.input_bytes / 1e6 / max(seconds, 1e-9), 3),
         "runner": cfg.runner,
-        "workers": len(result.parts) if cfg.runner == "local" else None,
+        "workers": (result.workers or len(result.parts)) if cfg.runner == "local" else None,
         "cpu_seconds": {stage: round(s, 3) for stage, s in result.cpu.items()} or None,
         "inputs": list(cfg.inputs),
         "lines_per_file": lines_per_file,

@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from engine.preprocess.dedupe import text_partition
-from engine.preprocess.mapper import Agg, Cache, MapStats, Pending, Routing, map_task
+from engine.preprocess.mapper import (
+    CACHE_ENTRIES,
+    Agg,
+    Cache,
+    MapStats,
+    Pending,
+    Routing,
+    map_task,
+)
 from engine.preprocess.readers import MapTask
 from engine.preprocess.records import RecordSpec
 from engine.preprocess.reduce import (
@@ -37,6 +45,16 @@ from engine.preprocess.reduce import (
     select_vocab,
     token_dtype,
     word_index,
+)
+from engine.preprocess.spill import (
+    RunReader,
+    Spiller,
+    SpillPlan,
+    all_runs,
+    load_part,
+    plan_spill,
+    scratch_error,
+    stash_part,
 )
 from engine.preprocess.text import clean_text
 from engine.preprocess.writer import write_part
@@ -57,6 +75,12 @@ class JobSettings:
     vocab_size: int
     seq_len: int
     tmp: str
+    memory_budget: int | None = None
+    """Bytes the distinct-text state may hold over all workers before spilling (None: no
+    limit, for the runners that hand the state to Spark or Hadoop)."""
+    input_bytes: int = 0
+    spill: SpillPlan | None = None
+    """Set by run_local for the worker count it runs with."""
 
 
 @dataclass(slots=True)
@@ -69,6 +93,10 @@ class LocalResult:
     parts: list[str]
     cpu: dict[str, float] = field(default_factory=dict)
     """CPU seconds per stage (map, shuffle, reduce, encode, parent), summed over processes."""
+    spill: dict[str, int] = field(default_factory=dict)
+    """runs, bytes and buckets spilled to disk (zeros when everything fitted in memory)."""
+    workers: int = 0
+    """Worker processes (0: one per part)."""
 
 
 class _Clock:
@@ -85,13 +113,22 @@ class _Clock:
 
 
 def _map_into(
-    tasks: list[MapTask], job: JobSettings, progress: Progress | None
+    tasks: list[MapTask], job: JobSettings, progress: Progress | None, spiller: Spiller | None
 ) -> tuple[Agg, MapStats]:
     agg: Agg = {}
     stats = MapStats()
     cache: Cache = {}
+    entries = job.spill.cache_entries if job.spill else CACHE_ENTRIES
+
+    def report(nbytes: int, lines: int) -> None:
+        if progress:
+            progress(nbytes, lines)
+        if spiller and spiller.over([agg]):
+            spiller.spill([agg])  # in place: the cache's entries still point at agg
+
     for task in tasks:
-        map_task(task, job.specs[task.file_index], job.max_line_bytes, agg, stats, cache, progress)
+        spec = job.specs[task.file_index]
+        map_task(task, spec, job.max_line_bytes, agg, stats, cache, report, None, entries)
     return agg, stats
 
 
@@ -211,18 +248,73 @@ def run_local(
 def _run_local(
     tasks: list[MapTask], job: JobSettings, workers: int, progress: Progress | None
 ) -> LocalResult:
+    if job.memory_budget is not None:
+        job.spill = plan_spill(job.memory_budget, workers, job.input_bytes, job.seq_len)
     if workers <= 1:
         clock = _Clock()
-        agg, stats = _map_into(tasks, job, progress)
+        spiller = Spiller(job.spill, job.tmp, 0) if job.spill else None
+        agg, stats = _map_into(tasks, job, progress, spiller)
         clock.lap("map")
+        if spiller and spiller.runs:
+            spiller.spill([agg])
+            clock.lap("shuffle")
+            counts, words, stashed = reduce_buckets(job, 0)
+            vocab = select_vocab(words, job.vocab_size)
+            clock.lap("reduce")
+            paths = encode_buckets(stashed, vocab, job)
+            clock.lap("encode")
+            spilled = spill_counts(job, spiller)
+            return LocalResult(stats, counts, vocab, paths, clock.cpu, spilled, 1)
         part = reduce_texts(agg.items(), job.rule, job.stop, job.test_fraction, job.seq_len)
         del agg
         vocab = select_vocab(part.train_words, job.vocab_size)
         clock.lap("reduce")
         path = encode_part(part, vocab, job, 0)
         clock.lap("encode")
-        return LocalResult(stats, part.counts, vocab, [path], clock.cpu)
+        return LocalResult(stats, part.counts, vocab, [path], clock.cpu, spill_counts(job, None))
     return _Pool(job, workers).run(tasks, progress)
+
+
+def spill_counts(job: JobSettings, spiller: Spiller | None) -> dict[str, int]:
+    """The spill figures recorded in stats.json (runs and bytes of this process)."""
+    return {
+        "runs": len(spiller.runs) if spiller else 0,
+        "bytes": spiller.bytes_written if spiller else 0,
+        "buckets": job.spill.buckets if job.spill and spiller and spiller.runs else 0,
+    }
+
+
+def reduce_buckets(job: JobSettings, wid: int) -> tuple[ReduceCounts, Counter[bytes], list[str]]:
+    """Reduce worker `wid`'s buckets from every worker's runs, one bucket in memory at a time;
+    each reduced bucket is stashed on disk until the vocabulary is known. Returns (counts,
+    training word counts, stash paths in bucket order)."""
+    assert job.spill is not None
+    reader = RunReader(all_runs(job.tmp))
+    counts, words, stashed = ReduceCounts(), Counter[bytes](), []
+    for b in job.spill.my_buckets(wid):
+        merged = reader.bucket(b)
+        part = reduce_texts(merged.items(), job.rule, job.stop, job.test_fraction, job.seq_len)
+        del merged
+        counts.merge(part.counts)
+        words.update(part.train_words)
+        path = os.path.join(job.tmp, f"bucket-{b:05d}.stash")
+        try:
+            stash_part(part, path)
+        except OSError as exc:
+            raise scratch_error(exc, job.tmp) from exc
+        stashed.append(path)
+    return counts, words, stashed
+
+
+def encode_buckets(stashed: list[str], vocab: list[str], job: JobSettings) -> list[str]:
+    """Encode and write each stashed bucket as an HDF5 part (stashes removed); part paths."""
+    paths = []
+    for path in stashed:
+        part = load_part(path)
+        os.unlink(path)
+        bucket = int(Path(path).stem.split("-")[1])
+        paths.append(encode_part(part, vocab, job, bucket))
+    return paths
 
 
 class _Worker:
@@ -236,30 +328,62 @@ class _Worker:
         self.stats = MapStats()
         self.cache: Cache = {}
         self.part: ReducedPart | None = None
+        self.spiller = Spiller(job.spill, job.tmp, wid) if job.spill else None
+        self.spill_mode = False
+        """True when any worker spilled: every worker then reduces buckets from the runs."""
+        self.stashed: list[str] = []
 
     def map(self, tasks: Iterator[MapTask], report: Progress) -> None:
-        """Map tasks until there are none left, then hand other workers their raw texts."""
-        assert self.routing is not None
-        agg = self.routing.parts[self.wid]
+        """Map tasks until there are none left (spilling its state to a run whenever it passes
+        the worker's budget), then hand other workers their raw texts."""
+        routing = self.routing
+        assert routing is not None
+        agg = routing.parts[self.wid]
+        spiller = self.spiller
+        entries = self.job.spill.cache_entries if self.job.spill else CACHE_ENTRIES
+
+        def check(nbytes: int, lines: int) -> None:
+            report(nbytes, lines)
+            if spiller and spiller.over([*routing.parts, *routing.pending]):
+                spiller.spill(routing.parts, routing.pending)
+
         for task in tasks:
             spec = self.job.specs[task.file_index]
-            limit, routing = self.job.max_line_bytes, self.routing.routing
-            map_task(task, spec, limit, agg, self.stats, self.cache, report, routing)
+            limit = self.job.max_line_bytes
+            map_task(
+                task, spec, limit, agg, self.stats, self.cache, check, routing.routing, entries
+            )
         self.clock.lap("map")
-        _send(self.routing.pending, self.job.tmp, "raw", self.wid)
+        _send(routing.pending, self.job.tmp, "raw", self.wid)
         self.clock.lap("shuffle")
 
-    def shuffle(self) -> None:
-        """Count the raw texts handed over, then hand other workers their partitions."""
+    @property
+    def spilled(self) -> bool:
+        """True when this worker wrote a run during its map."""
+        return bool(self.spiller and self.spiller.runs)
+
+    def shuffle(self, spill_mode: bool) -> None:
+        """Count the raw texts handed over, then hand other workers their partitions (or, in
+        spill mode, write everything left as one more run)."""
         assert self.routing is not None
         for received in _received(self.job.tmp, "raw", self.workers, self.wid):
             self.routing.resolve(received, self.cache)
         self.cache.clear()
-        _send(self.routing.parts, self.job.tmp, "map", self.wid)
+        self.spill_mode = spill_mode
+        if spill_mode:
+            assert self.spiller is not None
+            self.spiller.spill(self.routing.parts)
+            self.routing = None
+        else:
+            _send(self.routing.parts, self.job.tmp, "map", self.wid)
         self.clock.lap("shuffle")
 
     def reduce(self) -> tuple[ReduceCounts, Counter[bytes]]:
         """Merge this worker's partition and reduce it: (counts, training word counts)."""
+        if self.spill_mode:
+            counts, words, self.stashed = reduce_buckets(self.job, self.wid)
+            self.clock.lap("reduce")
+            return counts, words
         assert self.routing is not None
         own = self.routing.parts[self.wid]
         items = _merge(own, _received(self.job.tmp, "map", self.workers, self.wid))
@@ -273,13 +397,17 @@ class _Worker:
         self.clock.lap("reduce")
         return part.counts, words
 
-    def encode(self, vocab: list[str]) -> str:
-        """Encode and write this worker's HDF5 part; returns its path."""
+    def encode(self, vocab: list[str]) -> list[str]:
+        """Encode and write this worker's HDF5 part(s); returns their paths in order."""
+        if self.spill_mode:
+            paths = encode_buckets(self.stashed, vocab, self.job)
+            self.clock.lap("encode")
+            return paths
         assert self.part is not None
         path = encode_part(self.part, vocab, self.job, self.wid)
         self.part = None
         self.clock.lap("encode")
-        return path
+        return [path]
 
 
 def _child(
@@ -300,14 +428,18 @@ def _child(
             results.put(("progress", nbytes, lines))
 
         worker.map(iter(tasks.get, None), report)
-        results.put(("mapped", wid, worker.stats))
+        results.put(("mapped", wid, (worker.stats, worker.spilled)))
         barrier.wait()  # every worker has written its raw texts
-        worker.shuffle()
+        worker.shuffle(commands.get())  # spill mode, when any worker spilled
         results.put(("shuffled", wid, None))
         barrier.wait()  # every worker has written its partitions
         results.put(("reduced", wid, worker.reduce()))
-        path = worker.encode(commands.get())
-        results.put(("encoded", wid, (path, worker.clock.cpu)))
+        paths = worker.encode(commands.get())
+        spilled = spill_counts(job, worker.spiller)
+        results.put(("encoded", wid, (paths, worker.clock.cpu, spilled)))
+    except OSError as exc:  # a full disk, reported as such by the parent
+        results.put(("oserror", wid, (exc.errno, exc.strerror, traceback.format_exc())))
+        raise
     except BaseException:  # reported to the parent, which raises it
         results.put(("error", wid, traceback.format_exc()))
         raise
@@ -359,10 +491,14 @@ class _Pool:
 
             own.map(iter(task_q.get, None), report)
             stats = own.stats
-            for _, got in self._collect(result_q, procs, "mapped", progress):
+            spill_mode = own.spilled
+            for _, (got, spilled) in self._collect(result_q, procs, "mapped", progress):
                 stats.merge(got)
+                spill_mode = spill_mode or spilled
+            for cmd in commands[1:]:
+                cmd.put(spill_mode)
             self._meet(barrier)
-            own.shuffle()
+            own.shuffle(spill_mode)
             self._collect(result_q, procs, "shuffled", None)
             self._meet(barrier)
             counts, words = own.reduce()
@@ -374,14 +510,20 @@ class _Pool:
                 cmd.put(vocab)
             parts = {0: own.encode(vocab)}
             cpu = dict(own.clock.cpu)
-            for wid, (path, worker_cpu) in self._collect(result_q, procs, "encoded", None):
-                parts[wid] = path
+            spill = spill_counts(self.job, own.spiller)
+            for wid, (paths, worker_cpu, spilled) in self._collect(
+                result_q, procs, "encoded", None
+            ):
+                parts[wid] = paths
                 for stage, seconds in worker_cpu.items():
                     cpu[stage] = cpu.get(stage, 0.0) + seconds
+                spill["runs"] += spilled["runs"]
+                spill["bytes"] += spilled["bytes"]
+                spill["buckets"] = max(spill["buckets"], spilled["buckets"])
             cpu["parent"] = time.process_time() - start_cpu - sum(own.clock.cpu.values())
             done = True
-            paths = [parts[w] for w in range(self.workers)]
-            return LocalResult(stats, counts, vocab, paths, cpu)
+            ordered = [path for w in range(self.workers) for path in parts[w]]
+            return LocalResult(stats, counts, vocab, ordered, cpu, spill, self.workers)
         finally:
             if done:  # parts are written: let the workers free their memory and exit meanwhile
                 threading.Thread(target=_join_all, args=(procs,), daemon=True).start()
@@ -413,6 +555,9 @@ class _Pool:
                 progress(msg[1], msg[2])
         elif msg[0] == "error":
             raise RuntimeError(f"preprocess worker {msg[1]} failed:\n{msg[2]}")
+        elif msg[0] == "oserror":
+            code, strerror, _ = msg[2]
+            raise scratch_error(OSError(code, strerror), self.job.tmp)
         else:
             self.early.append(msg)
 

@@ -91,15 +91,37 @@ def combine_parts(
         for split in SPLITS:
             group = out.create_group(split)
             create_split(group, totals[split], seq_len, dtype)
-            at = 0
-            for part in parts:
-                with h5py.File(part, "r") as h5:
-                    src = h5[split]
-                    k = src["labels"].shape[0]
-                    if k:
-                        for name in ("tokens", "labels", "lengths"):
-                            group[name][at : at + k] = src[name][()]
-                    at += k
+            for name in ("tokens", "labels", "lengths"):
+                _copy_rows(group[name], parts, split, name)
+
+
+COPY_BYTES = 8 << 20
+"""Bytes per write when combining parts (whole chunks, so the file's layout does not depend on
+where the parts' boundaries fall: the same rows give the same bytes)."""
+
+
+def _copy_rows(dst: Any, parts: Sequence[str | Path], split: str, name: str) -> None:
+    """Concatenate /split/name of the parts into dst, written in whole-chunk blocks."""
+    if not dst.shape[0]:
+        return
+    chunk = dst.chunks[0]
+    row_bytes = dst.dtype.itemsize * int(np.prod(dst.shape[1:], dtype=np.int64))
+    step = chunk * max(1, COPY_BYTES // (chunk * row_bytes))
+    buf = np.empty((step, *dst.shape[1:]), dtype=dst.dtype)
+    fill = at = 0
+    for part in parts:
+        with h5py.File(part, "r") as h5:
+            src = h5[split][name]
+            n, i = src.shape[0], 0
+            while i < n:
+                k = min(n - i, step - fill)
+                src.read_direct(buf, np.s_[i : i + k], np.s_[fill : fill + k])
+                fill, i = fill + k, i + k
+                if fill == step:
+                    dst[at : at + step] = buf
+                    at, fill = at + step, 0
+    if fill:
+        dst[at : at + fill] = buf[:fill]
 
 
 def write_json_atomic(path: str | Path, data: Any) -> None:

@@ -1,0 +1,30 @@
+"""The local runner's default memory budget (a light module: the CLI shows it in --help)."""
+
+from __future__ import annotations
+
+import os
+
+DEFAULT_BUDGET_SHARE = 0.5
+"""Default memory budget: this share of the memory available when the job starts."""
+MIN_BUDGET = 1 << 20
+"""Smallest budget accepted (the fixed costs of a worker are on top of it)."""
+
+
+def available_memory() -> int:
+    """MemAvailable of /proc/meminfo in bytes (physical memory where that file is missing)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+
+
+def default_budget() -> int:
+    """The memory budget when none is given: DEFAULT_BUDGET_SHARE of the available memory."""
+    return max(MIN_BUDGET, int(available_memory() * DEFAULT_BUDGET_SHARE))
