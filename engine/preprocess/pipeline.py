@@ -21,8 +21,8 @@ from engine.preprocess.budget import default_budget
 from engine.preprocess.readers import check_inputs, detect_spec, plan_tasks
 from engine.preprocess.records import SKIP_REASONS, RecordSpec
 from engine.preprocess.reduce import PAD_ID, UNK_ID, LabelRule, token_dtype
-from engine.preprocess.run_local import JobSettings, LocalResult, make_tmp, run_local
-from engine.preprocess.spill import likely_to_spill, plan_spill, scratch_error
+from engine.preprocess.run_local import JobSettings, LocalResult, run_local
+from engine.preprocess.spill import likely_to_spill, make_tmp, plan_spill, scratch_error
 from engine.preprocess.text import stopwords
 from engine.preprocess.writer import (
     FORMAT_VERSION,
@@ -127,10 +127,10 @@ def run_preprocess(
         local_inputs = [p for p in cfg.inputs if not (remote and p.startswith("s3://"))]
         sizes = dict(zip(local_inputs, check_inputs(local_inputs), strict=True))
         specs = resolve_specs(cfg, rating_max, negative_max)
-        out.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            (out / "dataset.h5").unlink()  # never leave an old dataset next to new json files
         try:
+            out.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                (out / "dataset.h5").unlink()  # never leave an old dataset next to new json files
             tmp = make_tmp(str(out))
         except OSError as exc:
             raise scratch_error(exc, str(out)) from exc

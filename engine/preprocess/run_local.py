@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine import errors
+from engine.errors import SentitopError
 from engine.preprocess.dedupe import text_partition
 from engine.preprocess.mapper import (
     CACHE_ENTRIES,
@@ -440,6 +442,9 @@ def _child(
     except OSError as exc:  # a full disk, reported as such by the parent
         results.put(("oserror", wid, (exc.errno, exc.strerror, traceback.format_exc())))
         raise
+    except SentitopError as exc:  # e.g. StorageError from a spill: raised again by the parent
+        results.put(("usererror", wid, (type(exc).__name__, exc.message, exc.hint)))
+        raise
     except BaseException:  # reported to the parent, which raises it
         results.put(("error", wid, traceback.format_exc()))
         raise
@@ -558,6 +563,10 @@ class _Pool:
         elif msg[0] == "oserror":
             code, strerror, _ = msg[2]
             raise scratch_error(OSError(code, strerror), self.job.tmp)
+        elif msg[0] == "usererror":
+            name, message, hint = msg[2]
+            kind = getattr(errors, name, SentitopError)
+            raise kind(message, hint=hint)
         else:
             self.early.append(msg)
 
@@ -585,10 +594,3 @@ class _Pool:
 def _join_all(procs: list[Any]) -> None:
     for proc in procs:
         proc.join()
-
-
-def make_tmp(output: str) -> str:
-    """A fresh scratch folder inside the output folder (same filesystem for the final rename)."""
-    path = Path(output) / f".preprocess-tmp-{os.getpid()}"
-    path.mkdir(parents=True, exist_ok=True)
-    return str(path)

@@ -8,6 +8,7 @@ import hashlib
 import marshal
 import math
 import os
+import shutil
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -120,7 +121,14 @@ def scratch_error(exc: OSError, folder: str) -> StorageError | InputError:
             hint="free disk space there, preprocess into a folder on a larger disk, "
             "or raise --memory-budget so less is spilled",
         )
-    if exc.errno in (errno.ENOENT, errno.EACCES, errno.EROFS, errno.EPERM):
+    if exc.errno in (
+        errno.ENOENT,
+        errno.ENOTDIR,
+        errno.EEXIST,
+        errno.EACCES,
+        errno.EROFS,
+        errno.EPERM,
+    ):
         return InputError(
             f"cannot write to the scratch folder {folder}: {exc.strerror}",
             hint="the output folder must exist and be writable",
@@ -240,3 +248,18 @@ def iter_buckets(reader: RunReader, buckets: range) -> Iterator[tuple[int, Agg]]
     """(bucket, merged state) for each bucket in order."""
     for b in buckets:
         yield b, reader.bucket(b)
+
+
+def make_tmp(output: str) -> str:
+    """A fresh scratch folder inside the output folder (same filesystem for the final rename);
+    scratch folders left by killed runs (their process is gone) are removed first."""
+    for old in Path(output).glob(".preprocess-tmp-*"):
+        try:
+            os.kill(int(old.name.rsplit("-", 1)[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(old, ignore_errors=True)
+        except (ValueError, PermissionError):
+            continue
+    path = Path(output) / f".preprocess-tmp-{os.getpid()}"
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path)

@@ -1,0 +1,260 @@
+"""Memory budget: the spill path gives the in-memory path's bytes on the real files; a full
+disk, an unwritable scratch folder and a killed worker leave no output taken as done."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.config import PreprocessConfig
+from engine.errors import InputError, StorageError
+from engine.events import Emitter
+from engine.preprocess import run_preprocess
+from engine.preprocess.spill import Spiller
+from tests.preprocess.conftest import DATA, MUSICAL, write_lines
+
+BEAUTY = DATA / "amazon2018_All_Beauty_5.jsonl.gz"
+OFFICE = DATA / "amazon2018_Office_Products_5.balanced9000.jsonl.gz"
+VOLATILE = ("seconds", "mb_per_s", "cpu_seconds", "memory_budget", "spill")
+
+needs_data = pytest.mark.skipif(
+    not (MUSICAL.exists() and BEAUTY.exists() and OFFICE.exists()),
+    reason=f"real review files not in {DATA}",
+)
+
+
+class ListSink:
+    """Collects events."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def write(self, event: dict[str, Any]) -> None:
+        self.events.append(dict(event))
+
+    def close(self) -> None:
+        pass
+
+
+def _run(inputs: list[Path], out: Path, workers: int, budget: int | None) -> dict[str, Any]:
+    cfg = PreprocessConfig(
+        inputs=[str(p) for p in inputs], output=str(out), workers=workers, memory_budget=budget
+    )
+    return run_preprocess(cfg)
+
+
+def _assert_same(a: Path, b: Path) -> None:
+    assert filecmp.cmp(a / "dataset.h5", b / "dataset.h5", shallow=False)
+    assert filecmp.cmp(a / "vocab.json", b / "vocab.json", shallow=False)
+    sa, sb = (json.loads((d / "stats.json").read_text()) for d in (a, b))
+    for key in VOLATILE:
+        sa.pop(key)
+        sb.pop(key)
+    assert sa == sb
+
+
+def _many_distinct(tmp_path: Path) -> Path:
+    """≈ 20 MB of distinct reviews: several map tasks, so two workers both map."""
+    filler = "some more words to make the line longer " * 3
+    lines = [
+        json.dumps({"reviewText": f"distinct review {i} {filler}", "overall": 5}).encode()
+        for i in range(140_000)
+    ]
+    return write_lines(tmp_path / "in.jsonl", lines)
+
+
+def _leftovers(out: Path) -> list[str]:
+    return [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+@needs_data
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_spill_path_is_byte_identical_to_the_in_memory_path(tmp_path: Path, workers: int) -> None:
+    inputs = [MUSICAL, BEAUTY, OFFICE]
+    memory = _run(inputs, tmp_path / "memory", workers, None)
+    spilled = _run(inputs, tmp_path / "spill", workers, 2 << 20)
+    assert memory["spill"]["runs"] == 0
+    assert spilled["spill"]["runs"] >= 2 * workers  # spilled during the map, not only at its end
+    assert spilled["spill"]["buckets"] > workers
+    assert spilled["memory_budget"] == 2 << 20
+    assert spilled["workers"] == memory["workers"] == workers
+    _assert_same(tmp_path / "memory", tmp_path / "spill")
+    assert _leftovers(tmp_path / "spill") == []
+
+
+@needs_data
+def test_spill_with_one_worker_on_one_file(tmp_path: Path) -> None:
+    memory = _run([MUSICAL], tmp_path / "memory", 1, None)
+    spilled = _run([MUSICAL], tmp_path / "spill", 1, 1 << 20)
+    assert spilled["spill"]["runs"] >= 2 and memory["kept"] == spilled["kept"] > 10_000
+    _assert_same(tmp_path / "memory", tmp_path / "spill")
+
+
+def test_spill_on_small_synthetic_lines_with_two_workers(tmp_path: Path) -> None:
+    """No real files needed: many distinct texts, duplicates across both workers' halves."""
+    filler = "some more words to make the line longer " * 3
+    lines = [
+        json.dumps({"reviewText": f"text {i % 70_000} is good {i % 13} {filler}", "overall": 5})
+        for i in range(140_000)
+    ]
+    src = tmp_path / "in.jsonl"
+    write_lines(src, [line.encode() for line in lines])
+    memory = _run([src], tmp_path / "memory", 2, None)
+    spilled = _run([src], tmp_path / "spill", 2, 1 << 20)
+    assert spilled["spill"]["runs"] > 2 and spilled["workers"] == 2
+    _assert_same(tmp_path / "memory", tmp_path / "spill")
+
+
+def test_budget_below_the_minimum_is_exit_2(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    write_lines(src, [b'{"reviewText": "fine", "overall": 5}'])
+    with pytest.raises(InputError, match="--memory-budget"):
+        _run([src], tmp_path / "out", 1, 1000)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs (a real full disk); skipped where mounting is not allowed."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True
+    )
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@needs_data
+@pytest.mark.parametrize("workers", [1, 2])
+def test_full_disk_is_a_clear_error_and_no_output(small_disk: Path, workers: int) -> None:
+    out = small_disk / "out"
+    sink = ListSink()
+    cfg = PreprocessConfig(
+        inputs=[str(MUSICAL)], output=str(out), workers=workers, memory_budget=1 << 20
+    )
+    with pytest.raises(StorageError) as caught:
+        run_preprocess(cfg, Emitter(sink))
+    assert "no space left" in caught.value.message
+    assert str(out) in caught.value.message
+    assert caught.value.exit_code == 1
+    assert not (out / "dataset.h5").exists()
+    assert _leftovers(out) == []  # the scratch folder is gone
+    assert sink.events[-1]["type"] == "stage_end" and sink.events[-1]["status"] == "failed"
+
+
+def test_enospc_in_a_forked_worker_is_reported_as_a_full_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where no tmpfs can be mounted: the write itself raises ENOSPC (monkeypatched) in the
+    second worker, a forked process."""
+    real_spill = Spiller.spill
+
+    def spill(self: Spiller, *args: Any) -> None:
+        if self.wid == 1:
+            import errno
+
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_spill(self, *args)
+
+    monkeypatch.setattr(Spiller, "spill", spill)
+    src = _many_distinct(tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(StorageError, match="no space left"):
+        _run([src], out, 2, 1 << 20)
+    assert not (out / "dataset.h5").exists()
+    assert _leftovers(out) == []
+
+
+def test_killed_worker_leaves_no_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker 1 is SIGKILLed (as by the OOM killer) at its first spill."""
+
+    def spill(self: Spiller, *args: Any) -> None:
+        if self.wid == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(Spiller, "spill", spill)
+    src = _many_distinct(tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="died|stopped"):
+        _run([src], out, 2, 1 << 20)
+    assert not (out / "dataset.h5").exists()
+    assert _leftovers(out) == []
+
+
+def test_unwritable_output_is_exit_2_naming_the_folder(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    write_lines(src, [b'{"reviewText": "fine", "overall": 5}'])
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(InputError) as caught:
+        _run([src], blocker / "out", 1, None)
+    assert str(blocker / "out") in caught.value.message
+
+
+def test_stale_scratch_of_a_killed_run_is_removed(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    write_lines(src, [b'{"reviewText": "fine words here", "overall": 5}'])
+    out = tmp_path / "out"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = out / f".preprocess-tmp-{dead.pid}"
+    stale.mkdir(parents=True)
+    (stale / "run-0-0.bin").write_bytes(b"x" * 100)
+    _run([src], out, 1, None)
+    assert _leftovers(out) == []
+
+
+def test_large_input_warns_before_starting(tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"reviewText": f"review {i} " + "word " * 150, "overall": 4}).encode()
+        for i in range(3000)
+    ]
+    src = tmp_path / "in.jsonl"
+    write_lines(src, lines)
+    sink = ListSink()
+    cfg = PreprocessConfig(inputs=[str(src)], output=str(tmp_path / "o"), memory_budget=1 << 20)
+    stats = run_preprocess(cfg, Emitter(sink))
+    progress = [e for e in sink.events if e["type"] == "progress"]
+    assert "spill" in progress[0]["note"] and str(tmp_path / "o") in progress[0]["note"]
+    assert progress[0]["done"] == 0
+    assert all(e["memory_budget"] == 1 << 20 and e["spill_expected"] for e in progress)
+    assert stats["spill"]["runs"] >= 1
+    quiet = ListSink()
+    cfg = PreprocessConfig(inputs=[str(src)], output=str(tmp_path / "q"))
+    run_preprocess(cfg, Emitter(quiet))
+    assert not any("note" in e for e in quiet.events)
+
+
+def test_help_shows_the_default_budget_and_stats_record_it(tmp_path: Path) -> None:
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    shown = subprocess.run(
+        [sys.executable, "-m", "engine.preprocess", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    assert "--memory-budget" in shown and "GB" in " ".join(shown.split())
+    src = tmp_path / "in.jsonl"
+    write_lines(src, [b'{"reviewText": "fine words here", "overall": 5}'])
+    stats = _run([src], tmp_path / "out", 1, None)
+    assert stats["memory_budget"] > 1 << 20
+    assert stats["spill"] == {"runs": 0, "bytes": 0, "buckets": 0}
