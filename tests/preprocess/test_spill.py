@@ -108,7 +108,7 @@ def test_spill_on_small_synthetic_lines_with_two_workers(tmp_path: Path) -> None
     ]
     src = tmp_path / "in.jsonl"
     write_lines(src, [line.encode() for line in lines])
-    memory = _run([src], tmp_path / "memory", 2, None)
+    _run([src], tmp_path / "memory", 2, None)
     spilled = _run([src], tmp_path / "spill", 2, 1 << 20)
     assert spilled["spill"]["runs"] > 2 and spilled["workers"] == 2
     _assert_same(tmp_path / "memory", tmp_path / "spill")
@@ -190,7 +190,7 @@ def test_killed_worker_leaves_no_output(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(Spiller, "spill", spill)
     src = _many_distinct(tmp_path)
     out = tmp_path / "out"
-    with pytest.raises(RuntimeError, match="died|stopped"):
+    with pytest.raises(RuntimeError, match=r"died|stopped"):
         _run([src], out, 2, 1 << 20)
     assert not (out / "dataset.h5").exists()
     assert _leftovers(out) == []
