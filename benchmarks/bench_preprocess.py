@@ -16,6 +16,9 @@
    cores: CPU(1 worker) / (serial + workers' stages / 2).
 5. Peak RSS (sum over the process tree, sampled) at --rss-size input with all cores
    (target ≤ 1.5 GB at 1 GB), and the peak at the smaller input for comparison.
+6. The host's own two-process capacity, interleaved with the fresh-process runs: the bare loop
+   in one fresh process alone, and two copies at once (2 × alone ÷ the pair's wall time); the
+   runner's 2-worker speed-up as a fraction of it (issue 12 target ≥ 0.9).
 """
 
 from __future__ import annotations
@@ -114,6 +117,30 @@ print(json.dumps({"wall": wall, "cpu": cpu, "kept": stats["kept"]}))
 """
 
 
+BARE = """
+import sys, time
+sys.path.insert(0, sys.argv[2])
+from bench_preprocess import bare_tokenise
+from pathlib import Path
+print(bare_tokenise(Path(sys.argv[1]))[0])
+"""
+
+
+def host_capacity(path: Path) -> tuple[float, float]:
+    """(wall s of the bare loop alone, wall s of two copies at once), each copy a fresh
+    process started the same way as fresh_run's, timed inside the process."""
+    here = str(Path(__file__).resolve().parent)
+    cmd = [sys.executable, "-c", BARE, str(path), here]
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+
+    alone = float(start().communicate()[0])
+    pair = [start(), start()]
+    both = max(float(p.communicate()[0]) for p in pair)
+    return alone, both
+
+
 def fresh_run(path: Path, out: Path, workers: int) -> tuple[float, float, float]:
     """(wall s of the job, its CPU s, wall s of the whole command) in a fresh process: imports
     done before the clock starts, so the heap is as cold as a `sentitop preprocess` run's."""
@@ -208,7 +235,9 @@ def main() -> None:
     fresh: dict[int, list[tuple[float, float, float]]] = {1: [], 2: []}
     stages1: list[dict[str, float]] = []
     stages2: list[dict[str, float]] = []
+    capacity: list[tuple[float, float]] = []
     for _ in range(args.repeat):  # interleaved, best of each: the machine may be shared
+        capacity.append(host_capacity(small))
         wall, cpu = bare_tokenise(small)
         bare_wall.append(wall)
         bare_cpu.append(cpu)
@@ -233,6 +262,8 @@ def main() -> None:
     fresh_best = {w: tuple(min(run[k] for run in fresh[w]) for k in range(3)) for w in (1, 2)}
     fresh_median = {w: statistics.median(run[0] for run in fresh[w]) for w in (1, 2)}
     fresh_speedup = fresh_best[1][0] / fresh_best[2][0]
+    alone, pair = min(c[0] for c in capacity), min(c[1] for c in capacity)
+    host = 2 * alone / pair
     result = {
         "input_mb": round(mb, 1),
         "records": stats["read"],
@@ -246,6 +277,9 @@ def main() -> None:
         "two_workers_mb_s_wall": round(two_rate, 1),
         "speedup_2_vs_1_fresh_wall": round(fresh_speedup, 2),
         "speedup_2_vs_1_fresh_median_wall": round(fresh_median[1] / fresh_median[2], 2),
+        "host_two_process_capacity": round(host, 2),
+        "host_capacity_runs_s": [[round(a, 2), round(b, 2)] for a, b in capacity],
+        "fraction_of_host_capacity": round(fresh_speedup / host, 3),
         "speedup_2_vs_1_fresh_cpu_projected": round(2 * fresh_best[1][1] / fresh_best[2][1], 2),
         "speedup_2_vs_1_fresh_command_wall": round(fresh_best[1][2] / fresh_best[2][2], 2),
         "fresh_s_1_worker": [round(x, 2) for x in fresh_best[1]],
@@ -284,6 +318,10 @@ def main() -> None:
         f"2 workers vs 1, fresh processes (the job; imports before the clock): "
         f"{fresh_speedup:.2f}x wall (best {fresh_best[1][0]:.2f} vs {fresh_best[2][0]:.2f} s; "
         f"median {fresh_median[1] / fresh_median[2]:.2f}x)  (target >= 1.7x)"
+    )
+    print(
+        f"host two-process capacity (bare loop: 1 alone {alone:.2f} s, 2 at once {pair:.2f} s): "
+        f"{host:.2f}x; runner's 2 workers / 1 = {fresh_speedup / host:.3f} of it (target >= 0.9)"
     )
     print(
         f"  CPU s {fresh_best[1][1]:.2f} vs {fresh_best[2][1]:.2f} -> "

@@ -18,10 +18,11 @@ from engine.config import PreprocessConfig
 from engine.errors import InputError
 from engine.events import Emitter
 from engine.preprocess.budget import default_budget
+from engine.preprocess.job import JobSettings
 from engine.preprocess.readers import check_inputs, detect_spec, plan_tasks
 from engine.preprocess.records import SKIP_REASONS, RecordSpec
 from engine.preprocess.reduce import PAD_ID, UNK_ID, LabelRule, token_dtype
-from engine.preprocess.run_local import JobSettings, LocalResult, run_local
+from engine.preprocess.run_local import LocalResult, run_local
 from engine.preprocess.spill import likely_to_spill, make_tmp, plan_spill, scratch_error
 from engine.preprocess.text import stopwords
 from engine.preprocess.writer import (

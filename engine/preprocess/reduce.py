@@ -93,6 +93,8 @@ class ReducedPart:
     """Content words per row, capped at seq_len (with local_tokens)."""
     words: list[bytes] = field(default_factory=list)
     """Part-local id → word (with local_tokens)."""
+    id_counts: np.ndarray | None = None
+    """Training word counts by local id (when reduced with a shared WordTable)."""
 
     def add(self, row: Row | None, duplicates: int, words: list[bytes] | None = None) -> None:
         """Account one reduced text (`words`: its content words, counted when training)."""
@@ -119,7 +121,7 @@ class ReducedPart:
         return self
 
 
-class _WordTable:
+class WordTable:
     """Part-local word ids (in order of first sight) with a kind per id: 0 content, 1 stop,
     2 separator."""
 
@@ -157,11 +159,14 @@ def reduce_texts(
     stop: frozenset[bytes],
     test_fraction: float,
     seq_len: int = 0,
+    table: WordTable | None = None,
 ) -> ReducedPart:
     """Reduce (text, packed counts) pairs of distinct texts into a sorted part: mode rating,
     label, split; texts with only stopwords dropped; training words counted; with seq_len,
     also the first seq_len content words of each row as part-local ids (see write_part).
-    Word work is batched: one join + split per batch, ids through a C-level map."""
+    Word work is batched: one join + split per batch, ids through a C-level map. With `table`
+    (kept by the caller across parts) the local ids are the table's, and the training word
+    counts are left as `id_counts` (by table id) instead of `train_words`."""
     part = ReducedPart()
     candidates: list[Row] = []
     for text, packed in items:
@@ -169,7 +174,8 @@ def reduce_texts(
         part.counts.duplicates += total - 1
         key, test = text_keys(text, test_fraction)
         candidates.append((key, text, rule.label(rating), test))
-    table = _WordTable(stop)
+    shared = table is not None
+    table = table if table is not None else WordTable(stop)
     train_counts = np.zeros(0, dtype=np.int64)
     content_n, tokens = [], []
     for start in range(0, len(candidates), BATCH_TEXTS):
@@ -199,10 +205,12 @@ def reduce_texts(
         key=lambda i: (candidates[i][0], candidates[i][1]),
     )
     part.rows = [candidates[i] for i in order]
-    nonzero = np.flatnonzero(train_counts).tolist()
-    part.train_words = Counter(
-        dict(zip([table.words[i] for i in nonzero], train_counts[nonzero].tolist(), strict=True))
-    )
+    if shared:
+        part.id_counts = train_counts
+    else:
+        nonzero = np.flatnonzero(train_counts).tolist()
+        words = [table.words[i] for i in nonzero]
+        part.train_words = Counter(dict(zip(words, train_counts[nonzero].tolist(), strict=True)))
     if seq_len:
         picked = np.asarray(order, dtype=np.int64)
         part.local_tokens = np.concatenate(tokens)[picked] if tokens else None

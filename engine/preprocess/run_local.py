@@ -22,12 +22,13 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from engine import errors
 from engine.errors import SentitopError
+from engine.preprocess.buckets import encode_buckets, reduce_buckets
 from engine.preprocess.dedupe import text_partition
+from engine.preprocess.job import JobSettings
 from engine.preprocess.mapper import (
     CACHE_ENTRIES,
     Agg,
@@ -38,9 +39,7 @@ from engine.preprocess.mapper import (
     map_task,
 )
 from engine.preprocess.readers import MapTask
-from engine.preprocess.records import RecordSpec
 from engine.preprocess.reduce import (
-    LabelRule,
     ReduceCounts,
     ReducedPart,
     reduce_texts,
@@ -49,40 +48,15 @@ from engine.preprocess.reduce import (
     word_index,
 )
 from engine.preprocess.spill import (
-    RunReader,
     Spiller,
-    SpillPlan,
-    all_runs,
-    load_part,
     plan_spill,
     scratch_error,
-    stash_part,
 )
 from engine.preprocess.text import clean_text
 from engine.preprocess.writer import write_part
 
 Progress = Callable[[int, int], None]
 """Called with (input bytes done since last call, lines read since last call)."""
-
-
-@dataclass(slots=True)
-class JobSettings:
-    """What every worker needs to know (picklable)."""
-
-    specs: list[RecordSpec]
-    rule: LabelRule
-    stop: frozenset[bytes]
-    test_fraction: float
-    max_line_bytes: int
-    vocab_size: int
-    seq_len: int
-    tmp: str
-    memory_budget: int | None = None
-    """Bytes the distinct-text state may hold over all workers before spilling (None: no
-    limit, for the runners that hand the state to Spark or Hadoop)."""
-    input_bytes: int = 0
-    spill: SpillPlan | None = None
-    """Set by run_local for the worker count it runs with."""
 
 
 @dataclass(slots=True)
@@ -263,7 +237,7 @@ def _run_local(
             counts, words, stashed = reduce_buckets(job, 0)
             vocab = select_vocab(words, job.vocab_size)
             clock.lap("reduce")
-            paths = encode_buckets(stashed, vocab, job)
+            paths = encode_buckets(stashed, vocab, job, 0)
             clock.lap("encode")
             spilled = spill_counts(job, spiller)
             return LocalResult(stats, counts, vocab, paths, clock.cpu, spilled, 1)
@@ -284,39 +258,6 @@ def spill_counts(job: JobSettings, spiller: Spiller | None) -> dict[str, int]:
         "bytes": spiller.bytes_written if spiller else 0,
         "buckets": job.spill.buckets if job.spill and spiller and spiller.runs else 0,
     }
-
-
-def reduce_buckets(job: JobSettings, wid: int) -> tuple[ReduceCounts, Counter[bytes], list[str]]:
-    """Reduce worker `wid`'s buckets from every worker's runs, one bucket in memory at a time;
-    each reduced bucket is stashed on disk until the vocabulary is known. Returns (counts,
-    training word counts, stash paths in bucket order)."""
-    assert job.spill is not None
-    reader = RunReader(all_runs(job.tmp))
-    counts, words, stashed = ReduceCounts(), Counter[bytes](), []
-    for b in job.spill.my_buckets(wid):
-        merged = reader.bucket(b)
-        part = reduce_texts(merged.items(), job.rule, job.stop, job.test_fraction, job.seq_len)
-        del merged
-        counts.merge(part.counts)
-        words.update(part.train_words)
-        path = os.path.join(job.tmp, f"bucket-{b:05d}.stash")
-        try:
-            stash_part(part, path)
-        except OSError as exc:
-            raise scratch_error(exc, job.tmp) from exc
-        stashed.append(path)
-    return counts, words, stashed
-
-
-def encode_buckets(stashed: list[str], vocab: list[str], job: JobSettings) -> list[str]:
-    """Encode and write each stashed bucket as an HDF5 part (stashes removed); part paths."""
-    paths = []
-    for path in stashed:
-        part = load_part(path)
-        os.unlink(path)
-        bucket = int(Path(path).stem.split("-")[1])
-        paths.append(encode_part(part, vocab, job, bucket))
-    return paths
 
 
 class _Worker:
@@ -402,7 +343,7 @@ class _Worker:
     def encode(self, vocab: list[str]) -> list[str]:
         """Encode and write this worker's HDF5 part(s); returns their paths in order."""
         if self.spill_mode:
-            paths = encode_buckets(self.stashed, vocab, self.job)
+            paths = encode_buckets(self.stashed, vocab, self.job, self.wid)
             self.clock.lap("encode")
             return paths
         assert self.part is not None

@@ -29,7 +29,8 @@ from engine.preprocess.text import content_words
 
 if TYPE_CHECKING:
     from engine.config import PreprocessConfig
-    from engine.preprocess.run_local import JobSettings, LocalResult, Progress
+    from engine.preprocess.job import JobSettings
+    from engine.preprocess.run_local import LocalResult, Progress
 
 Key = list[str]
 

@@ -10,10 +10,11 @@ from collections.abc import Iterable, Iterator
 from operator import add
 from typing import Any
 
+from engine.preprocess.job import JobSettings
 from engine.preprocess.mapper import MapStats, map_task
 from engine.preprocess.readers import MapTask
 from engine.preprocess.reduce import ReducedPart, reduce_one, select_vocab
-from engine.preprocess.run_local import JobSettings, LocalResult, Progress, encode_part
+from engine.preprocess.run_local import LocalResult, Progress, encode_part
 
 STATS_KEY = ("S", b"")
 

@@ -32,10 +32,6 @@ REDUCE_TOKEN_BYTES = 12
 """Reduce working set per token position (int32 ids, their copies while sorting)."""
 MIN_LINE_BYTES = 400
 """Assumed smallest mean input line when sizing buckets (McAuley lines average ≈ 800 bytes)."""
-CACHE_SHARE = 0.25
-"""Share of a worker's budget its raw-text cache may hold."""
-CACHE_ENTRY_BYTES = 1000
-"""Assumed bytes per raw-text cache entry (text, cleaned text, tuple, dict slot)."""
 MAX_BUCKETS = 8192
 _FOOTER = struct.Struct("<Q")
 
@@ -70,7 +66,8 @@ class SpillPlan:
 
 def plan_spill(budget: int, workers: int, input_bytes: int, seq_len: int) -> SpillPlan:
     """Buckets sized so that one bucket's reduce fits a worker's share of the budget even if
-    every line held a distinct text; raw-text cache scaled to the budget."""
+    every line held a distinct text. The raw-text cache keeps its full size (a fixed cost of
+    each worker, like the input blocks: shrinking it makes the map clean texts again)."""
     if budget < MIN_BUDGET:
         raise InputError(
             f"--memory-budget {budget / 1e6:.0f} MB is below the smallest accepted "
@@ -81,8 +78,7 @@ def plan_spill(budget: int, workers: int, input_bytes: int, seq_len: int) -> Spi
     per_entry = REDUCE_ENTRY_BYTES + MIN_LINE_BYTES + REDUCE_TOKEN_BYTES * seq_len
     per_worker = max(1, math.ceil(entries * per_entry / budget))
     buckets = workers * min(per_worker, MAX_BUCKETS // workers)
-    cache = int(budget / workers * CACHE_SHARE / CACHE_ENTRY_BYTES)
-    return SpillPlan(budget, workers, buckets, max(1000, min(CACHE_ENTRIES, cache)))
+    return SpillPlan(budget, workers, buckets, CACHE_ENTRIES)
 
 
 def likely_to_spill(plan: SpillPlan, input_bytes: int, distinct_share: float = 0.15) -> bool:
@@ -219,12 +215,12 @@ class RunReader:
 
 
 def stash_part(part: ReducedPart, path: str) -> None:
-    """Keep a reduced bucket on disk until the vocabulary is known (see load_part)."""
+    """Keep a reduced bucket on disk until the vocabulary is known (see load_part); its local
+    ids are those of the worker's shared WordTable, saved once (save_words)."""
     assert part.local_tokens is not None and part.lengths is not None
     head = {
         "labels": bytes(r[2] for r in part.rows),
         "tests": bytes(r[3] for r in part.rows),
-        "words": part.words,
     }
     with open(path, "wb") as fh:
         marshal.dump(head, fh)
@@ -232,16 +228,15 @@ def stash_part(part: ReducedPart, path: str) -> None:
         np.save(fh, part.local_tokens)
 
 
-def load_part(path: str) -> ReducedPart:
-    """A stashed bucket with what write_part needs (rows hold label and split only)."""
+def load_part(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(labels uint8, test flags bool, lengths, local tokens) of a stashed bucket."""
     with open(path, "rb") as fh:
         head = marshal.load(fh)
         lengths = np.load(fh)
         tokens = np.load(fh)
-    rows = [
-        (0, b"", label, test) for label, test in zip(head["labels"], head["tests"], strict=True)
-    ]
-    return ReducedPart(rows=rows, local_tokens=tokens, lengths=lengths, words=head["words"])
+    labels = np.frombuffer(head["labels"], dtype=np.uint8)
+    tests = np.frombuffer(head["tests"], dtype=np.uint8).astype(bool)
+    return labels, tests, lengths, tokens
 
 
 def iter_buckets(reader: RunReader, buckets: range) -> Iterator[tuple[int, Agg]]:

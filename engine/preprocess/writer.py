@@ -33,10 +33,7 @@ def write_part(
     """Encode a reduced part and write it as an HDF5 part file; returns rows per split."""
     sizes = {}
     if part.local_tokens is not None and part.lengths is not None:
-        # global id of part-local id i at lut[i + 1]; lut[0] = padding (local id -1)
-        lut = np.empty(len(part.words) + 1, dtype=dtype)
-        lut[0] = PAD_ID
-        lut[1:] = np.fromiter(map(index.get, part.words, repeat(UNK_ID)), dtype, len(part.words))
+        lut = local_lut(part.words, index, dtype)
         all_tokens = lut.take(part.local_tokens + 1)  # one int32 and one output-sized temporary
         all_lengths = part.lengths
     with h5py.File(path, "w") as h5:
@@ -53,6 +50,44 @@ def write_part(
             group["lengths"] = lengths
             sizes[split] = len(rows)
     return sizes
+
+
+def local_lut(words: list[bytes], index: dict[bytes, int], dtype: Any) -> np.ndarray:
+    """Global id of part-local id i at lut[i + 1]; lut[0] = padding (local id -1)."""
+    lut = np.empty(len(words) + 1, dtype=dtype)
+    lut[0] = PAD_ID
+    lut[1:] = np.fromiter(map(index.get, words, repeat(UNK_ID)), dtype, len(words))
+    return lut
+
+
+class PartWriter:
+    """An HDF5 part file (write_part's layout) appended to block by block."""
+
+    def __init__(self, path: str | Path, seq_len: int, dtype: Any) -> None:
+        self.path = str(path)
+        self.h5 = h5py.File(path, "w")
+        rows = _chunk_rows(seq_len, np.dtype(dtype).itemsize)
+        for split in SPLITS:
+            group = self.h5.create_group(split)
+            group.create_dataset(
+                "tokens", (0, seq_len), dtype, maxshape=(None, seq_len), chunks=(rows, seq_len)
+            )
+            for name, kind in (("labels", np.uint8), ("lengths", np.int32)):
+                group.create_dataset(name, (0,), kind, maxshape=(None,), chunks=(1 << 16,))
+
+    def append(
+        self, split: str, tokens: np.ndarray, labels: np.ndarray, lengths: np.ndarray
+    ) -> None:
+        """Add rows at the end of a split."""
+        group = self.h5[split]
+        at, n = group["labels"].shape[0], len(labels)
+        for name, values in (("tokens", tokens), ("labels", labels), ("lengths", lengths)):
+            group[name].resize(at + n, axis=0)
+            group[name][at : at + n] = values
+
+    def close(self) -> None:
+        """Close the file."""
+        self.h5.close()
 
 
 def _chunk_rows(seq_len: int, itemsize: int) -> int:

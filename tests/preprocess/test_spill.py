@@ -222,7 +222,7 @@ def test_stale_scratch_of_a_killed_run_is_removed(tmp_path: Path) -> None:
 def test_large_input_warns_before_starting(tmp_path: Path) -> None:
     lines = [
         json.dumps({"reviewText": f"review {i} " + "word " * 150, "overall": 4}).encode()
-        for i in range(3000)
+        for i in range(20_000)
     ]
     src = tmp_path / "in.jsonl"
     write_lines(src, lines)
