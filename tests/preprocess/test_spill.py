@@ -258,3 +258,15 @@ def test_help_shows_the_default_budget_and_stats_record_it(tmp_path: Path) -> No
     stats = _run([src], tmp_path / "out", 1, None)
     assert stats["memory_budget"] > 1 << 20
     assert stats["spill"] == {"runs": 0, "bytes": 0, "buckets": 0}
+
+
+def test_profile_memory_budget_is_a_size() -> None:
+    from pydantic import ValidationError
+
+    from remote.profile_spec import PreprocessSpec
+
+    cfg = PreprocessSpec(memory_budget="4GB").to_config(["x.jsonl"], "out")  # type: ignore[arg-type]
+    assert cfg.memory_budget == 4_000_000_000
+    assert PreprocessSpec().to_config(["x.jsonl"], "out").memory_budget is None
+    with pytest.raises(ValidationError, match=r"memory_budget|size"):
+        PreprocessSpec(memory_budget="lots")  # type: ignore[arg-type]
