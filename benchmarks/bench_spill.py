@@ -20,6 +20,7 @@ import argparse
 import filecmp
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -40,12 +41,20 @@ from engine.synth import generate, parse_size  # noqa: E402
 VOLATILE = ("seconds", "mb_per_s", "cpu_seconds", "memory_budget", "spill")
 
 
-def run(path: Path, out: Path, workers: int, budget: int) -> tuple[float, int, dict[str, Any]]:
-    """(wall s, peak tree RSS bytes, stats) of one `python -m engine.preprocess` run."""
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(
+    path: Path, out: Path, workers: int, budget: int
+) -> tuple[float, int, dict[str, Any], float]:
+    """(wall s, peak tree RSS bytes, stats, CPU s of the whole process tree) of one
+    `python -m engine.preprocess` run."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "engine.preprocess", "-i", str(path), "-o", str(out), "--json",
            "--workers", str(workers), "--memory-budget", str(budget)]  # fmt: skip
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     peak = [0]
 
@@ -61,7 +70,7 @@ def run(path: Path, out: Path, workers: int, budget: int) -> tuple[float, int, d
     sampler.join()
     if proc.returncode:
         raise SystemExit(f"preprocess failed with exit code {proc.returncode}")
-    return wall, peak[0], json.loads(stdout)
+    return wall, peak[0], json.loads(stdout), _children_cpu() - cpu
 
 
 def identical(a: Path, b: Path) -> dict[str, bool]:
@@ -99,14 +108,16 @@ def main() -> None:
         print(f"generated {path} in {time.perf_counter() - t:.0f} s", flush=True)
     mb = path.stat().st_size / 1e6
     runs: dict[str, list[tuple[float, int]]] = {"memory": [], "spill": []}
+    cpus: dict[str, list[float]] = {"memory": [], "spill": []}
     stats: dict[str, dict[str, Any]] = {}
     kinds = ["spill"] if args.no_memory_run else ["memory", "spill"]
     for _ in range(args.repeat):  # interleaved: the machine is shared
         for kind in kinds:
             b = budget if kind == "spill" else 1 << 40
-            wall, peak, stats[kind] = run(path, work / f"out-{kind}", args.workers, b)
+            wall, peak, stats[kind], cpu = run(path, work / f"out-{kind}", args.workers, b)
             runs[kind].append((wall, peak))
-            print(f"{kind}: {wall:.1f} s, peak RSS {peak / 1e6:.0f} MB, "
+            cpus[kind].append(cpu)
+            print(f"{kind}: {wall:.1f} s, CPU {cpu:.1f} s, peak RSS {peak / 1e6:.0f} MB, "
                   f"spill {stats[kind].get('spill')}", flush=True)  # fmt: skip
     result: dict[str, Any] = {
         "input_mb": round(mb),
@@ -128,11 +139,16 @@ def main() -> None:
             memory_mb_s=round(mb / best_mem, 1),
             memory_peak_rss_mb=round(max(p for _, p in runs["memory"]) / 1e6),
             throughput_ratio=round(best_mem / best_spill, 3),
+            memory_cpu_s=[round(c, 1) for c in cpus["memory"]],
+            spill_cpu_s=[round(c, 1) for c in cpus["spill"]],
+            cpu_throughput_ratio=round(min(cpus["memory"]) / min(cpus["spill"]), 3),
             identical=identical(work / "out-memory", work / "out-spill"),
         )
         print(
             f"spill path throughput / in-memory path: {result['throughput_ratio']:.3f} "
-            f"(best {best_spill:.1f} vs {best_mem:.1f} s; target >= 0.85)"
+            f"(best {best_spill:.1f} vs {best_mem:.1f} s; target >= 0.85); per CPU-second: "
+            f"{result['cpu_throughput_ratio']:.3f} (best {min(cpus['spill']):.1f} vs "
+            f"{min(cpus['memory']):.1f} CPU-s)"
         )
         print(f"outputs identical: {result['identical']}")
     print(

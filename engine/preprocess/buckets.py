@@ -14,6 +14,9 @@ from engine.preprocess.reduce import ReduceCounts, WordTable, reduce_texts, toke
 from engine.preprocess.spill import RunReader, all_runs, load_part, scratch_error, stash_part
 from engine.preprocess.writer import PartWriter, local_lut
 
+APPEND_BYTES = 16 << 20
+"""Encoded token bytes gathered before one append to the worker's part file."""
+
 
 def reduce_buckets(job: JobSettings, wid: int) -> tuple[ReduceCounts, Counter[bytes], list[str]]:
     """Reduce worker `wid`'s buckets from every worker's runs, one bucket in memory at a time
@@ -61,13 +64,29 @@ def encode_buckets(stashed: list[str], vocab: list[str], job: JobSettings, wid: 
     lut = local_lut(words, word_index(vocab), dtype)
     path = os.path.join(job.tmp, f"part-{wid:05d}.h5")
     writer = PartWriter(path, job.seq_len, dtype)
+    pending: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {"train": [], "test": []}
+    held = 0
+
+    def flush() -> None:
+        for split, blocks in pending.items():
+            if blocks:
+                writer.append(
+                    split, *(np.concatenate(column) for column in zip(*blocks, strict=True))
+                )
+                blocks.clear()
+
     try:
         for stash in buckets:
             labels, tests, lengths, local = load_part(stash)
             os.unlink(stash)
             tokens = lut.take(local + 1)
             for split, mask in (("train", ~tests), ("test", tests)):
-                writer.append(split, tokens[mask], labels[mask], lengths[mask])
+                pending[split].append((tokens[mask], labels[mask], lengths[mask]))
+            held += tokens.nbytes
+            if held >= APPEND_BYTES:  # a few large appends: each one resizes the datasets
+                flush()
+                held = 0
+        flush()
     finally:
         writer.close()
     return [path]
