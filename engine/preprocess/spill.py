@@ -41,7 +41,7 @@ class SpillPlan:
     """How a job bounds its memory (picklable; the same in every worker)."""
 
     budget: int
-    """Bytes the distinct-text state and the reduce's working set may hold over all workers."""
+    """Resident bytes the workers may hold together (each its share) before they spill."""
     workers: int
     buckets: int
     """Order-key ranges the spilled state is split into (a multiple of workers)."""
@@ -50,7 +50,7 @@ class SpillPlan:
 
     @property
     def worker_limit(self) -> int:
-        """Bytes of distinct-text state one worker holds before it spills."""
+        """Resident bytes of one worker at which it first spills."""
         return self.budget // self.workers
 
     def owner(self, bucket: int) -> int:
@@ -76,7 +76,7 @@ def plan_spill(budget: int, workers: int, input_bytes: int, seq_len: int) -> Spi
         )
     entries = input_bytes / MIN_LINE_BYTES
     per_entry = REDUCE_ENTRY_BYTES + MIN_LINE_BYTES + REDUCE_TOKEN_BYTES * seq_len
-    per_worker = max(1, math.ceil(entries * per_entry / budget))
+    per_worker = max(1, math.ceil(2 * entries * per_entry / budget))  # half: fixed costs
     buckets = workers * min(per_worker, MAX_BUCKETS // workers)
     return SpillPlan(budget, workers, buckets, CACHE_ENTRIES)
 
@@ -101,6 +101,24 @@ def state_bytes(dicts: Iterable[dict[Any, int]]) -> int:
             sampled += 1
     mean = sample_len / sampled if sampled else 0.0
     return int(entries * (ENTRY_BYTES + mean))
+
+
+MIN_RUN_STATE = 16 << 20
+"""Smallest state written as one run (or a quarter of the worker's share, if smaller): a budget
+below the workers' fixed costs (interpreter, input block, raw-text cache: ≈ 150-200 MB each)
+still spills in runs of this size."""
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory (Linux /proc/self/statm), or None elsewhere."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def bucket_of(key: bytes, buckets: int) -> int:
@@ -142,10 +160,24 @@ class Spiller:
     wid: int
     runs: list[str] = field(default_factory=list)
     bytes_written: int = 0
+    state_limit: int | None = None
+    """Estimated state at which this worker spills, fixed when its resident memory first
+    reached its share of the budget (the memory a spill frees is reused by the next state,
+    so resident memory stays near that share)."""
 
     def over(self, dicts: Iterable[dict[Any, int]]) -> bool:
-        """True when the dicts' estimated state passes this worker's limit."""
-        return state_bytes(dicts) > self.plan.worker_limit
+        """True when the worker should spill `dicts` now: before its first spill, when its
+        resident memory passes its share of the budget (so the estimate's error and the
+        fixed costs are counted); afterwards, when the state is back at that size."""
+        state = state_bytes(dicts)
+        if self.state_limit is None:
+            rss = resident_bytes()
+            if rss is not None and rss <= self.plan.worker_limit:
+                return False
+            if rss is None and state <= self.plan.worker_limit:
+                return False
+            self.state_limit = max(state, min(MIN_RUN_STATE, self.plan.worker_limit // 4))
+        return state >= self.state_limit
 
     def spill(self, aggs: list[Agg], pending: Iterable[Pending] = ()) -> None:
         """Write `aggs` (and `pending` raw texts, cleaned here) as one run; empties them in
