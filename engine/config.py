@@ -53,8 +53,8 @@ class PreprocessConfig:
     max_line_bytes: int = 1 << 20
     """Lines longer than this are skipped as too_long."""
     memory_budget: int | None = None
-    """Bytes the local runner's distinct-text state may hold (over all workers) before it
-    spills sorted runs to the output's scratch folder; None = half the available memory."""
+    """Resident bytes the local runner's workers may use together: past its share a worker
+    spills its distinct texts to the output's scratch folder; None = half the available memory."""
 
     def __post_init__(self) -> None:
         _check(bool(self.inputs), "inputs", "at least one input path", self.inputs)

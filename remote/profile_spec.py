@@ -151,7 +151,7 @@ class PreprocessSpec(Section):
     keep_negations: bool | None = None
     """Keep not/no/nor/n't instead of dropping them."""
     memory_budget: int | None = Field(default=None, ge=1 << 20)
-    """Local runner: memory the distinct-text state may hold before spilling to disk, e.g.
+    """Local runner: memory its workers may use together before they spill to disk, e.g.
     "4GB" (default: half the available memory)."""
     emr: EMRSpec = EMRSpec()
     """EMR cluster settings (used when runner is emr)."""

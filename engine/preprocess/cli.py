@@ -79,9 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_size,
         default=None,
         metavar="SIZE",
-        help="local runner: memory the distinct texts may hold over all workers before they are "
-        "spilled to disk in the output's scratch folder, e.g. 512MB, 4GB (default: half the "
-        f"memory available now, {_default_budget_text()}; the processes add ≈ 100 MB each)",
+        help="local runner: memory its worker processes may use together; past their share "
+        "they spill the distinct texts to disk in the output's scratch folder and merge them "
+        "after, e.g. 512MB, 4GB (default: half the memory available now, "
+        f"{_default_budget_text()}; each worker needs ≈ 200 MB whatever the budget)",
     )
     parser.add_argument(
         "--mrjob-arg",
