@@ -72,7 +72,7 @@ def dataset_key(cfg: PreprocessConfig) -> str:
     parts: dict[str, Any] = {
         k: v
         for k, v in preprocess_config_to_dict(cfg).items()
-        if k not in ("output", "workers", "runner")
+        if k not in ("output", "workers", "runner", "max_skipped_share", "min_class_share")
     }
     stamps = []
     for path in cfg.inputs:

@@ -75,6 +75,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="longer lines are skipped as too_long (default 1 MiB)",
     )
     parser.add_argument(
+        "--max-skipped-share",
+        type=float,
+        default=0.2,
+        metavar="S",
+        help="warn when more than this share of the lines is skipped (default 0.2)",
+    )
+    parser.add_argument(
+        "--min-class-share",
+        type=float,
+        default=0.05,
+        metavar="S",
+        help="warn when the rarer class holds less than this share of the reviews (default "
+        "0.05; no review of a class at all is an error)",
+    )
+    parser.add_argument(
         "--mrjob-arg",
         action="append",
         default=[],
@@ -102,6 +117,8 @@ def config_from_args(args: argparse.Namespace) -> PreprocessConfig:
         append_summary=args.append_summary,
         keep_negations=args.keep_negations,
         max_line_bytes=args.max_line_bytes,
+        max_skipped_share=args.max_skipped_share,
+        min_class_share=args.min_class_share,
     )
 
 
@@ -142,6 +159,7 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.json:
         stats = run_preprocess(cfg, None, **options)
         print(json.dumps(stats, indent=2))
+        print_warnings(stats)
         return 0
     if args.events:
         run_preprocess(cfg, Emitter(StreamSink()), **options)
@@ -169,7 +187,18 @@ def run_cli(args: argparse.Namespace) -> int:
         task_id = progress.add_task("preprocess", total=None, rps="0")
         stats = run_preprocess(cfg, Emitter(_RichProgressSink(progress, task_id)), **options)
     Console().print(summary_table(stats))
+    print_warnings(stats)
     return 0
+
+
+def print_warnings(stats: Mapping[str, Any]) -> None:
+    """The data-quality warnings of a stats dict, loudly, on stderr."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(stderr=True)
+    for warning in stats.get("warnings") or []:
+        console.print(Text(f"WARNING: {warning['message']}", style="bold yellow"))
 
 
 def summary_table(stats: Mapping[str, Any]) -> Any:

@@ -24,29 +24,114 @@ from engine.errors import ConfigError, SentitopError
 from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink
 
 
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """The training flags shared by ``python -m engine.sentiment.train`` and ``sentitop train``."""
+def _default(name: str) -> str:
+    """TrainConfig's default of field ``name`` for a help text (declared once, there)."""
+    value = TrainConfig.__dataclass_fields__[name].default
+    return "none" if value is None else str(value)
+
+
+def add_train_arguments(parser: argparse.ArgumentParser, *, require_paths: bool = False) -> None:
+    """The training flags shared by ``python -m engine.sentiment.train`` and ``sentitop train``
+    (``require_paths``: --data and --run-dir are required, no --config can give them)."""
     from engine.balance.args import add_balance_arguments
 
-    parser.add_argument("--data", dest="data_dir", help="folder with dataset.h5 and vocab.json")
-    parser.add_argument("--run-dir", help="run folder (events, checkpoints, summary)")
-    parser.add_argument("--epochs", type=int)
-    parser.add_argument("--batch-size", type=int, help="global batch (sum over ranks)")
-    parser.add_argument("--lr", type=float, help="learning rate at --lr-reference-batch")
-    parser.add_argument("--lr-reference-batch", type=int)
-    parser.add_argument("--warmup-steps", type=int)
-    parser.add_argument("--eval-every", type=int, help="evaluate every N epochs")
-    parser.add_argument("--model", dest="preset", choices=["default", "seed"])
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--threads", type=int, help="torch threads per rank")
-    parser.add_argument("--loader-workers", type=int)
-    parser.add_argument("--max-train-samples", type=int)
-    parser.add_argument("--log-every", type=int)
-    parser.add_argument("--checkpoint-every-min", type=float)
-    parser.add_argument("--checkpoint-every-steps", type=int)
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"])
-    parser.add_argument("--grad-sync", choices=["overlap", "separate"])
-    parser.add_argument("--loss-threshold", type=float)
+    d = _default
+    parser.add_argument(
+        "--data",
+        dest="data_dir",
+        required=require_paths,
+        metavar="DIR",
+        help="folder with dataset.h5 and vocab.json (from `sentitop preprocess`)",
+    )
+    parser.add_argument(
+        "--run-dir",
+        required=require_paths,
+        metavar="DIR",
+        help="run folder: events.jsonl, checkpoints, model, summary.json",
+    )
+    parser.add_argument("--epochs", type=int, help=f"passes over the data (default {d('epochs')})")
+    parser.add_argument(
+        "--batch-size", type=int, help=f"global batch, sum over ranks (default {d('batch_size')})"
+    )
+    parser.add_argument(
+        "--lr",
+        type=float,
+        help=f"learning rate at --lr-reference-batch, scaled linearly (default {d('lr')})",
+    )
+    parser.add_argument(
+        "--lr-reference-batch",
+        type=int,
+        help=f"global batch at which --lr applies (default {d('lr_reference_batch')})",
+    )
+    parser.add_argument(
+        "--warmup-steps", type=int, help=f"linear LR warm-up steps (default {d('warmup_steps')})"
+    )
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        metavar="N",
+        help=f"evaluate every N epochs, and after the last (default {d('eval_every')})",
+    )
+    parser.add_argument(
+        "--model",
+        dest="preset",
+        choices=["default", "seed"],
+        help="model preset; seed = the old system's model (default default)",
+    )
+    parser.add_argument(
+        "--seed", type=int, help=f"seed of init and sample order (default {d('seed')})"
+    )
+    parser.add_argument(
+        "--threads", type=int, help="torch threads per rank (default: cores / local ranks)"
+    )
+    parser.add_argument(
+        "--loader-workers",
+        type=int,
+        help=f"DataLoader worker processes per rank (default {d('loader_workers')})",
+    )
+    parser.add_argument(
+        "--max-train-samples",
+        type=int,
+        metavar="N",
+        help="use only the first N training samples (default: all)",
+    )
+    parser.add_argument(
+        "--log-every",
+        type=int,
+        metavar="K",
+        help=f"emit a step event every K steps (default {d('log_every')})",
+    )
+    parser.add_argument(
+        "--checkpoint-every-min",
+        type=float,
+        metavar="M",
+        help=f"also checkpoint every M minutes; 0 = at epoch ends only "
+        f"(default {d('checkpoint_every_min')})",
+    )
+    parser.add_argument(
+        "--checkpoint-every-steps",
+        type=int,
+        metavar="N",
+        help=f"also checkpoint every N global steps; 0 = off (default "
+        f"{d('checkpoint_every_steps')})",
+    )
+    parser.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        help="auto = the GPU of the local rank when CUDA is visible, else CPU (default auto)",
+    )
+    parser.add_argument(
+        "--grad-sync",
+        choices=["overlap", "separate"],
+        help="overlap = DDP all-reduce during backward; separate = one all-reduce after it, "
+        "so the balancer times pure compute (default overlap)",
+    )
+    parser.add_argument(
+        "--loss-threshold",
+        type=float,
+        help=f"report the time until the smoothed train loss drops below this "
+        f"(default {d('loss_threshold')})",
+    )
     parser.add_argument(
         "--resume",
         action="store_true",

@@ -46,6 +46,7 @@ from engine.sentiment.model import (
     count_parameters,
     resolve_spec,
 )
+from engine.sentiment.splits import check_split, majority_check
 from engine.sentiment.train import config_to_dict, make_emitter
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt")
@@ -300,6 +301,8 @@ class Trainer:
         info = read_info(cfg.data_dir)
         self.train_arrays = load_split(cfg.data_dir, "train", cfg.max_train_samples)
         self.test_arrays = load_split(cfg.data_dir, "test")
+        for split, arrays in (("train", self.train_arrays), ("test", self.test_arrays)):
+            check_split(info.path, split, arrays.labels)
         self.n_train = len(self.train_arrays.labels)
         self.spec: ModelSpec = resolve_spec(cfg.model, info.vocab_size)
         torch.manual_seed(cfg.seed)
@@ -584,7 +587,12 @@ class Trainer:
             "per_epoch": self.history,
             **self.hooks.summary(),
         }
+        majority = majority_check(test.get("confusion"), test.get("accuracy"))
+        summary["majority_rate"] = majority.get("majority_rate")
+        summary["warnings"] = [majority["warning"]] if "warning" in majority else []
         if self.main:
+            for warning in summary["warnings"]:
+                self.emitter.emit("warning", stage="train", **warning)
             ckpt.save_weights(self.cfg.run_dir, self.model.state_dict())
             ckpt.write_json(os.path.join(self.cfg.run_dir, ckpt.SUMMARY), summary)
             self.emitter.emit("summary", stage="train", **summary)

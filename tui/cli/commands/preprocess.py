@@ -39,7 +39,7 @@ def _run_on_emr(args: argparse.Namespace) -> int:
     """Start a tagged EMR cluster through mrjob, combine its output here, always terminate it."""
     from engine.errors import ConfigError
     from engine.events import Emitter, StreamSink
-    from engine.preprocess.cli import config_from_args, summary_table
+    from engine.preprocess.cli import config_from_args, print_warnings, summary_table
     from remote.emr import EMRSettings, preprocess_on_emr, settings_from_profile
     from remote.profile import load_profile
 
@@ -83,4 +83,5 @@ def _run_on_emr(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         Console().print(summary_table(stats))
+    print_warnings(stats)
     return 0

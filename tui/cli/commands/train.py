@@ -20,8 +20,10 @@ def register(subparsers: Any) -> None:
         help="train the LSTM classifier with N local processes (DDP over gloo/NCCL)",
         description="Train on DATA/dataset.h5; events go to stdout and RUN_DIR/events.jsonl.",
     )
-    add_train_arguments(parser)
-    parser.add_argument("--nproc", type=int, default=1, help="local processes (ranks)")
+    add_train_arguments(parser, require_paths=True)
+    parser.add_argument(
+        "--nproc", type=int, default=1, metavar="N", help="local processes (ranks) (default 1)"
+    )
     parser.add_argument(
         "--json", action="store_true", help="print only the final summary as one JSON object"
     )
@@ -48,8 +50,8 @@ class _Printer:
         elif event["type"] == "epoch":
             acc = event.get("accuracy")
             test = f"  test acc {acc:.4f} f1 {event['f1']:.4f}" if acc is not None else ""
-            print(
-                f"epoch {event['epoch']}: train loss {event['train_loss']:.4f}{test}  "
+            print(  # events number epochs from 0, people from 1
+                f"epoch {event['epoch'] + 1}: train loss {event['train_loss']:.4f}{test}  "
                 f"{event['seconds']:.1f} s  {event['samples_per_s']:.0f} samples/s"
             )
         elif event["type"] == "error":
@@ -59,21 +61,27 @@ class _Printer:
 
             print(describe_balance_event(event))
         elif event["type"] == "threshold":
-            print(f"loss threshold reached at {event['seconds']:.1f} s (epoch {event['epoch']})")
+            print(
+                f"loss threshold reached at {event['seconds']:.1f} s (epoch {event['epoch'] + 1})"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError
     from engine.launch import launch_local
+    from engine.sentiment.splits import check_dataset
     from engine.sentiment.train import config_from_args
 
+    if args.nproc < 1:
+        raise InputError(f"--nproc {args.nproc}: expected an integer >= 1")
     cfg = config_from_args(args)
     if not (Path(cfg.data_dir) / "dataset.h5").is_file():
         raise InputError(
             f"{cfg.data_dir}/dataset.h5 not found",
             hint="run `sentitop preprocess` first, or pass --data",
         )
+    check_dataset(cfg.data_dir, cfg.max_train_samples)  # empty or one-class split: exit 2
     printer = _Printer(quiet=args.json)
     launch_local(cfg, args.nproc, on_line=printer)
     summary = printer.summary or json.loads((Path(cfg.run_dir) / "summary.json").read_text())
@@ -91,4 +99,6 @@ def run(args: argparse.Namespace) -> int:
         advice = (summary.get("balance") or {}).get("advice")
         if advice:
             print(f"advice: {advice['message']}")
+    for warning in summary.get("warnings") or []:
+        print(f"WARNING: {warning['message']}", file=sys.stderr)
     return 0
