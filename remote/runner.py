@@ -25,6 +25,7 @@ import yaml
 from engine.config import TrainConfig
 from engine.errors import SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
+from engine.sentiment.splits import check_dataset
 from remote.advice import priced_advice
 from remote.cluster_factory import make_cluster
 from remote.clusters import Cluster, Command, LineCallback, LocalCluster
@@ -50,6 +51,7 @@ SUMMARY_KEYS = (
     "test_loss",
     "n_train",
     "n_test",
+    "majority_rate",
 )
 """Training results copied to the top level of a run's summary.json."""
 
@@ -119,6 +121,8 @@ class _Progress:
     preprocess_summary: dict[str, Any] = field(default_factory=dict)
     rank_nodes: dict[int, str] = field(default_factory=dict)
     """Training rank → the node it ran on (from each rank's ``rank_start``)."""
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    """``warning`` events (data quality, accuracy below the majority rate): stage, code, message."""
 
     def observe(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -126,6 +130,8 @@ class _Progress:
             rank, node = event.get("rank"), event.get("node")
             if isinstance(rank, int) and isinstance(node, str):
                 self.rank_nodes[rank] = node
+        elif kind == "warning":
+            self.warnings.append({k: event.get(k) for k in ("stage", "code", "message")})
         elif kind == "epoch" and isinstance(event.get("seconds"), int | float):
             self.epoch_seconds.append(float(event["seconds"]))
         elif kind == "summary":
@@ -320,6 +326,8 @@ async def _stages(ctx: _Context) -> None:
     finally:
         for key in emr_keys:
             ctx.meter.stop(key)
+    max_train = ctx.profile.to_train_config(".", ".").max_train_samples
+    await asyncio.to_thread(check_dataset, data.dataset_dir, max_train)  # before any machine
     cluster = make_cluster(ctx.profile)
     async with cluster:
         await _train(ctx, cluster, data)
@@ -352,6 +360,7 @@ def _summary(
     summary["usd_per_hour"] = round(sum(line["usd_per_hour"] for line in cost["lines"]), 6)
     summary["cost"] = cost
     summary["train"] = train
+    summary["warnings"] = progress.warnings
     if book is not None:
         advice = priced_advice(profile, book, train, rank_nodes=progress.placed_ranks())
         if advice is not None:

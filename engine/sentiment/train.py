@@ -49,9 +49,14 @@ def add_train_arguments(parser: argparse.ArgumentParser, *, require_paths: bool 
         metavar="DIR",
         help="run folder: events.jsonl, checkpoints, model, summary.json",
     )
-    parser.add_argument("--epochs", type=int, help=f"passes over the data (default {d('epochs')})")
     parser.add_argument(
-        "--batch-size", type=int, help=f"global batch, sum over ranks (default {d('batch_size')})"
+        "--epochs", type=int, metavar="N", help=f"passes over the data (default {d('epochs')})"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help=f"global batch, sum over ranks (default {d('batch_size')})",
     )
     parser.add_argument(
         "--lr",
@@ -61,10 +66,14 @@ def add_train_arguments(parser: argparse.ArgumentParser, *, require_paths: bool 
     parser.add_argument(
         "--lr-reference-batch",
         type=int,
+        metavar="N",
         help=f"global batch at which --lr applies (default {d('lr_reference_batch')})",
     )
     parser.add_argument(
-        "--warmup-steps", type=int, help=f"linear LR warm-up steps (default {d('warmup_steps')})"
+        "--warmup-steps",
+        type=int,
+        metavar="N",
+        help=f"linear LR warm-up steps (default {d('warmup_steps')})",
     )
     parser.add_argument(
         "--eval-every",
@@ -79,14 +88,18 @@ def add_train_arguments(parser: argparse.ArgumentParser, *, require_paths: bool 
         help="model preset; seed = the old system's model (default default)",
     )
     parser.add_argument(
-        "--seed", type=int, help=f"seed of init and sample order (default {d('seed')})"
+        "--seed", type=int, metavar="N", help=f"seed of init and sample order (default {d('seed')})"
     )
     parser.add_argument(
-        "--threads", type=int, help="torch threads per rank (default: cores / local ranks)"
+        "--threads",
+        type=int,
+        metavar="N",
+        help="torch threads per rank (default: cores / local ranks)",
     )
     parser.add_argument(
         "--loader-workers",
         type=int,
+        metavar="N",
         help=f"DataLoader worker processes per rank (default {d('loader_workers')})",
     )
     parser.add_argument(
@@ -129,6 +142,7 @@ def add_train_arguments(parser: argparse.ArgumentParser, *, require_paths: bool 
     parser.add_argument(
         "--loss-threshold",
         type=float,
+        metavar="LOSS",
         help=f"report the time until the smoothed train loss drops below this "
         f"(default {d('loss_threshold')})",
     )

@@ -59,10 +59,11 @@ def _hours(seconds: float) -> str:
 
 def render(plan: Any) -> None:
     """The plan as rich tables: target, candidates, inputs, prediction errors."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from tui.cli.console import make_console
+
+    console = make_console()
     t = plan.target
     console.print(
         f"[bold]{plan.profile}[/bold]: {t.label} on {t.hardware}, {plan.epochs} "

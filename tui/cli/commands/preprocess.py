@@ -80,8 +80,8 @@ def _run_on_emr(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(stats, indent=2))
     elif not args.events:
-        from rich.console import Console
+        from tui.cli.console import make_console
 
-        Console().print(summary_table(stats))
+        make_console().print(summary_table(stats))
     print_warnings(stats)
     return 0
