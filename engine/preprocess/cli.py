@@ -10,8 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.config import PreprocessConfig
+from engine.config_flags import add_config_flags, flag_values
 from engine.errors import SentitopError
 
+QUALITY_FIELDS = ("max_skipped_share", "min_class_share")
+"""PreprocessConfig fields whose flags are generated from the config (declared once there)."""
 HELP = "raw review files → de-duplicated, encoded dataset.h5 + vocab.json + stats.json"
 
 
@@ -74,21 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1 << 20,
         help="longer lines are skipped as too_long (default 1 MiB)",
     )
-    parser.add_argument(
-        "--max-skipped-share",
-        type=float,
-        default=0.2,
-        metavar="S",
-        help="warn when more than this share of the lines is skipped (default 0.2)",
-    )
-    parser.add_argument(
-        "--min-class-share",
-        type=float,
-        default=0.05,
-        metavar="S",
-        help="warn when the rarer class holds less than this share of the reviews (default "
-        "0.05; no review of a class at all is an error)",
-    )
+    quality = parser.add_argument_group("data-quality warnings")
+    add_config_flags(quality, PreprocessConfig, only=QUALITY_FIELDS)
     parser.add_argument(
         "--mrjob-arg",
         action="append",
@@ -117,8 +107,7 @@ def config_from_args(args: argparse.Namespace) -> PreprocessConfig:
         append_summary=args.append_summary,
         keep_negations=args.keep_negations,
         max_line_bytes=args.max_line_bytes,
-        max_skipped_share=args.max_skipped_share,
-        min_class_share=args.min_class_share,
+        **{k: v for k, v in flag_values(args, PreprocessConfig).items() if k in QUALITY_FIELDS},
     )
 
 

@@ -16,135 +16,28 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, fields
 from typing import Any
 
-from engine.config import BalanceConfig, ModelConfig, TrainConfig
+from engine.config import ModelConfig, TrainConfig, config_from_dict
+from engine.config_flags import add_config_flags, flag_values
 from engine.errors import ConfigError, SentitopError
-from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink
+from engine.events import rank_emitter
 
 
-def _default(name: str) -> str:
-    """TrainConfig's default of field ``name`` for a help text (declared once, there)."""
-    value = TrainConfig.__dataclass_fields__[name].default
-    return "none" if value is None else str(value)
+def add_train_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """The training flags, generated from :class:`TrainConfig` and :class:`ModelConfig`.
 
-
-def add_train_arguments(parser: argparse.ArgumentParser, *, require_paths: bool = False) -> None:
-    """The training flags shared by ``python -m engine.sentiment.train`` and ``sentitop train``
-    (``require_paths``: --data and --run-dir are required, no --config can give them)."""
+    Shared by ``python -m engine.sentiment.train`` and ``sentitop train``; ``required`` makes
+    --data and --run-dir mandatory (they may come from ``--config`` for the entry point).
+    """
     from engine.balance.args import add_balance_arguments
 
-    d = _default
-    parser.add_argument(
-        "--data",
-        dest="data_dir",
-        required=require_paths,
-        metavar="DIR",
-        help="folder with dataset.h5 and vocab.json (from `sentitop preprocess`)",
-    )
-    parser.add_argument(
-        "--run-dir",
-        required=require_paths,
-        metavar="DIR",
-        help="run folder: events.jsonl, checkpoints, model, summary.json",
-    )
-    parser.add_argument(
-        "--epochs", type=int, metavar="N", help=f"passes over the data (default {d('epochs')})"
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        metavar="N",
-        help=f"global batch, sum over ranks (default {d('batch_size')})",
-    )
-    parser.add_argument(
-        "--lr",
-        type=float,
-        help=f"learning rate at --lr-reference-batch, scaled linearly (default {d('lr')})",
-    )
-    parser.add_argument(
-        "--lr-reference-batch",
-        type=int,
-        metavar="N",
-        help=f"global batch at which --lr applies (default {d('lr_reference_batch')})",
-    )
-    parser.add_argument(
-        "--warmup-steps",
-        type=int,
-        metavar="N",
-        help=f"linear LR warm-up steps (default {d('warmup_steps')})",
-    )
-    parser.add_argument(
-        "--eval-every",
-        type=int,
-        metavar="N",
-        help=f"evaluate every N epochs, and after the last (default {d('eval_every')})",
-    )
-    parser.add_argument(
-        "--model",
-        dest="preset",
-        choices=["default", "seed"],
-        help="model preset; seed = the old system's model (default default)",
-    )
-    parser.add_argument(
-        "--seed", type=int, metavar="N", help=f"seed of init and sample order (default {d('seed')})"
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        metavar="N",
-        help="torch threads per rank (default: cores / local ranks)",
-    )
-    parser.add_argument(
-        "--loader-workers",
-        type=int,
-        metavar="N",
-        help=f"DataLoader worker processes per rank (default {d('loader_workers')})",
-    )
-    parser.add_argument(
-        "--max-train-samples",
-        type=int,
-        metavar="N",
-        help="use only the first N training samples (default: all)",
-    )
-    parser.add_argument(
-        "--log-every",
-        type=int,
-        metavar="K",
-        help=f"emit a step event every K steps (default {d('log_every')})",
-    )
-    parser.add_argument(
-        "--checkpoint-every-min",
-        type=float,
-        metavar="M",
-        help=f"also checkpoint every M minutes; 0 = at epoch ends only "
-        f"(default {d('checkpoint_every_min')})",
-    )
-    parser.add_argument(
-        "--checkpoint-every-steps",
-        type=int,
-        metavar="N",
-        help=f"also checkpoint every N global steps; 0 = off (default "
-        f"{d('checkpoint_every_steps')})",
-    )
-    parser.add_argument(
-        "--device",
-        choices=["auto", "cpu", "cuda"],
-        help="auto = the GPU of the local rank when CUDA is visible, else CPU (default auto)",
-    )
-    parser.add_argument(
-        "--grad-sync",
-        choices=["overlap", "separate"],
-        help="overlap = DDP all-reduce during backward; separate = one all-reduce after it, "
-        "so the balancer times pure compute (default overlap)",
-    )
-    parser.add_argument(
-        "--loss-threshold",
-        type=float,
-        metavar="LOSS",
-        help=f"report the time until the smoothed train loss drops below this "
-        f"(default {d('loss_threshold')})",
+    add_config_flags(
+        parser,
+        TrainConfig,
+        skip=("resume",),
+        aliases={"data_dir": "--data"},
+        required=("data_dir", "run_dir") if required else (),
     )
     parser.add_argument(
         "--resume",
@@ -152,90 +45,27 @@ def add_train_arguments(parser: argparse.ArgumentParser, *, require_paths: bool 
         default=None,
         help="continue from RUN_DIR/checkpoints/latest.pt",
     )
-    parser.add_argument(
-        "--pos-weight", help="BCE positive weight: auto (negatives/positives), none, or a number"
-    )
+    model = parser.add_argument_group("model")
+    add_config_flags(model, ModelConfig, prefix="model_", aliases={"preset": "--model"})
     add_balance_arguments(parser)
-
-
-_FLAG_FIELDS = (
-    "data_dir",
-    "run_dir",
-    "epochs",
-    "batch_size",
-    "lr",
-    "lr_reference_batch",
-    "warmup_steps",
-    "eval_every",
-    "seed",
-    "threads",
-    "loader_workers",
-    "max_train_samples",
-    "log_every",
-    "checkpoint_every_min",
-    "checkpoint_every_steps",
-    "device",
-    "grad_sync",
-    "loss_threshold",
-    "resume",
-)
 
 
 def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> TrainConfig:
     """A TrainConfig from ``base`` (e.g. a config file) overridden by the flags given."""
     data = dict(base or {})
-    for name in _FLAG_FIELDS:
-        value = getattr(args, name, None)
-        if value is not None:
-            data[name] = value
-    pos_weight = getattr(args, "pos_weight", None)
-    if pos_weight is not None:
-        try:
-            data["pos_weight"] = pos_weight if pos_weight in ("auto", "none") else float(pos_weight)
-        except ValueError:
-            raise ConfigError(
-                f"--pos-weight {pos_weight!r}: expected auto, none or a number"
-            ) from None
-    if getattr(args, "preset", None):
-        data["model"] = {**data.get("model", {}), "preset": args.preset}
+    data.update(flag_values(args, TrainConfig))
+    model = flag_values(args, ModelConfig, prefix="model_")
+    if model:
+        data["model"] = {**data.get("model", {}), **model}
     if not data.get("data_dir"):
         raise ConfigError("--data is required (a folder with dataset.h5)")
     if not data.get("run_dir"):
         raise ConfigError("--run-dir is required")
-    cfg = config_from_dict(data)
+    cfg = config_from_dict(TrainConfig, data, "train config")
     from engine.balance.args import balance_config_from_args
 
     cfg.balance = balance_config_from_args(args, cfg.balance)
     return cfg
-
-
-def config_from_dict(data: dict[str, Any]) -> TrainConfig:
-    """Inverse of ``engine.sentiment.trainer.config_to_dict`` (unknown keys are an error)."""
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = set(data) - known
-    if unknown:
-        raise ConfigError(f"unknown train config keys {sorted(unknown)}; expected {sorted(known)}")
-    data = dict(data)
-    data["model"] = ModelConfig(**data.get("model", {}))
-    balance = dict(data.get("balance", {}))
-    balance["straggle"] = {int(k): float(v) for k, v in balance.get("straggle", {}).items()}
-    data["balance"] = BalanceConfig(**balance)
-    return TrainConfig(**data)
-
-
-def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
-    """JSON-ready TrainConfig (nested dataclasses become dicts); see :func:`config_from_dict`."""
-    data = asdict(cfg)
-    data["balance"]["straggle"] = {str(k): v for k, v in cfg.balance.straggle.items()}
-    return data
-
-
-def make_emitter(cfg: TrainConfig, rank: int) -> Emitter:
-    """Events to stdout on every rank, plus RUN_DIR/events.jsonl on rank 0 (cfg.events_file)."""
-    sinks: list[EventSink] = [StreamSink()]
-    if rank == 0 and cfg.events_file:
-        sinks.append(JsonlFileSink(os.path.join(cfg.run_dir, "events.jsonl")))
-    return Emitter(FanoutSink(*sinks), rank=rank, node=os.environ.get("SENTITOP_NODE"))
 
 
 def default_threads(local_world: int) -> int:
@@ -261,7 +91,7 @@ def run(cfg: TrainConfig) -> int:
 
     env = DistEnv.from_environ(cfg.device)
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
-    emitter = make_emitter(cfg, env.rank)
+    emitter = rank_emitter(cfg.run_dir, env.rank, events_file=cfg.events_file)
 
     def work() -> None:
         if env.world > 1:
@@ -288,11 +118,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", help="train_config.json to start from (flags override)")
-    parser.add_argument(
-        "--no-events-file",
-        action="store_true",
-        help="do not write RUN_DIR/events.jsonl (stdout only)",
-    )
     add_train_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -301,8 +126,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             with open(args.config, encoding="utf-8") as fh:
                 base = json.load(fh)
         cfg = config_from_args(args, base)
-        if args.no_events_file:
-            cfg.events_file = False
     except (SentitopError, OSError, ValueError) as exc:
         print(
             exc.user_message() if isinstance(exc, SentitopError) else f"bad config: {exc}",

@@ -171,7 +171,8 @@ def test_vocab_counts_training_texts_only(tmp_path: Path, preprocess: Run) -> No
 
 def test_encoder_reproduces_dataset_encoding(tmp_path: Path, preprocess: Run) -> None:
     texts = ["Great &amp; LOUD amp, not bad", "Tuner broke!! Would not buy", "love the cable"]
-    path = write_lines(tmp_path / "e.jsonl", [review(t, r) for t, r in zip(texts, (5, 1, 5))])
+    lines = [review(t, r) for t, r in zip(texts, (5, 1, 5), strict=True)]  # both classes
+    path = write_lines(tmp_path / "e.jsonl", lines)
     got = preprocess([path], test_fraction=0.0, seq_len=4)
     encoder = load_encoder(got["out"])
     tokens, lengths = encoder.encode_texts(texts)

@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
         help="train the LSTM classifier with N local processes (DDP over gloo/NCCL)",
         description="Train on DATA/dataset.h5; events go to stdout and RUN_DIR/events.jsonl.",
     )
-    add_train_arguments(parser, require_paths=True)
+    add_train_arguments(parser, required=True)
     parser.add_argument(
         "--nproc", type=int, default=1, metavar="N", help="local processes (ranks) (default 1)"
     )
