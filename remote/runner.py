@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -32,6 +31,7 @@ from remote.cost import CostMeter, CostTicker
 from remote.datasets import PreparedData, prepare_dataset
 from remote.pricing import PriceBook, load_catalog
 from remote.profile import Profile
+from remote.run_folder import runs_root
 from remote.security import make_private_dir, write_private_file
 
 RunStatus = Literal["ok", "failed", "interrupted", "budget"]
@@ -53,11 +53,6 @@ SUMMARY_KEYS = (
     "majority_rate",
 )
 """Training results copied to the top level of a run's summary.json."""
-
-
-def runs_root() -> Path:
-    """The runs folder: $SENTITOP_RUNS_DIR or ./runs."""
-    return Path(os.environ.get("SENTITOP_RUNS_DIR", "runs")).expanduser()
 
 
 def new_run_dir(root: Path, profile_name: str) -> Path:
