@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui.format import fmt
 from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo
 from tui.model.series import DEFAULT_CAPACITY, Series
 
@@ -347,7 +348,8 @@ class RunState:
     def _on_threshold(self, ev: Mapping[str, Any], rel: float) -> None:
         self.threshold = dict(ev)
         loss, secs = _num(ev.get("loss")), _num(ev.get("seconds"))
-        self._log(rel, "train", f"loss below threshold ({loss}) after {secs}s")
+        text = f"loss below threshold ({fmt(loss, '.3f')}) after {fmt(secs, '.1f')} s"
+        self._log(rel, "train", text)
 
     def _on_checkpoint(self, ev: Mapping[str, Any], rel: float) -> None:
         self.last_checkpoint = dict(ev)
