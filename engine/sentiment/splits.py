@@ -33,6 +33,12 @@ def check_split(path: str | Path, split: str, labels: np.ndarray) -> None:
         )
 
 
+def check_splits(path: str | Path, train: np.ndarray, test: np.ndarray) -> None:
+    """:func:`check_split` of both splits' labels."""
+    check_split(path, "train", train)
+    check_split(path, "test", test)
+
+
 def check_dataset(data_dir: str | Path, max_train_samples: int | None = None) -> None:
     """Check both splits of ``data_dir/dataset.h5`` (its labels only; a missing file is left
     to the loader's own error)."""
@@ -52,22 +58,20 @@ def check_dataset(data_dir: str | Path, max_train_samples: int | None = None) ->
 def majority_check(
     confusion: Sequence[Sequence[int]] | None, accuracy: float | None
 ) -> dict[str, Any]:
-    """``majority_rate`` (share of the test split's commoner class) and, when the accuracy does
-    not beat it, a ``below_majority`` warning ({code, message}); empty without a test result."""
-    if not confusion or accuracy is None:
-        return {}
+    """Summary fields: ``majority_rate`` (share of the test split's commoner class; None without
+    a test result) and ``warnings``: [a ``below_majority`` {code, message}] when the accuracy
+    does not beat it, else []."""
+    n = sum(sum(row) for row in confusion) if confusion else 0
+    if not confusion or accuracy is None or not n:
+        return {"majority_rate": None, "warnings": []}
     (tn, fp), (fn, tp) = confusion
-    n = tn + fp + fn + tp
-    if not n:
-        return {}
     negatives, positives = tn + fp, fn + tp
     rate = max(negatives, positives) / n
-    out: dict[str, Any] = {"majority_rate": rate}
-    if accuracy <= rate:
-        always = "positive" if positives >= negatives else "negative"
-        out["warning"] = {
-            "code": "below_majority",
-            "message": f"test accuracy {accuracy:.4f} does not beat the majority rate "
-            f"{rate:.4f} (always answering {always}): the model learned nothing useful",
-        }
-    return out
+    if accuracy > rate:
+        return {"majority_rate": rate, "warnings": []}
+    always = "positive" if positives >= negatives else "negative"
+    message = (
+        f"test accuracy {accuracy:.4f} does not beat the majority rate {rate:.4f} (always "
+        f"answering {always}): the model learned nothing useful"
+    )
+    return {"majority_rate": rate, "warnings": [{"code": "below_majority", "message": message}]}

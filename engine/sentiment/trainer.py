@@ -46,7 +46,7 @@ from engine.sentiment.model import (
     count_parameters,
     resolve_spec,
 )
-from engine.sentiment.splits import check_split, majority_check
+from engine.sentiment.splits import check_splits, majority_check
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt")
 """Per-step phases timed on every rank (plus ``eval`` per epoch)."""
@@ -302,8 +302,7 @@ class Trainer:
         info = read_info(cfg.data_dir)
         self.train_arrays = load_split(cfg.data_dir, "train", cfg.max_train_samples)
         self.test_arrays = load_split(cfg.data_dir, "test")
-        for split, arrays in (("train", self.train_arrays), ("test", self.test_arrays)):
-            check_split(info.path, split, arrays.labels)
+        check_splits(info.path, self.train_arrays.labels, self.test_arrays.labels)
         self.n_train = len(self.train_arrays.labels)
         self.spec: ModelShape = resolve_spec(cfg.model, info.vocab_size)
         torch.manual_seed(cfg.seed)
@@ -588,9 +587,7 @@ class Trainer:
             "per_epoch": self.history,
             **self.hooks.summary(),
         }
-        majority = majority_check(test.get("confusion"), test.get("accuracy"))
-        summary["majority_rate"] = majority.get("majority_rate")
-        summary["warnings"] = [majority["warning"]] if "warning" in majority else []
+        summary.update(majority_check(test.get("confusion"), test.get("accuracy")))
         if self.main:
             for warning in summary["warnings"]:
                 self.emitter.emit("warning", stage="train", **warning)

@@ -124,13 +124,14 @@ def test_train_nproc_0_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_majority_check() -> None:
-    assert majority_check(None, None) == {}
+    assert majority_check(None, None) == {"majority_rate": None, "warnings": []}
     good = majority_check([[40, 10], [5, 45]], 0.85)  # 50/50 split, 85 % right
-    assert good == {"majority_rate": 0.5}
+    assert good == {"majority_rate": 0.5, "warnings": []}
     lazy = majority_check([[0, 30], [0, 70]], 0.7)  # always positive on a 70 % positive split
     assert lazy["majority_rate"] == pytest.approx(0.7)
-    assert lazy["warning"]["code"] == "below_majority"
-    assert "always answering positive" in lazy["warning"]["message"]
+    (warning,) = lazy["warnings"]
+    assert warning["code"] == "below_majority"
+    assert "always answering positive" in warning["message"]
 
 
 @pytest.mark.slow
