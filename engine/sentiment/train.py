@@ -152,6 +152,15 @@ def _make_hooks(cfg: TrainConfig) -> Any:
     return make_train_hooks(cfg)
 
 
+def device_name(device: Any) -> str:
+    """What a person calls the device: the GPU model ("NVIDIA A10G"), or "CPU"."""
+    import torch
+
+    if device.type == "cuda":
+        return str(torch.cuda.get_device_name(device))
+    return "CPU"
+
+
 def run(cfg: TrainConfig) -> int:
     """Train on this rank (torchrun environment or a single process); return the exit code."""
     import torch
@@ -174,7 +183,11 @@ def run(cfg: TrainConfig) -> int:
             )
         # every rank says where it runs: launchers map ranks to nodes (and their prices) by it
         emitter.emit(
-            "rank_start", world_size=env.world, local_rank=env.local_rank, device=str(env.device)
+            "rank_start",
+            world_size=env.world,
+            local_rank=env.local_rank,
+            device=str(env.device),
+            device_name=device_name(env.device),
         )
         Trainer(cfg, emitter=emitter, hooks=_make_hooks(cfg), env=env).fit()
 
