@@ -509,10 +509,10 @@ class RunState:
 
     @property
     def total_epochs(self) -> int | None:
-        """Planned epochs, from the run's config (or an embeddings run's train `stage_start`)."""
+        """Planned epochs: the run's config, else the trainer's `train_start` (or `stage_start`)."""
         cfg = self.config
         train = cfg.get("train") if isinstance(cfg.get("train"), dict) else None
-        for source in (cfg, train, self.train_info):
+        for source in (cfg, train, self.train_info, self.train_plan):
             if isinstance(source, dict) and isinstance(source.get("epochs"), int):
                 return int(source["epochs"])
         return None
