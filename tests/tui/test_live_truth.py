@@ -195,3 +195,22 @@ async def test_node_failure_text_is_shown_verbatim() -> None:
         table = app.screen.query_one("#nodes")
         assert str(table.get_row("gpu-b")[-1]) == NASTY  # type: ignore[attr-defined]
         app.screen.query_one(LinePlot)  # the screen is still whole
+
+
+async def test_profiles_screen_names_devices_and_renders_settings() -> None:
+    from tui.widgets.nav import NavBar
+
+    app = build_app(start="profiles")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        note = app.screen.query_one(NavBar).note
+        assert note.startswith("read 3 profile files")  # words first: not a fifth tab
+        detail = str(app.screen.query_one("#profile-detail").render())
+        assert "2 rank(s) on CPU" in detail and "GPU" not in detail
+        await pilot.press("down")
+        await settle(pilot)
+        detail = str(app.screen.query_one("#profile-detail").render())
+        assert "4 rank(s) on 4× T4" in detail
+        assert "epochs 3 · balance.enabled true" in detail
+        assert "nodes[0]" in detail and "instance_type g4dn.12xlarge · count 2" in detail
+        assert "{" not in detail and "straggle" not in detail  # no raw dicts, no empty settings
