@@ -49,7 +49,7 @@ class _Printer:
             acc = event.get("accuracy")
             test = f"  test acc {acc:.4f} f1 {event['f1']:.4f}" if acc is not None else ""
             print(
-                f"epoch {event['epoch']}: train loss {event['train_loss']:.4f}{test}  "
+                f"epoch {event['epoch'] + 1}: train loss {event['train_loss']:.4f}{test}  "
                 f"{event['seconds']:.1f} s  {event['samples_per_s']:.0f} samples/s"
             )
         elif event["type"] == "error":
@@ -59,7 +59,8 @@ class _Printer:
 
             print(describe_balance_event(event))
         elif event["type"] == "threshold":
-            print(f"loss threshold reached at {event['seconds']:.1f} s (epoch {event['epoch']})")
+            seconds, epoch = event["seconds"], event["epoch"] + 1  # events count epochs from 0
+            print(f"loss threshold reached at {seconds:.1f} s (epoch {epoch})")
 
 
 def run(args: argparse.Namespace) -> int:
