@@ -107,7 +107,8 @@ def test_nodes_name_their_device() -> None:
     state.ingest({"type": "rank_start", "t": 1.0, "rank": 2, "node": "old", "device": "cuda:0"})
     assert state.nodes["local"].gpu == "CPU"
     assert state.nodes["old"].gpu == "GPU"  # recorded before rank_start named the model
-    assert device_label(["NVIDIA A10G", "NVIDIA A10G", "Tesla T4"]) == "2× A10G + Tesla T4"
+    assert device_label(["NVIDIA A10G", "NVIDIA A10G", "Tesla T4"]) == "2× A10G + T4"
+    assert device_label(["NVIDIA A100-SXM4-40GB"]) == "A100"
 
 
 def test_balancer_off_shows_equal_shares() -> None:

@@ -62,7 +62,8 @@ def _device_name(device: str) -> str:
         return "CPU"
     if device.startswith("cuda"):
         return "GPU"  # a run recorded before rank_start carried device_name
-    return device.removeprefix("NVIDIA ").strip() or "?"
+    # "NVIDIA A100-SXM4-40GB" -> "A100", "Tesla T4" -> "T4"
+    return device.removeprefix("NVIDIA ").removeprefix("Tesla ").split("-")[0].strip() or "?"
 
 
 @dataclass(slots=True)

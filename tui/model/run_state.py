@@ -430,7 +430,8 @@ class RunState:
         if node is None:
             node = self.nodes[name] = NodeInfo(name)
         node.status = str(ev.get("status") or node.status)
-        node.gpu = str(ev.get("gpu") or node.gpu)
+        if not node.devices:  # what the node's ranks said they run on wins
+            node.gpu = str(ev.get("gpu") or node.gpu)
         node.detail = str(ev.get("detail") or "")
         level = "error" if node.status in ("lost", "failed", "error") else "info"
         self._log(rel, name, f"{node.status} {node.detail}".strip(), level)

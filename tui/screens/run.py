@@ -59,8 +59,8 @@ DOWN_STATUSES = {"stopped", "terminated", "lost", "failed", "done", "down"}
 STATUS_STYLE = {"running": "bold green", "ok": "bold cyan", "waiting": "dim"}
 SHARES_EMPTY = "no load shares yet (they come with the first balance plan or step)"
 EPOCH_COLUMNS = {
-    "sentiment": (("ep", 2), ("train", 5), ("test", 5), ("acc", 5), ("F1", 5), ("time", 6)),
-    "embeddings": (("ep", 2), ("SGNS", 5), ("PIP", 7), ("words/s", 7), ("time", 6)),
+    "sentiment": (("ep", 2), ("train", 5), ("test", 5), ("acc", 5), ("F1", 5), ("time", 5)),
+    "embeddings": (("ep", 2), ("SGNS", 5), ("PIP", 7), ("words/s", 7), ("time", 5)),
 }
 """Epochs table columns (label, fixed width) per workload."""
 
@@ -151,8 +151,8 @@ class RunScreen(SentitopScreen):
         nodes = self.query_one("#nodes", DataTable)
         nodes.border_title = "nodes"
         for label, width in (
-            ("node", 8),
-            ("ranks", 5),
+            ("node", 7),
+            ("ranks", 4),
             ("status", 7),
             ("device", 8),
             ("last line", 30),
