@@ -220,8 +220,7 @@ class RunState:
         self._log(rel, "run", text, level)
 
     def _legacy_trainer_stage(self, ev: Mapping[str, Any]) -> bool:
-        """A train `stage_*` of the trainer under a runner (runs recorded before `train_start`):
-        the runner's own `stage_*` is the one source of truth."""
+        """A trainer's train `stage_*` under a runner (recorded before `train_start`): no stage."""
         return (
             "rank" in ev
             and ev.get("stage") == "train"
@@ -420,7 +419,8 @@ class RunState:
     def _on_checkpoint(self, ev: Mapping[str, Any], rel: float) -> None:
         self.last_checkpoint = dict(ev)
         epoch, step = int(_num(ev.get("epoch")) or 0), int(_num(ev.get("step")) or 0)
-        # `epoch`/`step` say where a resume continues (docs/EVENTS.md "Numbering")
+        # where a resume continues (docs/EVENTS.md "Numbering"); the newest step count too
+        self.global_step = max(self.global_step, int(_num(ev.get("global_step")) or 0))
         where = f"after epoch {epoch}" if not step else f"in epoch {epoch + 1} at step {step:,}"
         self._log(rel, "train", f"checkpoint saved {where}")
 
