@@ -215,3 +215,25 @@ async def test_profiles_screen_names_devices_and_renders_settings() -> None:
         assert "epochs 3 · balance.enabled true" in detail
         assert "nodes[0]" in detail and "instance_type g4dn.12xlarge · count 2" in detail
         assert "{" not in detail and "straggle" not in detail  # no raw dicts, no empty settings
+
+
+@pytest.mark.parametrize(
+    ("billed", "accrued", "finished", "shown"),
+    [
+        (0.0016, 0.0004, False, "$0.00040 (min. charge $0.0016)  → projected $0.0016"),
+        (0.002187, 0.00215, False, "$0.0022  → projected $0.0022"),  # whole-second rounding
+        (0.0016, 0.00087, True, "$0.0016 billed (1-min minimum; $0.00087 used)"),
+        (0.00197, 0.00196, True, "$0.0020"),
+    ],
+)
+def test_cost_line_shows_the_minimum_only_while_it_applies(
+    billed: float, accrued: float, finished: bool, shown: str
+) -> None:
+    from tui.screens.run import _cost_text
+
+    state = RunState()
+    state.ingest({"type": "cost", "t": 1.0, "usd": billed, "accrued_usd": accrued,
+                  "usd_per_hour": 0.096, "projected_usd": billed})  # fmt: skip
+    if finished:
+        state.ingest({"type": "run_end", "t": 2.0, "status": "ok"})
+    assert str(_cost_text(state, state.projected_cost())) == shown

@@ -567,7 +567,10 @@ def _cost_text(st: RunState, projected: float | None) -> Text:
     """`$0.00081 (min. charge $0.0016) → projected $0.0021`: the dollars used so far, the
     one-minute minimum while it is above them, and the total at the ETA."""
     spent = st.spent
-    floor = st.accrued_usd is not None and st.usd > spent and fmt_usd(st.usd) != fmt_usd(spent)
+    # billed tops used by more than whole-second rounding only under the one-minute minimum
+    rounding = (st.usd_per_hour or 0.0) * 1.01 / 3600.0
+    floor = st.accrued_usd is not None and st.usd - spent > rounding
+    floor = floor and fmt_usd(st.usd) != fmt_usd(spent)
     if st.finished and floor:  # the bill is the minimum charge
         return Text.assemble(
             (fmt_usd(st.usd), "bold yellow"),
