@@ -197,10 +197,8 @@ async def _train(ctx: _Context, cluster: Cluster, data: PreparedData) -> None:
             write_private_file(local, json.dumps(node_cfg, indent=2))
             remote_path = (await cluster.put_data(local))[node]
             args[node] = ["--config", remote_path, "--no-events-file"]
-        # the trainer sets its own thread count; this only silences torchrun's OMP warning
-        env = {"OMP_NUM_THREADS": str(base.threads or 1)}
-        commands: dict[str, Command] = cluster.torchrun_commands(
-            "engine.sentiment.train", args, env=env
+        commands: dict[str, Command] = cluster.rank_commands(
+            "engine.sentiment.train", args, threads=base.threads
         )
         started = time.time()
         ctx.emitter.emit(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +21,7 @@ from engine.config import ModelConfig, TrainConfig, config_from_dict
 from engine.config_flags import add_config_flags, flag_values
 from engine.errors import ConfigError, SentitopError
 from engine.events import rank_emitter
+from engine.launch import default_threads
 
 
 def add_train_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -66,12 +66,6 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
 
     cfg.balance = balance_config_from_args(args, cfg.balance)
     return cfg
-
-
-def default_threads(local_world: int) -> int:
-    """CPU cores available to this process divided by the ranks on this node (at least 1)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // max(1, local_world))
 
 
 def _make_hooks(cfg: TrainConfig) -> Any:
