@@ -66,8 +66,7 @@ class _Printer:
 def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError
-    from engine.launch import launch_local
-    from engine.sentiment.train import config_from_args
+    from engine.sentiment.train import config_from_args, launch_local
 
     cfg = config_from_args(args)
     if not (Path(cfg.data_dir) / "dataset.h5").is_file():
