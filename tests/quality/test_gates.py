@@ -120,7 +120,7 @@ def test_a_rank_refuses_a_one_class_split_too(tmp_path: Path) -> None:
 def test_train_nproc_0_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = labelled_dataset(tmp_path / "data", [0, 1] * 20, [0, 1] * 5)
     rc = main(["train", "--data", str(data), "--run-dir", str(tmp_path / "r"), "--nproc", "0"])
-    assert rc == 2 and "--nproc 0" in capsys.readouterr().err
+    assert rc == 2 and "--nproc = 0 must be >= 1" in capsys.readouterr().err
 
 
 def test_majority_check() -> None:

@@ -50,7 +50,7 @@ class _Printer:
         elif event["type"] == "epoch":
             acc = event.get("accuracy")
             test = f"  test acc {acc:.4f} f1 {event['f1']:.4f}" if acc is not None else ""
-            print(  # events number epochs from 0, people from 1
+            print(
                 f"epoch {event['epoch'] + 1}: train loss {event['train_loss']:.4f}{test}  "
                 f"{event['seconds']:.1f} s  {event['samples_per_s']:.0f} samples/s"
             )
@@ -61,20 +61,16 @@ class _Printer:
 
             print(describe_balance_event(event))
         elif event["type"] == "threshold":
-            print(
-                f"loss threshold reached at {event['seconds']:.1f} s (epoch {event['epoch'] + 1})"
-            )
+            seconds, epoch = event["seconds"], event["epoch"] + 1  # events count epochs from 0
+            print(f"loss threshold reached at {seconds:.1f} s (epoch {epoch})")
 
 
 def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError
-    from engine.launch import launch_local
     from engine.sentiment.splits import check_dataset
-    from engine.sentiment.train import config_from_args
+    from engine.sentiment.train import config_from_args, launch_local
 
-    if args.nproc < 1:
-        raise InputError(f"--nproc {args.nproc}: expected an integer >= 1")
     cfg = config_from_args(args)
     if not (Path(cfg.data_dir) / "dataset.h5").is_file():
         raise InputError(
