@@ -52,3 +52,4 @@ def test_summary_table_shows_foreign_text_verbatim() -> None:
     text = out.getvalue()
     for expected in ("r[bold]1", "[red]p", *MARKUP_PIECES, "drop [/x] rank 1", "[link=x]0.5"):
         assert expected in text
+    assert "— failed, 1 warning(s)" in text

@@ -137,6 +137,9 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     colour = "green" if status == "ok" else "red"
     title = Text(f"run {summary.get('run')} — ")
     title.append(status, style=colour)
+    warnings = summary.get("warnings") or []
+    if warnings:  # an ok run whose numbers should not be trusted says so in its title
+        title.append(f", {len(warnings)} warning(s)", style="bold yellow")
     table = Table(title=title, show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
@@ -168,7 +171,7 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
         table.add_row(
             name, Text(text, justify="left" if len(text) > 40 or "\n" in text else "right")
         )
-    for warning in summary.get("warnings") or []:
+    for warning in warnings:
         message = warning.get("message") if isinstance(warning, Mapping) else warning
         table.add_row(Text("warning", "bold yellow"), Text(str(message), "yellow", justify="left"))
     return table
