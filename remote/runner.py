@@ -334,8 +334,8 @@ async def _stages(ctx: _Context) -> None:
     finally:
         for key in emr_keys:
             ctx.meter.stop(key)
-    max_train = ctx.profile.to_train_config(".", ".").max_train_samples
-    await asyncio.to_thread(check_dataset, data.dataset_dir, max_train)  # before any machine
+    max_train = ctx.train.max_train_samples  # an empty or one-class split: exit 2, no machine
+    await asyncio.to_thread(check_dataset, data.dataset_dir, max_train)
     cluster = make_cluster(ctx.profile)
     async with cluster:
         await _train(ctx, cluster, data)
