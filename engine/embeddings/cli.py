@@ -104,8 +104,8 @@ def run_rank(cfg: EmbedConfig) -> int:
     from engine.embeddings.runtime import EmbedRun
     from engine.embeddings.sync import run_sync
     from engine.rank_main import run_as_rank
+    from engine.sentiment.dist_env import DistEnv
     from engine.sentiment.train import default_threads
-    from engine.sentiment.trainer import DistEnv
 
     env = DistEnv.from_environ("cpu")
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
