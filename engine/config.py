@@ -189,7 +189,7 @@ class TrainConfig:
     up to 0.3 × the training samples, since a forward pass is ~1/3 of a training step)."""
     data_cache: str | None = None
     """Folder for the node's uncompressed copy of the dataset that ranks memory-map (None =
-    $SENTITOP_CACHE, else $XDG_CACHE_HOME/sentitop, else ~/.cache/sentitop)."""
+    streams/ in the user cache folder: $SENTITOP_CACHE_DIR, else the platform's)."""
     checkpoint_every_steps: int = 0
     """Also checkpoint every N global steps (0 = off; deterministic, for tests)."""
     events_file: bool = True

@@ -260,7 +260,7 @@ class TrainSpec(Section):
     up to 0.3 × the training samples, ~10 % of an epoch)."""
     data_cache: str | None = None
     """Folder on each node for the uncompressed dataset copy the ranks memory-map (default:
-    $SENTITOP_CACHE or ~/.cache/sentitop)."""
+    streams/ in $SENTITOP_CACHE_DIR or the user cache folder)."""
     checkpoint_every_steps: int | None = Field(default=None, ge=0)
     """Also checkpoint every N global steps (0 = off; default 0)."""
     nproc: int | None = Field(default=None, ge=1, le=256)

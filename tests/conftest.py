@@ -25,4 +25,4 @@ def _dataset_cache(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Training ranks (and their subprocesses) copy datasets into a temporary node cache."""
-    monkeypatch.setenv("SENTITOP_CACHE", str(tmp_path_factory.mktemp("sentitop-cache")))
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path_factory.mktemp("sentitop-cache")))

@@ -1,13 +1,16 @@
-"""Training data: chunk-aligned reads of dataset.h5, a per-rank plan sampler, batch loaders.
+"""Training data: dataset.h5's layout, the per-rank plan sampler, batch loaders.
 
 Layout read here (written by ``engine.preprocess``): ``/train`` and ``/test`` groups, each with
 ``tokens`` (N × L, uint16 or int32, right-padded with 0), ``labels`` (uint8 0/1) and ``lengths``;
 file attrs ``vocab_size``, ``seq_len``, ``pad_id``, ``unk_id``, ``format_version``.
 
-Each rank loads a split into memory with a few large reads aligned to the HDF5 chunks (never
-one read per sample), then draws batches by fancy indexing. The per-epoch sample order is a
-permutation that depends only on (seed, epoch); an :class:`EpochPlan` cuts it into per-rank
-shares (possibly unequal, from the load balancer) that all run the same number of steps.
+Training reads rows from the node's memory-mapped copy (:mod:`engine.sentiment.store`);
+:func:`load_split` (a split in memory, chunk-aligned reads) remains as the reference those
+batches are tested against, and for small tools. The per-epoch sample order depends only on
+(seed, epoch) (:mod:`engine.sentiment.order`); a plan (:class:`EpochPlan`, or the balancer's)
+cuts each global step's positions into per-rank shares (possibly unequal) that all run the
+same number of steps, so the positions done after any step are a prefix of the order whatever
+the number of ranks.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ memory, in an order that depends only on (seed, epoch) (:mod:`engine.sentiment.o
   pressure instead of killing a rank. The loader announces each order window's row ranges
   with ``posix_fadvise(WILLNEED)`` so a cold cache is read ahead in large contiguous runs.
 * The copy costs disk (the ids uncompressed: ≈ dataset.h5's size) and one sequential pass
-  at the first run on a node. It lives in the node's cache (``$SENTITOP_CACHE``, else
-  ``$XDG_CACHE_HOME/sentitop``, else ``~/.cache/sentitop``; ``train.data_cache`` overrides),
-  not in the data folder, which launchers ship to nodes. It is keyed by dataset.h5's path,
+  at the first run on a node. It lives in the node's user cache folder (``streams/`` under
+  ``$SENTITOP_CACHE_DIR`` or the platform's; ``train.data_cache`` overrides), not in the data
+  folder, which launchers ship to nodes. It is keyed by dataset.h5's path,
   size and mtime, written once under a file lock (the first local rank writes, the others
   wait), published by atomic renames, and replaced when dataset.h5 changes; copies of
   datasets that no longer exist are removed.
@@ -48,14 +48,16 @@ _SPARE_BYTES = 256 << 20
 
 
 def cache_root(override: str | Path | None = None) -> Path:
-    """Where this node keeps dataset copies (``override`` when given)."""
+    """Where this node keeps dataset copies: ``override``, else ``streams/`` in the user cache
+    folder ($SENTITOP_CACHE_DIR, else the platform's, as for cached datasets and prices)."""
     if override:
-        return Path(override)
-    env = os.environ.get("SENTITOP_CACHE")
+        return Path(override).expanduser()
+    env = os.environ.get("SENTITOP_CACHE_DIR")
     if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "sentitop"
+        return Path(env).expanduser() / "streams"
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("sentitop")) / "streams"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +107,7 @@ def ensure_copy(h5: Path, split: str, cache: str | Path | None = None) -> CopyIn
     except OSError as exc:
         raise DatasetError(
             f"cannot create the dataset cache {folder}: {exc}",
-            hint="set SENTITOP_CACHE or train.data_cache to a writable folder",
+            hint="set SENTITOP_CACHE_DIR or train.data_cache to a writable folder",
         ) from None
     files = [_file(folder, split, key, name) for name in ARRAYS]
     written = 0.0
@@ -154,7 +156,7 @@ def _write_copy(h5: Path, split: str, folder: Path, key: str) -> None:
             raise DatasetError(
                 f"the dataset cache {folder} needs {need / 1e9:.2f} GB for the {split} split "
                 f"of {h5}, but its disk has {free / 1e9:.2f} GB free",
-                hint="free space, or set SENTITOP_CACHE / train.data_cache to a larger disk",
+                hint="free space, or set SENTITOP_CACHE_DIR / train.data_cache to a larger disk",
             )
         for name in ARRAYS:
             final = _file(folder, split, key, name)
@@ -166,7 +168,7 @@ def _write_copy(h5: Path, split: str, folder: Path, key: str) -> None:
                 tmp.unlink(missing_ok=True)
                 raise DatasetError(
                     f"writing the dataset cache {final} failed: {exc}",
-                    hint="free space, or set SENTITOP_CACHE / train.data_cache to another disk",
+                    hint="free space, or set SENTITOP_CACHE_DIR / train.data_cache to another disk",
                 ) from None
             except BaseException:
                 tmp.unlink(missing_ok=True)

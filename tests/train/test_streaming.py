@@ -146,11 +146,11 @@ def test_a_full_cache_disk_is_a_clear_error(
 
 
 def test_cache_root_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SENTITOP_CACHE", "/x/y")
-    assert cache_root() == Path("/x/y") and cache_root("/z") == Path("/z")
-    monkeypatch.delenv("SENTITOP_CACHE")
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", "/x/y")
+    assert cache_root() == Path("/x/y/streams") and cache_root("/z") == Path("/z")
+    monkeypatch.delenv("SENTITOP_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", "/c")
-    assert cache_root() == Path("/c/sentitop")
+    assert cache_root() == Path("/c/sentitop/streams")
 
 
 def test_evaluation_reads_the_whole_split_or_a_fixed_spread_sample(tmp_path: Path) -> None:
