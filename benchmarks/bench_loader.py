@@ -1,7 +1,8 @@
 """Loader throughput: the streaming loader (node copy, memory-mapped) cold and warm vs in memory.
 
 Writes a synthetic dataset.h5 in the preprocessing layout (≈ 1 MiB token chunks), then
-measures in one run, with one thread:
+measures in one run, with one thread (sequences per wall second, and per CPU second of the
+process: the per-core figure on a shared machine, where wall time includes waiting for a core):
 
 * copy: sequences/s of making the node's uncompressed copy (``store.ensure_copy``);
 * cold: one epoch of ``PlanSampler`` + ``gather_batch`` (batch 256) from the memory-mapped
@@ -65,15 +66,16 @@ def write_dataset(folder: Path, rows: int, seq_len: int, test_rows: int | None =
     return folder
 
 
-def epoch_rate(rows: Rows, n: int, batch: int) -> float:
-    """Sequences/s of one epoch of this rank's batches (sampler + gather), world of one."""
+def epoch_rate(rows: Rows, n: int, batch: int) -> tuple[float, float]:
+    """Sequences per wall second and per CPU second (this process: user + system, so page
+    faults count) of one epoch of this rank's batches (sampler + gather), world of one."""
     sampler = PlanSampler(n, seed=0, rank=0, on_window=getattr(rows, "prefetch", None))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     sampler.set_epoch(0)
     sampler.add_plan(even_plan(n, 1, batch))
     for step in range(sampler.steps):
         gather_batch(rows, sampler.indices(step))
-    return n / (time.perf_counter() - start)
+    return n / (time.perf_counter() - start), n / (time.process_time() - cpu)
 
 
 def per_sample_reads(folder: Path, rows: int, seq_len: int, samples: int) -> float:
@@ -134,15 +136,19 @@ def main() -> None:
         "batch": args.batch,
         "copy_bytes": copy.nbytes,
         "copy_seq_per_s": round(args.rows / copy_s),
-        "cold_seq_per_s": round(cold),
+        "cold_seq_per_s": round(cold[0]),
+        "cold_seq_per_cpu_s": round(cold[1]),
         "cold_storage_read_mb": mb(disk0, disk1),
-        "warm_seq_per_s": round(warm),
+        "warm_seq_per_s": round(warm[0]),
+        "warm_seq_per_cpu_s": round(warm[1]),
         "warm_storage_read_mb": mb(disk1, disk2),
-        "memory_seq_per_s": round(memory),
-        "ratio_warm_vs_memory": round(warm / memory, 3),
-        "ratio_cold_vs_memory": round(cold / memory, 3),
+        "memory_seq_per_s": round(memory[0]),
+        "memory_seq_per_cpu_s": round(memory[1]),
+        "ratio_warm_vs_memory": round(warm[0] / memory[0], 3),
+        "ratio_cold_vs_memory": round(cold[0] / memory[0], 3),
         "old_per_sample_reads_per_s": round(old),
-        "ratio_cold_vs_old": round(cold / old, 1),
+        "ratio_warm_vs_old": round(warm[0] / old, 1),
+        "ratio_cold_vs_old": round(cold[0] / old, 1),
         "load_avg_1m": os.getloadavg()[0],
     }
     print(json.dumps(result, indent=2))
