@@ -208,17 +208,18 @@ def gpu_candidates(
         for c in out
         if c.count == 1 and c.workers == 1 and c.market == "on-demand" and c.instance_type
     ]
-    best = [c.instance_type for c in sorted(singles, key=lambda c: c.usd)[:MIXED_TYPES]]
+    best = [c.instance_type or "" for c in sorted(singles, key=lambda c: c.usd)[:MIXED_TYPES]]
+    gpu_of = {r.name: r.gpu_model for r in catalog.rows()}
     for a, b in itertools.combinations(best, 2):
-        models = {catalog.specs(a).gpu_model, catalog.specs(b).gpu_model}  # type: ignore[union-attr]
+        models = {gpu_of.get(a), gpu_of.get(b)}
         if len(models) < 2:
             continue
         for na, nb in itertools.product(MIXED_COUNTS, MIXED_COUNTS):
             for sa, sb in ((False, False), (True, True), (False, True)):
                 if (a, sa) not in prices or (b, sb) not in prices:
                     continue
-                groups = [(a, na, sa), (b, nb, sb)]  # type: ignore[list-item]
-                cand = gpu_set(groups, catalog, rates, job, prices)  # type: ignore[arg-type]
+                groups = [(a, na, sa), (b, nb, sb)]
+                cand = gpu_set(groups, catalog, rates, job, prices)
                 if cand is not None:
                     out.append(cand)
     return out

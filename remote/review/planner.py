@@ -141,7 +141,8 @@ def _train_groups(profile: Profile) -> list[tuple[str, int, bool]]:
         return []
     if isinstance(profile, EC2Profile):
         return [(g.instance_type, g.count, g.spot) for g in profile.nodes]
-    return [(t, 1, False) for t in (getattr(n, "instance_type", None) for n in profile.nodes) if t]
+    nodes = getattr(profile, "nodes", [])
+    return [(t, 1, False) for t in (getattr(n, "instance_type", None) for n in nodes) if t]
 
 
 def _check_known(profile: Profile, catalog: Catalog) -> None:
@@ -211,9 +212,14 @@ def _study() -> tuple[float, float, list[ErrorCheck]]:
     return model.k / steps, _log_band(errors), errors
 
 
+def _engine_default(name: str) -> Any:
+    """A preprocessing default of the engine (declared once, in engine.config)."""
+    return PreprocessConfig.__dataclass_fields__[name].default
+
+
 def _workload(profile: Profile) -> Workload:
     cfg = profile.to_train_config(".", ".")
-    seq = profile.preprocess.seq_len or PreprocessConfig.__dataclass_fields__["seq_len"].default
+    seq = profile.preprocess.seq_len or _engine_default("seq_len")
     model = resolved_model(cfg.model)
     return Workload(model, int(seq), cfg.batch_size, f"{cfg.model.preset} model, {seq} tokens")
 
@@ -222,7 +228,7 @@ def _n_train(
     profile: Profile, same_data: list[RunRecord], data_size: int | None, inputs: list[str]
 ) -> int:
     test = profile.preprocess.test_fraction
-    test = PreprocessConfig.__dataclass_fields__["test_fraction"].default if test is None else test
+    test = float(_engine_default("test_fraction")) if test is None else test
     if data_size is not None:
         n = train_samples(data_size, test, synthetic=False)
         inputs.append(
@@ -428,7 +434,8 @@ def plan_profile(
     errors = [e for hw, ms in by_hw.items() if hw in models for e in _prediction_errors(ms, hw)]
     same_data = [r for r in matching if r.data_key == data_key and r.n_train]
     n_train = _n_train(profile, same_data, data_size, inputs)
-    test = profile.preprocess.test_fraction or 0.1
+    test = profile.preprocess.test_fraction
+    test = float(_engine_default("test_fraction")) if test is None else test
     sync_step, count_band, study_errors = _study()
     job = GpuJob(
         n_epochs,
@@ -556,7 +563,7 @@ def plan_profile(
     prep = _prep(profile, catalog, data_size)
     prep_s = min((p.seconds for p in prep), default=0.0)
     choice = choose(candidates, deadline_h=deadline_h, budget_usd=budget_usd, extra_s=prep_s)
-    estimated = sorted({c.hardware for c in candidates if c.estimate})
+    estimated = sorted({h for c in candidates if c.estimate for h in c.hardware.split("+")})
     if estimated:
         notes.append(
             "estimates: no run of this workload was measured on "

@@ -21,6 +21,7 @@ The rule, and why (numbers: BENCHMARKS.md "Planner: predictions for GPUs never r
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,10 +107,22 @@ def _workload(r: DeviceRate) -> Workload:
     return Workload.of_preset(r.preset, r.seq_len, r.batch)
 
 
-RULES = {
-    "memory bandwidth": lambda a, b: b.mem_bw_gbs / a.mem_bw_gbs,
-    "fp32 peak": lambda a, b: b.fp32_tflops / a.fp32_tflops,
-    "same speed": lambda a, b: 1.0,
+def _by_bandwidth(a: DeviceRate, b: DeviceRate) -> float:
+    return b.mem_bw_gbs / a.mem_bw_gbs
+
+
+def _by_fp32(a: DeviceRate, b: DeviceRate) -> float:
+    return b.fp32_tflops / a.fp32_tflops
+
+
+def _same(a: DeviceRate, b: DeviceRate) -> float:
+    return 1.0
+
+
+RULES: dict[str, Callable[[DeviceRate, DeviceRate], float]] = {
+    "memory bandwidth": _by_bandwidth,
+    "fp32 peak": _by_fp32,
+    "same speed": _same,
 }
 """Device rules the back-test compares (the planner uses memory bandwidth)."""
 
