@@ -17,9 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from remote.pricing import Catalog, PriceBook
+from remote.profile import Profile
+from remote.review.hardware import gpu_table
 from remote.review.metrics import billed_usd
-from remote.review.scaling import ring
-from remote.review.transfer import BALANCER_EFFICIENCY, RateEstimate
+from remote.review.scaling import compute_units, ring
+from remote.review.transfer import (
+    BALANCER_EFFICIENCY,
+    RateEstimate,
+    Workload,
+    band_logs,
+    bundled_anchors,
+)
 
 CANDIDATE_COUNTS = (1, 2, 4, 8)
 """Instance counts tried for each GPU instance type."""
@@ -276,3 +284,59 @@ def choose(
         nearest = sorted(candidates, key=lambda c: (c.usd, c.hours))[:3]
     msg = "no configuration " + " and ".join(parts) + " (predicted)"
     return Choice(None, False, [], nearest, msg)
+
+
+def cpu_target(
+    profile: Profile,
+    hardware: str,
+    instance_type: str | None,
+    count: int,
+    workload: Workload,
+    job: GpuJob,
+    usd_h: float,
+) -> Candidate:
+    """A CPU profile with no past run: the development host's measured core rate, transferred."""
+    bands = band_logs()
+    host = next(a for a in bundled_anchors() if a.device not in gpu_table())
+    same = [
+        a
+        for a in bundled_anchors()
+        if a.device == host.device
+        and (a.workload.model, a.workload.seq_len) == (workload.model, workload.seq_len)
+    ]
+    anchor = same[0] if same else host
+    rate = anchor.samples_per_s * anchor.workload.cost / workload.cost
+    workers = profile.world_size()
+    units = compute_units(profile.provider, workers, profile.train.threads)
+    if profile.provider == "ssh":
+        units = float(workers * (profile.train.threads or 1))
+    seconds = job.epochs * job.n_train / (rate * units) + job.evals * job.n_test / (
+        3 * rate * units
+    )
+    band_log = bands["device"] + (0.0 if same else bands["workload"])
+    basis = (
+        f"measured on one core of the development host ({anchor.where}): "
+        f"{anchor.samples_per_s:,.0f} samples/s of the {anchor.workload.label}"
+        + ("" if same else f"; scaled by MACs per sample to the {workload.label}")
+        + f"; x {units:g} cores; this machine's cores not measured (device band applied)"
+    )
+    label = (
+        f"local ×{workers} proc"
+        if profile.provider == "local"
+        else f"{profile.name} ({workers} proc)"
+    )
+    return Candidate(
+        label,
+        hardware,
+        instance_type,
+        count,
+        workers,
+        usd_h,
+        seconds / job.epochs,
+        seconds,
+        billed_usd(seconds, usd_h),
+        True,
+        band=math.exp(band_log),
+        basis=basis,
+        estimate=True,
+    )

@@ -24,6 +24,7 @@ from remote.review.candidates import (
     Choice,
     GpuJob,
     choose,
+    cpu_target,
     gpu_candidates,
     gpu_prices,
     gpu_set,
@@ -37,7 +38,6 @@ from remote.review.transfer import (
     Anchor,
     RateEstimate,
     Workload,
-    band_logs,
     bundled_anchors,
     resolved_model,
     transfer_rate,
@@ -342,62 +342,6 @@ def _gpu_anchors(models: dict[str, ScalingModel], workload: Workload) -> list[An
     return out
 
 
-def _cpu_target(
-    profile: Profile,
-    hardware: str,
-    instance_type: str | None,
-    count: int,
-    workload: Workload,
-    job: GpuJob,
-    usd_h: float,
-) -> Candidate:
-    """A CPU profile with no past run: the development host's measured core rate, transferred."""
-    bands = band_logs()
-    host = next(a for a in bundled_anchors() if a.device not in gpu_table())
-    same = [
-        a
-        for a in bundled_anchors()
-        if a.device == host.device
-        and (a.workload.model, a.workload.seq_len) == (workload.model, workload.seq_len)
-    ]
-    anchor = same[0] if same else host
-    rate = anchor.samples_per_s * anchor.workload.cost / workload.cost
-    workers = profile.world_size()
-    units = compute_units(profile.provider, workers, profile.train.threads)
-    if profile.provider == "ssh":
-        units = float(workers * (profile.train.threads or 1))
-    seconds = job.epochs * job.n_train / (rate * units) + job.evals * job.n_test / (
-        3 * rate * units
-    )
-    band_log = bands["device"] + (0.0 if same else bands["workload"])
-    basis = (
-        f"measured on one core of the development host ({anchor.where}): "
-        f"{anchor.samples_per_s:,.0f} samples/s of the {anchor.workload.label}"
-        + ("" if same else f"; scaled by MACs per sample to the {workload.label}")
-        + f"; x {units:g} cores; this machine's cores not measured (device band applied)"
-    )
-    label = (
-        f"local ×{workers} proc"
-        if profile.provider == "local"
-        else f"{profile.name} ({workers} proc)"
-    )
-    return Candidate(
-        label,
-        hardware,
-        instance_type,
-        count,
-        workers,
-        usd_h,
-        seconds / job.epochs,
-        seconds,
-        billed_usd(seconds, usd_h),
-        True,
-        band=math.exp(band_log),
-        basis=basis,
-        estimate=True,
-    )
-
-
 def plan_profile(
     profile: Profile,
     runs: list[RunRecord],
@@ -525,7 +469,7 @@ def plan_profile(
                         )
                     )
     elif hardware in ("local CPU", "ssh CPU") or hardware.startswith("CPU "):
-        target = _cpu_target(profile, hardware, instance_type, count, workload, job, own_rate)
+        target = cpu_target(profile, hardware, instance_type, count, workload, job, own_rate)
         inputs.append(
             "no past run of this workload on this machine: "
             "predicted from the development host's measured rate"
