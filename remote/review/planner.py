@@ -19,6 +19,7 @@ from engine.config import PreprocessConfig
 from engine.errors import InputError
 from remote.pricing import Catalog, PriceBook, load_catalog
 from remote.profile import EC2Profile, Profile
+from remote.review.backtest import STUDY_BATCH, STUDY_SAMPLES, study_runs
 from remote.review.candidates import (
     Candidate,
     Choice,
@@ -42,13 +43,9 @@ from remote.review.transfer import (
     resolved_model,
     transfer_rate,
 )
-from remote.runs_store import RunRecord, import_csv, workload_keys
+from remote.runs_store import RunRecord, workload_keys
 
 __all__ = ["Candidate", "Plan", "compute_units", "fit", "measure", "plan_profile", "ring"]
-
-SEED_STUDY = "remote/review/data/seed_study.csv"
-STUDY_SAMPLES = 19_170_000
-"""Training samples per epoch of the old study (inferred: see device_rates.csv)."""
 
 
 @dataclass(slots=True)
@@ -202,13 +199,10 @@ def _log_band(errors: list[ErrorCheck]) -> float:
 
 def _study() -> tuple[float, float, list[ErrorCheck]]:
     """(all-reduce s per step and ring unit, count band log, leave-one-out) of the old study."""
-    from importlib import resources
-
-    path = resources.files("remote.review.data").joinpath("seed_study.csv")
-    ms = [measure(r) for r in import_csv(str(path))]
+    ms = [measure(r) for r in study_runs()]
     model = fit(ms, "M60")
     errors = _prediction_errors(ms, "M60")
-    steps = STUDY_SAMPLES / 512
+    steps = STUDY_SAMPLES / STUDY_BATCH
     return model.k / steps, _log_band(errors), errors
 
 

@@ -223,3 +223,15 @@ def test_choose_without_constraints_is_the_cheapest() -> None:
     plan = plan_profile(profile, [], book=_book())
     got = choose(plan.candidates, deadline_h=None, budget_usd=None)
     assert got.pick is not None and got.pick.usd == min(c.usd for c in plan.candidates)
+
+
+def test_old_study_leave_one_out_lands_within_the_band() -> None:
+    from remote.review.backtest import study_leave_one_out
+
+    rows = {r.gpus: r for r in study_leave_one_out()}
+    assert set(rows) == {1, 4, 8}
+    assert rows[1].actual_s == pytest.approx(35_920) and "host" in rows[1].basis
+    assert rows[4].error == pytest.approx(-0.048, abs=0.001)
+    assert rows[8].error == pytest.approx(0.082, abs=0.001)
+    assert all(r.within for r in rows.values())
+    assert rows[4].band == rows[8].band > 1
