@@ -169,7 +169,7 @@ def run(cfg: TrainConfig) -> int:
             if env.device.type == "cuda":
                 torch.cuda.set_device(env.device)
             dist.init_process_group(
-                "nccl" if env.device.type == "cuda" else "gloo",
+                env.backend,
                 device_id=env.device if env.device.type == "cuda" else None,
             )
         # every rank says where it runs: launchers map ranks to nodes (and their prices) by it
