@@ -169,6 +169,8 @@ def backtest(*, as_json: bool) -> int:
                 "error": round(r.error, 3),
                 "band": round(r.band, 3),
                 "within_band": r.within,
+                "band_out_of_sample": None if r.band_out is None else round(r.band_out, 3),
+                "within_out_of_sample": r.within_out,
                 "basis": r.basis,
             }
             for r in loo
@@ -189,7 +191,9 @@ def backtest(*, as_json: bool) -> int:
     for r in result["study_leave_one_out"]:
         print(
             f"  {r['run']:20} {r['gpus']} GPU(s) predicted {r['predicted_s']:>7,} actual "
-            f"{r['actual_s']:>7,} ({r['error']:+.1%}) band x{r['band']} within: {r['within_band']}"
+            f"{r['actual_s']:>7,} ({r['error']:+.1%}) band x{r['band']} "
+            f"within: {r['within_band']}; "
+            f"out of sample: x{r['band_out_of_sample']} within: {r['within_out_of_sample']}"
         )
     print("seed model, 10 epochs of 19.17 M samples on one GPU:")
     for g in per_gpu:

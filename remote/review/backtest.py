@@ -8,10 +8,10 @@ formula the planner uses for GPU sets (remote.review.candidates) from the other 
 - a multi-GPU run: the M60 rate from the 1-GPU run, the all-reduce cost from the other
   multi-GPU run.
 
-The band is the planner's, from every back-test: it includes the left-out row's own error
-(in-sample). Three runs on one GPU model and one measured host give no out-of-sample band:
-without the 1-GPU run no device pair is left to test the transfer, and without one multi-GPU
-run the other cannot be predicted (it needs the all-reduce cost of a multi-GPU run).
+``band`` is the planner's, from every back-test: it includes the left-out row's own error
+(in-sample). ``band_out`` leaves the row out of the back-tests too: for the 1-GPU run the
+device band then comes from the host's pairs alone (the host at three loads); for a
+multi-GPU run none is left (the other multi-GPU run needs this one's all-reduce cost).
 """
 
 from __future__ import annotations
@@ -20,8 +20,15 @@ import math
 from dataclasses import dataclass
 from importlib import resources
 
+from remote.review.hardware import device_rates
 from remote.review.scaling import ring
-from remote.review.transfer import Workload, bundled_anchors, transfer_rate
+from remote.review.transfer import (
+    Workload,
+    back_tests,
+    band_logs,
+    bundled_anchors,
+    transfer_rate,
+)
 from remote.runs_store import RunRecord, import_csv
 
 STUDY_SAMPLES = 19_170_000
@@ -41,6 +48,8 @@ class LooRow:
     actual_s: float
     band: float
     """The planner's band factor for this prediction (in-sample)."""
+    band_out: float | None
+    """The band from back-tests without this run (None: none is left)."""
     basis: str
 
     @property
@@ -50,8 +59,16 @@ class LooRow:
 
     @property
     def within(self) -> bool:
-        """Actual inside [predicted / band, predicted · band] (1e-6 relative slack: CSV rounding)."""
-        lo, hi = self.predicted_s / self.band, self.predicted_s * self.band
+        """Actual inside [predicted / band, predicted · band] (1e-6 slack: CSV rounding)."""
+        return self._inside(self.band)
+
+    @property
+    def within_out(self) -> bool | None:
+        """Actual inside the out-of-sample band (None when there is none)."""
+        return None if self.band_out is None else self._inside(self.band_out)
+
+    def _inside(self, band: float) -> bool:
+        lo, hi = self.predicted_s / band, self.predicted_s * band
         return lo / (1 + 1e-6) <= self.actual_s <= hi * (1 + 1e-6)
 
 
@@ -75,7 +92,11 @@ def study_leave_one_out() -> list[LooRow]:
     host = [a for a in bundled_anchors() if a.device != "M60"]
     est = transfer_rate(seed, "M60", host)
     predicted = one.epochs * STUDY_SAMPLES / est.samples_per_s
-    out.append(LooRow(one.run_id, 1, predicted, one.train_s, math.exp(est.band_log), est.basis))
+    without = tuple(r for r in device_rates() if r.device != "M60")
+    band_out = math.exp(band_logs(back_tests(without))["device"])
+    out.append(
+        LooRow(one.run_id, 1, predicted, one.train_s, math.exp(est.band_log), band_out, est.basis)
+    )
     for m in multis:
         other = next(x for x in multis if x is not m)
         k = _k(one, other)
@@ -97,6 +118,7 @@ def study_leave_one_out() -> list[LooRow]:
                 m.epochs * epoch,
                 m.train_s,
                 math.exp(count_band),
+                None,
                 basis,
             )
         )

@@ -233,5 +233,9 @@ def test_old_study_leave_one_out_lands_within_the_band() -> None:
     assert rows[1].actual_s == pytest.approx(35_920) and "host" in rows[1].basis
     assert rows[4].error == pytest.approx(-0.048, abs=0.001)
     assert rows[8].error == pytest.approx(0.082, abs=0.001)
-    assert all(r.within for r in rows.values())
+    assert all(r.within for r in rows.values())  # the planner's band (in-sample)
     assert rows[4].band == rows[8].band > 1
+    # out of sample (the M60 left out of the device back-tests too): the host's pairs alone
+    # give a narrower band that the 1-GPU run falls outside of (BENCHMARKS.md says so)
+    assert rows[1].band_out is not None and rows[1].band_out < rows[1].band
+    assert rows[1].within_out is False and rows[4].band_out is None
