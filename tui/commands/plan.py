@@ -164,7 +164,7 @@ def render(plan: Any, *, top: int = TOP) -> None:
 
     console = _console()
     t = plan.target
-    kind = "estimate" if t.estimate else "from past runs"
+    kind = "estimate" if t.estimate else "measured on this hardware"
     console.print(
         f"[bold]{escape(plan.profile)}[/bold]: {escape(t.label)} on {escape(t.hardware)}, "
         f"{plan.epochs} epoch(s): predicted {_hours(t.seconds)} (band {_hours(t.seconds / t.band)}"
