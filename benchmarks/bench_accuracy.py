@@ -27,11 +27,11 @@ from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.linear_model import LogisticRegression
 
 from engine.config import ModelConfig, PreprocessConfig, TrainConfig
-from engine.data import load_split, read_info
 from engine.events import parse_event_line
 from engine.launch import launch_local
-from engine.metrics import Confusion
 from engine.preprocess import run_preprocess
+from engine.sentiment.data import load_split, read_info
+from engine.sentiment.metrics import Confusion
 
 AMAZON = [
     "amazon2014_Musical_Instruments_5.jsonl.gz",

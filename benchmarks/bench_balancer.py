@@ -1,7 +1,7 @@
 """Load balancer: 2 local ranks, rank 1 straggling 1.8x, balanced vs unbalanced, one run.
 
-Every run uses 2 gloo ranks x 1 thread, the trainer of engine/trainer.py, the same data and
-model, rank 1 sleeping (FACTOR - 1) x its compute time after every backward, and
+Every run uses 2 gloo ranks x 1 thread, the trainer of engine/sentiment/trainer.py,
+the same data and model, rank 1 sleeping (FACTOR - 1) x its compute time after every backward, and
 ``grad_sync = separate``.
 
 1. **Timing, interleaved A/B** (one training run): even epochs train on the balancer's plan,
@@ -39,13 +39,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.balance_hooks import BalanceHooks
-from engine.balancer import split
+from engine.balance.balancer import split
+from engine.balance.hooks import BalanceHooks
 from engine.config import BalanceConfig, ModelConfig, TrainConfig
-from engine.data import StepPlan
 from engine.events import read_events
 from engine.launch import free_port
-from engine.trainer import StepTiming
+from engine.sentiment.data import StepPlan
+from engine.sentiment.trainer import StepTiming
 
 
 def write_uniform_dataset(
@@ -130,15 +130,15 @@ def _rank_main(
     import torch
     import torch.distributed as dist
 
+    from engine.config import TrainConfig, config_from_dict
     from engine.events import Emitter, JsonlFileSink
-    from engine.train import config_from_dict
-    from engine.trainer import DistEnv, Trainer
+    from engine.sentiment.trainer import DistEnv, Trainer
 
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))  # fmt: skip
     torch.set_num_threads(1)
-    cfg = config_from_dict(json.loads(cfg_json))
+    cfg = config_from_dict(TrainConfig, json.loads(cfg_json))
     dist.init_process_group("gloo")
     sink = JsonlFileSink(Path(cfg.run_dir) / "events.jsonl") if rank == 0 else None
     emitter = Emitter(sink, rank=rank)
@@ -163,7 +163,7 @@ def train(
     """One 2-rank run of the trainer; its epochs, balance events, phases and summary."""
     import torch.multiprocessing as mp
 
-    from engine.trainer import config_to_dict
+    from engine.config import config_to_dict
 
     cfg = make_config(data, run_dir, args, epochs=epochs, balance=balance, seed=seed)
     cfg_json = json.dumps(config_to_dict(cfg))
@@ -184,7 +184,7 @@ def _spin_model(seconds: float, seq_len: int, vocab: int, preset: str, out: Any)
     """Forward+backward steps of the benchmark's model for ``seconds``; puts steps/s."""
     import torch
 
-    from engine.model import build_model, resolve_spec
+    from engine.sentiment.model import build_model, resolve_spec
 
     torch.set_num_threads(1)
     model = build_model(resolve_spec(ModelConfig(preset=preset), vocab + 2))

@@ -29,7 +29,7 @@ from bench_loader import write_layouts
 from engine.config import ModelConfig, TrainConfig
 from engine.events import parse_event_line
 from engine.launch import launch_local
-from engine.train import default_threads
+from engine.sentiment.train import default_threads
 
 
 def run(

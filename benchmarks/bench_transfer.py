@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from engine.config import ModelConfig
-from engine.model import build_model, resolve_spec
+from engine.sentiment.model import build_model, resolve_spec
 
 
 def copy_bandwidth_gbs(mib: int = 64, repeat: int = 5) -> float:

@@ -56,7 +56,7 @@ def chosen_config(profile: Profile, cand: Candidate, epochs: int) -> dict[str, A
             nodes.append(node)
         train.pop("nproc", None)
         if len({g[0] for g in cand.groups}) > 1:
-            train["balancer"] = {**(train.get("balancer") or {}), "enabled": True}
+            train["balance"] = {**(train.get("balance") or {}), "enabled": True}
         out.update(provider="ec2", nodes=nodes)
         for key in ("workdir", "shared_fs", "known_hosts"):
             if key in data:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.presets import PRESETS
+from engine.sentiment.presets import PRESETS
 from remote.review.hardware import DeviceRate, device_rates, gpu_table
 
 BALANCER_EFFICIENCY = 1 / 1.027
@@ -51,7 +51,7 @@ def lstm_macs(model: dict[str, Any]) -> float:
 
 
 def resolved_model(model_cfg: Any) -> dict[str, Any]:
-    """The preset of an engine ModelConfig with its overrides (what engine.model builds)."""
+    """The preset of an engine ModelConfig with its overrides (as engine.sentiment.model does)."""
     values = dict(PRESETS[model_cfg.preset])
     for name in ("embedding_dim", "hidden", "layers", "bidirectional"):
         override = getattr(model_cfg, name, None)

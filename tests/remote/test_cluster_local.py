@@ -382,9 +382,9 @@ async def test_two_local_nodes_rendezvous_with_torchrun(tmp_path: Path) -> None:
 
 def test_single_node_torchrun_is_standalone() -> None:
     cluster = LocalCluster(["local"], nproc=2)
-    command = cluster.torchrun_commands("engine.train", ["--config", "c.json"])["local"]
+    command = cluster.torchrun_commands("engine.sentiment.train", ["--config", "c.json"])["local"]
     argv = list(command.argv)
     assert argv[:3] == [PY, "-m", "torch.distributed.run"]
     assert "--standalone" in argv and argv[argv.index("--nproc-per-node") + 1] == "2"
-    assert argv[-4:] == ["-m", "engine.train", "--config", "c.json"]
+    assert argv[-4:] == ["-m", "engine.sentiment.train", "--config", "c.json"]
     assert command.env["SENTITOP_NODE"] == "local"

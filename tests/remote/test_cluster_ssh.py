@@ -52,11 +52,11 @@ def dataset(tmp_path: Path) -> Path:
 async def _train_commands(
     cluster: SSHCluster, dataset: Path, epochs: int, *extra: str
 ) -> dict[str, Command]:
-    """Copy the dataset to the nodes; torchrun commands running ``engine.train`` on it."""
+    """Copy the dataset to the nodes; torchrun commands running ``engine.sentiment.train`` on it."""
     paths = await cluster.put_data(dataset)
     flags = ["--run-dir", "train", "--epochs", str(epochs), *TRAIN_FLAGS, *extra]
     args = {node: ["--data", paths[node], *flags] for node in cluster.nodes}
-    return cluster.torchrun_commands("engine.train", args)
+    return cluster.torchrun_commands("engine.sentiment.train", args)
 
 
 @pytest.mark.slow
@@ -140,7 +140,7 @@ async def _wait_for(path: Path, timeout: float) -> None:
 
 
 def _training_worker(node: str) -> int | None:
-    """Pid of the ``engine.train`` worker (not the torchrun agent) of ``node`` on this machine."""
+    """Pid of the ``engine.sentiment.train`` worker (not the torchrun agent) of ``node`` here."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -151,7 +151,7 @@ def _training_worker(node: str) -> int | None:
             continue
         if (
             f"SENTITOP_NODE={node}".encode() in environ
-            and b"engine.train" in cmdline
+            and b"engine.sentiment.train" in cmdline
             and b"torch.distributed.run" not in cmdline
         ):
             return int(entry.name)

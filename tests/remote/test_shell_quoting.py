@@ -169,7 +169,7 @@ def test_unsafe_environment_names_are_refused(name: str) -> None:
 def test_torchrun_argv_keeps_values_as_single_arguments() -> None:
     argv = torchrun_argv(
         "/opt/py $(x)/python",
-        "engine.train",
+        "engine.sentiment.train",
         ["--config", "/d/`x`.json"],
         nnodes=2,
         node_rank=1,
@@ -181,7 +181,7 @@ def test_torchrun_argv_keeps_values_as_single_arguments() -> None:
     assert argv[0] == "/opt/py $(x)/python"
     assert argv[argv.index("--rdzv-id") + 1] == "run;1"
     assert argv[argv.index("--rdzv-conf") + 1] == "is_host=false"
-    assert argv[-3:] == ["engine.train", "--config", "/d/`x`.json"]
+    assert argv[-3:] == ["engine.sentiment.train", "--config", "/d/`x`.json"]
     assert shlex.split(join(argv)) == argv
 
 

@@ -198,7 +198,7 @@ def test_write_profile_of_a_mixed_pick_turns_the_balancer_on(tmp_path: Path) -> 
     plan = plan_profile(profile, [], book=_book())
     mixed = next(c for c in plan.candidates if "+" in c.hardware)
     written = write_profile(profile, mixed, 3, tmp_path / "mixed.yaml")
-    assert written.train.balancer.enabled
+    assert written.train.balance.enabled
     assert {g.instance_type for g in written.nodes} == {g[0] for g in mixed.groups}  # type: ignore[attr-defined]
     assert written.nodes[0].key_name == "sentitop"  # type: ignore[attr-defined]
 

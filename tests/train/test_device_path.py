@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import torch
 
-from engine.data import Batch, to_device
 from engine.errors import TrainError
-from engine.trainer import DistEnv, Trainer, _Clock
+from engine.sentiment.data import Batch, to_device
+from engine.sentiment.trainer import DistEnv, Trainer, _Clock
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_pinned_memory_only_for_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
         seen.append(pin_memory)
         return [0]
 
-    monkeypatch.setattr("engine.trainer.train_loader", fake_loader)
+    monkeypatch.setattr("engine.sentiment.trainer.train_loader", fake_loader)
     for device in ("cpu", "cuda"):
         me = SimpleNamespace(
             device=torch.device(device),
@@ -96,7 +96,7 @@ def test_clock_synchronises_only_on_cuda(monkeypatch: pytest.MonkeyPatch) -> Non
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_one_bf16_step_on_a_gpu() -> None:
     from engine.config import ModelConfig
-    from engine.model import build_model, resolve_spec
+    from engine.sentiment.model import build_model, resolve_spec
 
     dev = torch.device("cuda", 0)
     model = build_model(resolve_spec(ModelConfig(preset="seed"), 1000)).to(dev)

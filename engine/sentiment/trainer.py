@@ -1,6 +1,6 @@
 """The training loop: one process or DDP across ranks; plans, events, evaluation, checkpoints.
 
-Run it through ``python -m engine.train`` (standalone, under torchrun, or from
+Run it through ``python -m engine.sentiment.train`` (standalone, under torchrun, or from
 ``engine.launch``). The loop reads top to bottom in :meth:`Trainer.fit`; the load balancer
 plugs in through :class:`TrainHooks` (per-plan sample split, per-step timings, per-plan
 gathered measurements).
@@ -21,9 +21,11 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from engine import checkpoint as ckpt
-from engine.config import TrainConfig
-from engine.data import (
+from engine.config import TrainConfig, config_to_dict
+from engine.errors import TrainError
+from engine.events import Emitter, rank_emitter
+from engine.sentiment import checkpoint as ckpt
+from engine.sentiment.data import (
     Batch,
     PlanSampler,
     StepPlan,
@@ -35,12 +37,15 @@ from engine.data import (
     to_device,
     train_loader,
 )
-from engine.errors import TrainError
-from engine.evaluate import confusion_stats
-from engine.events import Emitter
-from engine.metrics import Confusion, ThresholdClock
-from engine.model import ModelSpec, SentimentLSTM, build_model, count_parameters, resolve_spec
-from engine.train import config_to_dict, make_emitter
+from engine.sentiment.evaluate import confusion_stats
+from engine.sentiment.metrics import Confusion, ThresholdClock
+from engine.sentiment.model import (
+    ModelShape,
+    SentimentLSTM,
+    build_model,
+    count_parameters,
+    resolve_spec,
+)
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt")
 """Per-step phases timed on every rank (plus ``eval`` per epoch)."""
@@ -177,7 +182,9 @@ class Trainer:
     ) -> None:
         self.cfg = cfg
         self.env = env or DistEnv.from_environ(cfg.device)
-        self.emitter = emitter or make_emitter(cfg, self.env.rank)
+        self.emitter = emitter or rank_emitter(
+            cfg.run_dir, self.env.rank, events_file=cfg.events_file
+        )
         self.hooks = hooks or TrainHooks()
         self.main = self.env.rank == 0
         self.device = self.env.device
@@ -250,7 +257,7 @@ class Trainer:
             timing.backward = clock.lap()
             self.hooks.after_compute(timing)  # may sleep (straggler): counted as backward
             timing.backward += clock.lap()
-        if self.cfg.grad_sync == "separate":
+        if self.cfg.sync_mode == "separate":
             self._allreduce_grads()
         if self.cfg.clip_grad_norm > 0:
             nn.utils.clip_grad_norm_(self.params, self.cfg.clip_grad_norm)
@@ -300,7 +307,7 @@ class Trainer:
         self.train_arrays = load_split(cfg.data_dir, "train", cfg.max_train_samples)
         self.test_arrays = load_split(cfg.data_dir, "test")
         self.n_train = len(self.train_arrays.labels)
-        self.spec: ModelSpec = resolve_spec(cfg.model, info.vocab_size)
+        self.spec: ModelShape = resolve_spec(cfg.model, info.vocab_size)
         torch.manual_seed(cfg.seed)
         self.model: SentimentLSTM = build_model(self.spec).to(self.device)
         self.params = list(self.model.parameters())
@@ -399,7 +406,7 @@ class Trainer:
             group["lr"] = self.base_lr * factor
 
     def _sync_context(self) -> contextlib.AbstractContextManager[Any]:
-        if isinstance(self.ddp, DDP) and self.cfg.grad_sync == "separate":
+        if isinstance(self.ddp, DDP) and self.cfg.sync_mode == "separate":
             return self.ddp.no_sync()  # gradients are all-reduced after backward, timed apart
         return contextlib.nullcontext()
 
@@ -597,6 +604,4 @@ __all__ = [
     "StepTiming",
     "TrainHooks",
     "Trainer",
-    "config_to_dict",
-    "make_emitter",
 ]

@@ -8,7 +8,7 @@ import re
 import sys
 from typing import Any
 
-from tui.commands.runs import add_run_sources
+from tui.cli.commands.runs import add_run_sources
 
 TOP = 12
 """Candidate rows shown besides the profile's own and the pick (--top)."""
