@@ -537,3 +537,15 @@ def plan_profile(
         n_train=n_train,
         notes=notes,
     )
+
+
+def epoch_costs(
+    profile: Profile, runs: list[RunRecord], book: PriceBook | None = None
+) -> tuple[str, dict[str, tuple[float, float]]]:
+    """(workload label, instance type -> ($ per epoch on one instance, band)) of a profile."""
+    plan = plan_profile(profile, runs, epochs=1, book=book)
+    out: dict[str, tuple[float, float]] = {}
+    for c in plan.candidates:
+        if len(c.groups) == 1 and c.groups[0][1] == 1 and c.market == "on-demand":
+            out[c.groups[0][0]] = (c.epoch_s * c.usd_per_hour / 3600, c.band)
+    return _workload(profile).label, out

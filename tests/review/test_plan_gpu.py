@@ -239,3 +239,16 @@ def test_old_study_leave_one_out_lands_within_the_band() -> None:
     # give a narrower band that the 1-GPU run falls outside of (BENCHMARKS.md says so)
     assert rows[1].band_out is not None and rows[1].band_out < rows[1].band
     assert rows[1].within_out is False and rows[4].band_out is None
+
+
+def test_epoch_costs_for_the_prices_screen(tmp_path: Path) -> None:
+    from tui.model.rows import load_epoch_costs
+
+    costs = load_epoch_costs(ROOT / "profiles" / "aws-g5-2node.yaml", tmp_path / "runs")
+    assert costs.profile == "aws-g5-2node" and "default model" in costs.workload
+    assert {"g5.xlarge", "g4dn.xlarge", "p5.48xlarge"} <= set(costs.usd_per_epoch)
+    assert "m5.large" not in costs.usd_per_epoch and costs.band > 1
+    profile = load_profile(ROOT / "profiles" / "aws-g5-2node.yaml")
+    plan = plan_profile(profile, [], epochs=1)
+    one = next(c for c in plan.candidates if c.label == "1×g5.xlarge")
+    assert costs.usd_per_epoch["g5.xlarge"] == pytest.approx(one.epoch_s * 1.006 / 3600)
