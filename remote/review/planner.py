@@ -475,6 +475,11 @@ def plan_profile(
             price = book.hourly_usd(name, spot=spot)
             if price is not None:
                 own_prices[(name, spot)] = price
+            if spot and book.spot_price(name) is None:
+                notes.append(
+                    f"{name}: the profile asks for spot but no spot price is known; priced "
+                    "on-demand (an upper bound)"
+                )
         made = gpu_set(groups, catalog, rates, job, own_prices)
         if made is None:
             raise InputError(

@@ -252,3 +252,22 @@ def test_epoch_costs_for_the_prices_screen(tmp_path: Path) -> None:
     plan = plan_profile(profile, [], epochs=1)
     one = next(c for c in plan.candidates if c.label == "1×g5.xlarge")
     assert costs.usd_per_epoch["g5.xlarge"] == pytest.approx(one.epoch_s * 1.006 / 3600)
+
+
+def test_spot_column_of_the_user_catalog_reaches_the_plan(tmp_path: Path) -> None:
+    from remote.pricing import load_catalog
+
+    user = tmp_path / "prices.csv"
+    user.write_text(
+        "instance_type,region,on_demand_usd,spot_usd,price_date\n"
+        "g5.xlarge,us-east-1,1.006,0.35,2026-11-01\n"
+    )
+    catalog = load_catalog(user)
+    book = PriceBook.from_catalog(catalog)
+    price = book.spot_price("g5.xlarge")
+    assert price is not None and price.usd_per_hour == 0.35 and price.source == "user"
+    assert book.spot_price("g4dn.xlarge") is None
+    profile = load_profile(ROOT / "profiles" / "aws-g5-2node.yaml")
+    plan = plan_profile(profile, [], catalog=catalog, book=book)
+    spot = next(c for c in plan.candidates if c.label == "2×g5.xlarge spot")
+    assert spot.usd_per_hour == pytest.approx(0.70) and spot.market == "spot"

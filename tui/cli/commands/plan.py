@@ -100,9 +100,13 @@ def run(args: argparse.Namespace) -> int:
     runs = list_runs(args.runs_dir)
     for path in args.imports:
         runs.extend(import_csv(path))
+    from remote.pricing import price_book
+
+    book = price_book(profile.region, live=False)  # bundled, cached (spot too), user: no network
     plan = plan_profile(
         profile,
         runs,
+        book=book,
         epochs=args.epochs,
         deadline_h=args.deadline,
         budget_usd=args.budget,
