@@ -294,6 +294,7 @@ def cpu_target(
     workload: Workload,
     job: GpuJob,
     usd_h: float,
+    catalog: Catalog,
 ) -> Candidate:
     """A CPU profile with no past run: the development host's measured core rate, transferred."""
     bands = band_logs()
@@ -310,6 +311,9 @@ def cpu_target(
     units = compute_units(profile.provider, workers, profile.train.threads)
     if profile.provider == "ssh":
         units = float(workers * (profile.train.threads or 1))
+    elif profile.provider == "ec2":  # CPU instances: every vCPU of every instance
+        specs = [(catalog.specs(g.instance_type), g.count) for g in getattr(profile, "nodes", [])]
+        units = float(sum(count * (row.vcpus if row else 1) for row, count in specs))
     seconds = job.epochs * job.n_train / (rate * units) + job.evals * job.n_test / (
         3 * rate * units
     )
@@ -318,7 +322,7 @@ def cpu_target(
         f"measured on one core of the development host ({anchor.where}): "
         f"{anchor.samples_per_s:,.0f} samples/s of the {anchor.workload.label}"
         + ("" if same else f"; scaled by MACs per sample to the {workload.label}")
-        + f"; x {units:g} cores; this machine's cores not measured (device band applied)"
+        + f"; x {units:g} cores; these cores not measured (device band applied)"
     )
     label = (
         f"local ×{workers} proc"

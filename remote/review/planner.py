@@ -295,12 +295,12 @@ def _measured(
     n_train: int | None,
     evals: int,
     band_log: float,
+    basis: str,
     *,
     is_target: bool = False,
 ) -> Candidate:
     epoch_s = model.epoch_s(workers, units, n_train)
     seconds = epochs * epoch_s + evals * model.eval_s + model.fixed(workers)
-    basis = f"measured on {hardware}: {len(model.inputs) and model.inputs[0].split(': ', 1)[1]}"
     return Candidate(
         label,
         hardware,
@@ -405,6 +405,8 @@ def plan_profile(
         model = models[hardware]
         hw_errors = [e for e in errors if e.run_id in {m.run.run_id for m in by_hw[hardware]}]
         band = _log_band(hw_errors) or count_band
+        ids = ", ".join(m.run.run_id for m in by_hw[hardware])
+        basis = f"measured on {hardware}: past runs {ids}; scaling model fitted to them"
         n_for_model = n_train if (same_data or data_size) else None
         workers = profile.world_size(catalog)
         units = compute_units(profile.provider, workers, profile.train.threads)
@@ -424,6 +426,7 @@ def plan_profile(
             n_for_model,
             evals,
             band,
+            basis,
             is_target=True,
         )
         target.groups = _train_groups(profile)
@@ -460,10 +463,13 @@ def plan_profile(
                             n_for_model,
                             evals,
                             band,
+                            basis,
                         )
                     )
     elif hardware in ("local CPU", "ssh CPU") or hardware.startswith("CPU "):
-        target = cpu_target(profile, hardware, instance_type, count, workload, job, own_rate)
+        target = cpu_target(
+            profile, hardware, instance_type, count, workload, job, own_rate, catalog
+        )
         inputs.append(
             "no past run of this workload on this machine: "
             "predicted from the development host's measured rate"
@@ -483,8 +489,10 @@ def plan_profile(
         made = gpu_set(groups, catalog, rates, job, own_prices)
         if made is None:
             raise InputError(
-                f"{profile.source or profile.name}: cannot price or rate "
-                f"{', '.join(g[0] for g in groups)}"
+                f"{profile.source or profile.name}: cannot predict "
+                f"{', '.join(g[0] for g in groups)}: no price, or its GPU is not in the GPU "
+                "table (remote/review/data/gpus.csv)",
+                hint="add the type's price to the user catalog, or its GPU to the table",
             )
         target = replace(made, is_target=True)
         inputs.append(

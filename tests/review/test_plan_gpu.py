@@ -271,3 +271,16 @@ def test_spot_column_of_the_user_catalog_reaches_the_plan(tmp_path: Path) -> Non
     plan = plan_profile(profile, [], catalog=catalog, book=book)
     spot = next(c for c in plan.candidates if c.label == "2×g5.xlarge spot")
     assert spot.usd_per_hour == pytest.approx(0.70) and spot.market == "spot"
+
+
+def test_a_cpu_instance_type_is_predicted_not_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cpu.yaml"
+    path.write_text(
+        "name: cpu-ec2\nprovider: ec2\nnodes:\n  - {instance_type: c5.4xlarge, count: 2}\n"
+        "data:\n  synthetic: {size: 100MB}\n"
+    )
+    plan = plan_profile(load_profile(path), [], book=_book())
+    t = plan.target
+    assert t.hardware == "CPU c5.4xlarge" and t.estimate and t.band > 1
+    assert "x 32 cores" in t.basis  # 2 instances x 16 vCPUs
+    assert t.usd_per_hour == pytest.approx(2 * 0.68)
