@@ -201,6 +201,7 @@ def test_write_profile_of_a_mixed_pick_turns_the_balancer_on(tmp_path: Path) -> 
     assert written.train.balance.enabled
     assert {g.instance_type for g in written.nodes} == {g[0] for g in mixed.groups}  # type: ignore[attr-defined]
     assert written.nodes[0].key_name == "sentitop"  # type: ignore[attr-defined]
+    assert main(["profiles", str(tmp_path / "mixed.yaml")]) == 0
 
 
 def test_data_size_predicts_preprocessing_per_runner_and_samples(

@@ -1,4 +1,4 @@
-"""`sentitop plan PROFILE [--epochs N] [--deadline 2h] [--budget $20]`: hours and $ first."""
+"""`sentitop plan PROFILE [--deadline 2h] [--budget $20]`: hours and $ before paying."""
 
 from __future__ import annotations
 
