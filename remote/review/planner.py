@@ -514,7 +514,9 @@ def plan_profile(
     prep = _prep(profile, catalog, data_size)
     prep_s = min((p.seconds for p in prep), default=0.0)
     choice = choose(candidates, deadline_h=deadline_h, budget_usd=budget_usd, extra_s=prep_s)
-    estimated = sorted({h for c in candidates if c.estimate for h in c.hardware.split("+")})
+    estimated = sorted({g for g, r in rates.items() if r.estimate})
+    if target.estimate and target.hardware not in rates:
+        estimated.append(target.hardware)
     if estimated:
         notes.append(
             "estimates: no run of this workload was measured on "

@@ -33,8 +33,9 @@ BALANCER_EFFICIENCY = 1 / 1.027
 epoch measured 1.027 × the ideal N/Σrates (BENCHMARKS.md, issue 4, real CPU compute, quiet)."""
 
 CALIBRATION_HINT = (
-    "run 1 epoch on the target first (`sentitop sweep PROFILE --nproc 1 --epochs 1`, or "
-    "`sentitop run` with `--epochs 1`): its measured rate replaces this estimate"
+    "run 1 epoch on the target type first (`sentitop sweep PROFILE --nproc 1 --epochs 1`: "
+    "one GPU, or one process locally); that run's measured rate replaces this estimate the "
+    "next time `sentitop plan` reads the runs folder"
 )
 """How to tighten a transferred prediction's band."""
 

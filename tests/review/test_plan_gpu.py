@@ -285,3 +285,21 @@ def test_a_cpu_instance_type_is_predicted_not_refused(tmp_path: Path) -> None:
     assert t.hardware == "CPU c5.4xlarge" and t.estimate and t.band > 1
     assert "x 32 cores" in t.basis  # 2 instances x 16 vCPUs
     assert t.usd_per_hour == pytest.approx(2 * 0.68)
+
+
+def test_a_measured_gpu_run_replaces_the_estimate(tmp_path: Path) -> None:
+    from remote.runs_store import import_csv
+
+    csv = tmp_path / "g5.csv"
+    csv.write_text(
+        "run,instance_type,count,epochs,seconds,n_train,profile\n"
+        "cal-1xg5,g5.xlarge,1,1,60,327670,aws-g5-2node\n"
+    )
+    profile = load_profile(ROOT / "profiles" / "aws-g5-2node.yaml")
+    plan = plan_profile(profile, import_csv(csv), book=_book())
+    one = next(c for c in plan.candidates if c.label == "1×g5.xlarge")
+    assert not one.estimate and one.epoch_s == pytest.approx(60.0)
+    t4 = next(c for c in plan.candidates if c.label == "1×g4dn.xlarge")
+    assert t4.estimate and "measured on A10G (past runs)" in t4.basis
+    assert t4.epoch_s == pytest.approx(60.0 * 600 / 320)  # bandwidth A10G -> T4
+    assert "A10G" not in next(n for n in plan.notes if n.startswith("estimates"))
