@@ -42,7 +42,12 @@ def fake_profile_rows(folder: Path | None) -> list[ProfileRow]:
         "ec2",
         2,
         4,
-        {"instance_type": "g4dn.12xlarge", "region": "us-east-1", "epochs": 3},
+        {
+            "instance_type": "g4dn.12xlarge",
+            "region": "us-east-1",
+            "train": {"epochs": 3, "balance": {"enabled": True, "straggle": {}}},
+            "nodes": [{"instance_type": "g4dn.12xlarge", "count": 2, "spot": False}],
+        },
     )
     local = FakeProfile("local-cpu", "local", 1, 0, {"epochs": 1, "workers": 2})
     return [
@@ -53,6 +58,8 @@ def fake_profile_rows(folder: Path | None) -> list[ProfileRow]:
             nodes=1,
             gpus=0,
             usd_per_hour=None,
+            ranks=2,
+            device="CPU",
             profile=local,
         ),
         ProfileRow(
@@ -62,6 +69,8 @@ def fake_profile_rows(folder: Path | None) -> list[ProfileRow]:
             nodes=2,
             gpus=4,
             usd_per_hour=7.824,
+            ranks=4,
+            device="4× T4",
             profile=ec2,
         ),
         ProfileRow(

@@ -439,7 +439,7 @@ async def test_epoch_table_stays_bounded() -> None:
             await pilot.pause()
         table = screen.query_one("#epochs", DataTable)
         assert table.row_count == EPOCH_ROWS
-        assert table.get_row_at(table.row_count - 1)[0] == "899"  # the newest is kept
+        assert table.get_row_at(table.row_count - 1)[0] == "900"  # the newest (epoch 899) is kept
 
 
 async def test_unchanged_panes_are_not_redrawn_but_changes_show() -> None:
