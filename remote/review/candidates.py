@@ -18,7 +18,7 @@ from typing import Any
 
 from remote.pricing import Catalog, PriceBook
 from remote.profile import Profile
-from remote.review.hardware import gpu_table
+from remote.review.hardware import gpu_table, instance_links
 from remote.review.metrics import billed_usd
 from remote.review.scaling import compute_units, ring
 from remote.review.transfer import (
@@ -157,8 +157,14 @@ def gpu_set(
     band_log = max(rates[m].band_log for m in models) + (job.count_band_log if gpus > 1 else 0.0)
     basis = "; ".join(dict.fromkeys(rates[m].basis for m in models))
     if gpus > 1:
+        links = instance_links()
+        over = "; ".join(
+            f"{name}: {links[name].describe()}" for name, _, _ in groups if name in links
+        )
         basis += (
-            f"; {gpus} GPUs: all-reduce {job.sync_step_s * 1000:.1f} ms/step x 2(n-1)/n (old study)"
+            f"; {gpus} GPUs: all-reduce {job.sync_step_s * 1000:.1f} ms/step x 2(n-1)/n "
+            "(old study, not scaled by link speed: that back-tested worse)"
+            + (f" over {over}" if over else "")
         )
     if mixed:
         basis += f"; mixed GPUs: load balancer efficiency {BALANCER_EFFICIENCY:.3f} (measured)"
