@@ -20,6 +20,11 @@ class DistEnv:
     local_world: int = 1
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
+    @property
+    def backend(self) -> str:
+        """Process-group backend: NCCL between CUDA devices, gloo on CPU."""
+        return "nccl" if self.device.type == "cuda" else "gloo"
+
     @classmethod
     def from_environ(cls, device: str = "auto") -> DistEnv:
         """Read the torchrun variables; CUDA device ``LOCAL_RANK`` when available and wanted."""

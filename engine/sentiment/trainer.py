@@ -309,15 +309,21 @@ class Trainer:
         self.clock = ThresholdClock(cfg.loss_threshold)
         self.last_checkpoint = time.monotonic()
         self.window = StepWindow(self.device, env.world, self.data.sample_bytes)
+        self.steps_logged = False
+        """A `step` event was emitted (the first step of a session always emits one)."""
         if cfg.resume:
             self._resume()
         if self.main:
             ckpt.prepare_run_dir(
                 cfg.run_dir, cfg.data_dir, spec=self.spec.to_dict(), config=config_to_dict(cfg)
             )
+            steps_per_epoch = even_plan(self.n_train, env.world, cfg.batch_size).steps
             self.emitter.emit(
-                "stage_start",
-                stage="train",
+                "train_start",
+                epochs=cfg.epochs,
+                steps_per_epoch=steps_per_epoch,
+                total_steps=cfg.epochs * steps_per_epoch,
+                balancer=cfg.balance.enabled,
                 world_size=env.world,
                 device=str(self.device),
                 n_train=self.n_train,
@@ -392,7 +398,9 @@ class Trainer:
         """Threshold clock, `step` events and time-based checkpoints (rank 0)."""
         self.window.add(t.samples)
         # every rank: the step event's rates and memory are gathered from all ranks
-        stats = self.window.collect() if self.global_step % self.cfg.log_every == 0 else None
+        log = self.global_step % self.cfg.log_every == 0 or not self.steps_logged
+        stats = self.window.collect() if log else None
+        self.steps_logged = True
         if not self.main:
             return
         elapsed = self.prior_wall_s + time.time() - self.wall_start
@@ -561,14 +569,4 @@ class Trainer:
             ckpt.save_weights(self.cfg.run_dir, self.model.state_dict())
             ckpt.write_json(os.path.join(self.cfg.run_dir, ckpt.SUMMARY), summary)
             self.emitter.emit("summary", stage="train", **summary)
-            self.emitter.emit("stage_end", stage="train", status="ok", seconds=wall)
         return summary
-
-
-__all__ = [
-    "DistEnv",
-    "HookContext",
-    "StepTiming",
-    "TrainHooks",
-    "Trainer",
-]
