@@ -12,6 +12,7 @@ import contextlib
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,13 +189,7 @@ class Trainer:
                 step,
                 dict.fromkeys(("samples", "compute", "forward", "allreduce_opt", "data"), 0.0),
             )
-            for batch, data_s in self.data.batches(
-                sampler,
-                step,
-                sampler.steps,
-                workers=self.cfg.loader_workers,
-                pin_memory=self.device.type == "cuda",
-            ):
+            for batch, data_s in self._batches(step, sampler.steps):
                 timing = self._train_step(epoch, step, batch, data_s)
                 self._account(timing, totals, window)
                 step += 1
@@ -349,6 +344,17 @@ class Trainer:
         return float(pw)
 
     # ------------------------------------------------------------------ step helpers
+    def _batches(self, first: int, stop: int) -> Iterator[tuple[Batch, float]]:
+        """This rank's batches for steps [first, stop) and the seconds spent waiting for each
+        (pinned host memory only when they go to a CUDA device)."""
+        return self.data.batches(
+            self.sampler,
+            first,
+            stop,
+            workers=self.cfg.loader_workers,
+            pin_memory=self.device.type == "cuda",
+        )
+
     def _set_lr(self) -> None:
         """Goyal warm-up (linear from 0), then ``lr_schedule`` down to 0 at the last step."""
         warm, step = self.cfg.warmup_steps, self.global_step
