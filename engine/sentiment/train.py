@@ -129,7 +129,8 @@ def run(cfg: TrainConfig) -> int:
     import torch.distributed as dist
 
     from engine.rank_main import run_as_rank
-    from engine.sentiment.trainer import DistEnv, Trainer
+    from engine.sentiment.dist_env import DistEnv
+    from engine.sentiment.trainer import Trainer
 
     env = DistEnv.from_environ(cfg.device)
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
@@ -140,7 +141,7 @@ def run(cfg: TrainConfig) -> int:
             if env.device.type == "cuda":
                 torch.cuda.set_device(env.device)
             dist.init_process_group(
-                "nccl" if env.device.type == "cuda" else "gloo",
+                env.backend,
                 device_id=env.device if env.device.type == "cuda" else None,
             )
         # every rank says where it runs: launchers map ranks to nodes (and their prices) by it

@@ -66,6 +66,20 @@ class PriceRow:
     """live | cache | bundled | user."""
     age_s: float | None
     """Seconds since the price was recorded (None = unknown)."""
+    usd_per_epoch: float | None = None
+    """Predicted $ of one epoch of the selected profile's workload on one instance (None: not
+    predicted, or no profile selected)."""
+
+
+@dataclass(slots=True)
+class EpochCosts:
+    """Predicted $ per epoch of one profile's workload on one instance of each GPU type."""
+
+    profile: str
+    workload: str
+    usd_per_epoch: dict[str, float]
+    band: float
+    """Widest band factor of the figures (1 = all measured)."""
 
 
 @dataclass(slots=True)
@@ -228,6 +242,18 @@ def load_price_rows(refresh: bool = False) -> PriceList:
 
     book = price_book(live=refresh, refresh=refresh)
     return PriceList(price_rows(book), list(book.warnings))
+
+
+def load_epoch_costs(profile_path: Path, runs_dir: Path) -> EpochCosts:
+    """$ per epoch on each GPU type for a profile's workload (the planner, with past runs)."""
+    from remote.profile import load_profile
+    from remote.review.planner import epoch_costs
+    from remote.runs_store import list_runs
+
+    profile = load_profile(profile_path)
+    workload, costs = epoch_costs(profile, list_runs(runs_dir))
+    band = max((b for _, b in costs.values()), default=1.0)
+    return EpochCosts(profile.name, workload, {k: v for k, (v, _) in costs.items()}, band)
 
 
 def read_run_state(run_dir: Path, capacity: int = 4096) -> RunState:

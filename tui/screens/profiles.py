@@ -135,6 +135,7 @@ class ProfilesScreen(SentitopScreen):
         self._show_detail(self.selected())
 
     def _show_detail(self, row: ProfileRow | None) -> None:
+        self.services.selected_profile = Path(row.path) if row is not None and row.valid else None
         detail = self.query_one("#profile-detail", Static)
         if row is None:
             detail.update(
