@@ -128,8 +128,11 @@ def test_a_changed_dataset_replaces_its_copy_and_a_deleted_one_is_collected(
     assert len(store) == 400 and len(list(first.folder.glob("train-*.npy"))) == 3
     for path in (b / "dataset.h5", b / "vocab.json"):
         path.unlink()
+    elsewhere = cache / "0123456789abcdef"  # another host's copy, on a shared cache folder
+    elsewhere.mkdir()
+    (elsewhere / "source.json").write_text('{"dataset": "/gone/dataset.h5", "host": "other"}')
     ensure_copy(a / "dataset.h5", "train", cache)
-    assert len(list(cache.iterdir())) == 1  # b's copy went with b
+    assert sorted(p.name for p in cache.iterdir()) == sorted([first.folder.name, elsewhere.name])
 
 
 def test_a_full_cache_disk_is_a_clear_error(
