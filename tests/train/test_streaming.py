@@ -174,3 +174,19 @@ def _shard(n: int, rank: int) -> tuple[int, int]:
     from engine.sentiment.data import shard_bounds
 
     return shard_bounds(n, rank, 2)
+
+
+def test_loader_workers_gather_from_the_mapped_copy(tmp_path: Path) -> None:
+    import pickle
+
+    data = write_dataset(tmp_path / "data", n_train=700)
+    store, _ = open_split(data / "dataset.h5", "train", cache=tmp_path / "c")
+    assert len(pickle.dumps(store)) < 1000  # a worker reopens the files, never gets the rows
+    sampler = PlanSampler(700, seed=0, rank=0, on_window=store.prefetch)
+    sampler.set_epoch(0)
+    sampler.add_plan(even_plan(700, 1, 64))
+    inline = list(train_loader(store, sampler, 2, sampler.steps))
+    workers = list(train_loader(store, sampler, 2, sampler.steps, workers=1))
+    assert len(inline) == len(workers) == sampler.steps - 2
+    for a, b in zip(inline, workers, strict=True):
+        assert torch.equal(a.tokens, b.tokens) and torch.equal(a.labels, b.labels)
