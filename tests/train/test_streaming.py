@@ -190,3 +190,35 @@ def test_loader_workers_gather_from_the_mapped_copy(tmp_path: Path) -> None:
     assert len(inline) == len(workers) == sampler.steps - 2
     for a, b in zip(inline, workers, strict=True):
         assert torch.equal(a.tokens, b.tokens) and torch.equal(a.labels, b.labels)
+
+
+def test_training_events_report_the_data_and_memory(tiny_data: Path, tmp_path: Path) -> None:
+    from engine.config import ModelConfig, TrainConfig
+    from engine.events import Emitter
+    from engine.sentiment.trainer import DistEnv, Trainer
+
+    events: list[dict[str, object]] = []
+
+    class Sink:
+        def write(self, event: dict[str, object]) -> None:
+            events.append(dict(event))
+
+        def close(self) -> None:
+            """Nothing to release."""
+
+    cfg = TrainConfig(
+        data_dir=str(tiny_data), run_dir=str(tmp_path / "run"), epochs=1, batch_size=64,
+        log_every=2, checkpoint_every_min=0, events_file=False, eval_max_samples=100,
+        model=ModelConfig(preset="default"), data_cache=str(tmp_path / "node-cache"),
+    )  # fmt: skip
+    summary = Trainer(cfg, emitter=Emitter(Sink()), env=DistEnv()).fit()
+    start = next(e for e in events if e["type"] == "train_start")
+    assert start["n_eval"] == 100 and summary["n_test"] == 100  # a fixed sample of the 128
+    assert str(start["data_cache"]).startswith(str(tmp_path / "node-cache"))
+    assert start["data_bytes"] == 512 * (12 * 2 + 1 + 4) + 128 * (12 * 2 + 1 + 4)
+    steps = [e for e in events if e["type"] == "step"]
+    assert steps and all(e["read_mb_s"] > 0 for e in steps)  # type: ignore[operator]
+    rss = steps[-1]["rss_mb"]
+    assert isinstance(rss, list) and len(rss) == 1 and rss[0] > 50  # torch alone holds more
+    phase = next(e for e in events if e["type"] == "phase")
+    assert phase["rss_mb"] is not None and phase["disk_mb"] is not None
