@@ -37,6 +37,7 @@ from engine.sentiment.model import (
     count_parameters,
     resolve_spec,
 )
+from engine.sentiment.splits import majority_check
 from engine.sentiment.step_stats import StepWindow
 from engine.sentiment.train_data import TrainData
 
@@ -573,7 +574,10 @@ class Trainer:
             "per_epoch": self.history,
             **self.hooks.summary(),
         }
+        summary.update(majority_check(test.get("confusion"), test.get("accuracy")))
         if self.main:
+            for warning in summary["warnings"]:
+                self.emitter.emit("warning", stage="train", **warning)
             ckpt.save_weights(self.cfg.run_dir, self.model.state_dict())
             ckpt.write_json(os.path.join(self.cfg.run_dir, ckpt.SUMMARY), summary)
             self.emitter.emit("summary", stage="train", **summary)
