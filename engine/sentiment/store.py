@@ -141,7 +141,8 @@ def _collect_orphans(root: Path, keep: Path) -> None:
             continue
         try:
             made = json.loads(source.read_text())
-            gone = not Path(made["dataset"]).exists() and made["host"] == socket.gethostname()
+            here = made.get("host", socket.gethostname()) == socket.gethostname()  # old: no host
+            gone = here and not Path(made["dataset"]).exists()
         except (OSError, ValueError, KeyError):
             continue
         if gone:
