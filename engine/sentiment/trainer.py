@@ -200,7 +200,9 @@ class Trainer:
             self.hooks.end_plan(epoch, plan, self._gather(window))
         totals["seconds"] = time.perf_counter() - start
         disk, rss = storage_read_bytes(), rss_anon_bytes()
-        totals["disk_mb"] = (disk - disk_before) / 1e6 if disk and disk_before else -1.0
+        totals["disk_mb"] = -1.0  # /proc/self/io unreadable
+        if disk is not None and disk_before is not None:
+            totals["disk_mb"] = (disk - disk_before) / 1e6
         totals["rss_mb"] = rss / 1e6 if rss is not None else -1.0
         return totals
 
