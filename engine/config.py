@@ -55,6 +55,11 @@ class PreprocessConfig:
     memory_budget: int | None = None
     """Resident bytes the local runner's workers may use together: past its share a worker
     spills its distinct texts to the output's scratch folder; None = half the available memory."""
+    max_skipped_share: float = 0.2
+    """Warn when more than this share of the lines read is skipped (bad JSON, no rating, ...)."""
+    min_class_share: float = 0.05
+    """Warn when the rarer class holds less than this share of the usable reviews (none at all
+    is an error: a classifier needs both classes)."""
 
     def __post_init__(self) -> None:
         _check(bool(self.inputs), "inputs", "at least one input path", self.inputs)
@@ -67,6 +72,18 @@ class PreprocessConfig:
             "memory_budget",
             "a positive size in bytes",
             self.memory_budget,
+        )
+        _check(
+            0.0 <= self.max_skipped_share <= 1.0,
+            "max_skipped_share",
+            "0 <= S <= 1",
+            self.max_skipped_share,
+        )
+        _check(
+            0.0 <= self.min_class_share < 0.5,
+            "min_class_share",
+            "0 <= S < 0.5",
+            self.min_class_share,
         )
         _check(
             self.runner in ("local", "inline", "spark", "hadoop", "emr"),
@@ -198,6 +215,13 @@ class TrainConfig:
     balancer measures); auto = separate when balancing or straggling, else overlap."""
     eval_batch_size: int = 1024
     """Batch size of evaluation (per rank)."""
+    eval_max_samples: int | None = None
+    """Evaluate on at most this many test samples, a fixed evenly spread sample of the split
+    (None = automatic: the whole split while scoring it costs at most ~10 % of an epoch, i.e.
+    up to 0.3 × the training samples, since a forward pass is ~1/3 of a training step)."""
+    data_cache: str | None = None
+    """Folder for the node's uncompressed copy of the dataset that ranks memory-map (None =
+    streams/ in the user cache folder: $SENTITOP_CACHE_DIR, else the platform's)."""
     checkpoint_every_steps: int = 0
     """Also checkpoint every N global steps (0 = off; deterministic, for tests)."""
     events_file: bool = True
@@ -233,6 +257,12 @@ class TrainConfig:
         _check(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
         _check(self.log_every >= 1, "train.log_every", ">= 1", self.log_every)
         _check(self.eval_batch_size >= 1, "train.eval_batch_size", ">= 1", self.eval_batch_size)
+        _check(
+            self.eval_max_samples is None or self.eval_max_samples >= 1,
+            "train.eval_max_samples",
+            ">= 1",
+            self.eval_max_samples,
+        )
         _check(
             self.checkpoint_every_steps >= 0,
             "train.checkpoint_every_steps",

@@ -153,6 +153,10 @@ class PreprocessSpec(Section):
     memory_budget: int | None = Field(default=None, ge=1 << 20)
     """Local runner: memory its workers may use together before they spill to disk, e.g.
     "4GB" (default: half the available memory)."""
+    max_skipped_share: float | None = Field(default=None, ge=0, le=1)
+    """Warn when more than this share of the lines is skipped (default 0.2)."""
+    min_class_share: float | None = Field(default=None, ge=0, lt=0.5)
+    """Warn when the rarer class holds less than this share of the reviews (default 0.05)."""
     emr: EMRSpec = EMRSpec()
     """EMR cluster settings (used when runner is emr)."""
 
@@ -271,6 +275,12 @@ class TrainSpec(Section):
     backward) or separate (pure compute timing)."""
     eval_batch_size: int | None = Field(default=None, ge=1)
     """Evaluation batch size per rank (default 1024)."""
+    eval_max_samples: int | None = Field(default=None, ge=1)
+    """Evaluate on a fixed sample of at most this many test rows (default: the whole split
+    up to 0.3 × the training samples, ~10 % of an epoch)."""
+    data_cache: str | None = None
+    """Folder on each node for the uncompressed dataset copy the ranks memory-map (default:
+    streams/ in $SENTITOP_CACHE_DIR or the user cache folder)."""
     checkpoint_every_steps: int | None = Field(default=None, ge=0)
     """Also checkpoint every N global steps (0 = off; default 0)."""
     nproc: int | None = Field(default=None, ge=1, le=256)

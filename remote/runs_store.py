@@ -19,6 +19,7 @@ from typing import Any, Literal
 from engine.errors import InputError
 from engine.events import read_events
 from remote.pricing import Catalog, load_catalog
+from remote.run_folder import SUMMARY_FILE, resolve_run_dir, runs_root
 
 Billing = Literal["per_second", "hours_2dp"]
 Mode = Literal["strong", "weak"]
@@ -98,7 +99,7 @@ class RunRecord:
     n_train: int | None = None
     global_batch: int | None = None
     threads: int | None = None
-    """torch threads per rank (from the trainer's stage_start event)."""
+    """torch threads per rank (from the trainer's `train_start` event)."""
     usd: float | None = None
     """Recorded (metered) or published cost of the whole run."""
     started: float | None = None
@@ -145,12 +146,8 @@ class RunRecord:
 
 
 def runs_dir(root: str | Path | None = None) -> Path:
-    """The runs folder (see remote.runner.runs_root)."""
-    if root is not None:
-        return Path(root).expanduser()
-    from remote.runner import runs_root
-
-    return runs_root()
+    """The runs folder (see remote.run_folder.runs_root)."""
+    return runs_root(root)
 
 
 def list_runs(root: str | Path | None = None) -> list[RunRecord]:
@@ -173,19 +170,18 @@ def resolve_runs(
         if path.suffix.lower() == ".csv":
             out.extend(import_csv(path, catalog))
             continue
-        if path.is_dir() or len(path.parts) > 1:
-            out.append(load_run(path))
+        try:
+            out.append(load_run(resolve_run_dir(ref, want=SUMMARY_FILE, root=root)))
             continue
-        folder = runs_dir(root) / ref
-        if folder.is_dir():
-            out.append(load_run(folder))
-            continue
+        except InputError as exc:
+            if len(path.parts) > 1:  # a path, not an id: no sweep of that name
+                raise
+            not_a_run = exc
         known = list_runs(root) if known is None else known
         sweep = [r for r in known if r.sweep == ref]
         if not sweep:
             raise InputError(
-                f"{ref}: no run folder, sweep id or CSV file of that name (looked in "
-                f"{runs_dir(root)})",
+                f"{not_a_run.message}; no sweep id {ref!r} or CSV file of that name either",
                 hint="`sentitop runs` lists the run ids and sweep ids",
             )
         out.extend(sweep)
@@ -363,7 +359,9 @@ def _add_events(record: RunRecord, path: Path) -> None:
     train_t0: float | None = None
     for event in read_events(path):
         kind = event.get("type")
-        if kind == "stage_start" and event.get("stage") == "train" and "rank" in event:
+        if kind == "train_start" or (  # runs recorded before `train_start` existed
+            kind == "stage_start" and event.get("stage") == "train" and "rank" in event
+        ):
             train_t0 = float(event["t"])
             if isinstance(event.get("threads"), int):
                 record.threads = int(event["threads"])

@@ -76,6 +76,15 @@ def _make_hooks(cfg: TrainConfig) -> Any:
     return make_train_hooks(cfg)
 
 
+def device_name(device: Any) -> str:
+    """What a person calls the device: the GPU model ("NVIDIA A10G"), or "CPU"."""
+    import torch
+
+    if device.type == "cuda":
+        return str(torch.cuda.get_device_name(device))
+    return "CPU"
+
+
 def launch_local(
     cfg: TrainConfig,
     nproc: int,
@@ -120,7 +129,8 @@ def run(cfg: TrainConfig) -> int:
     import torch.distributed as dist
 
     from engine.rank_main import run_as_rank
-    from engine.sentiment.trainer import DistEnv, Trainer
+    from engine.sentiment.dist_env import DistEnv
+    from engine.sentiment.trainer import Trainer
 
     env = DistEnv.from_environ(cfg.device)
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
@@ -131,12 +141,16 @@ def run(cfg: TrainConfig) -> int:
             if env.device.type == "cuda":
                 torch.cuda.set_device(env.device)
             dist.init_process_group(
-                "nccl" if env.device.type == "cuda" else "gloo",
+                env.backend,
                 device_id=env.device if env.device.type == "cuda" else None,
             )
         # every rank says where it runs: launchers map ranks to nodes (and their prices) by it
         emitter.emit(
-            "rank_start", world_size=env.world, local_rank=env.local_rank, device=str(env.device)
+            "rank_start",
+            world_size=env.world,
+            local_rank=env.local_rank,
+            device=str(env.device),
+            device_name=device_name(env.device),
         )
         Trainer(cfg, emitter=emitter, hooks=_make_hooks(cfg), env=env).fit()
 

@@ -61,11 +61,17 @@ def _assert_same(a: Path, b: Path) -> None:
     assert sa == sb
 
 
+TWO_CLASSES = [
+    b'{"reviewText": "fine words here", "overall": 5}',
+    b'{"reviewText": "poor words there", "overall": 1}',
+]
+
+
 def _many_distinct(tmp_path: Path) -> Path:
     """≈ 20 MB of distinct reviews: several map tasks, so two workers both map."""
     filler = "some more words to make the line longer " * 3
     lines = [
-        json.dumps({"reviewText": f"distinct review {i} {filler}", "overall": 5}).encode()
+        json.dumps({"reviewText": f"distinct review {i} {filler}", "overall": i % 5 + 1}).encode()
         for i in range(140_000)
     ]
     return write_lines(tmp_path / "in.jsonl", lines)
@@ -103,7 +109,9 @@ def test_spill_on_small_synthetic_lines_with_two_workers(tmp_path: Path) -> None
     """No real files needed: many distinct texts, duplicates across both workers' halves."""
     filler = "some more words to make the line longer " * 3
     lines = [
-        json.dumps({"reviewText": f"text {i % 70_000} is good {i % 13} {filler}", "overall": 5})
+        json.dumps(
+            {"reviewText": f"text {i % 70_000} is good {i % 13} {filler}", "overall": i % 5 + 1}
+        )
         for i in range(140_000)
     ]
     src = tmp_path / "in.jsonl"
@@ -208,7 +216,7 @@ def test_unwritable_output_is_exit_2_naming_the_folder(tmp_path: Path) -> None:
 
 def test_stale_scratch_of_a_killed_run_is_removed(tmp_path: Path) -> None:
     src = tmp_path / "in.jsonl"
-    write_lines(src, [b'{"reviewText": "fine words here", "overall": 5}'])
+    write_lines(src, TWO_CLASSES)
     out = tmp_path / "out"
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -221,7 +229,7 @@ def test_stale_scratch_of_a_killed_run_is_removed(tmp_path: Path) -> None:
 
 def test_large_input_warns_before_starting(tmp_path: Path) -> None:
     lines = [
-        json.dumps({"reviewText": f"review {i} " + "word " * 150, "overall": 4}).encode()
+        json.dumps({"reviewText": f"review {i} " + "word " * 150, "overall": i % 5 + 1}).encode()
         for i in range(20_000)
     ]
     src = tmp_path / "in.jsonl"
@@ -254,7 +262,7 @@ def test_help_shows_the_default_budget_and_stats_record_it(tmp_path: Path) -> No
     ).stdout
     assert "--memory-budget" in shown and "GB" in " ".join(shown.split())
     src = tmp_path / "in.jsonl"
-    write_lines(src, [b'{"reviewText": "fine words here", "overall": 5}'])
+    write_lines(src, TWO_CLASSES)
     stats = _run([src], tmp_path / "out", 1, None)
     assert stats["memory_budget"] > 1 << 20
     assert stats["spill"] == {"runs": 0, "bytes": 0, "buckets": 0}

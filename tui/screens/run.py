@@ -35,6 +35,7 @@ from tui.format import (
     nice_number,
 )
 from tui.model import RunState, Series
+from tui.model.dollars import usd_at
 from tui.model.envelope import SeriesEnvelope
 from tui.model.rows import ProfileRow
 from tui.model.run_state import EMBEDDINGS
@@ -45,21 +46,21 @@ from tui.services import Services
 from tui.widgets.braille import PlotLine
 from tui.widgets.line_plot import LinePlot
 from tui.widgets.log_pane import LogPane
-from tui.widgets.tables import bar, phase_table
+from tui.widgets.run_status import stages_text, status_text
+from tui.widgets.tables import phase_table
 
 X_AXES = ("steps", "time", "dollars")
-"""X-axis choices of the loss plot."""
+"""X-axis choices of the loss, throughput and load-share plots (`x` cycles them)."""
 X_FORMATS = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}
 EPOCH_ROWS = 500
 """Epoch rows kept in the table (the newest)."""
 POST_EVERY_S = 0.05
 """Feed workers post at most one EventsIngested per this many seconds."""
 DOWN_STATUSES = {"stopped", "terminated", "lost", "failed", "done", "down"}
-STATUS_STYLE = {"running": "bold green", "ok": "bold cyan", "waiting": "dim"}
-SHARES_EMPTY = "no balance events (balancer off, or not run yet)"
+SHARES_EMPTY = "no load shares yet (they come with the first balance plan or step)"
 EPOCH_COLUMNS = {
-    "sentiment": (("ep", 2), ("train", 5), ("test", 5), ("acc", 5), ("F1", 5), ("time", 6)),
-    "embeddings": (("ep", 2), ("SGNS", 5), ("PIP", 7), ("words/s", 7), ("time", 6)),
+    "sentiment": (("ep", 2), ("train", 5), ("test", 5), ("acc", 5), ("F1", 5), ("time", 5)),
+    "embeddings": (("ep", 2), ("SGNS", 5), ("PIP", 7), ("words/s", 7), ("time", 5)),
 }
 """Epochs table columns (label, fixed width) per workload."""
 
@@ -150,11 +151,11 @@ class RunScreen(SentitopScreen):
         nodes = self.query_one("#nodes", DataTable)
         nodes.border_title = "nodes"
         for label, width in (
-            ("node", 8),
-            ("ranks", 5),
-            ("status", 8),
-            ("GPU", 6),
-            ("last line", 34),
+            ("node", 7),
+            ("ranks", 4),
+            ("status", 7),
+            ("device", 8),
+            ("last line", 30),
         ):
             nodes.add_column(label, width=width)
         self.query_one("#phases", Static).border_title = "time per phase (s, last epoch)"
@@ -270,7 +271,7 @@ class RunScreen(SentitopScreen):
         self.source = f"{self.source} · {message.source} ended ({message.status})"
         self.refresh_views(force=True)
         if message.source == "live":
-            self.notify(f"run ended: {message.status}", timeout=6)
+            self.notify(f"run ended: {message.status}", timeout=6, markup=False)
 
     def action_stop(self) -> None:
         if self.live:
@@ -378,11 +379,14 @@ class RunScreen(SentitopScreen):
             "epochs": list(st.epochs)[-min(st.epochs_seen - self._epoch_rows, EPOCH_ROWS) :]
             if st.epochs_seen > self._epoch_rows
             else [],
-            "epochs_seen": st.epochs_seen,
             "nodes": [
                 (n.name, fmt_ranks(n.ranks), n.status, n.gpu, n.last_line or n.detail)
                 for n in st.nodes.values()
             ],
+            "balancer_off": st.balancer_off,
+            "usd_per_hour": st.usd_per_hour,
+            "epochs_total": st.total_epochs,
+            "epochs_seen": st.epochs_seen,
             "phases": {r: dict(v) for r, v in st.phase_last.items()},
             "phase_epoch": st.phase_epoch,
             "log": list(st.log)[-200:],
@@ -394,107 +398,60 @@ class RunScreen(SentitopScreen):
         }
 
     def _draw_status(self, st: RunState, snap: dict[str, Any]) -> None:
-        style = STATUS_STYLE.get(st.status, "bold red")
-        line1 = Text.assemble(
-            ("run ", "dim"),
-            (st.run_id or "—", "bold"),
-            ("  profile ", "dim"),
-            st.profile or "—",
-            ("  GPUs ", "dim") if not st.embeddings else ("  ranks ", "dim"),
-            str(st.world_size or "—"),
-            _embeddings_info(snap["train_info"]) if st.embeddings else "",
-            ("  ● ", style),
-            (st.status, style),
-            (f"  {st.reason}" if st.reason else "", "red"),
-        )
-        if st.embeddings:
-            rate = f"{nice_number(st.words_per_s)} words/s" if st.words_per_s else "— words/s"
-        else:
-            rate = (
-                f"{nice_number(st.samples_per_s)} samples/s" if st.samples_per_s else "— samples/s"
-            )
-        total = st.total_epochs
-        done = st.epochs_seen
-        current = done if st.finished or (total and done >= total) else done + 1
-        line2 = Text.assemble(
-            ("epoch ", "dim"),
-            f"{current}/{total}" if total else str(current),
-            ("  step ", "dim"),
-            f"{st.global_step:,}",
-            ("  ", ""),
-            rate,
-            ("  elapsed ", "dim"),
-            fmt_duration(st.elapsed),
-            ("  ETA ", "dim"),
-            fmt_duration(snap["eta"]),
-            ("  cost ", "dim"),
-            (fmt_usd(st.usd), "bold yellow"),
-            ("  at ", "dim"),
-            f"{fmt_usd(st.usd_per_hour)}/h",
-            ("  → projected ", "dim"),
-            fmt_usd(snap["projected"]),
-        )
-        self.query_one("#run-status", Static).update(Text("\n").join([line1, line2]))
-        if not self._changed("stages", snap["stages"]):
+        self.query_one("#run-status", Static).update(status_text(st, snap))
+        epochs = (snap["epochs_seen"], snap["epochs_total"])
+        if not self._changed("stages", (snap["stages"], epochs)):
             return
-        stages = Text()
-        for name, status, seconds, done, stotal, unit in snap["stages"]:
-            if stages:
-                stages.append("  ▸ ", style="dim")
-            if status == "running":
-                frac = done / stotal if stotal else 0.0
-                stages.append(f"{name} ▶ ", style="bold green")
-                count = f"{nice_number(done)}/{nice_number(stotal or 0)} {unit}"
-                stages.append(f"{bar(frac, 10)} {frac:4.0%} {count}")
-            else:
-                mark = "✓" if status == "ok" else ("·" if status == "pending" else "✗")
-                stages.append(f"{name} {mark} ", style="cyan" if status == "ok" else "red")
-                stages.append(fmt_duration(seconds), style="dim")
-        if not stages:
-            stages.append("no stages yet — waiting for events", style="dim")
-        self.query_one("#run-stages", Static).update(stages)
+        self.query_one("#run-stages", Static).update(stages_text(snap["stages"], epochs))
 
-    def _line(self, label: str, c: Cols, axis: str, cost: Cols) -> PlotLine:
+    def _line(self, label: str, c: Cols, axis: str, snap: dict[str, Any]) -> PlotLine:
         """A plot line of ``c`` with x in steps, seconds or dollars (sorted flags carried)."""
         if axis == "steps":
             return PlotLine(label, c.step, c.y, presorted=c.step_sorted)
-        if axis == "time" or cost.t.size == 0:
+        cost: Cols = snap["cost"]
+        if axis == "time" or (cost.t.size == 0 and not snap["usd_per_hour"]):
             return PlotLine(label, c.t, c.y, presorted=c.t_sorted)
-        # dollars grow with time, so x stays sorted when t is
-        return PlotLine(label, np.interp(c.t, cost.t, cost.y), c.y, presorted=c.t_sorted)
+        # dollars used by then: they grow with time, so x stays sorted when t is
+        x = usd_at(cost.t, cost.y, snap["usd_per_hour"], c.t)
+        return PlotLine(label, x, c.y, presorted=c.t_sorted)
 
     def _draw_plots(self, snap: dict[str, Any]) -> None:
         cost: Cols = snap["cost"]
+        axis, x_format = self.x_axis, X_FORMATS[self.x_axis]
         embeddings = snap["workload"] == EMBEDDINGS
         loss = self.query_one("#plot-loss", LinePlot)
-        loss.border_title = f"{'SGNS ' if embeddings else ''}loss  (x: {self.x_axis}, press x)"
-        loss.x_format = X_FORMATS[self.x_axis]
-        loss.set_lines(
-            [self._line(label, snap[label], self.x_axis, cost) for label in ("train", "test")]
-        )
+        loss.border_title = f"{'SGNS ' if embeddings else ''}loss  (x: {axis}, press x)"
+        loss.set_lines([self._line(label, snap[label], axis, snap) for label in ("train", "test")])
         throughput = self.query_one("#plot-throughput", LinePlot)
         shares = self.query_one("#plot-shares", LinePlot)
+        for plot in (loss, throughput, shares):
+            plot.x_format = x_format
         if embeddings:  # words/s; PIP loss where the (absent) balancer's shares would be
             throughput.border_title = "words/s"
-            throughput.set_lines([self._line("total", snap["words"], "time", cost)])
+            throughput.set_lines([self._line("total", snap["words"], axis, snap)])
             shares.border_title = "PIP loss vs SPPMI reference"
-            shares.x_format, shares.empty = X_FORMATS[self.x_axis], "waiting for an epoch…"
+            shares.empty = "waiting for an epoch…"
             shares.y_min = None  # PIP loss moves little against its size: zoom in on the change
-            shares.set_lines([self._line("PIP", snap["pip"], self.x_axis, cost)])
+            shares.set_lines([self._line("PIP", snap["pip"], axis, snap)])
         else:
             throughput.border_title = "samples/s"
-            shares.border_title = "load share per GPU"
-            shares.x_format, shares.empty, shares.y_min = nice_number, SHARES_EMPTY, 0
-            tp_lines = [self._line("total", snap["throughput"], "time", cost)]
-            tp_lines += [self._line(f"r{r}", c, "time", cost) for r, c in snap["rank_tp"].items()]
+            shares.border_title = (
+                "load share per rank — balancer off: equal split"
+                if snap["balancer_off"]
+                else "load share per rank"
+            )
+            shares.empty, shares.y_min = SHARES_EMPTY, 0
+            tp_lines = [self._line("total", snap["throughput"], axis, snap)]
+            tp_lines += [self._line(f"r{r}", c, axis, snap) for r, c in snap["rank_tp"].items()]
             throughput.set_lines(tp_lines)
-            share_lines = [self._line(f"r{r}", c, "steps", cost) for r, c in snap["shares"].items()]
-            shares.set_lines(share_lines)
-        cost_line = self._line("$ spent", cost, "time", cost)
+            shares.set_lines(
+                [self._line(f"r{r}", c, axis, snap) for r, c in snap["shares"].items()]
+            )
+        cost_line = self._line("$ used", cost, "time", snap)
         cost_line.color = "#ffd75f"
         cost_plot = self.query_one("#plot-cost", LinePlot)
         cost_plot.set_lines([cost_line])
-        cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)}"
+        cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)} (x: time)"
 
     def _draw_tables(self, snap: dict[str, Any]) -> None:
         epochs = self.query_one("#epochs", DataTable)
@@ -503,7 +460,7 @@ class RunScreen(SentitopScreen):
             cells: tuple[str, ...]
             if snap["workload"] == EMBEDDINGS:
                 cells = (
-                    str(row.epoch),
+                    str(row.epoch + 1),  # events count epochs from 0, people from 1
                     fmt(row.train_loss, ".3f"),
                     fmt(row.pip_loss, ".4g"),
                     nice_number(row.words_per_s) if row.words_per_s is not None else "—",
@@ -511,7 +468,7 @@ class RunScreen(SentitopScreen):
                 )
             else:
                 cells = (
-                    str(row.epoch),
+                    str(row.epoch + 1),
                     fmt(row.train_loss, ".3f"),
                     fmt(row.test_loss, ".3f"),
                     fmt(row.accuracy, ".3f"),
@@ -526,7 +483,7 @@ class RunScreen(SentitopScreen):
             phases = self.query_one("#phases", Static)
             phases.update(phase_table(snap["phases"], snap["phase_names"]))
             if snap["phase_epoch"] is not None:
-                phases.border_title = f"time per phase (s, epoch {snap['phase_epoch']})"
+                phases.border_title = f"time per phase (s, epoch {snap['phase_epoch'] + 1})"
         if not self._changed("nodes", snap["nodes"]):
             return
         nodes = self.query_one("#nodes", DataTable)
@@ -537,21 +494,12 @@ class RunScreen(SentitopScreen):
                 if status in ("lost", "failed", "error")
                 else ("green" if status in ("ready", "running") else "")
             )
-            nodes.add_row(name, ranks, Text(status, style=style), gpu, last, key=name)
+            # Text cells: a str cell is read as markup, and node output is foreign text
+            cells = (Text(name), Text(ranks), Text(status, style=style), Text(gpu), Text(last))
+            nodes.add_row(*cells, key=name)
 
     @on(DataTable.RowSelected, "#nodes")
     def _node_selected(self, event: DataTable.RowSelected) -> None:
         name = str(event.row_key.value)
         self.query_one("#filter").value = name  # type: ignore[attr-defined]
         self.action_filter()
-
-
-def _embeddings_info(info: dict[str, Any]) -> Text:
-    """`  embeddings sync · 2 worker(s) · word · dim 50 · batch 1024` for the status line."""
-    parts = [str(info.get("mode") or "?")]
-    if "workers" in info:
-        parts.append(f"{info['workers']} worker(s)")
-    if "encoder" in info:
-        parts.append(str(info["encoder"]))
-    parts += [f"{k} {info[k]}" for k in ("dim", "batch") if k in info]
-    return Text.assemble(("  embeddings ", "dim"), " · ".join(parts))

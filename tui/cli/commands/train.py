@@ -21,7 +21,9 @@ def register(subparsers: Any) -> None:
         description="Train on DATA/dataset.h5; events go to stdout and RUN_DIR/events.jsonl.",
     )
     add_train_arguments(parser, required=True)
-    parser.add_argument("--nproc", type=int, default=1, help="local processes (ranks)")
+    parser.add_argument(
+        "--nproc", type=int, default=1, metavar="N", help="local processes (ranks) (default 1)"
+    )
     parser.add_argument(
         "--json", action="store_true", help="print only the final summary as one JSON object"
     )
@@ -49,7 +51,7 @@ class _Printer:
             acc = event.get("accuracy")
             test = f"  test acc {acc:.4f} f1 {event['f1']:.4f}" if acc is not None else ""
             print(
-                f"epoch {event['epoch']}: train loss {event['train_loss']:.4f}{test}  "
+                f"epoch {event['epoch'] + 1}: train loss {event['train_loss']:.4f}{test}  "
                 f"{event['seconds']:.1f} s  {event['samples_per_s']:.0f} samples/s"
             )
         elif event["type"] == "error":
@@ -59,12 +61,14 @@ class _Printer:
 
             print(describe_balance_event(event))
         elif event["type"] == "threshold":
-            print(f"loss threshold reached at {event['seconds']:.1f} s (epoch {event['epoch']})")
+            seconds, epoch = event["seconds"], event["epoch"] + 1  # events count epochs from 0
+            print(f"loss threshold reached at {seconds:.1f} s (epoch {epoch})")
 
 
 def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError
+    from engine.sentiment.splits import check_dataset
     from engine.sentiment.train import config_from_args, launch_local
 
     cfg = config_from_args(args)
@@ -73,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
             f"{cfg.data_dir}/dataset.h5 not found",
             hint="run `sentitop preprocess` first, or pass --data",
         )
+    check_dataset(cfg.data_dir, cfg.max_train_samples)  # empty or one-class split: exit 2
     printer = _Printer(quiet=args.json)
     launch_local(cfg, args.nproc, on_line=printer)
     summary = printer.summary or json.loads((Path(cfg.run_dir) / "summary.json").read_text())
@@ -90,4 +95,6 @@ def run(args: argparse.Namespace) -> int:
         advice = (summary.get("balance") or {}).get("advice")
         if advice:
             print(f"advice: {advice['message']}")
+    for warning in summary.get("warnings") or []:
+        print(f"WARNING: {warning['message']}", file=sys.stderr)
     return 0
