@@ -130,15 +130,15 @@ def _rank_main(
     import torch
     import torch.distributed as dist
 
+    from engine.config import TrainConfig, config_from_dict
     from engine.events import Emitter, JsonlFileSink
-    from engine.sentiment.train import config_from_dict
     from engine.sentiment.trainer import DistEnv, Trainer
 
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))  # fmt: skip
     torch.set_num_threads(1)
-    cfg = config_from_dict(json.loads(cfg_json))
+    cfg = config_from_dict(TrainConfig, json.loads(cfg_json))
     dist.init_process_group("gloo")
     sink = JsonlFileSink(Path(cfg.run_dir) / "events.jsonl") if rank == 0 else None
     emitter = Emitter(sink, rank=rank)
@@ -163,7 +163,7 @@ def train(
     """One 2-rank run of the trainer; its epochs, balance events, phases and summary."""
     import torch.multiprocessing as mp
 
-    from engine.sentiment.trainer import config_to_dict
+    from engine.config import config_to_dict
 
     cfg = make_config(data, run_dir, args, epochs=epochs, balance=balance, seed=seed)
     cfg_json = json.dumps(config_to_dict(cfg))

@@ -156,8 +156,9 @@ def launch_local(
     torch threads per rank (default: cores // nproc). When a rank fails the others are stopped
     (SIGTERM, SIGKILL after ``grace_s``) and the error names the rank and its last stderr lines.
     """
+    from engine.config import config_to_dict
     from engine.sentiment.checkpoint import write_json
-    from engine.sentiment.train import config_to_dict, default_threads
+    from engine.sentiment.train import default_threads
 
     if nproc < 1:
         raise LaunchError(f"--nproc = {nproc} must be >= 1")

@@ -164,7 +164,8 @@ async def execute_run(
     write_private_file(
         run_dir / "profile.yaml", yaml.safe_dump(profile.resolved(), sort_keys=False)
     )
-    progress = _Progress(epochs_total=profile.to_train_config(".", ".").epochs)
+    train_cfg = profile.to_train_config("", run_dir / "train")  # data_dir: set per node
+    progress = _Progress(epochs_total=train_cfg.epochs)
 
     def tap(event: dict[str, Any]) -> None:
         progress.observe(event)
@@ -193,6 +194,7 @@ async def execute_run(
             provider=profile.provider,
             world_size=profile.world_size(),
             usd_per_hour=rate,
+            epochs=train_cfg.epochs,
             config=profile.resolved(),
         )
         for line in profile.cost_lines(book):
@@ -206,7 +208,9 @@ async def execute_run(
             on_exceeded=lambda _why: loop.call_soon_threadsafe(budget_hit.set),
         )
         ticker.start()
-        ctx = TrainContext(profile, run_dir, emitter, sink, meter, book, on_line, ledger, notes)
+        ctx = TrainContext(
+            profile, train_cfg, run_dir, emitter, sink, meter, book, on_line, ledger, notes
+        )
         status, reason = await _supervise(ctx, stop, budget_hit)
         if status == "budget" and ticker.exceeded_reason:
             reason = ticker.exceeded_reason

@@ -11,14 +11,13 @@ of machines. Budgets hold throughout (the run's meter and ticker span every atte
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.config import TrainConfig
+from engine.config import TrainConfig, config_to_dict
 from engine.errors import LaunchError
 from engine.events import Emitter
 from remote.checkpoint_keeper import CheckpointKeeper
@@ -38,6 +37,8 @@ class TrainContext:
     """What every stage of one run shares."""
 
     profile: Profile
+    train: TrainConfig
+    """The profile's training config, built once (data_dir and run_dir are set per node)."""
     run_dir: Path
     emitter: Emitter
     sink: Any
@@ -51,19 +52,16 @@ class TrainContext:
 
 def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str, Any]:
     """The TrainConfig as JSON for ``python -m engine.sentiment.train --config`` on one node."""
-    data = dataclasses.asdict(cfg)
-    data.update(data_dir=data_dir, run_dir=run_dir)
-    data["balance"]["straggle"] = {str(k): v for k, v in data["balance"]["straggle"].items()}
-    return data
+    return {**config_to_dict(cfg), "data_dir": data_dir, "run_dir": run_dir}
 
 
 async def _commands(
     ctx: TrainContext, cluster: Cluster, data: PreparedData, *, resume: bool
 ) -> dict[str, Command]:
     """torchrun per node with its own config file (paths differ per node)."""
-    profile, run_dir = ctx.profile, ctx.run_dir
+    run_dir = ctx.run_dir
     data_paths = await cluster.put_data(data.dataset_dir)
-    base = profile.to_train_config(data.dataset_dir, run_dir / "train")
+    base = ctx.train
     args: dict[str, list[str]] = {}
     for node in cluster.nodes:
         node_cfg = train_config_dict(base, data_paths[node], f"{cluster.node_dir(node)}/train")

@@ -140,13 +140,13 @@ def make_hooks(cfg: TrainConfig) -> BalanceHooks:
 def make_train_hooks(cfg: TrainConfig) -> TrainHooks:
     """The trainer hooks for ``cfg`` (``engine.sentiment.train`` calls this).
 
-    Balancing or straggling runs get :class:`BalanceHooks` and switch ``grad_sync`` to
+    Balancing or straggling runs get :class:`BalanceHooks`; their ``grad_sync = auto`` means
     ``separate`` (backward under ``no_sync()``, then one all-reduce): with overlapped DDP a fast
     rank's backward would include waiting for the slow one, and every rank would look equally
-    slow. Other runs get the trainer's default (even split) hooks. Kept out of
-    :mod:`engine.balance.balancer` so that module stays free of torch for the operator side.
+    slow (:attr:`TrainConfig.sync_mode`). Other runs get the trainer's default (even split)
+    hooks. Kept out of :mod:`engine.balance.balancer` so that module stays free of torch for the
+    operator side.
     """
     if not (cfg.balance.enabled or cfg.balance.straggle):
         return TrainHooks()
-    cfg.grad_sync = "separate"
     return make_hooks(cfg)

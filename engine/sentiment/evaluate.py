@@ -14,7 +14,7 @@ import torch
 from engine.errors import InputError
 from engine.sentiment import checkpoint as ckpt
 from engine.sentiment.metrics import Confusion
-from engine.sentiment.model import ModelSpec, SentimentLSTM, build_model
+from engine.sentiment.model import ModelShape, SentimentLSTM, build_model
 
 _BATCH = 1024
 
@@ -69,7 +69,7 @@ def load_run(run_dir: str | Path) -> LoadedRun:
             f"{spec_path} not found: {run} is not a training run folder",
             hint="pass the --run-dir of a `sentitop train` run",
         )
-    spec = ModelSpec.from_dict(json.loads(spec_path.read_text()))
+    spec = ModelShape.from_dict(json.loads(spec_path.read_text()))
     weights = run / ckpt.MODEL_WEIGHTS
     if weights.is_file():
         state = torch.load(weights, map_location="cpu")

@@ -14,7 +14,7 @@ from engine.errors import ConfigError
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
-class ModelSpec:
+class ModelShape:
     """A fully resolved model shape (preset + overrides + the dataset's vocabulary)."""
 
     vocab_size: int
@@ -37,7 +37,7 @@ class ModelSpec:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
+    def from_dict(cls, data: dict[str, Any]) -> ModelShape:
         """Inverse of :meth:`to_dict`."""
         return cls(**data)
 
@@ -68,7 +68,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def resolve_spec(cfg: ModelConfig, vocab_size: int) -> ModelSpec:
+def resolve_spec(cfg: ModelConfig, vocab_size: int) -> ModelShape:
     """The preset of ``cfg`` with its overrides applied, sized for ``vocab_size`` ids."""
     if cfg.preset not in PRESETS:
         raise ConfigError(
@@ -79,7 +79,7 @@ def resolve_spec(cfg: ModelConfig, vocab_size: int) -> ModelSpec:
         override = getattr(cfg, name)
         if override is not None:
             values[name] = override
-    spec = ModelSpec(vocab_size=vocab_size, **values)
+    spec = ModelShape(vocab_size=vocab_size, **values)
     for name in ("vocab_size", "embedding_dim", "hidden", "layers", "fc_hidden"):
         if getattr(spec, name) < 1:
             raise ConfigError(f"model.{name} = {getattr(spec, name)} must be >= 1")
@@ -94,7 +94,7 @@ def resolve_spec(cfg: ModelConfig, vocab_size: int) -> ModelSpec:
 class SentimentLSTM(nn.Module):
     """Binary sentiment classifier; padding is skipped by packing sequences with their lengths."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelShape) -> None:
         super().__init__()
         self.spec = spec
         directions = 2 if spec.bidirectional else 1
@@ -130,7 +130,7 @@ class SentimentLSTM(nn.Module):
         return logits
 
 
-def build_model(spec: ModelSpec) -> SentimentLSTM:
+def build_model(spec: ModelShape) -> SentimentLSTM:
     """A freshly initialised model for ``spec`` (seed torch first for reproducibility)."""
     return SentimentLSTM(spec)
 

@@ -16,127 +16,56 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, fields
 from typing import Any
 
-from engine.config import BalanceConfig, ModelConfig, TrainConfig
+from engine.config import ModelConfig, TrainConfig, config_from_dict
+from engine.config_flags import add_config_flags, flag_values
 from engine.errors import ConfigError, SentitopError
-from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink
+from engine.events import rank_emitter
 
 
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """The training flags shared by ``python -m engine.sentiment.train`` and ``sentitop train``."""
+def add_train_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """The training flags, generated from :class:`TrainConfig` and :class:`ModelConfig`.
+
+    Shared by ``python -m engine.sentiment.train`` and ``sentitop train``; ``required`` makes
+    --data and --run-dir mandatory (they may come from ``--config`` for the entry point).
+    """
     from engine.balance.args import add_balance_arguments
 
-    parser.add_argument("--data", dest="data_dir", help="folder with dataset.h5 and vocab.json")
-    parser.add_argument("--run-dir", help="run folder (events, checkpoints, summary)")
-    parser.add_argument("--epochs", type=int)
-    parser.add_argument("--batch-size", type=int, help="global batch (sum over ranks)")
-    parser.add_argument("--lr", type=float, help="learning rate at --lr-reference-batch")
-    parser.add_argument("--lr-reference-batch", type=int)
-    parser.add_argument("--warmup-steps", type=int)
-    parser.add_argument("--eval-every", type=int, help="evaluate every N epochs")
-    parser.add_argument("--model", dest="preset", choices=["default", "seed"])
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--threads", type=int, help="torch threads per rank")
-    parser.add_argument("--loader-workers", type=int)
-    parser.add_argument("--max-train-samples", type=int)
-    parser.add_argument("--log-every", type=int)
-    parser.add_argument("--checkpoint-every-min", type=float)
-    parser.add_argument("--checkpoint-every-steps", type=int)
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"])
-    parser.add_argument("--grad-sync", choices=["overlap", "separate"])
-    parser.add_argument("--loss-threshold", type=float)
+    add_config_flags(
+        parser,
+        TrainConfig,
+        skip=("resume",),
+        aliases={"data_dir": "--data"},
+        required=("data_dir", "run_dir") if required else (),
+    )
     parser.add_argument(
         "--resume",
         action="store_true",
         default=None,
         help="continue from RUN_DIR/checkpoints/latest.pt",
     )
-    parser.add_argument(
-        "--pos-weight", help="BCE positive weight: auto (negatives/positives), none, or a number"
-    )
+    model = parser.add_argument_group("model")
+    add_config_flags(model, ModelConfig, prefix="model_", aliases={"preset": "--model"})
     add_balance_arguments(parser)
-
-
-_FLAG_FIELDS = (
-    "data_dir",
-    "run_dir",
-    "epochs",
-    "batch_size",
-    "lr",
-    "lr_reference_batch",
-    "warmup_steps",
-    "eval_every",
-    "seed",
-    "threads",
-    "loader_workers",
-    "max_train_samples",
-    "log_every",
-    "checkpoint_every_min",
-    "checkpoint_every_steps",
-    "device",
-    "grad_sync",
-    "loss_threshold",
-    "resume",
-)
 
 
 def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> TrainConfig:
     """A TrainConfig from ``base`` (e.g. a config file) overridden by the flags given."""
     data = dict(base or {})
-    for name in _FLAG_FIELDS:
-        value = getattr(args, name, None)
-        if value is not None:
-            data[name] = value
-    pos_weight = getattr(args, "pos_weight", None)
-    if pos_weight is not None:
-        try:
-            data["pos_weight"] = pos_weight if pos_weight in ("auto", "none") else float(pos_weight)
-        except ValueError:
-            raise ConfigError(
-                f"--pos-weight {pos_weight!r}: expected auto, none or a number"
-            ) from None
-    if getattr(args, "preset", None):
-        data["model"] = {**data.get("model", {}), "preset": args.preset}
+    data.update(flag_values(args, TrainConfig))
+    model = flag_values(args, ModelConfig, prefix="model_")
+    if model:
+        data["model"] = {**data.get("model", {}), **model}
     if not data.get("data_dir"):
         raise ConfigError("--data is required (a folder with dataset.h5)")
     if not data.get("run_dir"):
         raise ConfigError("--run-dir is required")
-    cfg = config_from_dict(data)
+    cfg = config_from_dict(TrainConfig, data, "train config")
     from engine.balance.args import balance_config_from_args
 
     cfg.balance = balance_config_from_args(args, cfg.balance)
     return cfg
-
-
-def config_from_dict(data: dict[str, Any]) -> TrainConfig:
-    """Inverse of ``engine.sentiment.trainer.config_to_dict`` (unknown keys are an error)."""
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = set(data) - known
-    if unknown:
-        raise ConfigError(f"unknown train config keys {sorted(unknown)}; expected {sorted(known)}")
-    data = dict(data)
-    data["model"] = ModelConfig(**data.get("model", {}))
-    balance = dict(data.get("balance", {}))
-    balance["straggle"] = {int(k): float(v) for k, v in balance.get("straggle", {}).items()}
-    data["balance"] = BalanceConfig(**balance)
-    return TrainConfig(**data)
-
-
-def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
-    """JSON-ready TrainConfig (nested dataclasses become dicts); see :func:`config_from_dict`."""
-    data = asdict(cfg)
-    data["balance"]["straggle"] = {str(k): v for k, v in cfg.balance.straggle.items()}
-    return data
-
-
-def make_emitter(cfg: TrainConfig, rank: int) -> Emitter:
-    """Events to stdout on every rank, plus RUN_DIR/events.jsonl on rank 0 (cfg.events_file)."""
-    sinks: list[EventSink] = [StreamSink()]
-    if rank == 0 and cfg.events_file:
-        sinks.append(JsonlFileSink(os.path.join(cfg.run_dir, "events.jsonl")))
-    return Emitter(FanoutSink(*sinks), rank=rank, node=os.environ.get("SENTITOP_NODE"))
 
 
 def default_threads(local_world: int) -> int:
@@ -162,7 +91,7 @@ def run(cfg: TrainConfig) -> int:
 
     env = DistEnv.from_environ(cfg.device)
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
-    emitter = make_emitter(cfg, env.rank)
+    emitter = rank_emitter(cfg.run_dir, env.rank, events_file=cfg.events_file)
 
     def work() -> None:
         if env.world > 1:
@@ -189,11 +118,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", help="train_config.json to start from (flags override)")
-    parser.add_argument(
-        "--no-events-file",
-        action="store_true",
-        help="do not write RUN_DIR/events.jsonl (stdout only)",
-    )
     add_train_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -202,8 +126,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             with open(args.config, encoding="utf-8") as fh:
                 base = json.load(fh)
         cfg = config_from_args(args, base)
-        if args.no_events_file:
-            cfg.events_file = False
     except (SentitopError, OSError, ValueError) as exc:
         print(
             exc.user_message() if isinstance(exc, SentitopError) else f"bad config: {exc}",

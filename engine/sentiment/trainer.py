@@ -21,9 +21,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from engine.config import TrainConfig
+from engine.config import TrainConfig, config_to_dict
 from engine.errors import TrainError
-from engine.events import Emitter
+from engine.events import Emitter, rank_emitter
 from engine.sentiment import checkpoint as ckpt
 from engine.sentiment.data import (
     Batch,
@@ -40,13 +40,12 @@ from engine.sentiment.data import (
 from engine.sentiment.evaluate import confusion_stats
 from engine.sentiment.metrics import Confusion, ThresholdClock
 from engine.sentiment.model import (
-    ModelSpec,
+    ModelShape,
     SentimentLSTM,
     build_model,
     count_parameters,
     resolve_spec,
 )
-from engine.sentiment.train import config_to_dict, make_emitter
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt")
 """Per-step phases timed on every rank (plus ``eval`` per epoch)."""
@@ -178,7 +177,9 @@ class Trainer:
     ) -> None:
         self.cfg = cfg
         self.env = env or DistEnv.from_environ(cfg.device)
-        self.emitter = emitter or make_emitter(cfg, self.env.rank)
+        self.emitter = emitter or rank_emitter(
+            cfg.run_dir, self.env.rank, events_file=cfg.events_file
+        )
         self.hooks = hooks or TrainHooks()
         self.main = self.env.rank == 0
         self.device = self.env.device
@@ -251,7 +252,7 @@ class Trainer:
             timing.backward = clock.lap()
             self.hooks.after_compute(timing)  # may sleep (straggler): counted as backward
             timing.backward += clock.lap()
-        if self.cfg.grad_sync == "separate":
+        if self.cfg.sync_mode == "separate":
             self._allreduce_grads()
         if self.cfg.clip_grad_norm > 0:
             nn.utils.clip_grad_norm_(self.params, self.cfg.clip_grad_norm)
@@ -301,7 +302,7 @@ class Trainer:
         self.train_arrays = load_split(cfg.data_dir, "train", cfg.max_train_samples)
         self.test_arrays = load_split(cfg.data_dir, "test")
         self.n_train = len(self.train_arrays.labels)
-        self.spec: ModelSpec = resolve_spec(cfg.model, info.vocab_size)
+        self.spec: ModelShape = resolve_spec(cfg.model, info.vocab_size)
         torch.manual_seed(cfg.seed)
         self.model: SentimentLSTM = build_model(self.spec).to(self.device)
         self.params = list(self.model.parameters())
@@ -400,7 +401,7 @@ class Trainer:
             group["lr"] = self.base_lr * factor
 
     def _sync_context(self) -> contextlib.AbstractContextManager[Any]:
-        if isinstance(self.ddp, DDP) and self.cfg.grad_sync == "separate":
+        if isinstance(self.ddp, DDP) and self.cfg.sync_mode == "separate":
             return self.ddp.no_sync()  # gradients are all-reduced after backward, timed apart
         return contextlib.nullcontext()
 
@@ -594,5 +595,4 @@ class Trainer:
         return summary
 
 
-__all__ = ["DistEnv", "HookContext", "StepTiming", "TrainHooks", "Trainer",
-           "config_to_dict", "make_emitter"]  # fmt: skip
+__all__ = ["DistEnv", "HookContext", "StepTiming", "TrainHooks", "Trainer"]

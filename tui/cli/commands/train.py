@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
         help="train the LSTM classifier with N local processes (DDP over gloo/NCCL)",
         description="Train on DATA/dataset.h5; events go to stdout and RUN_DIR/events.jsonl.",
     )
-    add_train_arguments(parser)
+    add_train_arguments(parser, required=True)
     parser.add_argument("--nproc", type=int, default=1, help="local processes (ranks)")
     parser.add_argument(
         "--json", action="store_true", help="print only the final summary as one JSON object"
