@@ -148,10 +148,15 @@ def gather_batch(arrays: SplitArrays, index: np.ndarray) -> Batch:
 
 
 class StepPlan(Protocol):
-    """A cut of permutation positions ``start .. start + n - 1`` into equal-step rank shares.
+    """A cut of permutation positions ``start .. start + n - 1`` into steps and rank shares.
 
-    :class:`EpochPlan` is the even split; ``engine.balance.balancer.SplitPlan`` (speed-proportional
-    shares) satisfies the same protocol. Every rank must hold an identical plan.
+    Step-major: step ``s`` covers the next ``step_global(s)`` positions after step ``s - 1``,
+    and rank ``r`` takes its ``local_size`` of them after the ranks before it. So after ``k``
+    steps exactly the positions ``start .. local_range(0, k)[0] - 1`` are consumed, whatever
+    the number of ranks or their shares: a checkpoint records one global position and a run
+    with another world size continues from it. :class:`EpochPlan` is the even split;
+    ``engine.balance.balancer.SplitPlan`` (speed-proportional shares) satisfies the same
+    protocol. Every rank must hold an identical plan.
     """
 
     @property
@@ -181,10 +186,11 @@ class StepPlan(Protocol):
 class EpochPlan:
     """Per-rank sample counts and batch sizes covering positions [start, start + sum(counts)).
 
-    Rank r owns the contiguous slice of ``counts[r]`` positions after the ranks before it.
     Every rank runs ``steps = max_r ceil(counts[r] / batch_sizes[r])`` steps and spreads its
-    samples evenly over them (its step sizes differ by at most one and never exceed its batch
-    size), so all ranks meet at every all-reduce and no sample is dropped or repeated.
+    ``counts[r]`` samples evenly over them (its step sizes differ by at most one and never
+    exceed its batch size), so all ranks meet at every all-reduce and no sample is dropped or
+    repeated. Positions are laid out step-major (see :class:`StepPlan`): step ``s`` starts at
+    ``start + sum_r floor(s * counts[r] / steps)``.
     """
 
     counts: tuple[int, ...]
@@ -216,18 +222,21 @@ class EpochPlan:
         """Steps every rank runs."""
         return max(math.ceil(c / b) for c, b in zip(self.counts, self.batch_sizes, strict=True))
 
+    def step_start(self, step: int) -> int:
+        """First position of ``step`` (``start + n`` for ``step == steps``)."""
+        return self.start + sum((step * c) // self.steps for c in self.counts)
+
     def local_range(self, rank: int, step: int) -> tuple[int, int]:
         """Permutation positions [lo, hi) of ``rank`` at ``step``."""
-        if not 0 <= step < self.steps:
-            raise IndexError(f"step {step} outside 0..{self.steps - 1}")
-        count, steps = self.counts[rank], self.steps
-        base = self.start + sum(self.counts[:rank])
-        return base + (step * count) // steps, base + ((step + 1) * count) // steps
+        lo = self.step_start(step) + sum(self.local_size(r, step) for r in range(rank))
+        return lo, lo + self.local_size(rank, step)
 
     def local_size(self, rank: int, step: int) -> int:
         """Samples of ``rank`` at ``step``."""
-        lo, hi = self.local_range(rank, step)
-        return hi - lo
+        if not 0 <= step < self.steps:
+            raise IndexError(f"step {step} outside 0..{self.steps - 1}")
+        count, steps = self.counts[rank], self.steps
+        return ((step + 1) * count) // steps - (step * count) // steps
 
     def step_global(self, step: int) -> int:
         """Samples over all ranks at ``step``."""
@@ -260,7 +269,10 @@ class PlanSampler:
 
     Needs no communication: every rank computes the same permutation and plans. An epoch is
     one plan covering every sample, or several consecutive plans (the load balancer re-plans
-    every K steps); each plan starts where the previous one ended.
+    every K steps); each plan starts where the previous one ended. Because plans are laid out
+    step-major, the positions consumed after any step form a prefix of the permutation: its
+    length (:meth:`position`) is all a resume on a different number of ranks needs
+    (:meth:`set_epoch` with ``position``).
     """
 
     def __init__(self, num_samples: int, seed: int, rank: int) -> None:
@@ -271,12 +283,20 @@ class PlanSampler:
         self.plans: list[StepPlan] = []
         self._first_steps: list[int] = []
         self._order = np.empty(0, dtype=np.int64)
+        self._start = (0, 0)  # (position, step) where this epoch's first plan begins
 
-    def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch``: new permutation, no plan yet."""
+    def set_epoch(self, epoch: int, *, position: int = 0, step: int = 0) -> None:
+        """Start ``epoch`` (new permutation, no plan yet) at ``position``, numbered ``step``.
+
+        ``position > 0`` continues an epoch that another world size began: the first
+        ``position`` samples of the permutation were consumed, the next plan starts there.
+        """
+        if not 0 <= position <= self.num_samples:
+            raise ValueError(f"position {position} outside 0..{self.num_samples}")
         self.epoch = epoch
         self._order = epoch_permutation(self.num_samples, self.seed, epoch)
         self.plans, self._first_steps = [], []
+        self._start = (position, step)
 
     def add_plan(self, plan: StepPlan) -> None:
         """Append the plan covering the next positions of the epoch."""
@@ -292,12 +312,12 @@ class PlanSampler:
     @property
     def covered(self) -> int:
         """Positions of the epoch covered by the plans so far."""
-        return self.plans[-1].start + self.plans[-1].n if self.plans else 0
+        return self.plans[-1].start + self.plans[-1].n if self.plans else self._start[0]
 
     @property
     def steps(self) -> int:
-        """Steps of the plans so far."""
-        return self._first_steps[-1] + self.plans[-1].steps if self.plans else 0
+        """Steps of the plans so far (numbered from the epoch's first step)."""
+        return self._first_steps[-1] + self.plans[-1].steps if self.plans else self._start[1]
 
     def plan_at(self, step: int) -> tuple[StepPlan, int]:
         """The plan in force at epoch step ``step`` and the step's index inside it."""
@@ -305,6 +325,13 @@ class PlanSampler:
             if step >= first:
                 return plan, step - first
         raise IndexError(f"step {step} has no plan")
+
+    def position(self, step: int) -> int:
+        """Samples of the epoch consumed (over all ranks) before epoch step ``step``."""
+        if step == self.steps:
+            return self.covered
+        plan, local = self.plan_at(step)
+        return plan.local_range(0, local)[0]
 
     def indices(self, step: int, rank: int | None = None) -> np.ndarray:
         """Sample ids of ``rank`` (default: this rank) at epoch step ``step``."""
@@ -319,12 +346,13 @@ class PlanSampler:
         return (hi - lo) * plan.world / plan.step_global(local)
 
     def state_dict(self) -> dict[str, Any]:
-        """The epoch and its plans (plain picklable objects) for a checkpoint."""
-        return {"epoch": self.epoch, "plans": list(self.plans)}
+        """The epoch, where it began and its plans (plain picklable objects) for a checkpoint."""
+        return {"epoch": self.epoch, "start": self._start, "plans": list(self.plans)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Rebuild the epoch order saved by :meth:`state_dict`."""
-        self.set_epoch(int(state["epoch"]))
+        """Rebuild the epoch order saved by :meth:`state_dict` (same world size)."""
+        position, step = state.get("start", (0, 0))
+        self.set_epoch(int(state["epoch"]), position=int(position), step=int(step))
         for plan in state["plans"]:
             self.add_plan(plan)
 

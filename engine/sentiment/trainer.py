@@ -187,6 +187,8 @@ class Trainer:
         self.epoch = 0
         self.resume_step = 0
         """Steps of ``self.epoch`` already done (mid-epoch resume skips them)."""
+        self.resumed_sampler = False
+        """The sampler already holds the resumed epoch (set by :meth:`_resume`)."""
         self.global_step = 0
         self.samples_seen = 0
         self.train_seconds = 0.0
@@ -212,9 +214,9 @@ class Trainer:
     def _train_epoch(self, epoch: int) -> dict[str, float]:
         """Run every step of ``epoch`` (from the resumed step); return this rank's totals."""
         sampler, step = self.sampler, self.resume_step
-        if step == 0:
+        if not self.resumed_sampler:
             sampler.set_epoch(epoch)
-        self.resume_step = 0
+        self.resume_step, self.resumed_sampler = 0, False
         totals = dict.fromkeys((*PHASES, "loss_sum", "samples", "steps"), 0.0)
         start = time.perf_counter()
         while step < sampler.steps or sampler.covered < self.n_train:
@@ -500,7 +502,7 @@ class Trainer:
             return
         t0 = time.perf_counter()
         state = {
-            "format": 1,
+            "format": 2,
             "epoch": epoch,
             "step": step,
             "global_step": self.global_step,
@@ -508,6 +510,7 @@ class Trainer:
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "sampler": self.sampler.state_dict() if step else None,
+            "position": self.sampler.position(step) if step else 0,
             "clock": self.clock.state_dict(),
             "history": self.history,
             "train_seconds": self.train_seconds,
@@ -546,11 +549,8 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])
-        if state["sampler"] is not None and state["world_size"] == self.env.world:
-            self.sampler.load_state_dict(state["sampler"])
-            self.resume_step = int(state["step"])  # skip the steps already consumed
-        elif state["sampler"] is not None:  # other world size: redo the epoch from its start
-            self.resume_step = 0
+        if state["sampler"] is not None:
+            self._resume_sampler(state)
         self.clock.load_state_dict(state["clock"])
         self.history = list(state["history"])
         self.train_seconds = float(state["train_seconds"])
@@ -558,6 +558,23 @@ class Trainer:
         self.prior_wall_s = float(state["wall_s"])
         self.last_test = state["last_test"]
         self.hooks.load_state_dict(state["hooks"])
+
+    def _resume_sampler(self, state: dict[str, Any]) -> None:
+        """Continue a checkpoint taken mid-epoch at its global sample position.
+
+        Same world size: the saved plans again (the very same batches). Another world size (a
+        node lost): the epoch's permutation from the saved position on, planned for this world
+        (the samples before it were consumed; none is repeated or skipped).
+        """
+        step = int(state["step"])
+        if state["world_size"] == self.env.world:
+            self.sampler.load_state_dict(state["sampler"])
+        elif "position" in state:  # format 2
+            epoch, position = int(state["epoch"]), int(state["position"])
+            self.sampler.set_epoch(epoch, position=position, step=step)
+        else:  # a format-1 checkpoint has no global position: redo the epoch from its start
+            return
+        self.resume_step, self.resumed_sampler = step, True
 
     def _finish(self) -> dict[str, Any]:
         """Rank 0 writes model.pt and summary.json and emits `summary`; returns the summary."""
