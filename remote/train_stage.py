@@ -151,7 +151,9 @@ async def _recover(
             exc.args = (exc.message,)
         raise exc
     lost_at = time.time()
-    lost = [n for n in dict.fromkeys([exc.node, *cluster.lost]) if n in cluster.nodes]
+    # given up by the launcher, or out of reach: lost; else the node that failed first
+    gone = [n for n, code in exc.exits.items() if code == LOST]
+    lost = [n for n in dict.fromkeys([*cluster.lost, *gone] or [exc.node]) if n in cluster.nodes]
     rate = ctx.meter.usd_per_hour()
     world_before = _world(cluster)
     rec = ledger.begin(

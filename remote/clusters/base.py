@@ -100,6 +100,8 @@ class NodeFailedError(LaunchError):
         self.log_path = log_path
         self.reason = reason
         """Why the launcher gave the node up (None: it failed by itself)."""
+        self.exits: dict[str, int] = {node: exit_code}
+        """Exit code of every node that failed (the cause and those after it)."""
         why = "lost its connection" if exit_code == LOST else f"exited with code {exit_code}"
         if reason:
             why = f"was given up ({reason})"
@@ -448,6 +450,7 @@ class Cluster(ABC):
             stage=stage,
             reason=self.lost.get(cause.node),
         )
+        error.exits = {r.node: r.exit_code for r in failed}
         others = sorted(r.node for r in failed if r is not cause)
         if others:
             error.message += f"\n  also failed after it: {', '.join(others)}"
