@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 KILL_GRACE_S = 3.0
 """Seconds between SIGTERM and SIGKILL when stopping a node's process group."""
+LOSE_GRACE_S = 1.0
+"""Seconds between SIGTERM and SIGKILL for a node given up (it is about to vanish anyway)."""
 SETTLE_S = 1.0
 """After a first failure, seconds to wait for other nodes' failures before choosing the cause."""
 PEER_LOST_MARKS = (
@@ -268,7 +270,7 @@ class Cluster(ABC):
         self._require_started().note(node, f"given up: {reason}")
         proc = self._running.get(node)
         if proc is not None:
-            await proc.kill(KILL_GRACE_S)
+            await proc.kill(LOSE_GRACE_S)
 
     async def start_side(
         self, node: str, command: Command, stage: str, on_line: LineCallback | None = None
