@@ -433,6 +433,7 @@ class RunScreen(SentitopScreen):
             f"{fmt_usd(st.usd_per_hour)}/h",
             ("  → projected ", "dim"),
             fmt_usd(snap["projected"]),
+            _recovery_info(st.recoveries),
         )
         self.query_one("#run-status", Static).update(Text("\n").join([line1, line2]))
         if not self._changed("stages", snap["stages"]):
@@ -555,3 +556,18 @@ def _embeddings_info(info: dict[str, Any]) -> Text:
         parts.append(str(info["encoder"]))
     parts += [f"{k} {info[k]}" for k in ("dim", "batch") if k in info]
     return Text.assemble(("  embeddings ", "dim"), " · ".join(parts))
+
+
+def _recovery_info(recoveries: list[dict[str, Any]]) -> Text:
+    """``  ⟳ 2 recoveries, 41 s down, $0.03 lost`` (empty without recoveries)."""
+    if not recoveries:
+        return Text()
+    down = sum(float(r.get("downtime_s") or 0) for r in recoveries)
+    usd = sum(float(r.get("usd") or 0) for r in recoveries)
+    failed = sum(r.get("status") != "ok" for r in recoveries)
+    label = f"  ⟳ {len(recoveries)} recover{'y' if len(recoveries) == 1 else 'ies'}"
+    return Text.assemble(
+        (label, "bold magenta"),
+        (f" ({failed} failed)" if failed else "", "red"),
+        (f", {fmt_duration(down)} down, {fmt_usd(usd)} lost", "magenta"),
+    )
