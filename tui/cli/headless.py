@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -110,6 +111,8 @@ class HeadlessProgress:
             self.console.print(
                 f"[cyan]balance: shares [{shares}] batch sizes {event.get('batch_sizes')}[/cyan]"
             )
+        elif kind == "recovery":
+            self.console.print(Text(recovery_line(event), style="magenta"))
         elif kind == "error":
             where = event.get("node") or event.get("rank")
             self.console.print(f"[red]error ({where}): {event.get('message')}[/red]")
@@ -148,6 +151,16 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
             f"{fmt_usd(summary.get('usd'))} at {fmt_usd(summary.get('usd_per_hour'))}/h",
         ),
     ]
+    if summary.get("recoveries") or (summary.get("recovery") or {}).get("failed_recoveries"):
+        rows.append(
+            (
+                "recoveries",
+                f"{summary.get('recoveries')} ({fmt(summary.get('downtime_s'), ',.0f')} s down, "
+                f"{fmt_usd(summary.get('usd_lost'))} lost)",
+            )
+        )
+    if summary.get("checkpoints"):
+        rows.append(("checkpoints", escape(str(summary["checkpoints"]))))
     advice = summary.get("advice")
     if isinstance(advice, Mapping) and advice.get("message"):
         rows.append(("balancer advice", advice["message"]))
@@ -156,3 +169,15 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     for name, value in rows:
         table.add_row(name, fmt(value, ""))
     return table
+
+
+def recovery_line(event: Mapping[str, Any]) -> str:
+    """One line about a `recovery` event (plain text: show it as a Text, never as markup)."""
+    lost = ", ".join(str(n) for n in event.get("lost") or []) or "?"
+    if event.get("status") != "ok":
+        return f"recovery {event.get('attempt')} failed (lost {lost}): {event.get('reason')}"
+    return (
+        f"recovered from losing {lost} ({event.get('cause')}): {event.get('action')}, now "
+        f"{event.get('world_size')} rank(s); {fmt(event.get('downtime_s'), '.0f')} s down, "
+        f"{fmt(event.get('redone_s'), '.0f')} s of work redone, {fmt_usd(event.get('usd'))}"
+    )
