@@ -391,6 +391,7 @@ class RunScreen(SentitopScreen):
             ],
             "eta": st.eta_seconds(),
             "projected": st.projected_cost(),
+            "recoveries": [(r["rel"], float(r.get("downtime_s") or 0)) for r in st.recoveries],
         }
 
     def _draw_status(self, st: RunState, snap: dict[str, Any]) -> None:
@@ -494,7 +495,7 @@ class RunScreen(SentitopScreen):
         cost_line = self._line("$ spent", cost, "time", cost)
         cost_line.color = "#ffd75f"
         cost_plot = self.query_one("#plot-cost", LinePlot)
-        cost_plot.set_lines([cost_line])
+        cost_plot.set_lines([cost_line, *_recovery_marks(snap["recoveries"], cost)])
         cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)}"
 
     def _draw_tables(self, snap: dict[str, Any]) -> None:
@@ -571,3 +572,14 @@ def _recovery_info(recoveries: list[dict[str, Any]]) -> Text:
         (f" ({failed} failed)" if failed else "", "red"),
         (f", {fmt_duration(down)} down, {fmt_usd(usd)} lost", "magenta"),
     )
+
+
+def _recovery_marks(recoveries: list[tuple[float, float]], cost: Cols) -> list[PlotLine]:
+    """One magenta segment per recovery on the time/$ plot: from the loss to the resume, at
+    the dollars spent by then (the run's downtime, where its money went)."""
+    marks = []
+    for n, (resumed, downtime) in enumerate(recoveries, 1):
+        x = np.array([resumed - downtime, resumed])
+        y = np.interp(x, cost.t, cost.y) if cost.t.size else np.zeros(2)
+        marks.append(PlotLine(f"⟳{n}", x, y, color="magenta", presorted=True))
+    return marks
