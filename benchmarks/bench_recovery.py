@@ -45,9 +45,13 @@ data:
   synthetic: {{size: 12MB, seed: 1}}
 preprocess: {{vocab_size: 2000, seq_len: 48}}
 train:
+  model: {{embedding_dim: 48, hidden: 32}}
   nproc: 2
   epochs: {epochs}
   batch_size: 64
+  lr: 0.04
+  warmup_steps: 5
+  pos_weight: auto
   log_every: 2
   checkpoint_every_min: 0
   checkpoint_every_steps: {every}

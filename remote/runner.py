@@ -186,7 +186,9 @@ async def execute_run(
     ledger = RecoveryLedger(profile.recovery, run_started=started)
     notes: dict[str, Any] = {}
     try:
-        book = PriceBook.from_catalog(load_catalog(), profile.region)
+        # bundled and user prices plus cached live ones (spot by zone included); no network:
+        # spot nodes are priced live for the zone they land in once they run (node_billing)
+        book = profile.price_book(live=False, catalog=load_catalog())
         rate = profile.check_launch_budget(book)
         emitter.emit(
             "run_start",
