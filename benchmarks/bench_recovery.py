@@ -176,7 +176,7 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"{'seed':>4} {'losses':>6} {'status':>7} {'train s':>8} {'+s/rec':>7} "
-          f"{'$ extra':>9} {'accuracy':>8}  downtime s / redone s per recovery")  # fmt: skip
+          f"{'$ extra':>9} {'$ lost':>8} {'accuracy':>8}  down s / redone s")  # fmt: skip
     for r in result["runs"]:
         extra = r.get("overhead_per_recovery_s", "")
         usd = r.get("usd_overhead", "")
@@ -184,7 +184,8 @@ def main() -> int:
             f"{d:.1f}/{w:.1f}" for d, w in zip(r["downtime_s"], r["redone_s"], strict=True)
         )
         print(f"{r['seed']:>4} {r['losses']:>6} {r['status']:>7} {r['train_wall_s']:>8} "
-              f"{extra!s:>7} {usd!s:>9} {r['accuracy'] or 0:>8.4f}  {per}")  # fmt: skip
+              f"{extra!s:>7} {usd!s:>9} {r['usd_lost'] or 0:>8.5f} {r['accuracy'] or 0:>8.4f}  "
+              f"{per}")  # fmt: skip
     print(
         f"target per recovery: <= checkpoint interval + 30 s = {result['target_per_recovery_s']} s"
     )

@@ -132,6 +132,7 @@ class RecoveryLedger:
         )
         fields["resumed_epoch"] = event.get("resumed_epoch")
         fields["resumed_step"] = event.get("resumed_step")
+        self.last_global_step = restored.global_step if restored else 0  # counted again from here
         self.done.append(fields)
         return fields
 
