@@ -28,10 +28,10 @@ from sklearn.linear_model import LogisticRegression
 
 from engine.config import ModelConfig, PreprocessConfig, TrainConfig
 from engine.events import parse_event_line
-from engine.launch import launch_local
 from engine.preprocess import run_preprocess
 from engine.sentiment.data import load_split, read_info
 from engine.sentiment.metrics import Confusion
+from engine.sentiment.train import launch_local
 
 AMAZON = [
     "amazon2014_Musical_Instruments_5.jsonl.gz",

@@ -45,7 +45,6 @@ from engine.config import BalanceConfig, ModelConfig, TrainConfig
 from engine.events import read_events
 from engine.launch import free_port
 from engine.sentiment.data import StepPlan
-from engine.sentiment.trainer import StepTiming
 
 
 def write_uniform_dataset(
@@ -83,23 +82,21 @@ def make_config(
         epochs=epochs, batch_size=args.batch, warmup_steps=0, log_every=10_000,
         checkpoint_every_min=0, eval_every=epochs, seed=seed, grad_sync="separate",
         balance=BalanceConfig(enabled=balance, straggle={1: args.factor},
-                              smoothing=args.smoothing),
+                              smoothing=args.smoothing,
+                              emulate_s=(args.emulate_device_ms or 0.0) / 1000),
     )  # fmt: skip
 
 
 class BenchHooks(BalanceHooks):
-    """BalanceHooks plus two benchmark devices.
+    """BalanceHooks with an A/B device (emulated device time is ``BalanceConfig.emulate_s``).
 
     ``alternate``: even epochs train on the balancer's plan (and feed it), odd epochs on equal
-    shares — an A/B inside one run. ``emulate_s``: every rank also sleeps ``emulate_s`` per
-    sample after its backward, counted as compute: an emulated accelerator whose work does not
-    compete for the host's cores (the straggler then sleeps (FACTOR - 1) x real + emulated).
+    shares — an A/B inside one run.
     """
 
-    def __init__(self, config: BalanceConfig, *, alternate: bool, emulate_s: float) -> None:
+    def __init__(self, config: BalanceConfig, *, alternate: bool) -> None:
         super().__init__(config)
         self.alternate = alternate
-        self.emulate_s = emulate_s
 
     def next_plan(self, epoch: int, start: int) -> StepPlan:
         """Balanced plan, or the equal split on odd epochs of an A/B run."""
@@ -108,24 +105,13 @@ class BenchHooks(BalanceHooks):
         c = self.ctx
         return split(start, c.num_samples - start, c.global_batch, [1.0] * c.world)
 
-    def after_compute(self, timing: StepTiming) -> None:
-        """Emulated device time, then the straggler's sleep (the trainer times both)."""
-        emulated = self.emulate_s * timing.samples
-        if emulated > 0:
-            time.sleep(emulated)
-        timing.backward += emulated  # seen by the straggler's (FACTOR - 1) x compute ...
-        super().after_compute(timing)
-        timing.backward -= emulated  # ... and re-added by the trainer's own clock lap
-
     def end_plan(self, epoch: int, plan: StepPlan, windows: list[dict[str, float]]) -> None:
         """Only balanced epochs feed the balancer."""
         if not self.alternate or epoch % 2 == 0:
             super().end_plan(epoch, plan, windows)
 
 
-def _rank_main(
-    rank: int, world: int, port: int, cfg_json: str, alternate: bool, emulate_s: float
-) -> None:
+def _rank_main(rank: int, world: int, port: int, cfg_json: str, alternate: bool) -> None:
     """One rank (spawned): the real trainer with BenchHooks, events of rank 0 to a file."""
     import torch
     import torch.distributed as dist
@@ -143,7 +129,7 @@ def _rank_main(
     sink = JsonlFileSink(Path(cfg.run_dir) / "events.jsonl") if rank == 0 else None
     emitter = Emitter(sink, rank=rank)
     try:
-        hooks = BenchHooks(cfg.balance, alternate=alternate, emulate_s=emulate_s)
+        hooks = BenchHooks(cfg.balance, alternate=alternate)
         Trainer(cfg, emitter=emitter, hooks=hooks, env=DistEnv.from_environ("cpu")).fit()
     finally:
         emitter.close()
@@ -167,8 +153,7 @@ def train(
 
     cfg = make_config(data, run_dir, args, epochs=epochs, balance=balance, seed=seed)
     cfg_json = json.dumps(config_to_dict(cfg))
-    emulate_s = (args.emulate_device_ms or 0.0) / 1000
-    mp.spawn(_rank_main, args=(2, free_port(), cfg_json, alternate, emulate_s), nprocs=2,
+    mp.spawn(_rank_main, args=(2, free_port(), cfg_json, alternate), nprocs=2,
              join=True)  # fmt: skip
     events = list(read_events(run_dir / "events.jsonl"))
     return {

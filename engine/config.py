@@ -90,9 +90,15 @@ class BalanceConfig:
     """No rank gets less than this fraction of the data."""
     straggle: dict[int, float] = field(default_factory=dict)
     """Injected slowness for tests/benchmarks: rank -> factor (sleep (factor-1) x compute)."""
+    emulate_s: float = 0.0
+    """Emulated device time for tests/benchmarks: every rank sleeps this many seconds per
+    sample after its backward, counted as compute — an accelerator whose work does not compete
+    for the host's cores. A straggler then sleeps (factor-1) x the emulated time only, so speed
+    ratios hold on a loaded machine."""
 
     def __post_init__(self) -> None:
         _check(self.every_epochs >= 1, "balance.every_epochs", ">= 1", self.every_epochs)
+        _check(self.emulate_s >= 0, "balance.emulate_s", ">= 0", self.emulate_s)
         _check(self.every_steps >= 0, "balance.every_steps", ">= 0", self.every_steps)
         _check(0 < self.smoothing <= 1, "balance.smoothing", "0 < s <= 1", self.smoothing)
         _check(0 <= self.hysteresis < 1, "balance.hysteresis", "0 <= h < 1", self.hysteresis)

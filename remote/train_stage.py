@@ -1,7 +1,8 @@
 """The train stage of a run: start the cluster, train, and recover from lost nodes by policy.
 
-One attempt runs torchrun on every node. When a node is lost (its ranks crash, its SSH
-connection drops, its instance is terminated, or a spot notice gives it up) the cluster stops
+One attempt starts the ranks on every node (``python -m engine.launch``). When a node is lost
+(its ranks crash, its SSH connection drops, its instance is terminated, or a spot notice gives
+it up) the cluster stops
 the surviving ranks and raises :class:`NodeFailedError`. With ``recovery.on_node_loss`` shrink
 or replace (and restarts and deadline left) the stage drops the node or starts a replacement,
 puts the latest stored checkpoint on every node and starts the next attempt with ``--resume``:
@@ -58,7 +59,7 @@ def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str
 async def _commands(
     ctx: TrainContext, cluster: Cluster, data: PreparedData, *, resume: bool
 ) -> dict[str, Command]:
-    """torchrun per node with its own config file (paths differ per node)."""
+    """The rank launcher per node with its own config file (paths differ per node)."""
     run_dir = ctx.run_dir
     data_paths = await cluster.put_data(data.dataset_dir)
     base = ctx.train
@@ -70,9 +71,7 @@ async def _commands(
         remote_path = (await cluster.put_data(local))[node]
         args[node] = ["--config", remote_path, "--no-events-file"]
         args[node] += ["--resume"] if resume else []
-    # the trainer sets its own thread count; this only silences torchrun's OMP warning
-    env = {"OMP_NUM_THREADS": str(base.threads or 1)}
-    return cluster.torchrun_commands("engine.sentiment.train", args, env=env)
+    return cluster.rank_commands("engine.sentiment.train", args, threads=base.threads)
 
 
 def _world(cluster: Cluster) -> int:

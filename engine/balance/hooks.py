@@ -61,9 +61,14 @@ class BalanceHooks(TrainHooks):
         return plan
 
     def after_compute(self, timing: StepTiming) -> None:
-        """Straggler injection: sleep (factor - 1) × this step's compute seconds."""
-        if self.factor > 1.0:
-            time.sleep((self.factor - 1.0) * timing.compute)
+        """Emulated device time, then the straggler's (factor - 1) × compute (timed by the trainer).
+
+        With ``emulate_s`` the straggler multiplies the emulated seconds only, so the speed
+        ratio of the ranks does not depend on how loaded the host's cores are.
+        """
+        emulated = self.config.emulate_s * timing.samples
+        base = emulated if emulated > 0 else timing.compute
+        time.sleep(emulated + max(self.factor - 1.0, 0.0) * base)
 
     def end_plan(self, epoch: int, plan: StepPlan, windows: list[dict[str, float]]) -> None:
         """Feed every rank's measured seconds per sample; maybe move the shares."""
@@ -147,6 +152,6 @@ def make_train_hooks(cfg: TrainConfig) -> TrainHooks:
     hooks. Kept out of :mod:`engine.balance.balancer` so that module stays free of torch for the
     operator side.
     """
-    if not (cfg.balance.enabled or cfg.balance.straggle):
+    if not (cfg.balance.enabled or cfg.balance.straggle or cfg.balance.emulate_s):
         return TrainHooks()
     return make_hooks(cfg)

@@ -103,8 +103,8 @@ def run_rank(cfg: EmbedConfig) -> int:
     from engine.embeddings.param_server import run_async
     from engine.embeddings.runtime import EmbedRun
     from engine.embeddings.sync import run_sync
+    from engine.launch import default_threads
     from engine.rank_main import run_as_rank
-    from engine.sentiment.train import default_threads
     from engine.sentiment.trainer import DistEnv
 
     env = DistEnv.from_environ("cpu")
@@ -138,8 +138,7 @@ def launch(
 ) -> None:
     """Start ``nproc`` local ranks on the prepared run folder through
     :func:`engine.launch.launch_ranks` (LaunchError names a failed rank; the others stop)."""
-    from engine.launch import launch_ranks
-    from engine.sentiment.train import default_threads
+    from engine.launch import default_threads, launch_ranks
 
     check_nproc(cfg, nproc)
     config_path = Path(cfg.run_dir) / CONFIG_FILE
