@@ -550,13 +550,9 @@ class RunScreen(SentitopScreen):
         nodes = self.query_one("#nodes", DataTable)
         nodes.clear()
         for name, ranks, status, gpu, last in snap["nodes"]:
-            style = (
-                "red"
-                if status in ("lost", "failed", "error", "dropped")
-                else ("green" if status in ("ready", "running") else "")
-            )
-            if status in ("interrupting", "replaced"):  # a spot notice; a recovery
-                style = "magenta"
+            style = "red" if status in ("lost", "failed", "error", "dropped") else ""
+            style = "green" if status in ("ready", "running") else style
+            style = "magenta" if status in ("interrupting", "replaced") else style  # spot, recovery
             # Text cells: a str cell is read as markup, and node output is foreign text
             cells = (Text(name), Text(ranks), Text(status, style=style), Text(gpu), Text(last))
             nodes.add_row(*cells, key=name)
