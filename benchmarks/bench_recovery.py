@@ -91,7 +91,7 @@ async def one_run(work: Path, *, seed: int, losses: int, epochs: int) -> dict[st
         events.append(event)
         if event["type"] == "run_start":
             state["run"] = event["run"]
-        if event["type"] == "stage_start" and event.get("rank") == 0 and state["total"] is None:
+        if event["type"] == "train_start" and state["total"] is None:
             steps = -(-int(event["n_train"]) // int(event["global_batch"]))
             total = steps * epochs
             state["total"] = total

@@ -109,11 +109,9 @@ class RecoveryLedger:
         return self.pending
 
     def resumed(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Fields of the ``recovery`` event once the resumed rank 0 reports ``stage_start``."""
+        """Fields of the ``recovery`` event once the resumed rank 0 reports ``train_start``."""
         rec = self.pending
-        if rec is None or event.get("type") != "stage_start" or event.get("rank") not in (0, None):
-            return None
-        if event.get("stage") != "train" or "resumed_epoch" not in event:
+        if rec is None or event.get("type") != "train_start" or "resumed_epoch" not in event:
             return None
         self.pending = None
         t = float(event.get("t") or time.time())

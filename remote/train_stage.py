@@ -92,7 +92,7 @@ async def run_training(ctx: TrainContext, cluster: Cluster, data: PreparedData) 
         if event is not None:
             ledger.observe(event)
             keeper.observe(node, event)
-            if event.get("type") == "stage_start" and ledger.train_started is None:
+            if event.get("type") == "train_start" and ledger.train_started is None:
                 ledger.train_started = float(event.get("t") or time.time())
             done = ledger.resumed(event)
             if done is not None:

@@ -59,9 +59,9 @@ def test_a_recovery_event_counts_downtime_redone_work_and_dollars() -> None:
     ledger.stored(StoredCheckpoint(epoch=1, step=8, global_step=48, t=1110.0))
     ledger.observe({"type": "step", "global_step": 52})
     _begin(ledger, lost_at=1120.0)
-    assert ledger.resumed({"type": "stage_start", "stage": "preprocess", "t": 1130}) is None
+    assert ledger.resumed({"type": "stage_start", "stage": "train", "t": 1130}) is None
     fields = ledger.resumed(
-        {"type": "stage_start", "stage": "train", "rank": 0, "t": 1150.0, "resumed_epoch": 1,
+        {"type": "train_start", "rank": 0, "t": 1150.0, "resumed_epoch": 1,
          "resumed_step": 8}
     )  # fmt: skip
     assert fields is not None
@@ -80,7 +80,7 @@ def test_a_resume_at_the_epoch_start_counts_the_whole_epoch_as_redone() -> None:
     ledger.observe({"type": "step", "global_step": 50})
     _begin(ledger, lost_at=1120.0)
     fields = ledger.resumed(
-        {"type": "stage_start", "stage": "train", "rank": 0, "t": 1130.0, "resumed_epoch": 1,
+        {"type": "train_start", "rank": 0, "t": 1130.0, "resumed_epoch": 1,
          "resumed_step": 0}
     )  # fmt: skip
     assert fields is not None and (fields["redone_s"], fields["redone_steps"]) == (20.0, 10)
