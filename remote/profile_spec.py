@@ -255,6 +255,12 @@ class TrainSpec(Section):
     backward) or separate (pure compute timing)."""
     eval_batch_size: int | None = Field(default=None, ge=1)
     """Evaluation batch size per rank (default 1024)."""
+    eval_max_samples: int | None = Field(default=None, ge=1)
+    """Evaluate on a fixed sample of at most this many test rows (default: the whole split
+    up to 0.3 × the training samples, ~10 % of an epoch)."""
+    data_cache: str | None = None
+    """Folder on each node for the uncompressed dataset copy the ranks memory-map (default:
+    streams/ in $SENTITOP_CACHE_DIR or the user cache folder)."""
     checkpoint_every_steps: int | None = Field(default=None, ge=0)
     """Also checkpoint every N global steps (0 = off; default 0)."""
     nproc: int | None = Field(default=None, ge=1, le=256)

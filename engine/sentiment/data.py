@@ -1,18 +1,22 @@
-"""Training data: chunk-aligned reads of dataset.h5, a per-rank plan sampler, batch loaders.
+"""Training data: dataset.h5's layout, the per-rank plan sampler, batch loaders.
 
 Layout read here (written by ``engine.preprocess``): ``/train`` and ``/test`` groups, each with
 ``tokens`` (N × L, uint16 or int32, right-padded with 0), ``labels`` (uint8 0/1) and ``lengths``;
 file attrs ``vocab_size``, ``seq_len``, ``pad_id``, ``unk_id``, ``format_version``.
 
-Each rank loads a split into memory with a few large reads aligned to the HDF5 chunks (never
-one read per sample), then draws batches by fancy indexing. The per-epoch sample order is a
-permutation that depends only on (seed, epoch); an :class:`EpochPlan` cuts it into per-rank
-shares (possibly unequal, from the load balancer) that all run the same number of steps.
+Training reads rows from the node's memory-mapped copy (:mod:`engine.sentiment.store`);
+:func:`load_split` (a split in memory, chunk-aligned reads) remains as the reference those
+batches are tested against, and for small tools. The per-epoch sample order depends only on
+(seed, epoch) (:mod:`engine.sentiment.order`); a plan (:class:`EpochPlan`, or the balancer's)
+cuts each global step's positions into per-rank shares (possibly unequal) that all run the
+same number of steps, so the positions done after any step are a prefix of the order whatever
+the number of ranks.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -23,6 +27,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from engine.errors import DatasetError
+from engine.sentiment.order import EpochOrder, WindowHook
 
 DATASET_FILE = "dataset.h5"
 VOCAB_FILE = "vocab.json"
@@ -44,8 +49,25 @@ class DatasetInfo:
     format_version: int
 
 
+class Rows(Protocol):
+    """A split's rows: :class:`SplitArrays` in memory or a memory-mapped
+    :class:`engine.sentiment.store.SplitStore` (the same batches from either)."""
+
+    @property
+    def tokens(self) -> np.ndarray:  # (N, L) uint16/int32
+        """Token ids, right-padded with 0."""
+
+    @property
+    def labels(self) -> np.ndarray:  # (N,) 0/1
+        """Labels (uint8 or float32)."""
+
+    @property
+    def lengths(self) -> np.ndarray:  # (N,)
+        """Tokens before the padding."""
+
+
 class SplitArrays(NamedTuple):
-    """One split held in memory."""
+    """One split held in memory (the reference the streaming store is tested against)."""
 
     tokens: np.ndarray  # (N, L) uint16/int32
     labels: np.ndarray  # (N,) float32 0/1
@@ -130,17 +152,14 @@ def load_split(data_dir: str | Path, split: str, limit: int | None = None) -> Sp
     return SplitArrays(tokens, labels, lengths)
 
 
-def gather_batch(arrays: SplitArrays, index: np.ndarray) -> Batch:
+def gather_batch(arrays: Rows, index: np.ndarray) -> Batch:
     """The rows ``index`` of ``arrays`` as tensors, tokens trimmed to the longest length."""
-    lengths = np.take(arrays.lengths, index)
+    lengths = np.take(arrays.lengths, index).astype(np.int64, copy=False)
     width = int(min(arrays.tokens.shape[1], max(1, int(lengths.max(initial=1)))))
     rows = np.take(arrays.tokens, index, axis=0)  # (B, L); np.take is ~2x faster than rows[i]
     tokens = rows[:, :width].astype(np.int32)  # (B, T)
-    return Batch(
-        torch.from_numpy(tokens),
-        torch.from_numpy(lengths),
-        torch.from_numpy(np.take(arrays.labels, index)),
-    )
+    labels = np.take(arrays.labels, index).astype(np.float32, copy=False)
+    return Batch(torch.from_numpy(tokens), torch.from_numpy(lengths), torch.from_numpy(labels))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,8 +279,8 @@ def even_plan(num_samples: int, world: int, global_batch: int, start: int = 0) -
 
 
 def epoch_permutation(num_samples: int, seed: int, epoch: int) -> np.ndarray:
-    """The global sample order of ``epoch``: a function of (seed, epoch) only."""
-    return np.random.default_rng([seed, epoch]).permutation(num_samples)
+    """The whole sample order of ``epoch`` (a function of (seed, epoch) only; O(n) memory)."""
+    return EpochOrder(num_samples, seed, epoch).full()
 
 
 class PlanSampler:
@@ -275,14 +294,18 @@ class PlanSampler:
     (:meth:`set_epoch` with ``position``).
     """
 
-    def __init__(self, num_samples: int, seed: int, rank: int) -> None:
+    def __init__(
+        self, num_samples: int, seed: int, rank: int, *, on_window: WindowHook | None = None
+    ) -> None:
         self.num_samples = num_samples
         self.seed = seed
         self.rank = rank
+        self.on_window = on_window
+        """Told the row ranges of each order window before it is read (prefetch)."""
         self.epoch = -1
         self.plans: list[StepPlan] = []
         self._first_steps: list[int] = []
-        self._order = np.empty(0, dtype=np.int64)
+        self.order = EpochOrder(0, seed, 0)  # no epoch yet
         self._start = (0, 0)  # (position, step) where this epoch's first plan begins
 
     def set_epoch(self, epoch: int, *, position: int = 0, step: int = 0) -> None:
@@ -294,7 +317,7 @@ class PlanSampler:
         if not 0 <= position <= self.num_samples:
             raise ValueError(f"position {position} outside 0..{self.num_samples}")
         self.epoch = epoch
-        self._order = epoch_permutation(self.num_samples, self.seed, epoch)
+        self.order = EpochOrder(self.num_samples, self.seed, epoch, on_window=self.on_window)
         self.plans, self._first_steps = [], []
         self._start = (position, step)
 
@@ -337,7 +360,7 @@ class PlanSampler:
         """Sample ids of ``rank`` (default: this rank) at epoch step ``step``."""
         plan, local = self.plan_at(step)
         lo, hi = plan.local_range(self.rank if rank is None else rank, local)
-        return self._order[lo:hi]
+        return self.order.take(lo, hi)
 
     def loss_scale(self, step: int) -> float:
         """b_i·W/B of this rank at ``step``: DDP's gradient mean then equals the global mean."""
@@ -364,7 +387,7 @@ class PlanSampler:
 class _StepBatches(Dataset[Batch]):
     """Item i = this rank's batch at step ``first_step + i`` (one fancy-index gather)."""
 
-    def __init__(self, arrays: SplitArrays, sampler: PlanSampler, first: int, stop: int) -> None:
+    def __init__(self, arrays: Rows, sampler: PlanSampler, first: int, stop: int) -> None:
         self.arrays = arrays
         self.sampler = sampler
         self.first_step = first
@@ -378,7 +401,7 @@ class _StepBatches(Dataset[Batch]):
 
 
 def train_loader(
-    arrays: SplitArrays,
+    arrays: Rows,
     sampler: PlanSampler,
     first_step: int,
     stop_step: int,
@@ -398,13 +421,31 @@ def shard_bounds(num_samples: int, rank: int, world: int) -> tuple[int, int]:
     return (rank * num_samples) // world, ((rank + 1) * num_samples) // world
 
 
-def eval_batches(arrays: SplitArrays, start: int, end: int, batch_size: int) -> list[Batch]:
-    """The rows [start, end) in order as batches (built once, reused every evaluation)."""
-    batches = []
+EVAL_AUTO_SHARE = 0.3
+"""Automatic evaluation size, as a share of the training samples: a forward pass costs about a
+third of a training step, so scoring 0.3 × n_train samples costs about 10 % of an epoch."""
+
+
+def eval_size(n_test: int, n_train: int, limit: int | None) -> int:
+    """Test samples to evaluate: all, or ``limit`` (automatic when None), whichever is fewer."""
+    if limit is None:
+        limit = max(1, math.ceil(EVAL_AUTO_SHARE * n_train))
+    return min(n_test, limit)
+
+
+def eval_batches(
+    arrays: Rows, count: int, start: int, end: int, batch_size: int
+) -> Iterator[Batch]:
+    """Batches of the evaluated samples ``start .. end - 1`` of ``count``, gathered lazily.
+
+    Sample ``i`` of ``count`` is row ``i * N // count`` of the N-row split: the whole split in
+    order when ``count == N``, else a fixed sample spread evenly over it (systematic sampling:
+    no index array to hold, the same rows at every evaluation and on any world size).
+    """
+    n = len(arrays.labels)
     for lo in range(start, end, batch_size):
-        index = np.arange(lo, min(end, lo + batch_size))
-        batches.append(gather_batch(arrays, index))
-    return batches
+        index = np.arange(lo, min(end, lo + batch_size), dtype=np.int64)
+        yield gather_batch(arrays, index if count == n else index * n // count)
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:

@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from engine.config import TrainConfig, config_from_dict
 from engine.events import Emitter, StreamSink
 from engine.rank_main import exit_rank, run_as_rank
 from engine.sentiment.data import Batch
-from engine.sentiment.train import config_from_dict
 from engine.sentiment.trainer import DistEnv, StepTiming, Trainer
 
 
@@ -40,7 +40,7 @@ def main() -> None:
     """Train one rank of the config given on the command line, recording its samples."""
     import json
 
-    cfg = config_from_dict(json.loads(Path(sys.argv[1]).read_text()))
+    cfg = config_from_dict(TrainConfig, json.loads(Path(sys.argv[1]).read_text()))
     env = DistEnv.from_environ("cpu")
     torch.set_num_threads(1)
     emitter = Emitter(StreamSink(), rank=env.rank)

@@ -62,6 +62,12 @@ class RunState:
     global_step: int = 0
     lr: float | None = None
     samples_per_s: float | None = None
+    read_mb_s: float | None = None
+    """MB/s the training ranks read from their data (all ranks; newest `step` event)."""
+    disk_mb_s: float | None = None
+    """MB/s of that fetched from storage, i.e. missed in the page cache (newest `step`)."""
+    rank_rss_mb: dict[int, float] = field(default_factory=dict)
+    """rank -> anonymous resident memory (RssAnon, MB), from `step` or `phase` events."""
     workload: str = "sentiment"
     """sentiment | embeddings (from the train `stage_start`'s `workload`)."""
     train_info: dict[str, Any] = field(default_factory=dict)
@@ -321,6 +327,11 @@ class RunState:
         if wps.__class__ in _NUMBER_TYPES:
             self.words_per_s = wps
             self.word_throughput.append(rel, wps, step)
+        for name in ("read_mb_s", "disk_mb_s"):
+            value = get(name)
+            if value.__class__ in _NUMBER_TYPES:
+                setattr(self, name, float(value))
+        self._rss(get("rss_mb"))
         per_rank = get("rank_samples_per_s")
         if per_rank.__class__ is list:
             for rank, value in enumerate(per_rank):
@@ -378,8 +389,16 @@ class RunState:
             parts.append(fmt_duration(row.seconds))
         self._log(rel, "train", ", ".join(parts))
 
+    def _rss(self, per_rank: Any) -> None:
+        if per_rank.__class__ is list:
+            for rank, value in enumerate(per_rank):
+                if (v := _num(value)) is not None:
+                    self.rank_rss_mb[rank] = v
+
     def _on_phase(self, ev: Mapping[str, Any], rel: float) -> None:
         rank = int(_num(ev.get("rank")) or 0)
+        if (rss := _num(ev.get("rss_mb"))) is not None:
+            self.rank_rss_mb[rank] = rss
         epoch = _num(ev.get("epoch"))
         if epoch is not None and (self.phase_epoch is None or int(epoch) > self.phase_epoch):
             self.phase_epoch = int(epoch)

@@ -97,6 +97,24 @@ class FeedEnded(Message):
     """Run status at the end."""
 
 
+def _data_and_memory(st: RunState) -> Text:
+    """`  read 3.1 MB/s (0.4 disk)  RAM/rank 310/294 MB` when the run reports them, else empty."""
+    out = Text()
+    if st.read_mb_s is not None:
+        out.append("  read ", style="dim")
+        out.append(f"{nice_number(st.read_mb_s)} MB/s")
+        if st.disk_mb_s:
+            out.append(f" ({nice_number(st.disk_mb_s)} disk)", style="dim")
+    if st.rank_rss_mb:
+        values = [v for _, v in sorted(st.rank_rss_mb.items())]
+        shown = (
+            "/".join(f"{v:.0f}" for v in values) if len(values) <= 4 else f"max {max(values):.0f}"
+        )
+        out.append("  RAM/rank ", style="dim")
+        out.append(f"{shown} MB")
+    return out
+
+
 class RunScreen(SentitopScreen):
     """The live/replay view of one run."""
 
@@ -431,6 +449,7 @@ class RunScreen(SentitopScreen):
             f"{st.global_step:,}",
             ("  ", ""),
             rate,
+            _data_and_memory(st),
             ("  elapsed ", "dim"),
             fmt_duration(st.elapsed),
             ("  ETA ", "dim"),
