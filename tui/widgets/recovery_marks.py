@@ -1,29 +1,10 @@
-"""How the Run screen marks recoveries: a status-line summary and segments on the time/$ plot."""
+"""How the Run screen marks recoveries on its time/$ plot: one segment per recovery."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-from rich.text import Text
 
-from tui.format import fmt_duration, fmt_usd
 from tui.widgets.braille import PlotLine
-
-
-def recovery_summary(recoveries: list[dict[str, Any]]) -> Text:
-    """``  ⟳ 2 recoveries, 41s down, $0.03 lost`` (empty without recoveries)."""
-    if not recoveries:
-        return Text()
-    down = sum(float(r.get("downtime_s") or 0) for r in recoveries)
-    usd = sum(float(r.get("usd") or 0) for r in recoveries)
-    failed = sum(r.get("status") != "ok" for r in recoveries)
-    label = f"  ⟳ {len(recoveries)} recover{'y' if len(recoveries) == 1 else 'ies'}"
-    return Text.assemble(
-        (label, "bold magenta"),
-        (f" ({failed} failed)" if failed else "", "red"),
-        (f", {fmt_duration(down)} down, {fmt_usd(usd)} lost", "magenta"),
-    )
 
 
 def recovery_marks(
