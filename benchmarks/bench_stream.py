@@ -103,7 +103,7 @@ def main() -> None:
         os.killpg(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
-        stage = next((e for e in events if e.get("type") == "stage_start"), {})
+        stage = next((e for e in events if e.get("type") == "train_start"), {})
         step_events = [e for e in events if e.get("type") == "step"]
         if len(step_events) < args.steps:
             raise SystemExit(f"the run did not reach {args.steps} logged steps:\n{err[-3000:]}")

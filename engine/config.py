@@ -52,6 +52,11 @@ class PreprocessConfig:
     """Keep not/no/nor/n't forms instead of dropping them as stopwords."""
     max_line_bytes: int = 1 << 20
     """Lines longer than this are skipped as too_long."""
+    max_skipped_share: float = 0.2
+    """Warn when more than this share of the lines read is skipped (bad JSON, no rating, ...)."""
+    min_class_share: float = 0.05
+    """Warn when the rarer class holds less than this share of the usable reviews (none at all
+    is an error: a classifier needs both classes)."""
 
     def __post_init__(self) -> None:
         _check(bool(self.inputs), "inputs", "at least one input path", self.inputs)
@@ -59,6 +64,18 @@ class PreprocessConfig:
         _check(self.seq_len >= 1, "seq_len", "an integer >= 1", self.seq_len)
         _check(0.0 <= self.test_fraction < 1.0, "test_fraction", "0 <= F < 1", self.test_fraction)
         _check(self.workers is None or self.workers >= 1, "workers", ">= 1", self.workers)
+        _check(
+            0.0 <= self.max_skipped_share <= 1.0,
+            "max_skipped_share",
+            "0 <= S <= 1",
+            self.max_skipped_share,
+        )
+        _check(
+            0.0 <= self.min_class_share < 0.5,
+            "min_class_share",
+            "0 <= S < 0.5",
+            self.min_class_share,
+        )
         _check(
             self.runner in ("local", "inline", "spark", "hadoop", "emr"),
             "runner",

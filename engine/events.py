@@ -50,6 +50,8 @@ EVENT_TYPES: dict[str, str] = {
     "cost": "running cost: usd (billed, 60 s minimum), accrued_usd (no minimum), usd_per_hour, "
     "projected_usd, elapsed_s",
     "error": "something failed: message, rank/node, tail (last log lines)",
+    "warning": "a result to distrust, not a failure: stage, code (skipped_share|class_share|"
+    "below_majority), message",
     "summary": "final numbers of a stage or run (same keys as summary.json)",
 }
 

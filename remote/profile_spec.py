@@ -150,6 +150,10 @@ class PreprocessSpec(Section):
     """Append the summary field to the text."""
     keep_negations: bool | None = None
     """Keep not/no/nor/n't instead of dropping them."""
+    max_skipped_share: float | None = Field(default=None, ge=0, le=1)
+    """Warn when more than this share of the lines is skipped (default 0.2)."""
+    min_class_share: float | None = Field(default=None, ge=0, lt=0.5)
+    """Warn when the rarer class holds less than this share of the reviews (default 0.05)."""
     emr: EMRSpec = EMRSpec()
     """EMR cluster settings (used when runner is emr)."""
 

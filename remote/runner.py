@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -24,6 +23,7 @@ import yaml
 from engine.config import TrainConfig, config_to_dict
 from engine.errors import SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
+from engine.sentiment.splits import check_dataset
 from remote.advice import priced_advice
 from remote.cluster_factory import make_cluster
 from remote.clusters import Cluster, Command, LineCallback, LocalCluster
@@ -31,6 +31,7 @@ from remote.cost import CostMeter, CostTicker
 from remote.datasets import PreparedData, prepare_dataset
 from remote.pricing import PriceBook, load_catalog
 from remote.profile import Profile
+from remote.run_folder import runs_root
 from remote.security import make_private_dir, write_private_file
 
 RunStatus = Literal["ok", "failed", "interrupted", "budget"]
@@ -49,13 +50,9 @@ SUMMARY_KEYS = (
     "test_loss",
     "n_train",
     "n_test",
+    "majority_rate",
 )
 """Training results copied to the top level of a run's summary.json."""
-
-
-def runs_root() -> Path:
-    """The runs folder: $SENTITOP_RUNS_DIR or ./runs."""
-    return Path(os.environ.get("SENTITOP_RUNS_DIR", "runs")).expanduser()
 
 
 def new_run_dir(root: Path, profile_name: str) -> Path:
@@ -118,6 +115,8 @@ class _Progress:
     preprocess_summary: dict[str, Any] = field(default_factory=dict)
     rank_nodes: dict[int, str] = field(default_factory=dict)
     """Training rank → the node it ran on (from each rank's ``rank_start``)."""
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    """``warning`` events (data quality, accuracy below the majority rate): stage, code, message."""
     steps: list[tuple[float, int]] = field(default_factory=list)
     """(t, global_step) of the trainer's `train_start` (its resumed step) and newest `step`."""
     total_steps: int = 0
@@ -135,6 +134,8 @@ class _Progress:
             rank, node = event.get("rank"), event.get("node")
             if isinstance(rank, int) and isinstance(node, str):
                 self.rank_nodes[rank] = node
+        elif kind == "warning":
+            self.warnings.append({k: event.get(k) for k in ("stage", "code", "message")})
         elif kind == "epoch" and isinstance(event.get("seconds"), int | float):
             self.epoch_seconds.append(float(event["seconds"]))
         elif kind == "summary":
@@ -333,6 +334,8 @@ async def _stages(ctx: _Context) -> None:
     finally:
         for key in emr_keys:
             ctx.meter.stop(key)
+    max_train = ctx.train.max_train_samples  # an empty or one-class split: exit 2, no machine
+    await asyncio.to_thread(check_dataset, data.dataset_dir, max_train)
     cluster = make_cluster(ctx.profile)
     async with cluster:
         await _train(ctx, cluster, data)
@@ -365,6 +368,7 @@ def _summary(
     summary["usd_per_hour"] = round(sum(line["usd_per_hour"] for line in cost["lines"]), 6)
     summary["cost"] = cost
     summary["train"] = train
+    summary["warnings"] = progress.warnings
     if book is not None:
         advice = priced_advice(profile, book, train, rank_nodes=progress.placed_ranks())
         if advice is not None:

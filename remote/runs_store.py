@@ -19,6 +19,7 @@ from typing import Any, Literal
 from engine.errors import InputError
 from engine.events import read_events
 from remote.pricing import Catalog, load_catalog
+from remote.run_folder import SUMMARY_FILE, resolve_run_dir, runs_root
 
 Billing = Literal["per_second", "hours_2dp"]
 Mode = Literal["strong", "weak"]
@@ -145,12 +146,8 @@ class RunRecord:
 
 
 def runs_dir(root: str | Path | None = None) -> Path:
-    """The runs folder (see remote.runner.runs_root)."""
-    if root is not None:
-        return Path(root).expanduser()
-    from remote.runner import runs_root
-
-    return runs_root()
+    """The runs folder (see remote.run_folder.runs_root)."""
+    return runs_root(root)
 
 
 def list_runs(root: str | Path | None = None) -> list[RunRecord]:
@@ -173,19 +170,18 @@ def resolve_runs(
         if path.suffix.lower() == ".csv":
             out.extend(import_csv(path, catalog))
             continue
-        if path.is_dir() or len(path.parts) > 1:
-            out.append(load_run(path))
+        try:
+            out.append(load_run(resolve_run_dir(ref, want=SUMMARY_FILE, root=root)))
             continue
-        folder = runs_dir(root) / ref
-        if folder.is_dir():
-            out.append(load_run(folder))
-            continue
+        except InputError as exc:
+            if len(path.parts) > 1:  # a path, not an id: no sweep of that name
+                raise
+            not_a_run = exc
         known = list_runs(root) if known is None else known
         sweep = [r for r in known if r.sweep == ref]
         if not sweep:
             raise InputError(
-                f"{ref}: no run folder, sweep id or CSV file of that name (looked in "
-                f"{runs_dir(root)})",
+                f"{not_a_run.message}; no sweep id {ref!r} or CSV file of that name either",
                 hint="`sentitop runs` lists the run ids and sweep ids",
             )
         out.extend(sweep)

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -117,7 +118,8 @@ def ensure_copy(h5: Path, split: str, cache: str | Path | None = None) -> CopyIn
             start = time.perf_counter()
             _write_copy(h5, split, folder, key)
             written = time.perf_counter() - start
-            (folder / "source.json").write_text(json.dumps({"dataset": os.path.realpath(h5)}))
+            source = {"dataset": os.path.realpath(h5), "host": socket.gethostname()}
+            (folder / "source.json").write_text(json.dumps(source))
     _collect_orphans(root, keep=folder)
     return CopyInfo(folder, sum(f.stat().st_size for f in files), written)
 
@@ -131,13 +133,16 @@ def _remove_stale(folder: Path, split: str, key: str) -> None:
 
 
 def _collect_orphans(root: Path, keep: Path) -> None:
-    """Remove entries whose dataset.h5 is gone (best effort; skips entries in use)."""
+    """Remove entries this host made whose dataset.h5 is gone (best effort; skips entries in
+    use; another host's entries are left alone: their dataset may live on that host's disk)."""
     for folder in root.iterdir():
         source = folder / "source.json"
         if folder == keep or not source.is_file():
             continue
         try:
-            gone = not Path(json.loads(source.read_text())["dataset"]).exists()
+            made = json.loads(source.read_text())
+            here = made.get("host", socket.gethostname()) == socket.gethostname()  # old: no host
+            gone = here and not Path(made["dataset"]).exists()
         except (OSError, ValueError, KeyError):
             continue
         if gone:

@@ -24,6 +24,7 @@ from engine.sentiment.data import (
     shard_bounds,
     train_loader,
 )
+from engine.sentiment.splits import check_splits
 from engine.sentiment.store import CopyInfo, SplitStore, open_split
 
 
@@ -48,6 +49,7 @@ class TrainData:
             info.path, "train", limit=cfg.max_train_samples, cache=cfg.data_cache
         )
         test, _ = open_split(info.path, "test", cache=cfg.data_cache)
+        check_splits(info.path, train.labels, test.labels)  # empty or one class: exit 2
         count = eval_size(len(test), len(train), cfg.eval_max_samples)
         return cls(train, test, copy, count, info.vocab_size)
 

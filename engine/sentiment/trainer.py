@@ -37,6 +37,7 @@ from engine.sentiment.model import (
     count_parameters,
     resolve_spec,
 )
+from engine.sentiment.splits import majority_check
 from engine.sentiment.step_stats import StepWindow
 from engine.sentiment.train_data import TrainData
 
@@ -199,7 +200,9 @@ class Trainer:
             self.hooks.end_plan(epoch, plan, self._gather(window))
         totals["seconds"] = time.perf_counter() - start
         disk, rss = storage_read_bytes(), rss_anon_bytes()
-        totals["disk_mb"] = (disk - disk_before) / 1e6 if disk and disk_before else -1.0
+        totals["disk_mb"] = -1.0  # /proc/self/io unreadable
+        if disk is not None and disk_before is not None:
+            totals["disk_mb"] = (disk - disk_before) / 1e6
         totals["rss_mb"] = rss / 1e6 if rss is not None else -1.0
         return totals
 
@@ -571,7 +574,10 @@ class Trainer:
             "per_epoch": self.history,
             **self.hooks.summary(),
         }
+        summary.update(majority_check(test.get("confusion"), test.get("accuracy")))
         if self.main:
+            for warning in summary["warnings"]:
+                self.emitter.emit("warning", stage="train", **warning)
             ckpt.save_weights(self.cfg.run_dir, self.model.state_dict())
             ckpt.write_json(os.path.join(self.cfg.run_dir, ckpt.SUMMARY), summary)
             self.emitter.emit("summary", stage="train", **summary)

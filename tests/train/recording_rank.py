@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from engine.balance.hooks import make_train_hooks
 from engine.config import TrainConfig, config_from_dict
 from engine.events import Emitter, StreamSink
 from engine.rank_main import exit_rank, run_as_rank
@@ -48,7 +49,7 @@ def main() -> None:
     def work() -> None:
         if env.world > 1:
             dist.init_process_group("gloo")
-        trainer = RecordingTrainer(cfg, emitter=emitter, env=env)
+        trainer = RecordingTrainer(cfg, emitter=emitter, hooks=make_train_hooks(cfg), env=env)
         trainer.out, trainer.kill = Path(sys.argv[2]), int(sys.argv[3])
         trainer.fit()
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.config import config_to_dict
+from engine.config import BalanceConfig, config_to_dict
 from engine.errors import LaunchError
 from engine.launch import launch_ranks
 from engine.sentiment.data import EpochPlan, PlanSampler, epoch_permutation
@@ -29,22 +29,41 @@ def _read(path: Path) -> list[tuple[int, int, list[int]]]:
 
 
 @pytest.mark.slow
-def test_two_ranks_to_one_mid_epoch_sees_every_sample_exactly_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("balance", "position_at_step_4"),
+    [
+        (None, 2 * (4 * 250 // 11)),  # even plan: 250 samples per rank over 11 steps
+        (BalanceConfig(enabled=True, every_steps=2, straggle={1: 3.0}, hysteresis=0.0), 4 * 48),
+    ],
+    ids=["even-shares", "balancer-unequal-shares"],
+)
+def test_two_ranks_to_one_mid_epoch_sees_every_sample_exactly_once(
+    tmp_path: Path, balance: BalanceConfig | None, position_at_step_4: int
+) -> None:
     data = write_dataset(tmp_path / "data", n_train=500, n_test=64)
     run, first, second = tmp_path / "run", tmp_path / "first", tmp_path / "second"
     first.mkdir()
     second.mkdir()
     cfg = _cfg(data, run, epochs=2, batch_size=48, checkpoint_every_steps=3)
+    if balance is not None:
+        cfg.balance = balance
     config = tmp_path / "cfg.json"
     config.write_text(json.dumps(config_to_dict(cfg)))
     # 2 ranks: 11 steps per epoch; die inside global step 16 (epoch 1, step 5), whose last
     # checkpoint was taken after global step 15 (epoch 1, step 4)
+    lines: list[str] = []
     with pytest.raises(LaunchError):
-        launch_ranks(RANK_MODULE, [str(config), str(first), "16"], 2, threads=1, on_line=_quiet)
+        launch_ranks(
+            RANK_MODULE, [str(config), str(first), "16"], 2, threads=1,
+            on_line=lambda rank, stream, line: lines.append(line),
+        )  # fmt: skip
+    balances = [json.loads(x) for x in lines if x.startswith('{"type":"balance"')]
+    if balance is not None:  # the straggler's share moved: epoch 1 ran on unequal shares
+        assert any(e["epoch"] == 1 and e["batch_sizes"][0] > e["batch_sizes"][1] for e in balances)
     saved = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
     assert (saved["epoch"], saved["step"], saved["world_size"]) == (1, 4, 2)
     position = saved["position"]  # samples of epoch 1 consumed over both ranks before step 4
-    assert position == 2 * (4 * 250 // 11)  # even plan: 250 per rank over 11 steps
+    assert position == position_at_step_4
     cfg.resume = True
     config.write_text(json.dumps(config_to_dict(cfg)))
     launch_ranks(RANK_MODULE, [str(config), str(second), "-1"], 1, threads=1, on_line=_quiet)

@@ -128,8 +128,11 @@ def test_a_changed_dataset_replaces_its_copy_and_a_deleted_one_is_collected(
     assert len(store) == 400 and len(list(first.folder.glob("train-*.npy"))) == 3
     for path in (b / "dataset.h5", b / "vocab.json"):
         path.unlink()
+    elsewhere = cache / "0123456789abcdef"  # another host's copy, on a shared cache folder
+    elsewhere.mkdir()
+    (elsewhere / "source.json").write_text('{"dataset": "/gone/dataset.h5", "host": "other"}')
     ensure_copy(a / "dataset.h5", "train", cache)
-    assert len(list(cache.iterdir())) == 1  # b's copy went with b
+    assert sorted(p.name for p in cache.iterdir()) == sorted([first.folder.name, elsewhere.name])
 
 
 def test_a_full_cache_disk_is_a_clear_error(
@@ -171,3 +174,51 @@ def _shard(n: int, rank: int) -> tuple[int, int]:
     from engine.sentiment.data import shard_bounds
 
     return shard_bounds(n, rank, 2)
+
+
+def test_loader_workers_gather_from_the_mapped_copy(tmp_path: Path) -> None:
+    import pickle
+
+    data = write_dataset(tmp_path / "data", n_train=700)
+    store, _ = open_split(data / "dataset.h5", "train", cache=tmp_path / "c")
+    assert len(pickle.dumps(store)) < 1000  # a worker reopens the files, never gets the rows
+    sampler = PlanSampler(700, seed=0, rank=0, on_window=store.prefetch)
+    sampler.set_epoch(0)
+    sampler.add_plan(even_plan(700, 1, 64))
+    inline = list(train_loader(store, sampler, 2, sampler.steps))
+    workers = list(train_loader(store, sampler, 2, sampler.steps, workers=1))
+    assert len(inline) == len(workers) == sampler.steps - 2
+    for a, b in zip(inline, workers, strict=True):
+        assert torch.equal(a.tokens, b.tokens) and torch.equal(a.labels, b.labels)
+
+
+def test_training_events_report_the_data_and_memory(tiny_data: Path, tmp_path: Path) -> None:
+    from engine.config import ModelConfig, TrainConfig
+    from engine.events import Emitter
+    from engine.sentiment.trainer import DistEnv, Trainer
+
+    events: list[dict[str, object]] = []
+
+    class Sink:
+        def write(self, event: dict[str, object]) -> None:
+            events.append(dict(event))
+
+        def close(self) -> None:
+            """Nothing to release."""
+
+    cfg = TrainConfig(
+        data_dir=str(tiny_data), run_dir=str(tmp_path / "run"), epochs=1, batch_size=64,
+        log_every=2, checkpoint_every_min=0, events_file=False, eval_max_samples=100,
+        model=ModelConfig(preset="default"), data_cache=str(tmp_path / "node-cache"),
+    )  # fmt: skip
+    summary = Trainer(cfg, emitter=Emitter(Sink()), env=DistEnv()).fit()
+    start = next(e for e in events if e["type"] == "train_start")
+    assert start["n_eval"] == 100 and summary["n_test"] == 100  # a fixed sample of the 128
+    assert str(start["data_cache"]).startswith(str(tmp_path / "node-cache"))
+    assert start["data_bytes"] == 512 * (12 * 2 + 1 + 4) + 128 * (12 * 2 + 1 + 4)
+    steps = [e for e in events if e["type"] == "step"]
+    assert steps and all(e["read_mb_s"] > 0 for e in steps)  # type: ignore[operator]
+    rss = steps[-1]["rss_mb"]
+    assert isinstance(rss, list) and len(rss) == 1 and rss[0] > 50  # torch alone holds more
+    phase = next(e for e in events if e["type"] == "phase")
+    assert phase["rss_mb"] is not None and phase["disk_mb"] is not None

@@ -9,7 +9,8 @@ from pathlib import Path
 from tests.tui.fakes import FIXTURE_RUN, build_app
 from tests.tui.scenes import SIZE, settle
 from tui.model import RunState
-from tui.screens.run import RunScreen, _data_and_memory
+from tui.screens.run import RunScreen
+from tui.widgets.run_status import data_and_memory
 
 
 def _with_data_fields(tmp_path: Path) -> Path:
@@ -49,4 +50,4 @@ def test_phase_events_fill_memory_per_rank_and_many_ranks_show_the_largest() -> 
     for rank in range(6):
         state.ingest({"type": "phase", "t": 1.0, "rank": rank, "epoch": 0, "rss_mb": 100.0 + rank})
     assert state.rank_rss_mb == {r: 100.0 + r for r in range(6)}
-    assert str(_data_and_memory(state)) == "  RAM/rank max 105 MB"
+    assert str(data_and_memory(state)) == "  RAM/rank max 105 MB"

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from tui.cli.commands import RUN_HELP
+
 
 def register(subparsers: Any) -> None:
     """Add the `eval` parser."""
@@ -14,7 +16,7 @@ def register(subparsers: Any) -> None:
         help="accuracy/precision/recall/F1 of a trained run on raw review files",
         description="Applies the run's own preprocessing and vocabulary to the files.",
     )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="folder of a `sentitop train` run")
+    parser.add_argument("run_dir", metavar="RUN", help=RUN_HELP)
     parser.add_argument(
         "--input",
         nargs="+",
@@ -29,8 +31,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the metrics."""
     from engine.sentiment.evaluate import evaluate_files, load_run
+    from tui.cli.commands import train_folder
 
-    metrics = evaluate_files(load_run(args.run_dir), args.input)
+    metrics = evaluate_files(load_run(train_folder(args.run_dir)), args.input)
     if args.json:
         print(json.dumps(metrics))
         return 0
