@@ -53,6 +53,11 @@ EVENT_TYPES: dict[str, str] = {
     "warning": "a result to distrust, not a failure: stage, code (skipped_share|class_share|"
     "below_majority), message",
     "summary": "final numbers of a stage or run (same keys as summary.json)",
+    "spot_notice": "a spot node's interruption notice (engine.spot_watch on the node): action, at",
+    "checkpoint_stored": "a checkpoint copied where it survives its node (launcher): epoch, "
+    "step, global_step, path, source, seconds",
+    "recovery": "a lost node was recovered from (runner): attempt, lost, cause, action, status, "
+    "world_size, downtime_s, redone_steps, redone_s, usd",
 }
 
 

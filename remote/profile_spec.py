@@ -303,3 +303,20 @@ class BudgetSpec(Section):
     """Stop the run before its cost would exceed this many USD."""
     max_usd_per_hour: float | None = Field(default=None, gt=0)
     """Refuse to launch when the profile's machines cost more than this per hour."""
+
+
+class RecoverySpec(Section):
+    """What the run does when a node is lost (spot interruption, SSH drop, instance gone, crash)."""
+
+    on_node_loss: Literal["fail", "shrink", "replace"] = "fail"
+    """fail (default: stop the run), shrink (continue on the nodes left, any provider) or
+    replace (ec2: start a new instance of the lost node's group; local: restart the node)."""
+    max_restarts: int = Field(default=3, ge=0, le=100)
+    """Most recoveries in one run; the next node loss fails it."""
+    deadline_min: float | None = Field(default=None, gt=0)
+    """No recovery starts later than this many minutes after the run began (default: none)."""
+    spot_poll_s: float = Field(default=5.0, ge=0.5, le=120)
+    """Seconds between polls of each spot node's interruption notice (instance metadata)."""
+    notice_checkpoint_s: float = Field(default=60.0, ge=1, le=110)
+    """After an interruption notice, longest wait for the checkpoint it asks for (AWS gives
+    two minutes) before the node is given up anyway."""

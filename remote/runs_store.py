@@ -118,6 +118,12 @@ class RunRecord:
     """Embeddings runs: corpus words per training second."""
     pip_loss: float | None = None
     """Embeddings runs: final PIP loss against the SPPMI reference."""
+    recoveries: int = 0
+    """Lost nodes the run recovered from (summary.json ``recoveries``)."""
+    downtime_s: float = 0.0
+    """Seconds the run stood still recovering (summary.json ``downtime_s``)."""
+    usd_lost: float = 0.0
+    """Dollars the recoveries cost: downtime and redone work at the run's rate."""
 
     @property
     def train_s(self) -> float:
@@ -311,6 +317,9 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         task=EMBEDDINGS if embeddings else "sentiment",
         words_per_s=_num(summary, "words_per_s"),
         pip_loss=_num(summary, "pip_loss"),
+        recoveries=int(summary.get("recoveries") or 0),
+        downtime_s=_num(summary, "downtime_s") or 0.0,
+        usd_lost=_num(summary, "usd_lost") or 0.0,
     )
     if (folder / "events.jsonl").is_file():
         _add_events(record, folder / "events.jsonl")

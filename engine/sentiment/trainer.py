@@ -438,6 +438,7 @@ class Trainer:
         due = (every_steps and self.global_step % every_steps == 0) or (
             minutes and time.monotonic() - self.last_checkpoint >= minutes * 60
         )
+        due = due or ckpt.checkpoint_requested(self.cfg.run_dir)  # e.g. a spot notice
         mid_epoch = step < self.sampler.steps or self.sampler.covered < self.n_train
         if due and mid_epoch:  # the epoch-end checkpoint follows the epoch's evaluation
             self._save_checkpoint(epoch, step)
@@ -492,6 +493,7 @@ class Trainer:
             "spec": self.spec.to_dict(),
         }
         path = ckpt.save_checkpoint(self.cfg.run_dir, state)
+        ckpt.clear_request(self.cfg.run_dir)
         self.last_checkpoint = time.monotonic()
         self.emitter.emit(
             "checkpoint",

@@ -115,6 +115,8 @@ class HeadlessProgress:
             self.console.print(
                 Text(f"balance: shares [{shares}] batch sizes {event.get('batch_sizes')}", "cyan")
             )
+        elif kind == "recovery":
+            self.console.print(Text(recovery_line(event), style="magenta"))
         elif kind == "error":
             where = event.get("node") or event.get("rank")
             self.console.print(Text(f"error ({where}): {event.get('message')}", "red"))
@@ -161,6 +163,16 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     majority = summary.get("majority_rate")
     if isinstance(majority, int | float):
         rows.insert(3, ("majority rate", fmt(majority, ".4f")))
+    if summary.get("recoveries") or (summary.get("recovery") or {}).get("failed_recoveries"):
+        rows.append(
+            (
+                "recoveries",
+                f"{summary.get('recoveries')} ({fmt(summary.get('downtime_s'), ',.0f')} s down, "
+                f"{fmt_usd(summary.get('usd_lost'))} lost)",
+            )
+        )
+    if summary.get("checkpoints"):
+        rows.append(("checkpoints", str(summary["checkpoints"])))
     advice = summary.get("advice")
     if isinstance(advice, Mapping) and advice.get("message"):
         rows.append(("balancer advice", advice["message"]))
@@ -175,3 +187,15 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
         message = warning.get("message") if isinstance(warning, Mapping) else warning
         table.add_row(Text("warning", "bold yellow"), Text(str(message), "yellow", justify="left"))
     return table
+
+
+def recovery_line(event: Mapping[str, Any]) -> str:
+    """One line about a `recovery` event (plain text: show it as a Text, never as markup)."""
+    lost = ", ".join(str(n) for n in event.get("lost") or []) or "?"
+    if event.get("status") != "ok":
+        return f"recovery {event.get('attempt')} failed (lost {lost}): {event.get('reason')}"
+    return (
+        f"recovered from losing {lost} ({event.get('cause')}): {event.get('action')}, now "
+        f"{event.get('world_size')} rank(s); {fmt(event.get('downtime_s'), '.0f')} s down, "
+        f"{fmt(event.get('redone_s'), '.0f')} s of work redone, {fmt_usd(event.get('usd'))}"
+    )

@@ -75,6 +75,8 @@ class RunState(RunViews):
     """The trainer's `train_start`: epochs, steps_per_epoch, total_steps, balancer, device..."""
     threshold: dict[str, Any] | None = None
     last_checkpoint: dict[str, Any] | None = None
+    recoveries: list[dict[str, Any]] = field(default_factory=list)
+    """`recovery` events (lost nodes recovered from, or failed recoveries), with ``rel`` time."""
     summary: dict[str, Any] = field(default_factory=dict)
     events_seen: int = 0
     epochs_seen: int = 0
@@ -134,6 +136,7 @@ class RunState(RunViews):
             "warning": self._on_warning,
             "summary": self._on_summary,
             "log": self._on_log,
+            "recovery": self._on_recovery,
         }
 
     # ----------------------------------------------------------------- ingest
@@ -445,6 +448,19 @@ class RunState(RunViews):
         node.detail = str(ev.get("detail") or "")
         level = "error" if node.status in ("lost", "failed", "error") else "info"
         self._log(rel, name, f"{node.status} {node.detail}".strip(), level)
+
+    def _on_recovery(self, ev: Mapping[str, Any], rel: float) -> None:
+        self.recoveries.append({**ev, "rel": rel})
+        lost = ", ".join(str(n) for n in ev.get("lost") or []) or "?"
+        text = (
+            f"recovery {ev.get('attempt')}: lost {lost} ({ev.get('cause')}), "
+            f"{ev.get('action')} -> {ev.get('world_size')} ranks, down "
+            f"{float(ev.get('downtime_s') or 0):.0f} s, redone {float(ev.get('redone_s') or 0):.0f}"
+            f" s, ${float(ev.get('usd') or 0):.4f}"
+        )
+        if ev.get("status") != "ok":
+            text = f"recovery {ev.get('attempt')} FAILED (lost {lost}): {ev.get('reason')}"
+        self._log(rel, "run", text, "warn" if ev.get("status") == "ok" else "error")
 
     def _on_rank_start(self, ev: Mapping[str, Any], rel: float) -> None:
         rank, name = ev.get("rank"), ev.get("node")

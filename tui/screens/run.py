@@ -46,6 +46,7 @@ from tui.services import Services
 from tui.widgets.braille import PlotLine
 from tui.widgets.line_plot import LinePlot
 from tui.widgets.log_pane import LogPane
+from tui.widgets.recovery_marks import recovery_marks
 from tui.widgets.run_status import stages_text, status_text
 from tui.widgets.tables import phase_table
 
@@ -395,6 +396,7 @@ class RunScreen(SentitopScreen):
             ],
             "eta": st.eta_seconds(),
             "projected": st.projected_cost(),
+            "recoveries": [(r["rel"], float(r.get("downtime_s") or 0)) for r in st.recoveries],
         }
 
     def _draw_status(self, st: RunState, snap: dict[str, Any]) -> None:
@@ -450,7 +452,7 @@ class RunScreen(SentitopScreen):
         cost_line = self._line("$ used", cost, "time", snap)
         cost_line.color = "#ffd75f"
         cost_plot = self.query_one("#plot-cost", LinePlot)
-        cost_plot.set_lines([cost_line])
+        cost_plot.set_lines([cost_line, *recovery_marks(snap["recoveries"], cost.t, cost.y)])
         cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)} (x: time)"
 
     def _draw_tables(self, snap: dict[str, Any]) -> None:
@@ -489,11 +491,9 @@ class RunScreen(SentitopScreen):
         nodes = self.query_one("#nodes", DataTable)
         nodes.clear()
         for name, ranks, status, gpu, last in snap["nodes"]:
-            style = (
-                "red"
-                if status in ("lost", "failed", "error")
-                else ("green" if status in ("ready", "running") else "")
-            )
+            style = "red" if status in ("lost", "failed", "error", "dropped") else ""
+            style = "green" if status in ("ready", "running") else style
+            style = "magenta" if status in ("interrupting", "replaced") else style  # spot, recovery
             # Text cells: a str cell is read as markup, and node output is foreign text
             cells = (Text(name), Text(ranks), Text(status, style=style), Text(gpu), Text(last))
             nodes.add_row(*cells, key=name)

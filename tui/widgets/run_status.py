@@ -52,6 +52,7 @@ def status_text(st: RunState, snap: dict[str, Any]) -> Text:
         fmt_duration(snap["eta"]),
         ("  cost ", "dim"),
         cost_text(st, snap["projected"]),
+        recovery_summary(st.recoveries),
     )
     return Text("\n").join([line1, line2])
 
@@ -148,3 +149,18 @@ def _warning_note(st: RunState) -> str:
     label = WARNING_LABELS.get(code, "warning (see the log)")
     more = f" (+{len(st.warnings) - 1} more)" if len(st.warnings) > 1 else ""
     return f"  ⚠ {label}{more}"
+
+
+def recovery_summary(recoveries: list[dict[str, Any]]) -> Text:
+    """``  ⟳ 2 recoveries, 41s down, $0.03 lost`` (empty without recoveries)."""
+    if not recoveries:
+        return Text()
+    down = sum(float(r.get("downtime_s") or 0) for r in recoveries)
+    usd = sum(float(r.get("usd") or 0) for r in recoveries)
+    failed = sum(r.get("status") != "ok" for r in recoveries)
+    label = f"  ⟳ {len(recoveries)} recover{'y' if len(recoveries) == 1 else 'ies'}"
+    return Text.assemble(
+        (label, "bold magenta"),
+        (f" ({failed} failed)" if failed else "", "red"),
+        (f", {fmt_duration(down)} down, {fmt_usd(usd)} lost", "magenta"),
+    )

@@ -56,6 +56,9 @@ def row(r: Any) -> dict[str, Any]:
         "workload": r.task,
         "words_per_s": r.words_per_s,
         "pip_loss": r.pip_loss,
+        "recoveries": r.recoveries,
+        "downtime_s": r.downtime_s,
+        "usd_lost": r.usd_lost,
     }
 
 
@@ -90,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         "accuracy / PIP",
         "samples/s",
         "$",
+        "recoveries",
         "sweep",
     ):
         table.add_column(
@@ -111,10 +115,18 @@ def run(args: argparse.Namespace) -> int:
             _quality(r),
             _rate(r),
             "" if r.usd is None else f"{r.usd:.4f}",
+            _recoveries(r),
             Text((r.sweep or "") + (f" ({r.mode})" if r.sweep else "")),
         )
     console.print(table)
     return 0
+
+
+def _recoveries(r: Any) -> str:
+    """``2 (41 s, $0.0300)``: recoveries, downtime and dollars lost; empty without any."""
+    if not r.recoveries:
+        return ""
+    return f"{r.recoveries} ({r.downtime_s:,.0f} s, ${r.usd_lost:.4f})"
 
 
 def _quality(r: Any) -> str:
