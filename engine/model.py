@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -68,13 +69,16 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def resolve_spec(cfg: ModelConfig, vocab_size: int) -> ModelSpec:
-    """The preset of ``cfg`` with its overrides applied, sized for ``vocab_size`` ids."""
+def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None) -> ModelSpec:
+    """The preset of ``cfg`` with its overrides applied, sized for ``vocab_size`` ids
+    (``init_dim``: the size of initial vectors, used unless embedding_dim is set)."""
     if cfg.preset not in PRESETS:
         raise ConfigError(
             f"model.preset = {cfg.preset!r} is not allowed; expected one of {', '.join(PRESETS)}"
         )
     values = dict(PRESETS[cfg.preset])
+    if init_dim is not None:
+        values["embedding_dim"] = init_dim
     for name in ("embedding_dim", "hidden", "layers", "bidirectional", "dropout", "embed_dropout"):
         override = getattr(cfg, name)
         if override is not None:
@@ -130,9 +134,19 @@ class SentimentLSTM(nn.Module):
         return logits
 
 
-def build_model(spec: ModelSpec) -> SentimentLSTM:
-    """A freshly initialised model for ``spec`` (seed torch first for reproducibility)."""
-    return SentimentLSTM(spec)
+def build_model(spec: ModelSpec, embeddings: np.ndarray | None = None) -> SentimentLSTM:
+    """A freshly initialised model for ``spec`` (seed torch first for reproducibility), its
+    embedding table copied from ``embeddings`` (vocab_size × embedding_dim) when given."""
+    model = SentimentLSTM(spec)
+    if embeddings is not None:
+        want = (spec.vocab_size, spec.embedding_dim)
+        if embeddings.shape != want:
+            raise ConfigError(
+                f"initial embedding table has shape {embeddings.shape}; the model needs {want}"
+            )
+        with torch.no_grad():
+            model.embedding.weight.copy_(torch.from_numpy(embeddings))
+    return model
 
 
 def count_parameters(model: nn.Module) -> int:

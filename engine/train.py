@@ -36,6 +36,16 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr-reference-batch", type=int)
     parser.add_argument("--warmup-steps", type=int)
     parser.add_argument("--eval-every", type=int, help="evaluate every N epochs")
+    parser.add_argument(
+        "--keep-best",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="finish with the epoch of lowest held-out loss (default: on)",
+    )
+    parser.add_argument("--patience", type=int, help="stop after N evaluations without a best")
+    parser.add_argument(
+        "--init-embeddings", metavar="RUN_DIR", help="start the embedding table from an embed run"
+    )
     parser.add_argument("--model", dest="preset", choices=["default", "seed"])
     parser.add_argument("--seed", type=int)
     parser.add_argument("--threads", type=int, help="torch threads per rank")
@@ -68,6 +78,8 @@ _FLAG_FIELDS = (
     "lr_reference_batch",
     "warmup_steps",
     "eval_every",
+    "keep_best",
+    "patience",
     "seed",
     "threads",
     "loader_workers",
@@ -99,6 +111,8 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
             ) from None
     if getattr(args, "preset", None):
         data["model"] = {**data.get("model", {}), "preset": args.preset}
+    if getattr(args, "init_embeddings", None):
+        data["model"] = {**data.get("model", {}), "init_embeddings": args.init_embeddings}
     if not data.get("data_dir"):
         raise ConfigError("--data is required (a folder with dataset.h5)")
     if not data.get("run_dir"):

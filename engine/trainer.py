@@ -40,6 +40,8 @@ from engine.evaluate import confusion_stats
 from engine.events import Emitter
 from engine.metrics import Confusion, ThresholdClock
 from engine.model import ModelSpec, SentimentLSTM, build_model, count_parameters, resolve_spec
+from engine.pretrained import initial_table
+from engine.selection import BestEpoch
 from engine.train import config_to_dict, make_emitter
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt")
@@ -200,6 +202,8 @@ class Trainer:
             test = self._evaluate() if last or (epoch + 1) % self.cfg.eval_every == 0 else None
             train["eval"] = self.eval_seconds if test else 0.0
             self._end_epoch(epoch, self._gather(train), test)
+            if test and self.best.update(epoch, test, self.model):
+                break  # early stopping: every rank sees the same all-reduced loss
         return self._finish()
 
     def _train_epoch(self, epoch: int) -> dict[str, float]:
@@ -295,9 +299,11 @@ class Trainer:
         self.train_arrays = load_split(cfg.data_dir, "train", cfg.max_train_samples)
         self.test_arrays = load_split(cfg.data_dir, "test")
         self.n_train = len(self.train_arrays.labels)
-        self.spec: ModelSpec = resolve_spec(cfg.model, info.vocab_size)
+        init = initial_table(cfg.model, cfg.data_dir, cfg.seed)  # init_embeddings, or None
+        table = init.table if init else None
+        self.spec: ModelSpec = resolve_spec(cfg.model, info.vocab_size, init.dim if init else None)
         torch.manual_seed(cfg.seed)
-        self.model: SentimentLSTM = build_model(self.spec).to(self.device)
+        self.model: SentimentLSTM = build_model(self.spec, table).to(self.device)
         self.params = list(self.model.parameters())
         self.ddp: nn.Module = self.model
         if env.world > 1:
@@ -330,6 +336,7 @@ class Trainer:
             for b in eval_batches(self.test_arrays, lo, hi, cfg.eval_batch_size)
         ]
         self.clock = ThresholdClock(cfg.loss_threshold)
+        self.best = BestEpoch(cfg.patience)
         self.last_checkpoint = time.monotonic()
         self.last_log, self.samples_since_log = time.perf_counter(), 0
         if cfg.resume:
@@ -353,6 +360,7 @@ class Trainer:
                 resumed_epoch=self.epoch,
                 resumed_step=self.resume_step,
                 threads=torch.get_num_threads(),
+                init_embeddings=init and {"found": init.found, "missing": init.missing},
             )
 
     def _pos_weight(self) -> float | None:
@@ -552,7 +560,8 @@ class Trainer:
 
     def _finish(self) -> dict[str, Any]:
         """Rank 0 writes model.pt and summary.json and emits `summary`; returns the summary."""
-        test = self.last_test or {}
+        best = self.best.restore(self.model) if self.cfg.keep_best else None
+        test = best or self.last_test or {}
         wall = self.prior_wall_s + time.time() - self.wall_start
         summary = {
             "status": "ok",
@@ -561,6 +570,7 @@ class Trainer:
             "n_test": test.get("n"),
             "confusion": test.get("confusion"),
             "epochs": len(self.history),
+            "best_epoch": self.best.best_epoch if best else None,
             "wall_s": wall,
             "train_s": self.train_seconds,
             "samples_per_s": self.samples_seen / self.train_seconds if self.train_seconds else 0,
@@ -586,12 +596,5 @@ class Trainer:
         return summary
 
 
-__all__ = [
-    "DistEnv",
-    "HookContext",
-    "StepTiming",
-    "TrainHooks",
-    "Trainer",
-    "config_to_dict",
-    "make_emitter",
-]
+__all__ = ["DistEnv", "HookContext", "StepTiming", "TrainHooks", "Trainer"]
+__all__ += ["config_to_dict", "make_emitter"]
