@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from engine.config import ModelConfig
-from engine.config import ModelConfig
 from engine.errors import ConfigError
 
 VECTORS_FILE = "embeddings.npy"
