@@ -1,7 +1,7 @@
 """Load balancer: 2 local ranks, rank 1 straggling 1.8x, balanced vs unbalanced, one run.
 
-Every run uses 2 gloo ranks x 1 thread, the trainer of engine/trainer.py, the same data and
-model, rank 1 sleeping (FACTOR - 1) x its compute time after every backward, and
+Every run uses 2 gloo ranks x 1 thread, the trainer of engine/sentiment/trainer.py,
+the same data and model, rank 1 sleeping (FACTOR - 1) x its compute time after every backward, and
 ``grad_sync = separate``.
 
 1. **Timing, interleaved A/B** (one training run): even epochs train on the balancer's plan,
@@ -39,13 +39,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.balance_hooks import BalanceHooks
-from engine.balancer import split
+from engine.balance.balancer import split
+from engine.balance.hooks import BalanceHooks
 from engine.config import BalanceConfig, ModelConfig, TrainConfig
-from engine.data import StepPlan
 from engine.events import read_events
 from engine.launch import free_port
-from engine.trainer import StepTiming
+from engine.sentiment.data import StepPlan
 
 
 def write_uniform_dataset(
@@ -83,23 +82,21 @@ def make_config(
         epochs=epochs, batch_size=args.batch, warmup_steps=0, log_every=10_000,
         checkpoint_every_min=0, eval_every=epochs, seed=seed, grad_sync="separate",
         balance=BalanceConfig(enabled=balance, straggle={1: args.factor},
-                              smoothing=args.smoothing),
+                              smoothing=args.smoothing,
+                              emulate_s=(args.emulate_device_ms or 0.0) / 1000),
     )  # fmt: skip
 
 
 class BenchHooks(BalanceHooks):
-    """BalanceHooks plus two benchmark devices.
+    """BalanceHooks with an A/B device (emulated device time is ``BalanceConfig.emulate_s``).
 
     ``alternate``: even epochs train on the balancer's plan (and feed it), odd epochs on equal
-    shares — an A/B inside one run. ``emulate_s``: every rank also sleeps ``emulate_s`` per
-    sample after its backward, counted as compute: an emulated accelerator whose work does not
-    compete for the host's cores (the straggler then sleeps (FACTOR - 1) x real + emulated).
+    shares — an A/B inside one run.
     """
 
-    def __init__(self, config: BalanceConfig, *, alternate: bool, emulate_s: float) -> None:
+    def __init__(self, config: BalanceConfig, *, alternate: bool) -> None:
         super().__init__(config)
         self.alternate = alternate
-        self.emulate_s = emulate_s
 
     def next_plan(self, epoch: int, start: int) -> StepPlan:
         """Balanced plan, or the equal split on odd epochs of an A/B run."""
@@ -108,42 +105,31 @@ class BenchHooks(BalanceHooks):
         c = self.ctx
         return split(start, c.num_samples - start, c.global_batch, [1.0] * c.world)
 
-    def after_compute(self, timing: StepTiming) -> None:
-        """Emulated device time, then the straggler's sleep (the trainer times both)."""
-        emulated = self.emulate_s * timing.samples
-        if emulated > 0:
-            time.sleep(emulated)
-        timing.backward += emulated  # seen by the straggler's (FACTOR - 1) x compute ...
-        super().after_compute(timing)
-        timing.backward -= emulated  # ... and re-added by the trainer's own clock lap
-
     def end_plan(self, epoch: int, plan: StepPlan, windows: list[dict[str, float]]) -> None:
         """Only balanced epochs feed the balancer."""
         if not self.alternate or epoch % 2 == 0:
             super().end_plan(epoch, plan, windows)
 
 
-def _rank_main(
-    rank: int, world: int, port: int, cfg_json: str, alternate: bool, emulate_s: float
-) -> None:
+def _rank_main(rank: int, world: int, port: int, cfg_json: str, alternate: bool) -> None:
     """One rank (spawned): the real trainer with BenchHooks, events of rank 0 to a file."""
     import torch
     import torch.distributed as dist
 
+    from engine.config import TrainConfig, config_from_dict
     from engine.events import Emitter, JsonlFileSink
-    from engine.train import config_from_dict
-    from engine.trainer import DistEnv, Trainer
+    from engine.sentiment.trainer import DistEnv, Trainer
 
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))  # fmt: skip
     torch.set_num_threads(1)
-    cfg = config_from_dict(json.loads(cfg_json))
+    cfg = config_from_dict(TrainConfig, json.loads(cfg_json))
     dist.init_process_group("gloo")
     sink = JsonlFileSink(Path(cfg.run_dir) / "events.jsonl") if rank == 0 else None
     emitter = Emitter(sink, rank=rank)
     try:
-        hooks = BenchHooks(cfg.balance, alternate=alternate, emulate_s=emulate_s)
+        hooks = BenchHooks(cfg.balance, alternate=alternate)
         Trainer(cfg, emitter=emitter, hooks=hooks, env=DistEnv.from_environ("cpu")).fit()
     finally:
         emitter.close()
@@ -163,12 +149,11 @@ def train(
     """One 2-rank run of the trainer; its epochs, balance events, phases and summary."""
     import torch.multiprocessing as mp
 
-    from engine.trainer import config_to_dict
+    from engine.config import config_to_dict
 
     cfg = make_config(data, run_dir, args, epochs=epochs, balance=balance, seed=seed)
     cfg_json = json.dumps(config_to_dict(cfg))
-    emulate_s = (args.emulate_device_ms or 0.0) / 1000
-    mp.spawn(_rank_main, args=(2, free_port(), cfg_json, alternate, emulate_s), nprocs=2,
+    mp.spawn(_rank_main, args=(2, free_port(), cfg_json, alternate), nprocs=2,
              join=True)  # fmt: skip
     events = list(read_events(run_dir / "events.jsonl"))
     return {
@@ -184,7 +169,7 @@ def _spin_model(seconds: float, seq_len: int, vocab: int, preset: str, out: Any)
     """Forward+backward steps of the benchmark's model for ``seconds``; puts steps/s."""
     import torch
 
-    from engine.model import build_model, resolve_spec
+    from engine.sentiment.model import build_model, resolve_spec
 
     torch.set_num_threads(1)
     model = build_model(resolve_spec(ModelConfig(preset=preset), vocab + 2))

@@ -28,8 +28,7 @@ from bench_loader import write_layouts
 
 from engine.config import ModelConfig, TrainConfig
 from engine.events import parse_event_line
-from engine.launch import launch_local
-from engine.train import default_threads
+from engine.launch import default_threads, launch_local
 
 
 def run(

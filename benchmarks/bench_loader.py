@@ -5,7 +5,7 @@ and in the old design's layout (one row per chunk, read one sample at a time in 
 order) — then measures, in one run, with one thread:
 
 * old: samples/s of per-sample reads (shuffled order, from the page cache);
-* load: sequences/s of ``engine.data.load_split`` (the chunk-aligned block reads);
+* load: sequences/s of ``engine.sentiment.data.load_split`` (the chunk-aligned block reads);
 * batches: sequences/s of one epoch of ``PlanSampler`` + ``gather_batch`` from memory;
 * end to end: load + one epoch of batches.
 
@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 import torch
 
-from engine.data import PlanSampler, even_plan, gather_batch, load_split
+from engine.sentiment.data import PlanSampler, even_plan, gather_batch, load_split
 
 
 def write_layouts(folder: Path, rows: int, seq_len: int) -> None:

@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_loader import write_layouts
 
 from engine.config import ModelConfig, TrainConfig
-from engine.data import PlanSampler, even_plan, gather_batch, load_split, read_info
 from engine.events import Emitter
-from engine.model import build_model, resolve_spec
-from engine.trainer import DistEnv, Trainer
+from engine.sentiment.data import PlanSampler, even_plan, gather_batch, load_split, read_info
+from engine.sentiment.model import build_model, resolve_spec
+from engine.sentiment.trainer import DistEnv, Trainer
 
 
 def bare_loop(data: Path, cfg: TrainConfig) -> float:
@@ -59,7 +59,7 @@ def bare_loop(data: Path, cfg: TrainConfig) -> float:
 
 
 def sentitop_loop(data: Path, run: Path, cfg: TrainConfig) -> float:
-    """Samples/s of the second epoch of engine.trainer.Trainer (evaluation excluded)."""
+    """Samples/s of the second epoch of engine.sentiment.trainer.Trainer (evaluation excluded)."""
     summary = Trainer(cfg, emitter=Emitter(), env=DistEnv()).fit()
     return float(summary["per_epoch"][1]["samples_per_s"])
 

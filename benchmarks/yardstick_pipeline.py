@@ -49,7 +49,7 @@ def train_pipeline(
 ) -> Path:
     """Preprocess and train on ``train``; returns the run folder."""
     from engine.preprocess import run_preprocess
-    from engine.trainer import Trainer
+    from engine.sentiment.trainer import Trainer
 
     work.mkdir(parents=True, exist_ok=True)
     raw, data, run = work / "train.jsonl", work / "data", work / "run"
@@ -69,7 +69,7 @@ def train_pipeline(
 
 def score_run(run_dir: Path, test: LabelledTexts) -> dict[str, Any]:
     """Metrics of a finished run on raw test texts at the run's own decision threshold."""
-    from engine.evaluate import load_run, predict_proba
+    from engine.sentiment.evaluate import load_run, predict_proba
 
     loaded = load_run(run_dir)
     start = time.perf_counter()

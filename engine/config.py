@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from engine.errors import ConfigError
+
+C = TypeVar("C")
 
 Runner = Literal["local", "inline", "spark", "hadoop", "emr"]
 InputFormat = Literal["auto", "mcauley", "jsonl"]
@@ -97,9 +103,15 @@ class BalanceConfig:
     """No rank gets less than this fraction of the data."""
     straggle: dict[int, float] = field(default_factory=dict)
     """Injected slowness for tests/benchmarks: rank -> factor (sleep (factor-1) x compute)."""
+    emulate_s: float = 0.0
+    """Emulated device time for tests/benchmarks: every rank sleeps this many seconds per
+    sample after its backward, counted as compute — an accelerator whose work does not compete
+    for the host's cores. A straggler then sleeps (factor-1) x the emulated time only, so speed
+    ratios hold on a loaded machine."""
 
     def __post_init__(self) -> None:
         _check(self.every_epochs >= 1, "balance.every_epochs", ">= 1", self.every_epochs)
+        _check(self.emulate_s >= 0, "balance.emulate_s", ">= 0", self.emulate_s)
         _check(self.every_steps >= 0, "balance.every_steps", ">= 0", self.every_steps)
         _check(0 < self.smoothing <= 1, "balance.smoothing", "0 < s <= 1", self.smoothing)
         _check(0 <= self.hysteresis < 1, "balance.hysteresis", "0 <= h < 1", self.hysteresis)
@@ -193,9 +205,10 @@ class TrainConfig:
     """Continue from the latest checkpoint in run_dir."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """auto = CUDA device LOCAL_RANK when one is visible, else CPU."""
-    grad_sync: Literal["overlap", "separate"] = "overlap"
+    grad_sync: Literal["auto", "overlap", "separate"] = "auto"
     """overlap = DDP all-reduces buckets during backward (fastest); separate = backward under
-    no_sync() then one flat all-reduce, so forward+backward time is pure compute (balancer)."""
+    no_sync() then one flat all-reduce, so forward+backward time is pure compute (what the
+    balancer measures); auto = separate when balancing or straggling, else overlap."""
     eval_batch_size: int = 1024
     """Batch size of evaluation (per rank)."""
     checkpoint_every_steps: int = 0
@@ -205,6 +218,13 @@ class TrainConfig:
     records stdout into that file)."""
     balance: BalanceConfig = field(default_factory=BalanceConfig)
     """Load balancer."""
+
+    @property
+    def sync_mode(self) -> Literal["overlap", "separate"]:
+        """The gradient sync in effect: ``grad_sync`` with auto resolved (see there)."""
+        if self.grad_sync != "auto":
+            return self.grad_sync
+        return "separate" if self.balance.enabled or self.balance.straggle else "overlap"
 
     def __post_init__(self) -> None:
         _check(self.epochs >= 1, "train.epochs", ">= 1", self.epochs)
@@ -237,9 +257,9 @@ class TrainConfig:
         _check(self.threads is None or self.threads >= 1, "train.threads", ">= 1", self.threads)
         _check(self.device in ("auto", "cpu", "cuda"), "train.device", "auto|cpu|cuda", self.device)
         _check(
-            self.grad_sync in ("overlap", "separate"),
+            self.grad_sync in ("auto", "overlap", "separate"),
             "train.grad_sync",
-            "overlap|separate",
+            "auto|overlap|separate",
             self.grad_sync,
         )
         _check(
@@ -257,3 +277,54 @@ class TrainConfig:
                 "> 0, auto or none",
                 self.pos_weight,
             )
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    """A config dataclass as JSON-ready data: nested configs become dicts, dict keys strings."""
+
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        return value
+
+    data: dict[str, Any] = plain(cfg)
+    return data
+
+
+def config_from_dict(cls: type[C], data: Mapping[str, Any], where: str = "") -> C:
+    """Inverse of :func:`config_to_dict`: unknown keys are a ConfigError naming them.
+
+    Nested config fields are built from their dicts; ``dict[int, ...]`` keys come back as ints.
+    """
+    hints = type_hints(cls)  # type: ignore[arg-type]
+    known = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(known))
+    label = where or cls.__name__
+    if unknown:
+        raise ConfigError(f"{label}: unknown key(s) {unknown}; expected some of {sorted(known)}")
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        kind = hints[name]
+        if dataclasses.is_dataclass(kind) and isinstance(value, Mapping):
+            value = config_from_dict(kind, value, f"{label}.{name}")  # type: ignore[arg-type]
+        elif typing.get_origin(kind) is dict and isinstance(value, Mapping):
+            key_type = typing.get_args(kind)[0]
+            try:
+                value = {key_type(k): v for k, v in value.items()}
+            except (TypeError, ValueError):
+                raise ConfigError(f"{label}.{name}: keys must be {key_type.__name__}") from None
+        values[name] = value
+    try:
+        return cls(**values)
+    except TypeError as exc:  # a required field missing
+        raise ConfigError(f"{label}: {exc}") from None
+
+
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """Resolved field types of a config dataclass (its annotations are strings here)."""
+    return typing.get_type_hints(cls)

@@ -192,3 +192,11 @@ class Emitter:
     def close(self) -> None:
         """Close the sink."""
         self.sink.close()
+
+
+def rank_emitter(run_dir: str, rank: int, *, events_file: bool = True) -> Emitter:
+    """A rank's events: stdout on every rank, plus RUN_DIR/events.jsonl on rank 0 (if wanted)."""
+    sinks: list[EventSink] = [StreamSink()]
+    if rank == 0 and events_file:
+        sinks.append(JsonlFileSink(os.path.join(run_dir, "events.jsonl")))
+    return Emitter(FanoutSink(*sinks), rank=rank, node=os.environ.get("SENTITOP_NODE"))

@@ -7,36 +7,20 @@ the job's events go to stdout as JSON lines, where the launcher splits them from
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-from engine.config import PreprocessConfig
-from engine.errors import ConfigError, SentitopError
+from engine.config import PreprocessConfig, config_from_dict
+from engine.errors import SentitopError
 from engine.events import Emitter, StreamSink, encode_event, make_event
-
-
-def preprocess_config_to_dict(cfg: PreprocessConfig) -> dict[str, Any]:
-    """Plain JSON-able form of a PreprocessConfig."""
-    return dataclasses.asdict(cfg)
-
-
-def preprocess_config_from_dict(data: dict[str, Any]) -> PreprocessConfig:
-    """Inverse of :func:`preprocess_config_to_dict`; unknown keys are an error."""
-    known = {f.name for f in dataclasses.fields(PreprocessConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"unknown preprocess config keys {unknown}; expected {sorted(known)}")
-    return PreprocessConfig(**data)
 
 
 def _run_preprocess(path: str) -> int:
     from engine.preprocess import run_preprocess
 
     with open(path, encoding="utf-8") as fh:
-        cfg = preprocess_config_from_dict(json.load(fh))
+        cfg = config_from_dict(PreprocessConfig, json.load(fh), "preprocess config")
     emitter = Emitter(StreamSink())
     try:
         run_preprocess(cfg, emitter)

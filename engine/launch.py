@@ -1,18 +1,21 @@
-"""Start N local ranks, stream their output, and stop them all when one fails.
+"""The one launcher of ranks: start a node's ranks, stream their output, stop all when one fails.
 
 :func:`launch_ranks` runs any ``python -m MODULE ...`` as N ranks (the embeddings workload
 launches through it); :func:`launch_local` is the trainer's launcher on top of it. Each rank
 gets the environment torchrun gives (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT), so one entry point serves both. We supervise the processes
-ourselves rather than through torchrun's elastic agent to report exactly which rank failed and
-to stop the others within a couple of seconds. Each rank runs in its own session so its loader
-workers die with it. A rank that dies after its ``rank_end`` event (work done, final barrier
-met) crashed while tearing down: the run's results are complete, so that is a warning line,
-not a failed run.
+MASTER_ADDR, MASTER_PORT), so one entry point serves both. On a cluster every node runs
+``python -m engine.launch`` (see :func:`main`) for its share of the ranks — static rendezvous:
+global rank = the node's rank offset + local rank, rank 0 on the first node hosting the store.
+We supervise the processes ourselves rather than through torchrun's elastic agent to report
+exactly which rank failed and to stop the others within a couple of seconds. Each rank runs in
+its own session so its loader workers die with it. A rank that dies after its ``rank_end``
+event (work done, final barrier met) crashed while tearing down: the run's results are
+complete, so that is a warning line, not a failed run — the one rule for teardown crashes.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -38,25 +41,53 @@ _TAIL = 30
 _RANK_END = '{"type":"rank_end"'
 
 
-def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1 (for the rendezvous)."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago on ``host`` (for the rendezvous)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
 
+def default_threads(local_world: int) -> int:
+    """CPU cores available to this process divided by the ranks on this node (at least 1)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // max(1, local_world))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Placement:
+    """Where this node's ranks sit in the whole job (static rendezvous)."""
+
+    node_rank: int = 0
+    """This node's index among the nodes (0 hosts global rank 0 and the store)."""
+    rank_offset: int = 0
+    """Global rank of this node's local rank 0 (ranks of the nodes before it)."""
+    world_size: int | None = None
+    """Ranks over all nodes (None: this node's ranks only)."""
+    master_addr: str = "127.0.0.1"
+    """Address of the first node, where rank 0 listens."""
+    master_port: int | None = None
+    """Port of rank 0's store (None: a free port here, for one node)."""
+
+
 def rank_environ(
-    rank: int, nproc: int, port: int, threads: int, base: dict[str, str] | None = None
+    rank: int,
+    nproc: int,
+    port: int,
+    threads: int,
+    base: dict[str, str] | None = None,
+    placement: Placement | None = None,
 ) -> dict[str, str]:
-    """The torchrun-style environment of local rank ``rank`` of ``nproc``."""
+    """The torchrun-style environment of local rank ``rank`` of ``nproc`` on this node."""
+    where = placement or Placement()
     env = dict(os.environ if base is None else base)
     env.update(
-        RANK=str(rank),
+        RANK=str(where.rank_offset + rank),
         LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(nproc),
+        WORLD_SIZE=str(where.world_size or nproc),
         LOCAL_WORLD_SIZE=str(nproc),
-        GROUP_RANK="0",
-        MASTER_ADDR="127.0.0.1",
+        GROUP_RANK=str(where.node_rank),
+        MASTER_ADDR=where.master_addr,
         MASTER_PORT=str(port),
         OMP_NUM_THREADS=str(threads),
         PYTHONUNBUFFERED="1",
@@ -96,6 +127,7 @@ def _default_handler(rank: int, stream: str, line: str) -> None:
 @dataclass(slots=True)
 class _Rank:
     rank: int
+    """Global rank."""
     proc: subprocess.Popen[bytes]
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=_TAIL))
     readers: list[threading.Thread] = field(default_factory=list)
@@ -156,8 +188,8 @@ def launch_local(
     torch threads per rank (default: cores // nproc). When a rank fails the others are stopped
     (SIGTERM, SIGKILL after ``grace_s``) and the error names the rank and its last stderr lines.
     """
-    from engine.checkpoint import write_json
-    from engine.train import config_to_dict, default_threads
+    from engine.config import config_to_dict
+    from engine.sentiment.checkpoint import write_json
 
     if nproc < 1:
         raise LaunchError(f"--nproc = {nproc} must be >= 1")
@@ -167,7 +199,7 @@ def launch_local(
     write_json(config_path, config_to_dict(cfg))
     per_rank = threads or cfg.threads or default_threads(nproc)
     launch_ranks(
-        "engine.train",
+        "engine.sentiment.train",
         ["--config", str(config_path), "--threads", str(per_rank)],
         nproc,
         threads=per_rank,
@@ -188,6 +220,7 @@ def launch_ranks(
     python: str = sys.executable,
     grace_s: float = 3.0,
     env: dict[str, str] | None = None,
+    placement: Placement | None = None,
 ) -> None:
     """Run ``python -m MODULE ARGS...`` as ``nproc`` local ranks and supervise them.
 
@@ -201,7 +234,7 @@ def launch_ranks(
     if nproc < 1:
         raise LaunchError(f"--nproc = {nproc} must be >= 1")
     handler = on_line or _default_handler
-    port = free_port()
+    port = placement.master_port if placement and placement.master_port else free_port()
     ranks: list[_Rank] = []
     child_setup = _child_setup()
     previous = None
@@ -213,17 +246,17 @@ def launch_ranks(
                 [python, "-m", module, *args],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=rank_environ(rank, nproc, port, threads, env),
+                env=rank_environ(rank, nproc, port, threads, env, placement),
                 preexec_fn=child_setup,
             )
-            r = _Rank(rank, proc)
+            r = _Rank(_global(rank, placement), proc)
             for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
                 assert stream is not None
                 t = threading.Thread(target=_pump, args=(r, stream, name, handler), daemon=True)
                 t.start()
                 r.readers.append(t)
             ranks.append(r)
-            handler(rank, "stderr", f"launch: rank {rank} pid {proc.pid}")
+            handler(r.rank, "stderr", f"launch: rank {r.rank} pid {proc.pid}")
         failed = _supervise(ranks, handler)
         if failed is not None:
             _stop(ranks, grace_s)
@@ -232,7 +265,7 @@ def launch_ranks(
             code = failed.proc.returncode
             raise LaunchError(
                 f"rank {failed.rank} (pid {failed.proc.pid}) failed: {_describe(code)}; "
-                f"stopped the other {nproc - 1} rank(s)",
+                f"stopped the other {nproc - 1} rank(s)" + (" of this node" if placement else ""),
                 hint=f"last lines of rank {failed.rank}:\n{tail}",
             )
         _join(ranks)
@@ -242,6 +275,10 @@ def launch_ranks(
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _global(local_rank: int, placement: Placement | None) -> int:
+    return local_rank + (placement.rank_offset if placement else 0)
 
 
 def _supervise(ranks: Sequence[_Rank], handler: LineHandler) -> _Rank | None:
@@ -282,3 +319,51 @@ def _join(ranks: Sequence[_Rank]) -> None:
     for r in ranks:
         for t in r.readers:
             t.join(timeout=5)
+
+
+def _master(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not (sep and host and port.isdigit()):
+        raise argparse.ArgumentTypeError(f"--master {text!r} is not ADDR:PORT")
+    return host, int(port)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m engine.launch --nproc N [placement] MODULE ARGS...``: one node's ranks.
+
+    Exit 0 when every rank finished (teardown crashes after ``rank_end`` only warn), 1 when
+    one failed (its rank, status and last stderr lines on stderr), 2 for bad arguments.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m engine.launch", description="Run this node's ranks of a job."
+    )
+    parser.add_argument("--nproc", type=int, required=True, help="ranks on this node")
+    parser.add_argument("--threads", type=int, default=None, help="OpenMP threads per rank")
+    parser.add_argument("--node-rank", type=int, default=0, help="this node's index")
+    parser.add_argument("--rank-offset", type=int, default=0, help="global rank of local rank 0")
+    parser.add_argument("--world-size", type=int, default=None, help="ranks over all nodes")
+    parser.add_argument(
+        "--master", type=_master, default=None, help="ADDR:PORT of rank 0 (multi-node)"
+    )
+    parser.add_argument("module", help="python module every rank runs (python -m MODULE)")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    ns = parser.parse_args(argv)
+    addr, port = ns.master or ("127.0.0.1", None)
+    placement = Placement(
+        node_rank=ns.node_rank,
+        rank_offset=ns.rank_offset,
+        world_size=ns.world_size,
+        master_addr=addr,
+        master_port=port,
+    )
+    threads = ns.threads or default_threads(ns.nproc)
+    try:
+        launch_ranks(ns.module, ns.args, ns.nproc, threads=threads, placement=placement)
+    except LaunchError as exc:
+        print(f"launch: {exc.user_message()}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.balancer import advise_from_summary
+from engine.balance.balancer import advise_from_summary
 from remote.clusters.naming import node_names
 from remote.pricing import PriceBook
 from remote.profile import EC2Profile, LocalProfile, Profile, SSHProfile

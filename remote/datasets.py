@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config import PreprocessConfig
+from engine.config import PreprocessConfig, config_to_dict
 from engine.errors import InputError
 from engine.events import Emitter
-from engine.jobs import preprocess_config_to_dict
 from remote.clusters import Command, LocalCluster
 from remote.clusters.base import NodeFailedError
 from remote.profile import Profile
@@ -70,9 +69,7 @@ def synthetic_inputs(profile: Profile, emitter: Emitter) -> list[str]:
 def dataset_key(cfg: PreprocessConfig) -> str:
     """A key that changes when the inputs (path, size, mtime) or any preprocessing setting do."""
     parts: dict[str, Any] = {
-        k: v
-        for k, v in preprocess_config_to_dict(cfg).items()
-        if k not in ("output", "workers", "runner")
+        k: v for k, v in config_to_dict(cfg).items() if k not in ("output", "workers", "runner")
     }
     stamps = []
     for path in cfg.inputs:
@@ -118,7 +115,7 @@ async def prepare_dataset(
 async def _preprocess_here(cfg: PreprocessConfig, run_dir: Path, events_sink: Any) -> None:
     """Run ``python -m engine.jobs preprocess`` as a supervised local process."""
     config_path = run_dir / "preprocess_config.json"
-    write_private_file(config_path, json.dumps(preprocess_config_to_dict(cfg), indent=2))
+    write_private_file(config_path, json.dumps(config_to_dict(cfg), indent=2))
     cluster = LocalCluster(["local"])
     async with cluster:
         await cluster.start(run_dir, events=events_sink)

@@ -54,7 +54,7 @@ User = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,
 Region = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")]
 
 
-class SSHNode(Section):
+class SSHNodeSpec(Section):
     """A machine reached over SSH."""
 
     name: Name | None = None
@@ -293,10 +293,10 @@ class Profile(Section):
                     "not support; training would fail or fall back to CPU (use g4dn, g5 or g6)"
                 )
         world = self.world_size(catalog)
-        for rank in self.train.balancer.straggle:
+        for rank in self.train.balance.straggle:
             if rank >= world:
                 out.append(
-                    f"train.balancer.straggle: rank {rank} does not exist (world size {world})"
+                    f"train.balance.straggle: rank {rank} does not exist (world size {world})"
                 )
         return out
 
@@ -344,12 +344,12 @@ class SSHProfile(_RemoteProfile):
 
     provider: Literal["ssh"]
     """ssh: nodes reached over SSH."""
-    nodes: list[SSHNode] = Field(min_length=1, max_length=256)
+    nodes: list[SSHNodeSpec] = Field(min_length=1, max_length=256)
     """The nodes; the first one hosts the rendezvous."""
 
     @field_validator("nodes")
     @classmethod
-    def _distinct(cls, nodes: list[SSHNode]) -> list[SSHNode]:
+    def _distinct(cls, nodes: list[SSHNodeSpec]) -> list[SSHNodeSpec]:
         labels = [n.label for n in nodes]
         repeated = sorted({x for x in labels if labels.count(x) > 1})
         if repeated:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -13,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from engine.config import BalanceConfig, ModelConfig, PreprocessConfig, TrainConfig
+from engine.config import PreprocessConfig, TrainConfig, config_from_dict
 
 InstanceTypeName = Annotated[
     str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$", max_length=40)
@@ -188,7 +189,7 @@ class ModelSpec(Section):
     (aligned by word; embedding_dim follows the run's)."""
 
 
-class BalancerSpec(Section):
+class BalanceSpec(Section):
     """Dynamic load balancer: re-split data shares and batch sizes by measured speed."""
 
     enabled: bool = False
@@ -217,8 +218,10 @@ class TrainSpec(Section):
     """Model shape."""
     epochs: int | None = Field(default=None, ge=1)
     """Number of epochs (default 3)."""
-    batch: int | None = Field(default=None, ge=1)
-    """Global batch size, summed over ranks (default 256)."""
+    batch_size: int | None = Field(
+        default=None, ge=1, validation_alias=AliasChoices("batch_size", "batch")
+    )
+    """Global batch size, summed over ranks (default 256; `batch` is accepted too)."""
     lr: float | None = Field(default=None, gt=0)
     """Learning rate at the reference batch 256 (default 0.004)."""
     warmup_steps: int | None = Field(default=None, ge=0)
@@ -256,27 +259,24 @@ class TrainSpec(Section):
     """Use only the first N training samples."""
     device: Literal["auto", "cpu", "cuda"] | None = None
     """auto (default: CUDA when visible), cpu or cuda."""
-    grad_sync: Literal["overlap", "separate"] | None = None
-    """overlap (default: all-reduce during backward) or separate (pure compute timing)."""
+    grad_sync: Literal["auto", "overlap", "separate"] | None = None
+    """auto (default: separate when balancing, else overlap), overlap (all-reduce during
+    backward) or separate (pure compute timing)."""
     eval_batch_size: int | None = Field(default=None, ge=1)
     """Evaluation batch size per rank (default 1024)."""
     checkpoint_every_steps: int | None = Field(default=None, ge=0)
     """Also checkpoint every N global steps (0 = off; default 0)."""
     nproc: int | None = Field(default=None, ge=1, le=256)
     """Training processes on this machine (provider local only; default 1)."""
-    balancer: BalancerSpec = BalancerSpec()
-    """Dynamic load balancer."""
+    balance: BalanceSpec = Field(
+        default=BalanceSpec(), validation_alias=AliasChoices("balance", "balancer")
+    )
+    """Dynamic load balancer (`balancer` is accepted too)."""
 
     def to_config(self, data_dir: str, run_dir: str) -> TrainConfig:
-        """The engine config (raises engine ConfigError on values the engine refuses)."""
-        fields = self.model_dump(exclude={"model", "balancer", "nproc", "batch"}, exclude_none=True)
-        if self.batch is not None:
-            fields["batch_size"] = self.batch
-        model = ModelConfig(**self.model.model_dump(exclude_none=True))
-        balance = BalanceConfig(**self.balancer.model_dump(exclude_none=True))
-        return TrainConfig(
-            data_dir=data_dir, run_dir=run_dir, model=model, balance=balance, **fields
-        )
+        """The engine config (same field names; raises engine ConfigError on refused values)."""
+        values = self.model_dump(exclude={"nproc"}, exclude_none=True)
+        return config_from_dict(TrainConfig, {"data_dir": data_dir, "run_dir": run_dir, **values})
 
 
 class BudgetSpec(Section):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import os
 import time
@@ -22,7 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
-from engine.config import TrainConfig
+from engine.config import TrainConfig, config_to_dict
 from engine.errors import SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
 from remote.advice import priced_advice
@@ -149,11 +148,8 @@ class _Progress:
 
 
 def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str, Any]:
-    """The TrainConfig as JSON for ``python -m engine.train --config`` on one node."""
-    data = dataclasses.asdict(cfg)
-    data.update(data_dir=data_dir, run_dir=run_dir)
-    data["balance"]["straggle"] = {str(k): v for k, v in data["balance"]["straggle"].items()}
-    return data
+    """The TrainConfig as JSON for ``python -m engine.sentiment.train --config`` on one node."""
+    return {**config_to_dict(cfg), "data_dir": data_dir, "run_dir": run_dir}
 
 
 @dataclass(slots=True)
@@ -161,6 +157,8 @@ class _Context:
     """What every stage of one run shares."""
 
     profile: Profile
+    train: TrainConfig
+    """The profile's training config, built once (data_dir and run_dir are set per node)."""
     run_dir: Path
     emitter: Emitter
     sink: Any
@@ -177,16 +175,16 @@ async def _train(ctx: _Context, cluster: Cluster, data: PreparedData) -> None:
     try:
         data_paths = await cluster.put_data(data.dataset_dir)
         args: dict[str, list[str]] = {}
-        base = profile.to_train_config(data.dataset_dir, run_dir / "train")
+        base = ctx.train
         for node in cluster.nodes:
             node_cfg = train_config_dict(base, data_paths[node], f"{cluster.node_dir(node)}/train")
             local = make_private_dir(run_dir / "config") / f"train-{node}.json"
             write_private_file(local, json.dumps(node_cfg, indent=2))
             remote_path = (await cluster.put_data(local))[node]
             args[node] = ["--config", remote_path, "--no-events-file"]
-        # the trainer sets its own thread count; this only silences torchrun's OMP warning
-        env = {"OMP_NUM_THREADS": str(base.threads or 1)}
-        commands: dict[str, Command] = cluster.torchrun_commands("engine.train", args, env=env)
+        commands: dict[str, Command] = cluster.rank_commands(
+            "engine.sentiment.train", args, threads=base.threads
+        )
         started = time.time()
         ctx.emitter.emit(
             "stage_start", stage="train", world_size=profile.world_size(), nodes=cluster.nodes
@@ -216,7 +214,8 @@ async def execute_run(
     write_private_file(
         run_dir / "profile.yaml", yaml.safe_dump(profile.resolved(), sort_keys=False)
     )
-    progress = _Progress(epochs_total=profile.to_train_config(".", ".").epochs)
+    train_cfg = profile.to_train_config("", run_dir / "train")  # data_dir: set per node
+    progress = _Progress(epochs_total=train_cfg.epochs)
 
     def tap(event: dict[str, Any]) -> None:
         progress.observe(event)
@@ -243,6 +242,7 @@ async def execute_run(
             provider=profile.provider,
             world_size=profile.world_size(),
             usd_per_hour=rate,
+            epochs=train_cfg.epochs,
             config=profile.resolved(),
         )
         for line in profile.cost_lines(book):
@@ -256,7 +256,7 @@ async def execute_run(
             on_exceeded=lambda _why: loop.call_soon_threadsafe(budget_hit.set),
         )
         ticker.start()
-        ctx = _Context(profile, run_dir, emitter, sink, meter, book, on_line)
+        ctx = _Context(profile, train_cfg, run_dir, emitter, sink, meter, book, on_line)
         status, reason = await _supervise(ctx, stop, budget_hit)
         if status == "budget" and ticker.exceeded_reason:
             reason = ticker.exceeded_reason

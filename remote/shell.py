@@ -5,7 +5,7 @@ Node commands run under a small POSIX ``sh`` wrapper (:data:`NODE_WRAPPER`) that
 * writes its pid to a pid file — it is the leader of a fresh process group (``setsid`` over
   SSH, ``start_new_session`` locally), so ``kill -s TERM -- -PID`` reaches the program — and
   marks the program's environment with a kill token that every descendant inherits, so
-  processes that start sessions of their own (torchrun's workers) are found too;
+  processes that start sessions of their own (the launcher's ranks) are found too;
 * starts a watchdog that waits for end-of-file on the wrapper's stdin and then kills the
   group and the marked processes: the launcher never writes to that pipe, so it reaches
   end-of-file exactly when the launcher or its SSH connection goes away (crash, ``kill -9``,
@@ -43,7 +43,7 @@ NODE_WRAPPER = (
 """The wrapper script: ``sh -c NODE_WRAPPER sentitop-node PIDFILE TOKEN PROGRAM ARGS...``.
 
 Besides the process group, the kill token (an environment variable inherited by every
-descendant) reaches processes that left the group: torchrun starts each worker in a session of
+descendant) reaches processes that left the group: the launcher starts each rank in a session of
 its own, so a group kill alone would orphan the workers once the agent is SIGKILLed.
 """
 
@@ -137,40 +137,34 @@ def kill_command(pidfile: str, token: str = "", signal: str = "TERM") -> str:
     return line + "true"
 
 
-def torchrun_argv(
+def launch_argv(
     python: str,
     module: str,
     args: Sequence[str] = (),
     *,
-    nnodes: int,
-    node_rank: int,
     nproc: int,
-    rdzv_endpoint: str | None,
-    rdzv_id: str,
-    local_addr: str | None = None,
+    node_rank: int = 0,
+    rank_offset: int = 0,
+    world_size: int | None = None,
+    master: str | None = None,
+    threads: int | None = None,
 ) -> list[str]:
-    """``python -m torch.distributed.run ... -m module args`` for one node.
+    """``python -m engine.launch ... MODULE ARGS`` for one node (the one launcher of ranks).
 
-    One node with no endpoint runs ``--standalone``; otherwise c10d rendezvous on
-    ``rdzv_endpoint`` (the first node, which hosts the store: ``is_host`` is set explicitly so
-    nodes sharing one machine, as on loopback, never race for it). c10d numbers the nodes
-    itself (sorted by ``--local-addr``), so ``node_rank`` only decides who hosts the store;
-    which node got global rank 0 is seen from its events (:attr:`RunStreams.rank0_node`).
+    Static rendezvous: the node runs global ranks ``rank_offset .. rank_offset + nproc - 1``
+    of ``world_size``; rank 0 (on the first node) listens on ``master`` (``ADDR:PORT``). One
+    node with no ``master`` picks a free local port itself.
     """
-    argv = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc)]
-    if nnodes == 1 and rdzv_endpoint is None:
-        argv += ["--standalone", "--nnodes", "1"]
-    else:
-        if rdzv_endpoint is None:
-            raise ConfigError("a multi-node run needs a rendezvous endpoint")
+    argv = [python, "-m", "engine.launch", "--nproc", str(nproc)]
+    if master is not None:
         argv += [
-            "--nnodes", str(nnodes),
-            "--rdzv-backend", "c10d",
-            "--rdzv-endpoint", rdzv_endpoint,
-            "--rdzv-id", rdzv_id,
-            "--rdzv-conf", f"is_host={'true' if node_rank == 0 else 'false'}",
-            "--max-restarts", "0",
+            "--node-rank", str(node_rank),
+            "--rank-offset", str(rank_offset),
+            "--world-size", str(world_size if world_size is not None else nproc),
+            "--master", master,
         ]  # fmt: skip
-        if local_addr:
-            argv += ["--local-addr", local_addr]
-    return [*argv, "-m", module, *args]
+    elif world_size not in (None, nproc):
+        raise ConfigError("a multi-node run needs the first node's address (master)")
+    if threads is not None:
+        argv += ["--threads", str(threads)]
+    return [*argv, module, *args]

@@ -90,7 +90,7 @@ def plan_sweep(
     """The profiles of a strong or weak sweep over ``counts`` workers."""
     mode = "weak" if weak else "strong"
     sweep_id = f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{profile.name}"[:63]
-    base_batch = profile.train.batch or 256
+    base_batch = profile.train.batch_size or 256
     if weak:
         per_worker = per_worker or profile.train.max_train_samples
         if per_worker is None:
@@ -107,7 +107,7 @@ def plan_sweep(
         if weak:
             assert per_worker is not None
             changes["train.max_train_samples"] = per_worker * n // counts[0]
-            changes["train.batch"] = max(n, base_batch * n // counts[0])
+            changes["train.batch_size"] = max(n, base_batch * n // counts[0])
         profiles.append(_with(profile, changes))
     return SweepPlan(sweep_id, mode, profiles, counts)
 

@@ -18,7 +18,7 @@ from tui.screens.prices import PricesScreen
 from tui.screens.profiles import ProfilesScreen, RunRequested
 from tui.screens.run import RunScreen
 from tui.screens.runs import ReplayRequested, RunsScreen
-from tui.screens.services import Services
+from tui.services import Services
 from tui.widgets.nav import SCREENS
 
 MODE_ORDER = [mode for mode, _ in SCREENS]

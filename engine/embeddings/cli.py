@@ -9,7 +9,8 @@ Examples::
     python -m engine.embeddings --input FILE --run-dir runs/e3 --prepare-only
     torchrun --nproc-per-node 2 -m engine.embeddings --config runs/e3/embed_config.json --rank
 
-Events go to stdout (every rank) and RUN_DIR/events.jsonl (rank 0), as in ``engine.train``.
+Events go to stdout (every rank) and RUN_DIR/events.jsonl (rank 0),
+as in ``engine.sentiment.train``.
 The module top stays torch-free so ``sentitop embed`` can reuse the argument set.
 """
 
@@ -24,7 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from engine.embeddings.config import EmbedConfig
 from engine.errors import ConfigError, SentitopError
-from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink, encode_event
+from engine.events import (
+    Emitter,
+    EventSink,
+    FanoutSink,
+    JsonlFileSink,
+    StreamSink,
+    encode_event,
+    rank_emitter,
+)
 
 if TYPE_CHECKING:
     from engine.launch import LineHandler
@@ -49,47 +58,34 @@ def parse_straggle(text: str) -> dict[int, float]:
 
 
 def add_embed_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags shared by ``python -m engine.embeddings`` and ``sentitop embed``."""
+    """The flags shared by ``python -m engine.embeddings`` and ``sentitop embed``.
+
+    Generated from :class:`EmbedConfig` (--input and --data exclusive); --straggle takes
+    RANK:FACTOR pairs and --nproc is the launcher's.
+    """
+    from engine.config_flags import add_config_flags
+
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--input", help="raw JSON-lines reviews (plain or .gz), e.g. IMDB")
-    source.add_argument("--data", dest="data_dir", help="preprocessed folder with dataset.h5")
-    parser.add_argument("--run-dir", help="run folder (events, corpus, vectors, summary)")
-    parser.add_argument("--mode", choices=["sync", "async"])
+    add_config_flags(source, EmbedConfig, only=_SOURCE, aliases={"data_dir": "--data"})
+    add_config_flags(parser, EmbedConfig, skip=_SOURCE)
     parser.add_argument("--nproc", type=int, default=1, help="local processes (ranks)")
-    parser.add_argument("--dim", type=int, help="embedding size (e.g. 50 or 200)")
-    parser.add_argument("--batch", type=int, help="positive pairs per step per worker")
-    parser.add_argument("--epochs", type=int)
-    parser.add_argument("--encoder", choices=["word", "char"])
-    parser.add_argument("--lr", type=float)
-    parser.add_argument("--window", type=int)
-    parser.add_argument("--negatives", type=int)
-    parser.add_argument("--subsample", type=float, help="sub-sampling threshold t")
-    parser.add_argument("--min-count", type=int)
-    parser.add_argument("--max-vocab", type=int)
-    parser.add_argument("--max-docs", type=int, help="read only the first N documents")
-    parser.add_argument("--eval-words", type=int, help="PIP loss over the N most frequent words")
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--threads", type=int, help="torch threads per rank")
-    parser.add_argument("--log-every", type=int)
     parser.add_argument(
         "--straggle", type=parse_straggle, help="RANK:FACTOR: that rank sleeps (FACTOR-1) x compute"
     )
 
 
-_FLAG_FIELDS = (
-    "input", "data_dir", "run_dir", "mode", "dim", "batch", "epochs", "encoder", "lr", "window",
-    "negatives", "subsample", "min_count", "max_vocab", "max_docs", "eval_words", "seed",
-    "threads", "log_every", "straggle",
-)  # fmt: skip
+_SOURCE = ("input", "data_dir")
+"""Where the corpus comes from: raw reviews or a preprocessed folder (one of them)."""
 
 
 def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> EmbedConfig:
     """An EmbedConfig from ``base`` (a config file) overridden by the flags given."""
+    from engine.config_flags import flag_values
+
     data = dict(base or {})
-    for name in _FLAG_FIELDS:
-        value = getattr(args, name, None)
-        if value is not None:
-            data[name] = value
+    data.update(flag_values(args, EmbedConfig))
+    if getattr(args, "straggle", None) is not None:
+        data["straggle"] = args.straggle
     if not data.get("run_dir"):
         raise ConfigError("--run-dir is required")
     if data.get("input") and data.get("data_dir"):
@@ -105,15 +101,15 @@ def run_rank(cfg: EmbedConfig) -> int:
     import torch.distributed as dist
 
     from engine.embeddings.param_server import run_async
-    from engine.embeddings.runtime import EmbedRun, make_emitter
+    from engine.embeddings.runtime import EmbedRun
     from engine.embeddings.sync import run_sync
+    from engine.launch import default_threads
     from engine.rank_main import run_as_rank
-    from engine.train import default_threads
-    from engine.trainer import DistEnv
+    from engine.sentiment.trainer import DistEnv
 
     env = DistEnv.from_environ("cpu")
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
-    emitter = make_emitter(cfg, env.rank)
+    emitter = rank_emitter(cfg.run_dir, env.rank, events_file=cfg.events_file)
 
     def work() -> None:
         if env.world > 1:
@@ -142,8 +138,7 @@ def launch(
 ) -> None:
     """Start ``nproc`` local ranks on the prepared run folder through
     :func:`engine.launch.launch_ranks` (LaunchError names a failed rank; the others stop)."""
-    from engine.launch import launch_ranks
-    from engine.train import default_threads
+    from engine.launch import default_threads, launch_ranks
 
     check_nproc(cfg, nproc)
     config_path = Path(cfg.run_dir) / CONFIG_FILE
@@ -218,9 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_rank(cfg)
         if args.prepare_only:
             from engine.embeddings.prepare import prepare
-            from engine.embeddings.runtime import make_emitter
 
-            emitter = make_emitter(cfg, 0)
+            emitter = rank_emitter(cfg.run_dir, 0, events_file=cfg.events_file)
             prepare(cfg, emitter)
             emitter.close()
             Path(cfg.run_dir, CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2))

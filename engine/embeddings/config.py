@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engine.config import config_from_dict, config_to_dict
 from engine.errors import ConfigError
 
 Mode = Literal["sync", "async"]
@@ -94,20 +95,12 @@ class EmbedConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (straggle keys become strings)."""
-        data = asdict(self)
-        data["straggle"] = {str(k): v for k, v in self.straggle.items()}
-        return data
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EmbedConfig:
         """Inverse of :meth:`to_dict`; unknown keys are an error naming them."""
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ConfigError(f"unknown embed config keys {sorted(unknown)}")
-        data = dict(data)
-        data["straggle"] = {int(k): float(v) for k, v in data.get("straggle", {}).items()}
-        return cls(**data)
+        return config_from_dict(cls, data, "embed config")
 
     def corpus_key(self) -> dict[str, Any]:
         """The settings the prepared corpus and reference depend on (cache key)."""

@@ -125,7 +125,7 @@ def read_dataset_docs(data_dir: str) -> Iterator[list[str]]:
     """Words of every /train row of a preprocessed dataset (padding and <unk> dropped)."""
     import h5py
 
-    from engine.data import dataset_path
+    from engine.sentiment.data import dataset_path
 
     folder = Path(data_dir)
     try:

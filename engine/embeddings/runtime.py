@@ -8,7 +8,6 @@ once by the launcher (:mod:`engine.embeddings.prepare`) and are read from the ru
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,19 +21,11 @@ from engine.embeddings.corpus import Corpus, NegativeSampler, epoch_pairs, shard
 from engine.embeddings.evaluate import nearest_neighbours, pip_loss
 from engine.embeddings.models import SGNS, build_model
 from engine.embeddings.prepare import CORPUS_FILE, REFERENCE_FILE
-from engine.events import Emitter, EventSink, FanoutSink, JsonlFileSink, StreamSink
-from engine.trainer import DistEnv
+from engine.events import Emitter
+from engine.sentiment.trainer import DistEnv
 
 SUMMARY_FILE = "summary.json"
 VECTORS_FILE = "embeddings.npy"
-
-
-def make_emitter(cfg: EmbedConfig, rank: int) -> Emitter:
-    """Events to stdout on every rank, plus RUN_DIR/events.jsonl on rank 0."""
-    sinks: list[EventSink] = [StreamSink()]
-    if rank == 0 and cfg.events_file:
-        sinks.append(JsonlFileSink(os.path.join(cfg.run_dir, "events.jsonl")))
-    return Emitter(FanoutSink(*sinks), rank=rank, node=os.environ.get("SENTITOP_NODE"))
 
 
 @dataclass(slots=True)

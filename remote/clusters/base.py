@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from engine.errors import LaunchError
 from engine.events import EventSink
-from remote.shell import check_name, torchrun_argv
+from remote.shell import check_name, launch_argv
 from remote.streams import LineCallback, LineSplitter, RunStreams
 from remote.teardown_await import finish_despite_cancel
 
@@ -72,8 +72,6 @@ class NodeResult:
     """Wall time from start to exit."""
     log_path: Path
     """The node's log file in the run folder."""
-    ranks_done: int = 0
-    """Ranks on this node that reported ``rank_end`` (work done, final barrier met)."""
 
 
 LOST = -255
@@ -144,7 +142,7 @@ class Cluster(ABC):
 
     @abstractmethod
     def nproc(self, node: str) -> int:
-        """Worker processes torchrun starts on ``node``."""
+        """Rank processes the launcher starts on ``node``."""
 
     @abstractmethod
     async def _prepare(self) -> None:
@@ -180,7 +178,7 @@ class Cluster(ABC):
 
     @abstractmethod
     def rendezvous_endpoint(self) -> str | None:
-        """``host:port`` of the c10d store on the first node; None = single-node standalone."""
+        """``host:port`` where global rank 0 (first node) listens; None = one node, any port."""
 
     @property
     def rank0_node(self) -> str:
@@ -232,42 +230,42 @@ class Cluster(ABC):
             await asyncio.gather(*(proc.kill(KILL_GRACE_S) for proc in running.values()))
 
     # -- commands --------------------------------------------------------------------------
-    def torchrun_commands(
+    def rank_commands(
         self,
         module: str,
         args: Sequence[str] | Mapping[str, Sequence[str]],
         *,
         env: Mapping[str, str] | None = None,
+        threads: int | None = None,
     ) -> dict[str, Command]:
-        """One torchrun command per node running ``python -m module args`` on every worker.
+        """One ``python -m engine.launch`` per node running ``python -m module args`` as its ranks.
 
-        ``args`` may be a mapping node → args when nodes see different paths (see
-        :meth:`put_data`). The environment carries ``SENTITOP_NODE`` and the code path.
+        Ranks follow the node order: the first node holds global rank 0 (and the store on
+        :meth:`rendezvous_endpoint`). ``args`` may be a mapping node → args when nodes see
+        different paths (see :meth:`put_data`). The environment carries ``SENTITOP_NODE`` and
+        the code path.
         """
         nodes = self.nodes
         endpoint = self.rendezvous_endpoint()
-        run_id = self.run_dir.name if self.run_dir else "sentitop"
-        commands = {}
-        for rank, node in enumerate(nodes):
+        world = sum(self.nproc(node) for node in nodes)
+        commands, offset = {}, 0
+        for index, node in enumerate(nodes):
             node_args = args[node] if isinstance(args, Mapping) else args
-            argv = torchrun_argv(
+            argv = launch_argv(
                 self.python(node),
                 module,
                 list(node_args),
-                nnodes=len(nodes),
-                node_rank=rank,
                 nproc=self.nproc(node),
-                rdzv_endpoint=endpoint,
-                rdzv_id=run_id,
-                local_addr=self.local_addr(node),
+                node_rank=index,
+                rank_offset=offset,
+                world_size=world,
+                master=endpoint,
+                threads=threads,
             )
+            offset += self.nproc(node)
             node_env = {**self.code_env(node), "SENTITOP_NODE": node, **(env or {})}
             commands[node] = Command(argv=tuple(argv), env=node_env)
         return commands
-
-    def local_addr(self, node: str) -> str | None:
-        """Address of ``node`` that the other nodes reach (torchrun ``--local-addr``)."""
-        return None
 
     async def run(
         self,
@@ -306,23 +304,17 @@ class Cluster(ABC):
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 finished = [task.result() for task in done]
                 results.update((result.node, result) for result in finished)
-                failed = [r for r in finished if r.exit_code != 0 and not self._excused(r, stage)]
+                failed = [r for r in finished if r.exit_code != 0]
                 if failed and self._stopping:
                     raise LaunchError(f"{stage} was stopped: the cluster is shutting down")
                 if failed:
                     if pending:  # nodes that fail because of this one are not the cause
                         more, pending = await asyncio.wait(pending, timeout=SETTLE_S)
-                        failed += [
-                            t.result()
-                            for t in more
-                            if t.result().exit_code != 0 and not self._excused(t.result(), stage)
-                        ]
+                        failed += [t.result() for t in more if t.result().exit_code != 0]
                     raise self._failure(self._root_cause(failed), failed, stage)
             for node in commands:
                 result = results[node]
                 detail = f"exit 0 after {result.seconds:.1f} s"
-                if result.exit_code != 0:  # excused: every rank had finished (see _excused)
-                    detail = f"finished; exit {result.exit_code} while tearing down"
                 streams.emit("node", node=node, status="done", stage=stage, detail=detail)
                 self._running.pop(node, None)
             return results
@@ -336,22 +328,6 @@ class Cluster(ABC):
                     task.cancel()
                 self._runs.discard(current)
                 await asyncio.gather(*tasks, return_exceptions=True)
-
-    def _excused(self, result: NodeResult, stage: str) -> bool:
-        """True when every rank of a failed node had finished its work: a teardown crash.
-
-        torchrun fails a node when one worker dies, also while it tears down after its final
-        barrier; the run's results are complete by then, so that is a warning, not a failure.
-        """
-        ranks = self.nproc(result.node)
-        if not 0 < ranks <= result.ranks_done:
-            return False
-        warning = (
-            f"{stage}: exit code {result.exit_code} while tearing down, after all {ranks} "
-            "rank(s) finished their work; results are complete"
-        )
-        self._require_started().note(result.node, warning)
-        return True
 
     def _root_cause(self, failed: list[NodeResult]) -> NodeResult:
         """The failure that caused the others: not a lost peer if possible, else the first."""
@@ -396,13 +372,10 @@ class Cluster(ABC):
     ) -> NodeResult:
         streams = self._require_started()
         splitter = LineSplitter()
-        ranks_done = 0
 
         async def record(lines: list[str]) -> None:
-            nonlocal ranks_done
             for line in lines:
-                event = await streams.line(node, line, on_line)
-                ranks_done += event is not None and event.get("type") == "rank_end"
+                await streams.line(node, line, on_line)
 
         while chunk := await proc.read():
             await record(splitter.feed(chunk))
@@ -410,7 +383,7 @@ class Cluster(ABC):
         code = await proc.wait()
         seconds = time.monotonic() - started
         streams.note(node, f"exit code {code} after {seconds:.1f} s")
-        return NodeResult(node, code, seconds, streams.log_path(node), ranks_done)
+        return NodeResult(node, code, seconds, streams.log_path(node))
 
     def _require_started(self) -> RunStreams:
         if self.streams is None:

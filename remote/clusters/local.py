@@ -1,7 +1,7 @@
 """LocalCluster: node processes on this machine, each in its own process group.
 
 Every command runs under the node wrapper of :mod:`remote.shell` in a new session, so stopping
-a node kills torchrun and all its workers (``killpg``), Ctrl-C in the terminal reaches only
+a node kills its launcher and all its ranks (``killpg``), Ctrl-C in the terminal reaches only
 sentitop (which then stops the nodes), and the wrapper's watchdog kills the group if sentitop
 itself dies. Several local "nodes" may be named to exercise multi-node code on one machine;
 they rendezvous on 127.0.0.1.
@@ -14,12 +14,12 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from engine.errors import LaunchError
+from engine.launch import free_port
 from remote.clusters.base import Cluster, Command, NodeProcess
 from remote.shell import TOKEN_VAR, wrapped_argv
 
@@ -126,10 +126,6 @@ class LocalCluster(Cluster):
             self._rdzv_port = free_port()
         return f"127.0.0.1:{self._rdzv_port}"
 
-    def local_addr(self, node: str) -> str | None:
-        """Loopback when several local nodes rendezvous."""
-        return None if len(self._names) == 1 else "127.0.0.1"
-
     async def _prepare(self) -> None:
         if shutil.which(self._python) is None and not Path(self._python).exists():
             raise LaunchError(f"python interpreter {self._python!r} not found on this machine")
@@ -191,11 +187,3 @@ def marked_processes(token: str) -> list[int]:
         if needle in environ.split(b"\0"):
             found.append(int(entry.name))
     return found
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port

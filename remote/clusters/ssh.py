@@ -1,4 +1,4 @@
-"""SSHCluster: nodes reached over SSH (asyncssh); code and data copied by SFTP; torchrun per node.
+"""SSHCluster: nodes reached over SSH (asyncssh); code and data copied by SFTP; launcher per node.
 
 Host keys are checked against ``known_hosts`` (``~/.ssh/known_hosts`` by default) unless the
 cluster is explicitly built with ``check_host_keys=False``. Each node gets this layout under its
@@ -58,7 +58,7 @@ class SSHNode:
     key: str | None = None
     """Private key file (default: the usual ~/.ssh keys and the agent)."""
     nproc: int = 1
-    """Training processes (torchrun workers) on this node."""
+    """Training processes (ranks of the launcher) on this node."""
     address: str | None = None
     """Address the other nodes use to reach this one (rendezvous, gloo); default ``host``."""
 
@@ -180,7 +180,7 @@ class SSHCluster(Cluster):
         return self._nodes[node].where()
 
     def nproc(self, node: str) -> int:
-        """torchrun workers on ``node``."""
+        """Ranks on ``node``."""
         return self._nodes[node].nproc
 
     def python(self, node: str) -> str:
@@ -204,11 +204,6 @@ class SSHCluster(Cluster):
         """First node's address and the rendezvous port."""
         first = next(iter(self._nodes.values()))
         return f"{first.address or first.host}:{self.rdzv_port}"
-
-    def local_addr(self, node: str) -> str | None:
-        """The address other nodes use for ``node``."""
-        spec = self._nodes[node]
-        return spec.address or spec.host
 
     # -- connecting and setting up -------------------------------------------------------------
     async def _connect(self, spec: SSHNode) -> asyncssh.SSHClientConnection:

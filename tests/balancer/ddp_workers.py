@@ -9,7 +9,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from engine.balancer import SplitPlan, split
+from engine.balance.balancer import SplitPlan, split
 
 N, B, SHARES = 23, 10, (0.3, 0.7)
 """23 samples, global batch 10: steps of 10, 10 and 3 samples; local batches 3 and 7."""

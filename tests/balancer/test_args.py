@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from engine.balance_args import (
+from engine.balance.args import (
     add_balance_arguments,
     balance_argv,
     balance_config_from_args,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.balancer import (
+from engine.balance.balancer import (
     Balancer,
     SplitPlan,
     advise,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -10,13 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 mp = pytest.importorskip("torch.multiprocessing")
 
+from engine.launch import free_port  # noqa: E402
 from tests.balancer import ddp_workers  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.slow
@@ -25,7 +19,7 @@ def test_scaled_ddp_gradient_equals_single_process_full_batch(tmp_path: Path) ->
     assert plan.batch_sizes == (3, 7) and plan.last_sizes == (1, 2)  # really unequal
     mp.spawn(
         ddp_workers.gradient_worker,
-        args=(2, _free_port(), str(tmp_path)),
+        args=(2, free_port(), str(tmp_path)),
         nprocs=2,
         join=True,
     )

@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("torch")
 
-from engine.balance_hooks import BalanceHooks, make_train_hooks
-from engine.balancer import advise_from_summary
+from engine.balance.balancer import advise_from_summary
+from engine.balance.hooks import BalanceHooks, make_train_hooks
 from engine.config import BalanceConfig, TrainConfig
 from engine.events import Emitter
-from engine.trainer import HookContext, StepTiming, TrainHooks
+from engine.sentiment.trainer import HookContext, StepTiming, TrainHooks
 
 
 class ListSink:
@@ -110,10 +110,11 @@ def test_state_round_trips_through_a_checkpoint() -> None:
 def test_make_train_hooks_picks_the_balancer_only_when_needed() -> None:
     plain = TrainConfig(data_dir="d", run_dir="r")
     assert type(make_train_hooks(plain)) is TrainHooks
-    assert plain.grad_sync == "overlap"
+    assert plain.sync_mode == "overlap"
     balanced = TrainConfig(data_dir="d", run_dir="r", balance=BalanceConfig(enabled=True))
     assert isinstance(make_train_hooks(balanced), BalanceHooks)
-    assert balanced.grad_sync == "separate"  # pure compute timing needs a separate all-reduce
+    assert balanced.sync_mode == "separate"  # pure compute timing needs a separate all-reduce
+    assert balanced.grad_sync == "auto"  # the config itself is left as it was built
 
 
 def test_summary_advice_can_be_repriced_on_the_operator_side() -> None:
@@ -135,8 +136,8 @@ def test_summary_advice_can_be_repriced_on_the_operator_side() -> None:
 
 
 def test_the_trainer_sampler_follows_a_balancer_plan_exactly() -> None:
-    from engine.balancer import split
-    from engine.data import PlanSampler
+    from engine.balance.balancer import split
+    from engine.sentiment.data import PlanSampler
 
     plan = split(0, 1003, 100, [0.7, 0.3])  # 10 steps + a short last step
     samplers = [PlanSampler(1003, seed=3, rank=r) for r in range(2)]

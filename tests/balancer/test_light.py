@@ -8,7 +8,7 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["engine.balancer", "engine.balance_args"])
+@pytest.mark.parametrize("module", ["engine.balance.balancer", "engine.balance.args"])
 def test_balancer_modules_load_no_torch(module: str) -> None:
     code = f"import sys, {module}; print(any(m.split('.')[0] == 'torch' for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)

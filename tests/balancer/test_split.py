@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.balancer import (
+from engine.balance.balancer import (
     apportion,
     ideal_epoch_seconds,
     shares_from_speed,

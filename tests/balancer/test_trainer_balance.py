@@ -29,13 +29,15 @@ def _run(tmp_path: Path, balance: BalanceConfig, epochs: int = 3) -> Path:
 
 @pytest.mark.slow
 def test_straggler_shares_move_toward_the_speed_ratio(tmp_path: Path) -> None:
-    run = _run(tmp_path, BalanceConfig(enabled=True, straggle={1: 2.0}))
+    # emulated device time (5 ms a sample) dwarfs the real compute, so the 2x ratio holds
+    # however loaded the host's cores are
+    run = _run(tmp_path, BalanceConfig(enabled=True, straggle={1: 2.0}, emulate_s=0.005))
     events = list(read_events(run / "events.jsonl"))
     balance = [e for e in events if e["type"] == "balance"]
     assert [e["epoch"] for e in balance] == [0, 1, 2]  # one plan per epoch
     assert balance[0]["shares"] == [0.5, 0.5] and balance[0]["batch_sizes"] == [64, 64]
     first = balance[1]["measured"]  # seconds per sample in epoch 0, equal batches
-    assert 1.5 < first[1] / first[0] < 3.0  # rank 1 sleeps 1x its compute: about 2x slower
+    assert 1.5 < first[1] / first[0] < 2.5  # rank 1 sleeps 1x its device time: about 2x slower
     final = balance[-1]
     assert final["shares"][0] / final["shares"][1] > 1.5  # from 1.0 toward the ~2x ratio
     assert final["batch_sizes"][0] > final["batch_sizes"][1]
@@ -59,7 +61,11 @@ def test_straggler_shares_move_toward_the_speed_ratio(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_rebalancing_every_k_steps_inside_an_epoch(tmp_path: Path) -> None:
-    run = _run(tmp_path, BalanceConfig(enabled=True, every_steps=4, straggle={1: 2.0}), epochs=1)
+    run = _run(
+        tmp_path,
+        BalanceConfig(enabled=True, every_steps=4, straggle={1: 2.0}, emulate_s=0.005),
+        epochs=1,
+    )
     events = list(read_events(run / "events.jsonl"))
     balance = [e for e in events if e["type"] == "balance"]
     assert [e["step"] for e in balance] == [0, 4, 8, 12]  # 16 steps, a plan every 4

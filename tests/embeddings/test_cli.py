@@ -62,6 +62,8 @@ def test_engine_entry_point_rejects_both_sources(capsys: pytest.CaptureFixture[s
 
 
 def test_help_does_not_import_torch() -> None:
-    code = "import sys, tui.commands.embed, engine.embeddings.cli; print('torch' in sys.modules)"
+    code = (
+        "import sys, tui.cli.commands.embed, engine.embeddings.cli; print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr

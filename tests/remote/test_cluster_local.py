@@ -149,42 +149,34 @@ async def test_a_failing_node_stops_the_others_and_is_named(tmp_path: Path) -> N
     assert error.user_message().startswith("launch failed: node b")
 
 
-def _ranks_then_crash(ranks_ending: int) -> Command:
-    """A node whose workers report rank_end ``ranks_ending`` times, then torchrun-like exit 1."""
-    return py(f"""
-        import sys
-        for rank in range({ranks_ending}):
-            print('{{"type":"rank_end","t":1.0,"rank":' + str(rank) + ',"status":"ok"}}')
-        print("terminate called without an active exception", flush=True)
-        sys.exit(1)
-    """)
-
-
-async def test_a_node_that_fails_after_every_rank_finished_is_done_with_a_warning(
+@pytest.mark.slow
+async def test_a_node_whose_rank_crashes_after_it_finished_is_done_with_a_warning(
     tmp_path: Path,
 ) -> None:
+    """The node launcher applies the one teardown rule: rank 1 aborts after its rank_end."""
     run_dir = tmp_path / "runs" / "teardown"
-    async with LocalCluster(["a", "b"], nproc=2) as cluster:
+    async with LocalCluster(["a", "b"], nproc=1) as cluster:
         await cluster.start(run_dir)
-        results = await cluster.run({"a": _ranks_then_crash(2), "b": py("print('ok')")})
-    assert (results["a"].exit_code, results["a"].ranks_done) == (1, 2)
+        results = await cluster.run(cluster.rank_commands("tests.train.crashing_rank", ["after"]))
+    assert {r.exit_code for r in results.values()} == {0}
     events = list(read_events(run_dir / "events.jsonl"))
-    done = {e["node"]: e["detail"] for e in events if e["type"] == "node" and e["status"] == "done"}
-    assert done["a"] == "finished; exit 1 while tearing down"
-    assert done["b"].startswith("exit 0 after")
+    assert sorted(e["rank"] for e in events if e["type"] == "rank_end") == [0, 1]
     assert not [e for e in events if e["type"] == "error"]
-    log = (run_dir / "logs" / "a.log").read_text()
-    assert "while tearing down, after all 2 rank(s) finished their work" in log
+    log = (run_dir / "logs" / "b.log").read_text()
+    assert "rank 1 killed by SIGABRT while tearing down, after it finished its work" in log
 
 
-async def test_a_node_that_fails_before_all_its_ranks_finished_fails_the_run(
+@pytest.mark.slow
+async def test_a_node_whose_rank_crashes_before_it_finished_fails_the_run(
     tmp_path: Path,
 ) -> None:
     async with LocalCluster(["a"], nproc=2) as cluster:
         await cluster.start(tmp_path / "runs" / "early")
         with pytest.raises(NodeFailedError) as caught:
-            await cluster.run({"a": _ranks_then_crash(1)})
-    assert caught.value.exit_code == 1 and "terminate called" in caught.value.message
+            await cluster.run(cluster.rank_commands("tests.train.crashing_rank", ["before"]))
+    assert caught.value.exit_code == 1 and "rank 1" in caught.value.message + "\n".join(
+        caught.value.tail
+    )
 
 
 async def test_the_cause_is_named_not_the_node_that_lost_its_peer(tmp_path: Path) -> None:
@@ -225,7 +217,7 @@ async def test_cancelling_the_run_kills_the_whole_process_group(tmp_path: Path) 
 
 
 async def test_stopping_reaches_children_that_left_the_process_group(tmp_path: Path) -> None:
-    """torchrun starts workers in sessions of their own; the kill token still finds them."""
+    """the launcher starts ranks in sessions of their own; the kill token still finds them."""
     marker = tmp_path / "escaped.pid"
     async with LocalCluster(["n0"]) as cluster:
         await cluster.start(tmp_path / "runs" / "escape")
@@ -351,7 +343,7 @@ async def test_put_data_and_fetch_are_local_paths(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-async def test_two_local_nodes_rendezvous_with_torchrun(tmp_path: Path) -> None:
+async def test_two_local_nodes_rendezvous_through_the_launcher(tmp_path: Path) -> None:
     code = tmp_path / "mod"
     code.mkdir()
     (code / "probe_ar.py").write_text(
@@ -366,25 +358,25 @@ async def test_two_local_nodes_rendezvous_with_torchrun(tmp_path: Path) -> None:
         dist.destroy_process_group()
         """)
     )
-    run_dir = tmp_path / "runs" / "torchrun"
+    run_dir = tmp_path / "runs" / "two-nodes"
     async with LocalCluster(["a", "b"]) as cluster:
         await cluster.start(run_dir)
-        commands = cluster.torchrun_commands("probe_ar", [], env={"PYTHONPATH": str(code)})
-        assert "--standalone" not in commands["a"].argv
+        commands = cluster.rank_commands("probe_ar", [], env={"PYTHONPATH": str(code)})
+        assert "--master" in commands["a"].argv
         results = await cluster.run(commands)
     assert {r.exit_code for r in results.values()} == {0}
     events = [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "progress"]
-    assert sorted((e["node"], e["env_node"], e["sum"]) for e in events) == [
-        ("a", "a", 3.0),
-        ("b", "b", 3.0),
+    assert sorted((e["node"], e["env_node"], e["rank"], e["sum"]) for e in events) == [
+        ("a", "a", 0, 3.0),  # ranks follow the node order: the first node holds rank 0
+        ("b", "b", 1, 3.0),
     ]
 
 
-def test_single_node_torchrun_is_standalone() -> None:
+def test_single_node_runs_its_ranks_through_the_launcher() -> None:
     cluster = LocalCluster(["local"], nproc=2)
-    command = cluster.torchrun_commands("engine.train", ["--config", "c.json"])["local"]
+    command = cluster.rank_commands("engine.sentiment.train", ["--config", "c.json"])["local"]
     argv = list(command.argv)
-    assert argv[:3] == [PY, "-m", "torch.distributed.run"]
-    assert "--standalone" in argv and argv[argv.index("--nproc-per-node") + 1] == "2"
-    assert argv[-4:] == ["-m", "engine.train", "--config", "c.json"]
+    assert argv[:3] == [PY, "-m", "engine.launch"]
+    assert "--master" not in argv and argv[argv.index("--nproc") + 1] == "2"
+    assert argv[-3:] == ["engine.sentiment.train", "--config", "c.json"]
     assert command.env["SENTITOP_NODE"] == "local"

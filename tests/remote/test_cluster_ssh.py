@@ -16,8 +16,8 @@ import pytest
 
 from engine.errors import LaunchError
 from engine.events import read_events
+from engine.launch import free_port
 from remote.clusters import Command, NodeFailedError
-from remote.clusters.local import free_port
 from remote.clusters.ssh import SSHCluster, SSHNode, code_bundle
 from tests.remote.conftest import LoopbackSSHD
 
@@ -52,11 +52,11 @@ def dataset(tmp_path: Path) -> Path:
 async def _train_commands(
     cluster: SSHCluster, dataset: Path, epochs: int, *extra: str
 ) -> dict[str, Command]:
-    """Copy the dataset to the nodes; torchrun commands running ``engine.train`` on it."""
+    """Copy the dataset to the nodes; launcher commands running ``engine.sentiment.train`` on it."""
     paths = await cluster.put_data(dataset)
     flags = ["--run-dir", "train", "--epochs", str(epochs), *TRAIN_FLAGS, *extra]
     args = {node: ["--data", paths[node], *flags] for node in cluster.nodes}
-    return cluster.torchrun_commands("engine.train", args)
+    return cluster.rank_commands("engine.sentiment.train", args)
 
 
 @pytest.mark.slow
@@ -94,13 +94,13 @@ async def test_two_node_training_over_ssh_end_to_end(
     # every line is in the node's log; events were told apart from log lines
     for node in ("a", "b"):
         log = (run_dir / "logs" / f"{node}.log").read_text()
-        assert "torch.distributed.run" in log  # the launcher's note of what it started
+        assert "-m engine.launch" in log  # the note of what each node started
         assert all(line in log for n, line, _ in seen if n == node)
     assert any(is_event for n, _, is_event in seen if n == "a")
     assert (run_dir / "events.jsonl").stat().st_mode & 0o777 == 0o600
     # the engine package arrived whole: its content digest names its folder on the node
     assert code_bundle(code_dir / "engine")[0] == code_dir.name
-    assert (code_dir / "engine" / "train.py").is_file()
+    assert (code_dir / "engine" / "sentiment" / "train.py").is_file()
 
 
 def _alive(pid: int) -> bool:
@@ -140,7 +140,7 @@ async def _wait_for(path: Path, timeout: float) -> None:
 
 
 def _training_worker(node: str) -> int | None:
-    """Pid of the ``engine.train`` worker (not the torchrun agent) of ``node`` on this machine."""
+    """Pid of the ``engine.sentiment.train`` rank (not the node's launcher) of ``node`` here."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -151,8 +151,8 @@ def _training_worker(node: str) -> int | None:
             continue
         if (
             f"SENTITOP_NODE={node}".encode() in environ
-            and b"engine.train" in cmdline
-            and b"torch.distributed.run" not in cmdline
+            and b"engine.sentiment.train" in cmdline
+            and b"engine.launch" not in cmdline
         ):
             return int(entry.name)
     return None
@@ -205,7 +205,7 @@ async def test_killing_one_nodes_training_process_mid_epoch_stops_every_node_the
     assert "node b (" in caught.value.message and "SIGKILL" in caught.value.message
     assert stopped_after < 10
     assert pids_left == {"a": [], "b": []}
-    assert not worker_a_alive  # torchrun's worker left the group (own session): killed by token
+    assert not worker_a_alive  # the rank left the group (own session): killed by token
     events = list(read_events(run_dir / "events.jsonl"))
     # the launcher's verdict (rank 0 may also report its own lost-peer error, with a rank)
     errors = [e for e in events if e["type"] == "error" and "rank" not in e]

@@ -25,7 +25,7 @@ from remote.profile import (
     load_profile,
     resolve_profile_path,
 )
-from remote.profile_spec import BalancerSpec, PreprocessSpec, TrainSpec
+from remote.profile_spec import BalanceSpec, PreprocessSpec, TrainSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = ROOT / "profiles"
@@ -70,7 +70,7 @@ def test_shipped_profile_kinds() -> None:
     mixed = load_profile(PROFILES / "aws-mixed-g4dn-g5.yaml")
     assert isinstance(mixed, EC2Profile)
     assert len({g.instance_type for g in mixed.nodes}) == 2  # heterogeneous
-    assert mixed.train.balancer.enabled
+    assert mixed.train.balance.enabled
 
 
 def test_seed_profile_warns_about_unsupported_gpus_and_others_do_not() -> None:
@@ -303,7 +303,7 @@ def test_local_profile_converts_into_engine_configs(tmp_path: Path) -> None:
     )
     train = profile.to_train_config(tmp_path / "data", tmp_path / "run")
     assert isinstance(train, TrainConfig)
-    assert train.epochs == profile.train.epochs and train.batch_size == profile.train.batch
+    assert train.epochs == profile.train.epochs and train.batch_size == profile.train.batch_size
     assert train.run_dir == str(tmp_path / "run")
     # unset fields keep the engine defaults
     defaults = TrainConfig(data_dir="d", run_dir="r")
@@ -378,8 +378,8 @@ def _documented_default(description: str) -> str | None:
 @pytest.mark.parametrize(
     ("spec", "engine", "renames"),
     [
-        (TrainSpec, TrainConfig, {"batch": "batch_size"}),
-        (BalancerSpec, BalanceConfig, {}),
+        (TrainSpec, TrainConfig, {}),
+        (BalanceSpec, BalanceConfig, {}),
         (PreprocessSpec, PreprocessConfig, {}),
     ],
 )
@@ -433,4 +433,4 @@ def test_profiles_command_lists_prices_and_flags_invalid_files(tmp_path: Path) -
     assert "Traceback" not in out.stderr
 
     schema = _cli("--schema", cwd=tmp_path)
-    assert schema.returncode == 0 and "SSHNode" in json.loads(schema.stdout)["$defs"]
+    assert schema.returncode == 0 and "SSHNodeSpec" in json.loads(schema.stdout)["$defs"]

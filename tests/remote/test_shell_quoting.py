@@ -12,17 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import ConfigError, LaunchError
+from engine.launch import free_port
 from remote.clusters import Command
-from remote.clusters.local import free_port
 from remote.clusters.ssh import SSHCluster, SSHNode
 from remote.shell import (
     check_name,
     env_args,
     join,
     kill_command,
+    launch_argv,
     remote_dir,
     remote_node_command,
-    torchrun_argv,
 )
 from tests.remote.conftest import LoopbackSSHD
 
@@ -166,22 +166,21 @@ def test_unsafe_environment_names_are_refused(name: str) -> None:
         env_args({name: "v"})
 
 
-def test_torchrun_argv_keeps_values_as_single_arguments() -> None:
-    argv = torchrun_argv(
+def test_launch_argv_keeps_values_as_single_arguments() -> None:
+    argv = launch_argv(
         "/opt/py $(x)/python",
-        "engine.train",
+        "engine.sentiment.train",
         ["--config", "/d/`x`.json"],
-        nnodes=2,
-        node_rank=1,
         nproc=2,
-        rdzv_endpoint="10.0.0.1:29400",
-        rdzv_id="run;1",
-        local_addr="10.0.0.2",
+        node_rank=1,
+        rank_offset=2,
+        world_size=4,
+        master="10.0.0.1:29400",
     )
     assert argv[0] == "/opt/py $(x)/python"
-    assert argv[argv.index("--rdzv-id") + 1] == "run;1"
-    assert argv[argv.index("--rdzv-conf") + 1] == "is_host=false"
-    assert argv[-3:] == ["engine.train", "--config", "/d/`x`.json"]
+    assert argv[argv.index("--rank-offset") + 1] == "2"
+    assert argv[argv.index("--master") + 1] == "10.0.0.1:29400"
+    assert argv[-3:] == ["engine.sentiment.train", "--config", "/d/`x`.json"]
     assert shlex.split(join(argv)) == argv
 
 

@@ -30,7 +30,7 @@ def test_strong_plan_changes_only_workers_and_epochs() -> None:
     assert [p.train.nproc for p in plan.profiles] == [1, 2, 4]
     assert [p.name for p in plan.profiles] == ["tiny-np1", "tiny-np2", "tiny-np4"]
     for p in plan.profiles:
-        assert p.train.epochs == 1 and p.train.batch == base.train.batch
+        assert p.train.epochs == 1 and p.train.batch_size == base.train.batch_size
         assert p.train.max_train_samples is None and p.source == base.source
 
 
@@ -38,7 +38,7 @@ def test_weak_plan_grows_data_and_batch() -> None:
     base = load_profile(TINY)
     plan = plan_sweep(base, [1, 2, 4], weak=True, per_worker=300)
     assert [p.train.max_train_samples for p in plan.profiles] == [300, 600, 1200]
-    assert [p.train.batch for p in plan.profiles] == [64, 128, 256]
+    assert [p.train.batch_size for p in plan.profiles] == [64, 128, 256]
     with pytest.raises(InputError, match="--weak needs the samples per worker"):
         plan_sweep(base, [1, 2], weak=True)
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from engine.config import ModelConfig, PreprocessConfig, TrainConfig
-from engine.trainer import DistEnv, Trainer
+from engine.sentiment.trainer import DistEnv, Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT.parent / "shared" / "data" / "amazon2018_Appliances_5.jsonl.gz"
@@ -76,7 +76,7 @@ def test_eval_scores_every_usable_review_of_a_real_file(trained_run: Path) -> No
 
 
 def test_predict_gives_probabilities_that_match_eval(trained_run: Path) -> None:
-    from engine.evaluate import load_run, predict_proba, read_labelled
+    from engine.sentiment.evaluate import load_run, predict_proba, read_labelled
 
     run = load_run(trained_run)
     texts, _ = read_labelled(run, [str(REAL)])

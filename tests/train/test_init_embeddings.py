@@ -14,7 +14,7 @@ import pytest
 from engine.config import ModelConfig, TrainConfig
 from engine.errors import ConfigError
 from engine.events import Emitter
-from engine.pretrained import align, dataset_itos, initial_table, load_pretrained
+from engine.sentiment.pretrained import align, dataset_itos, initial_table, load_pretrained
 from tests.train.conftest import write_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,8 +124,8 @@ class _Events:
 
 @pytest.mark.slow
 def test_training_starts_from_the_run_vectors(tmp_path: Path) -> None:
-    from engine.model import build_model, resolve_spec
-    from engine.trainer import DistEnv, Trainer
+    from engine.sentiment.model import build_model, resolve_spec
+    from engine.sentiment.trainer import DistEnv, Trainer
 
     data = write_dataset(tmp_path / "data", n_train=64, n_test=32, vocab_size=20)
     itos = dataset_itos(data)
@@ -163,8 +163,8 @@ def test_train_command_exits_2_naming_the_missing_file(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "data", n_train=64, n_test=32)
     (tmp_path / "emb").mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.train", "--data", str(data), "--run-dir",
-         str(tmp_path / "run"), "--init-embeddings", str(tmp_path / "emb"), "--epochs", "1"],
+        [sys.executable, "-m", "engine.sentiment.train", "--data", str(data), "--run-dir",
+         str(tmp_path / "run"), "--model-init-embeddings", str(tmp_path / "emb"), "--epochs", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr

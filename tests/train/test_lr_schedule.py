@@ -10,7 +10,7 @@ import pytest
 
 from engine.config import ModelConfig, TrainConfig
 from engine.events import read_events
-from engine.trainer import DistEnv, Trainer
+from engine.sentiment.trainer import DistEnv, Trainer
 
 
 def _lrs(data: Path, run: Path, schedule: str) -> list[float]:

@@ -7,7 +7,7 @@ import torch
 
 from engine.config import ModelConfig
 from engine.errors import ConfigError
-from engine.model import build_model, count_parameters, resolve_spec
+from engine.sentiment.model import build_model, count_parameters, resolve_spec
 
 
 @pytest.mark.parametrize("preset", ["seed", "default"])

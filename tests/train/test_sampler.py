@@ -10,8 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.data import EpochPlan, PlanSampler, epoch_permutation, even_plan
 from engine.errors import DatasetError
+from engine.sentiment.data import EpochPlan, PlanSampler, epoch_permutation, even_plan
 
 
 def _epoch_indices(sampler_for_rank: list[PlanSampler]) -> list[np.ndarray]:
@@ -97,7 +97,7 @@ def test_state_dict_rebuilds_the_same_order() -> None:
 
 
 def test_balancer_plans_plug_in() -> None:
-    balancer = pytest.importorskip("engine.balancer")
+    balancer = pytest.importorskip("engine.balance.balancer")
     plan = balancer.split(0, 1001, 100, [0.7, 0.3])
     samplers = _samplers(1001, [plan], epoch=1)
     got = np.concatenate(_epoch_indices(samplers))
@@ -132,7 +132,7 @@ def test_scaled_rank_gradients_average_to_the_full_batch_gradient() -> None:
 
 
 def test_loader_workers_yield_the_same_batches(tiny_data: Path) -> None:
-    from engine.data import load_split, train_loader
+    from engine.sentiment.data import load_split, train_loader
 
     arrays = load_split(tiny_data, "train")
     sampler = PlanSampler(len(arrays.labels), seed=0, rank=1)

@@ -11,7 +11,7 @@ import torch
 
 from engine.config import ModelConfig, TrainConfig
 from engine.events import read_events
-from engine.trainer import DistEnv, StepTiming, Trainer, TrainHooks
+from engine.sentiment.trainer import DistEnv, StepTiming, Trainer, TrainHooks
 
 
 class _Killed(Exception):
@@ -110,8 +110,9 @@ def test_resume_gives_the_same_weights(
 def test_cli_flags_become_a_train_config() -> None:
     import argparse
 
+    from engine.config import TrainConfig, config_from_dict, config_to_dict
     from engine.errors import ConfigError
-    from engine.train import add_train_arguments, config_from_args, config_from_dict, config_to_dict
+    from engine.sentiment.train import add_train_arguments, config_from_args
 
     parser = argparse.ArgumentParser()
     add_train_arguments(parser)
@@ -135,6 +136,6 @@ def test_cli_flags_become_a_train_config() -> None:
     cfg = config_from_args(args)
     assert (cfg.epochs, cfg.model.preset, cfg.pos_weight, cfg.resume) == (5, "seed", "none", True)
     assert cfg.balance.straggle == {1: 1.5}
-    assert config_from_dict(config_to_dict(cfg)) == cfg  # the launcher's round trip
+    assert config_from_dict(TrainConfig, config_to_dict(cfg)) == cfg  # the launcher's round trip
     with pytest.raises(ConfigError, match="--run-dir"):
         config_from_args(parser.parse_args(["--data", "d"]))

@@ -11,7 +11,7 @@ from engine.errors import ProfileError
 from engine.events import read_events
 from tui.app import SentitopApp, make_app
 from tui.model.rows import PriceList, PriceRow, ProfileRow
-from tui.screens.services import OnEvent, Services
+from tui.services import OnEvent, Services
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RUNS_DIR = FIXTURES / "runs"

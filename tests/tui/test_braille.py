@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from rich.cells import cell_len
 
-from tui.widgets.braille import PlotLine, decimate, format_seconds, nice_number, render_plot
+from tui.format import format_seconds, nice_number
+from tui.widgets.braille import PlotLine, decimate, render_plot
 
 
 def brute_minmax(x: np.ndarray, y: np.ndarray, cols: int) -> tuple[np.ndarray, np.ndarray]:

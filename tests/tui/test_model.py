@@ -181,6 +181,6 @@ def test_rank_start_places_ranks_on_their_nodes() -> None:
     [([], "—"), ([3], "3"), ([0, 1], "0-1"), ([0, 1, 2, 5, 7, 8], "0-2,5,7-8")],
 )
 def test_ranks_are_shown_as_ranges(ranks: list[int], shown: str) -> None:
-    from tui.widgets.tables import fmt_ranks
+    from tui.format import fmt_ranks
 
     assert fmt_ranks(ranks) == shown

@@ -15,10 +15,10 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
+from tui.format import fmt_age
 from tui.model.rows import PriceList, PriceRow
 from tui.screens.base import SentitopScreen
-from tui.screens.services import Services
-from tui.widgets.tables import fmt_age
+from tui.services import Services
 
 COLUMNS: list[tuple[str, int, Callable[[PriceRow], Any]]] = [
     ("instance", 15, lambda r: r.instance),

@@ -13,10 +13,10 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from tui.format import fmt_usd
 from tui.model.rows import ProfileRow
 from tui.screens.base import SentitopScreen
-from tui.screens.services import Services
-from tui.widgets.tables import fmt_usd
+from tui.services import Services
 
 COLUMNS = (("profile", 18), ("cluster", 7), ("nodes", 5), ("GPUs", 4), ("$/h", 7), ("status", 64))
 """Table columns and their widths."""

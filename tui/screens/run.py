@@ -25,6 +25,15 @@ from textual.widgets import DataTable, Static
 from textual.widgets.data_table import RowKey
 from textual.worker import Worker, get_current_worker
 
+from tui.format import (
+    fmt,
+    fmt_duration,
+    fmt_ranks,
+    fmt_usd,
+    format_seconds,
+    format_usd,
+    nice_number,
+)
 from tui.model import RunState, Series
 from tui.model.envelope import SeriesEnvelope
 from tui.model.rows import ProfileRow
@@ -32,11 +41,11 @@ from tui.model.run_state import EMBEDDINGS
 from tui.replay import replay_file
 from tui.screens.base import SentitopScreen
 from tui.screens.modals import ConfirmScreen
-from tui.screens.services import Services
-from tui.widgets.braille import PlotLine, format_seconds, format_usd, nice_number
+from tui.services import Services
+from tui.widgets.braille import PlotLine
 from tui.widgets.line_plot import LinePlot
 from tui.widgets.log_pane import LogPane
-from tui.widgets.tables import bar, fmt, fmt_duration, fmt_ranks, fmt_usd, phase_table
+from tui.widgets.tables import bar, phase_table
 
 X_AXES = ("steps", "time", "dollars")
 """X-axis choices of the loss plot."""

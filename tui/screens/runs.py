@@ -14,15 +14,15 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
+from tui.format import fmt, fmt_usd, format_seconds, format_usd, nice_number
 from tui.model import RunState
 from tui.model.rows import RunRow, load_run_rows, read_run_state
 from tui.screens.base import SentitopScreen
 from tui.screens.modals import ConfirmScreen
 from tui.screens.profiles import shown_path
-from tui.screens.services import Services
-from tui.widgets.braille import PlotLine, format_seconds, format_usd, nice_number
+from tui.services import Services
+from tui.widgets.braille import PlotLine
 from tui.widgets.line_plot import LinePlot
-from tui.widgets.tables import fmt, fmt_usd
 
 COLUMNS = (
     ("", 1),

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from rich.style import Style
 from rich.text import Text
+
+from tui.format import nice_number
 
 PALETTE = ("#5fafff", "#ffaf5f", "#87d787", "#ff5f87", "#d7afff", "#ffd75f", "#5fd7d7", "#af8787")
 """Series colours, in order."""
@@ -92,37 +93,6 @@ def decimate(
         lo[join] = np.minimum(lo[join], shifted[join])
         hi[join] = np.maximum(hi[join], shifted[join])
     return lo, hi
-
-
-def nice_number(value: float) -> str:
-    """Short axis label: 1.2k, 0.123, 45, 3.4M."""
-    if not math.isfinite(value):
-        return "?"
-    a = abs(value)
-    if a >= 999_500:
-        return f"{value / 1e6:.3g}M"
-    if a >= 1e4:
-        return f"{value / 1e3:.0f}k" if a >= 99_950 else f"{value / 1e3:.3g}k"
-    if a >= 100 or a == 0:
-        return f"{value:.0f}"
-    return f"{value:.3g}"
-
-
-def format_seconds(value: float) -> str:
-    """Elapsed-time axis label (m:ss or h:mm)."""
-    if not math.isfinite(value):
-        return "?"
-    s = int(max(value, 0))
-    return f"{s // 3600}h{s % 3600 // 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-
-
-def format_usd(value: float) -> str:
-    """Dollar axis label: $12.34, or three significant digits under a dollar ($0.00171)."""
-    if not math.isfinite(value):
-        return "?"
-    if abs(value) >= 1 or value == 0:
-        return f"${value:.2f}"
-    return f"${value:.2g}" if abs(value) < 0.01 else f"${value:.3f}"
 
 
 def render_plot(

@@ -8,7 +8,8 @@ from rich.text import Text
 from textual.widget import Widget
 
 from remote.review.views import CostSpeedData
-from tui.widgets.braille import PlotLine, format_usd, nice_number, render_plot
+from tui.format import format_usd, nice_number
+from tui.widgets.braille import PlotLine, render_plot
 
 BAR = 24
 """Cells of a full (efficiency 1.0) bar."""

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from rich.text import Text
 from textual.widget import Widget
 
-from tui.widgets.braille import PlotLine, nice_number, render_plot
+from tui.format import nice_number
+from tui.widgets.braille import PlotLine, render_plot
 
 
 class LinePlot(Widget):

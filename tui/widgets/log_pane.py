@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widget import Widget
 
+from tui.format import format_seconds
 from tui.model import LogLine
-from tui.widgets.braille import format_seconds
 
 LEVEL_STYLE = {"error": "bold red", "warn": "yellow", "info": ""}
 

@@ -18,57 +18,6 @@ PHASE_LABELS = {
 """Display names of the `phase` event fields."""
 
 
-def fmt(value: float | int | None, spec: str = ".3f", empty: str = "—") -> str:
-    """Format a number or show a dash for None."""
-    return empty if value is None else format(value, spec)
-
-
-def fmt_usd(value: float | None, empty: str = "—") -> str:
-    """Dollars with cents (three decimals under $1)."""
-    if value is None:
-        return empty
-    return f"${value:,.3f}" if abs(value) < 1 else f"${value:,.2f}"
-
-
-def fmt_duration(seconds: float | None, empty: str = "—") -> str:
-    """1h02m, 4m05s or 12s."""
-    if seconds is None:
-        return empty
-    s = round(max(seconds, 0))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
-
-
-def fmt_age(seconds: float | None, empty: str = "?") -> str:
-    """Age of a price: 5m, 3h, 12d."""
-    if seconds is None:
-        return empty
-    s = max(seconds, 0)
-    if s < 3600:
-        return f"{s / 60:.0f}m"
-    if s < 86400 * 2:
-        return f"{s / 3600:.0f}h"
-    return f"{s / 86400:.0f}d"
-
-
-def fmt_ranks(ranks: Sequence[int], empty: str = "—") -> str:
-    """Ranks as short ranges: [0, 1, 2, 5] → "0-2,5"."""
-    if not ranks:
-        return empty
-    parts, start, prev = [], ranks[0], ranks[0]
-    for rank in [*ranks[1:], None]:
-        if rank is not None and rank == prev + 1:
-            prev = rank
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if rank is not None:
-            start = prev = rank
-    return ",".join(parts)
-
-
 def bar(fraction: float, width: int) -> str:
     """A horizontal bar of ``width`` cells filled to ``fraction`` (eighth-cell resolution)."""
     fraction = min(max(fraction, 0.0), 1.0)

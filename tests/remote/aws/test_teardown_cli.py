@@ -51,7 +51,7 @@ def other_run(ec2, ami):
     other = f"other-{uuid.uuid4().hex[:10]}"
     instances, cluster = launch(ec2, ami, other, 1), start_cluster(other)
     yield other, set(instances), cluster
-    from tui.commands.teardown import teardown_run
+    from remote.teardown import teardown_run
 
     teardown_run(other)
 
@@ -141,7 +141,7 @@ def test_teardown_with_the_endpoint_unreachable_is_one_cloud_error(
 def test_the_dashboards_teardown_of_a_recorded_run_reads_its_region_from_the_profile(
     ec2, ami, run_id, tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tui.screens.leftovers import teardown_recorded_run
+    from remote.teardown import teardown_recorded_run
 
     run_dir = tmp_path / run_id
     run_dir.mkdir()

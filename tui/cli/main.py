@@ -26,7 +26,7 @@ COMMAND_MODULES = [
     "embed",
     "teardown",
 ]
-"""Modules under tui.commands; each defines register(subparsers) and sets func=run(args)->int."""
+"""Modules under tui.cli.commands; each defines register(subparsers), sets func=run(args)->int."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,9 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"tui.commands.{name}")
+            module = importlib.import_module(f"tui.cli.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"tui.commands.{name}":
+            if exc.name == f"tui.cli.commands.{name}":
                 continue  # command not built yet
             raise
         module.register(sub)

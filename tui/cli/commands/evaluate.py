@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the metrics."""
-    from engine.evaluate import evaluate_files, load_run
+    from engine.sentiment.evaluate import evaluate_files, load_run
 
     metrics = evaluate_files(load_run(args.run_dir), args.input)
     if args.json:

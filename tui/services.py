@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import LaunchError
+from remote.teardown import teardown_recorded_run
 from tui.model.rows import PriceList, ProfileRow, load_price_rows, load_profile_rows
-from tui.screens.leftovers import teardown_recorded_run
 
 OnEvent = Callable[[dict[str, Any]], None]
 OnLog = Callable[[str, str], None]

@@ -1,8 +1,9 @@
 """The load balancer plugged into the trainer: plans, measurements, straggler, events, advice.
 
-:class:`BalanceHooks` implements the trainer's :class:`~engine.trainer.TrainHooks` seam. Every
-rank holds one and receives the same gathered measurement windows, so every rank derives the
-same plans from the pure functions of :mod:`engine.balancer` without more communication.
+:class:`BalanceHooks` implements the trainer's :class:`~engine.sentiment.trainer.TrainHooks`
+seam. Every rank holds one and receives the same gathered measurement windows, so every rank
+derives the same plans from the pure functions of :mod:`engine.balance.balancer` without more
+communication.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engine.balancer import Balancer, SplitPlan
+from engine.balance.balancer import Balancer, SplitPlan
 from engine.config import BalanceConfig, TrainConfig
-from engine.data import StepPlan
-from engine.trainer import HookContext, StepTiming, TrainHooks
+from engine.sentiment.data import StepPlan
+from engine.sentiment.trainer import HookContext, StepTiming, TrainHooks
 
 
 class BalanceHooks(TrainHooks):
@@ -60,9 +61,14 @@ class BalanceHooks(TrainHooks):
         return plan
 
     def after_compute(self, timing: StepTiming) -> None:
-        """Straggler injection: sleep (factor - 1) × this step's compute seconds."""
-        if self.factor > 1.0:
-            time.sleep((self.factor - 1.0) * timing.compute)
+        """Emulated device time, then the straggler's (factor - 1) × compute (timed by the trainer).
+
+        With ``emulate_s`` the straggler multiplies the emulated seconds only, so the speed
+        ratio of the ranks does not depend on how loaded the host's cores are.
+        """
+        emulated = self.config.emulate_s * timing.samples
+        base = emulated if emulated > 0 else timing.compute
+        time.sleep(emulated + max(self.factor - 1.0, 0.0) * base)
 
     def end_plan(self, epoch: int, plan: StepPlan, windows: list[dict[str, float]]) -> None:
         """Feed every rank's measured seconds per sample; maybe move the shares."""
@@ -137,15 +143,15 @@ def make_hooks(cfg: TrainConfig) -> BalanceHooks:
 
 
 def make_train_hooks(cfg: TrainConfig) -> TrainHooks:
-    """The trainer hooks for ``cfg`` (``engine.train`` calls this).
+    """The trainer hooks for ``cfg`` (``engine.sentiment.train`` calls this).
 
-    Balancing or straggling runs get :class:`BalanceHooks` and switch ``grad_sync`` to
+    Balancing or straggling runs get :class:`BalanceHooks`; their ``grad_sync = auto`` means
     ``separate`` (backward under ``no_sync()``, then one all-reduce): with overlapped DDP a fast
     rank's backward would include waiting for the slow one, and every rank would look equally
-    slow. Other runs get the trainer's default (even split) hooks. Kept out of
-    :mod:`engine.balancer` so that module stays free of torch for the operator side.
+    slow (:attr:`TrainConfig.sync_mode`). Other runs get the trainer's default (even split)
+    hooks. Kept out of :mod:`engine.balance.balancer` so that module stays free of torch for the
+    operator side.
     """
-    if not (cfg.balance.enabled or cfg.balance.straggle):
+    if not (cfg.balance.enabled or cfg.balance.straggle or cfg.balance.emulate_s):
         return TrainHooks()
-    cfg.grad_sync = "separate"
     return make_hooks(cfg)

@@ -18,7 +18,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print one probability per text."""
-    from engine.evaluate import load_run, predict_proba
+    from engine.sentiment.evaluate import load_run, predict_proba
 
     proba = predict_proba(load_run(args.run_dir), args.texts)
     if args.json:

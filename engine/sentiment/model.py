@@ -12,10 +12,11 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from engine.config import ModelConfig
 from engine.errors import ConfigError
+from engine.sentiment.pretrained import Aligned, initial_table
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
-class ModelSpec:
+class ModelShape:
     """A fully resolved model shape (preset + overrides + the dataset's vocabulary)."""
 
     vocab_size: int
@@ -38,7 +39,7 @@ class ModelSpec:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
+    def from_dict(cls, data: dict[str, Any]) -> ModelShape:
         """Inverse of :meth:`to_dict`."""
         return cls(**data)
 
@@ -69,7 +70,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None) -> ModelSpec:
+def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None) -> ModelShape:
     """The preset of ``cfg`` with its overrides applied, sized for ``vocab_size`` ids
     (``init_dim``: the size of initial vectors, used unless embedding_dim is set)."""
     if cfg.preset not in PRESETS:
@@ -83,7 +84,7 @@ def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None)
         override = getattr(cfg, name)
         if override is not None:
             values[name] = override
-    spec = ModelSpec(vocab_size=vocab_size, **values)
+    spec = ModelShape(vocab_size=vocab_size, **values)
     for name in ("vocab_size", "embedding_dim", "hidden", "layers", "fc_hidden"):
         if getattr(spec, name) < 1:
             raise ConfigError(f"model.{name} = {getattr(spec, name)} must be >= 1")
@@ -98,7 +99,7 @@ def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None)
 class SentimentLSTM(nn.Module):
     """Binary sentiment classifier; padding is skipped by packing sequences with their lengths."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelShape) -> None:
         super().__init__()
         self.spec = spec
         directions = 2 if spec.bidirectional else 1
@@ -134,7 +135,7 @@ class SentimentLSTM(nn.Module):
         return logits
 
 
-def build_model(spec: ModelSpec, embeddings: np.ndarray | None = None) -> SentimentLSTM:
+def build_model(spec: ModelShape, embeddings: np.ndarray | None = None) -> SentimentLSTM:
     """A freshly initialised model for ``spec`` (seed torch first for reproducibility), its
     embedding table copied from ``embeddings`` (vocab_size × embedding_dim) when given."""
     model = SentimentLSTM(spec)
@@ -147,6 +148,16 @@ def build_model(spec: ModelSpec, embeddings: np.ndarray | None = None) -> Sentim
         with torch.no_grad():
             model.embedding.weight.copy_(torch.from_numpy(embeddings))
     return model
+
+
+def model_for(
+    cfg: ModelConfig, vocab_size: int, data_dir: str, seed: int
+) -> tuple[ModelShape, SentimentLSTM, Aligned | None]:
+    """(shape, fresh model, alignment) for a dataset: the table initialised from
+    ``cfg.init_embeddings`` when set (seed torch first for a reproducible init)."""
+    init = initial_table(cfg, data_dir, seed)
+    spec = resolve_spec(cfg, vocab_size, init.dim if init else None)
+    return spec, build_model(spec, init.table if init else None), init
 
 
 def count_parameters(model: nn.Module) -> int:

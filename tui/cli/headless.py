@@ -12,14 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from remote.streams import prefixed
-
-
-def _fmt(value: Any, spec: str = "", none: str = "—") -> str:
-    if value is None:
-        return none
-    if isinstance(value, int | float) and spec:
-        return format(value, spec)
-    return str(value)
+from tui.format import fmt, fmt_usd
 
 
 class HeadlessProgress:
@@ -61,7 +54,7 @@ class HeadlessProgress:
         if self.loss is not None:
             parts.append(f"loss {self.loss:.4f}")
         if self.usd is not None:
-            parts.append(f"${self.usd:.4f} (${_fmt(self.usd_per_hour, '.3f')}/h)")
+            parts.append(f"{fmt_usd(self.usd)} ({fmt_usd(self.usd_per_hour)}/h)")
         return "  ".join(parts)
 
     def on_line(self, node: str, line: str, event: Mapping[str, Any] | None) -> None:
@@ -103,10 +96,10 @@ class HeadlessProgress:
             )
             self.console.print(
                 f"epoch {done}/{self.epoch_total}:"
-                f"  train loss {_fmt(event.get('train_loss'), '.4f')}"
-                f"  test loss {_fmt(event.get('test_loss'), '.4f')}"
-                f"  acc {_fmt(event.get('accuracy'), '.4f')}  F1 {_fmt(event.get('f1'), '.4f')}"
-                f"  {_fmt(event.get('seconds'), '.1f')} s"
+                f"  train loss {fmt(event.get('train_loss'), '.4f')}"
+                f"  test loss {fmt(event.get('test_loss'), '.4f')}"
+                f"  acc {fmt(event.get('accuracy'), '.4f')}  F1 {fmt(event.get('f1'), '.4f')}"
+                f"  {fmt(event.get('seconds'), '.1f')} s"
             )
         elif kind == "cost":
             self.usd = event.get("usd")
@@ -128,7 +121,7 @@ def _rate(event: Mapping[str, Any]) -> str:
     rate, unit = event.get("rate"), event.get("unit", "")
     if isinstance(rate, int | float) and unit == "bytes":
         return f"{rate / 1e6:,.1f} MB/s"
-    return f"{_fmt(rate, ',.0f')} {unit}/s"
+    return f"{fmt(rate, ',.0f')} {unit}/s"
 
 
 def summary_table(summary: Mapping[str, Any]) -> Table:
@@ -144,15 +137,15 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     rows = [
         ("profile", summary.get("profile")),
         ("world size", summary.get("world_size")),
-        ("accuracy", _fmt(summary.get("accuracy"), ".4f")),
-        ("F1", _fmt(summary.get("f1"), ".4f")),
+        ("accuracy", fmt(summary.get("accuracy"), ".4f")),
+        ("F1", fmt(summary.get("f1"), ".4f")),
         ("epochs", summary.get("epochs")),
-        ("wall time", f"{_fmt(summary.get('wall_s'), '.1f')} s"),
-        ("samples/s", _fmt(summary.get("samples_per_s"), ",.0f")),
+        ("wall time", f"{fmt(summary.get('wall_s'), '.1f')} s"),
+        ("samples/s", fmt(summary.get("samples_per_s"), ",.0f")),
         ("time to threshold", "not reached" if ttt is None else f"{ttt:.1f} s"),
         (
             "cost",
-            f"${_fmt(summary.get('usd'), '.4f')} at ${_fmt(summary.get('usd_per_hour'), '.3f')}/h",
+            f"{fmt_usd(summary.get('usd'))} at {fmt_usd(summary.get('usd_per_hour'))}/h",
         ),
     ]
     advice = summary.get("advice")
@@ -161,5 +154,5 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     if summary.get("reason"):
         rows.append(("reason", summary["reason"]))
     for name, value in rows:
-        table.add_row(name, _fmt(value))
+        table.add_row(name, fmt(value, ""))
     return table

@@ -1,19 +1,17 @@
-"""`sentitop teardown RUN_ID`: terminate every EC2 instance and EMR cluster tagged with a run id."""
+"""Terminate what a run left in the cloud: every EC2 instance and EMR cluster tagged with its id.
+
+Runs tear down what they start on every exit path; this is the last resort after a crash (the
+`sentitop teardown RUN_ID` command and the dashboard's `t` on the Runs screen).
+"""
 
 from __future__ import annotations
 
-import argparse
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-DESCRIPTION = """\
-Terminate every EC2 instance (pending, running, stopping or stopped) and every EMR cluster
-(starting, bootstrapping, running or waiting) tagged sentitop:run-id=RUN_ID, and say what was
-terminated. A last resort after a crash: runs already tear down what they start on every exit
-path. Looks in one region: --region, else the AWS configuration's region (us-east-1 if none);
-another run's machines are never touched. Credentials come from the standard AWS chain."""
+import yaml
 
 EMR_INSTANCE_TAG = "aws:elasticmapreduce:job-flow-id"
 """Tag EMR puts on its nodes; they go with their cluster and are not listed on their own."""
@@ -123,34 +121,39 @@ def _cluster(emr: Any, cluster_id: str) -> Resource:
     )
 
 
-def register(subparsers: Any) -> None:
-    """Add the `teardown` subcommand."""
-    parser = subparsers.add_parser(
-        "teardown",
-        help="terminate every EC2 instance and EMR cluster of a run",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("run_id", metavar="RUN_ID", help="run id (the run folder's name)")
-    parser.add_argument(
-        "--region", default=None, help="AWS region (default: the AWS configuration's)"
-    )
-    parser.add_argument(
-        "--dry-run", action="store_true", help="list what would be terminated; terminate nothing"
-    )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.set_defaults(func=run)
+def cloud_region(run_dir: Path) -> tuple[bool, str | None, str]:
+    """(may have cloud resources, region, provider) from RUN_DIR/profile.yaml.
+
+    EC2 nodes or an EMR preprocess step mean cloud resources; with no readable profile the
+    run is searched for anyway (region None: the AWS configuration's).
+    """
+    try:
+        profile: Any = yaml.safe_load((run_dir / "profile.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return True, None, "unknown"
+    if not isinstance(profile, dict):
+        return True, None, "unknown"
+    provider = str(profile.get("provider") or "unknown")
+    preprocess = profile.get("preprocess")
+    emr = isinstance(preprocess, dict) and preprocess.get("runner") == "emr"
+    region = profile.get("region")
+    return provider == "ec2" or emr, str(region) if region else None, provider
 
 
-def run(args: argparse.Namespace) -> int:
-    """Tear the run down and print what was terminated (exit 0, also when nothing was found)."""
-    show = None if args.json else (lambda r: print(r.line(args.dry_run), flush=True))
-    report = teardown_run(args.run_id, region=args.region, dry_run=args.dry_run, on_resource=show)
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-    elif not (report.clusters or report.instances):
-        print(
-            f"nothing of run {args.run_id} is running in {report.region} "
-            "(no EC2 instance or EMR cluster with its tag)"
-        )
-    return 0
+def teardown_recorded_run(run_dir: Path) -> str:
+    """Terminate the EC2 instances and EMR clusters still tagged with the run; say what went.
+
+    Raises :class:`engine.errors.CloudError` when AWS cannot be asked (no credentials, no
+    network): the dashboard shows it in its error dialog.
+    """
+    run_id = run_dir.name
+    cloud, region, provider = cloud_region(run_dir)
+    if not cloud:
+        return f"run {run_id} used no cloud machines (provider {provider}): nothing to tear down"
+    report = teardown_run(run_id, region=region)
+    if not (report.instances or report.clusters):
+        return f"nothing of run {run_id} is running in {report.region}"
+    return (
+        f"terminated {len(report.instances)} EC2 instance(s) and {len(report.clusters)} "
+        f"EMR cluster(s) of run {run_id} in {report.region}"
+    )

@@ -13,14 +13,14 @@ from engine.events import parse_event_line
 
 def register(subparsers: Any) -> None:
     """Add the `train` parser."""
-    from engine.train import add_train_arguments
+    from engine.sentiment.train import add_train_arguments
 
     parser = subparsers.add_parser(
         "train",
         help="train the LSTM classifier with N local processes (DDP over gloo/NCCL)",
         description="Train on DATA/dataset.h5; events go to stdout and RUN_DIR/events.jsonl.",
     )
-    add_train_arguments(parser)
+    add_train_arguments(parser, required=True)
     parser.add_argument("--nproc", type=int, default=1, help="local processes (ranks)")
     parser.add_argument(
         "--json", action="store_true", help="print only the final summary as one JSON object"
@@ -55,7 +55,7 @@ class _Printer:
         elif event["type"] == "error":
             print(f"[rank {event.get('rank')}] error: {event.get('message')}", file=sys.stderr)
         elif event["type"] == "balance":
-            from engine.balancer import describe_balance_event
+            from engine.balance.balancer import describe_balance_event
 
             print(describe_balance_event(event))
         elif event["type"] == "threshold":
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError
     from engine.launch import launch_local
-    from engine.train import config_from_args
+    from engine.sentiment.train import config_from_args
 
     cfg = config_from_args(args)
     if not (Path(cfg.data_dir) / "dataset.h5").is_file():

@@ -4,7 +4,7 @@ RUN_DIR layout::
 
     events.jsonl          every event of the run (rank 0)
     train_config.json     the resolved TrainConfig
-    model.json            the resolved ModelSpec (shape + vocabulary size)
+    model.json            the resolved ModelShape (shape + vocabulary size)
     vocab.json            copy of the dataset's vocabulary and preprocessing settings
     checkpoints/latest.pt model, optimizer, progress, sampler plan, metrics so far
     model.pt              final weights (state_dict of SentimentLSTM)

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine import checkpoint as ckpt
 from engine.errors import InputError
-from engine.metrics import Confusion
-from engine.model import ModelSpec, SentimentLSTM, build_model
+from engine.sentiment import checkpoint as ckpt
+from engine.sentiment.metrics import Confusion
+from engine.sentiment.model import ModelShape, SentimentLSTM, build_model
 
 _BATCH = 1024
 
@@ -33,7 +33,7 @@ def confusion_stats(
     model: torch.nn.Module, batches: Iterable[Any], loss_sum: torch.nn.Module
 ) -> torch.Tensor:
     """[tp, fp, tn, fn, loss sum] (float64, on the batches' device) of ``model`` on ``batches``
-    (engine.data.Batch, already on the device); ready for an all-reduce."""
+    (engine.sentiment.data.Batch, already on the device); ready for an all-reduce."""
     was_training = model.training
     model.eval()
     stats: torch.Tensor | None = None
@@ -69,7 +69,7 @@ def load_run(run_dir: str | Path) -> LoadedRun:
             f"{spec_path} not found: {run} is not a training run folder",
             hint="pass the --run-dir of a `sentitop train` run",
         )
-    spec = ModelSpec.from_dict(json.loads(spec_path.read_text()))
+    spec = ModelShape.from_dict(json.loads(spec_path.read_text()))
     weights = run / ckpt.MODEL_WEIGHTS
     if weights.is_file():
         state = torch.load(weights, map_location="cpu")

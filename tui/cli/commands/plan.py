@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from tui.commands.runs import add_run_sources
+from tui.cli.commands.runs import add_run_sources
 
 
 def register(sub: Any) -> None:

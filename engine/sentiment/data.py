@@ -150,7 +150,7 @@ def gather_batch(arrays: SplitArrays, index: np.ndarray) -> Batch:
 class StepPlan(Protocol):
     """A cut of permutation positions ``start .. start + n - 1`` into equal-step rank shares.
 
-    :class:`EpochPlan` is the even split; ``engine.balancer.SplitPlan`` (speed-proportional
+    :class:`EpochPlan` is the even split; ``engine.balance.balancer.SplitPlan`` (speed-proportional
     shares) satisfies the same protocol. Every rank must hold an identical plan.
     """
 

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
 
     from remote.profile import load_profile
     from remote.runner import execute_run
-    from tui.headless import HeadlessProgress, summary_table
+    from tui.cli.headless import HeadlessProgress, summary_table
 
     profile = load_profile(args.profile)
     err = Console(stderr=True)

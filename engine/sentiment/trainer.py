@@ -1,6 +1,6 @@
 """The training loop: one process or DDP across ranks; plans, events, evaluation, checkpoints.
 
-Run it through ``python -m engine.train`` (standalone, under torchrun, or from
+Run it through ``python -m engine.sentiment.train`` (standalone, under torchrun, or from
 ``engine.launch``). The loop reads top to bottom in :meth:`Trainer.fit`; the load balancer
 plugs in through :class:`TrainHooks` (per-plan sample split, per-step timings, per-plan
 gathered measurements).
@@ -21,9 +21,11 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from engine import checkpoint as ckpt
-from engine.config import TrainConfig
-from engine.data import (
+from engine.config import TrainConfig, config_to_dict
+from engine.errors import TrainError
+from engine.events import Emitter, rank_emitter
+from engine.sentiment import checkpoint as ckpt
+from engine.sentiment.data import (
     Batch,
     PlanSampler,
     StepPlan,
@@ -35,14 +37,10 @@ from engine.data import (
     to_device,
     train_loader,
 )
-from engine.errors import TrainError
-from engine.evaluate import confusion_stats
-from engine.events import Emitter
-from engine.metrics import Confusion, ThresholdClock
-from engine.model import ModelSpec, SentimentLSTM, build_model, count_parameters, resolve_spec
-from engine.pretrained import initial_table
-from engine.selection import BestEpoch
-from engine.train import config_to_dict, make_emitter
+from engine.sentiment.evaluate import confusion_stats
+from engine.sentiment.metrics import Confusion, ThresholdClock
+from engine.sentiment.model import SentimentLSTM, count_parameters, model_for
+from engine.sentiment.selection import BestEpoch
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt")
 """Per-step phases timed on every rank (plus ``eval`` per epoch)."""
@@ -174,7 +172,9 @@ class Trainer:
     ) -> None:
         self.cfg = cfg
         self.env = env or DistEnv.from_environ(cfg.device)
-        self.emitter = emitter or make_emitter(cfg, self.env.rank)
+        self.emitter = emitter or rank_emitter(
+            cfg.run_dir, self.env.rank, events_file=cfg.events_file
+        )
         self.hooks = hooks or TrainHooks()
         self.main = self.env.rank == 0
         self.device = self.env.device
@@ -249,7 +249,7 @@ class Trainer:
             timing.backward = clock.lap()
             self.hooks.after_compute(timing)  # may sleep (straggler): counted as backward
             timing.backward += clock.lap()
-        if self.cfg.grad_sync == "separate":
+        if self.cfg.sync_mode == "separate":
             self._allreduce_grads()
         if self.cfg.clip_grad_norm > 0:
             nn.utils.clip_grad_norm_(self.params, self.cfg.clip_grad_norm)
@@ -299,11 +299,9 @@ class Trainer:
         self.train_arrays = load_split(cfg.data_dir, "train", cfg.max_train_samples)
         self.test_arrays = load_split(cfg.data_dir, "test")
         self.n_train = len(self.train_arrays.labels)
-        init = initial_table(cfg.model, cfg.data_dir, cfg.seed)  # init_embeddings, or None
-        table = init.table if init else None
-        self.spec: ModelSpec = resolve_spec(cfg.model, info.vocab_size, init.dim if init else None)
         torch.manual_seed(cfg.seed)
-        self.model: SentimentLSTM = build_model(self.spec, table).to(self.device)
+        self.spec, model, init = model_for(cfg.model, info.vocab_size, cfg.data_dir, cfg.seed)
+        self.model: SentimentLSTM = model.to(self.device)
         self.params = list(self.model.parameters())
         self.ddp: nn.Module = self.model
         if env.world > 1:
@@ -402,7 +400,7 @@ class Trainer:
             group["lr"] = self.base_lr * factor
 
     def _sync_context(self) -> contextlib.AbstractContextManager[Any]:
-        if isinstance(self.ddp, DDP) and self.cfg.grad_sync == "separate":
+        if isinstance(self.ddp, DDP) and self.cfg.sync_mode == "separate":
             return self.ddp.no_sync()  # gradients are all-reduced after backward, timed apart
         return contextlib.nullcontext()
 
@@ -597,4 +595,3 @@ class Trainer:
 
 
 __all__ = ["DistEnv", "HookContext", "StepTiming", "TrainHooks", "Trainer"]
-__all__ += ["config_to_dict", "make_emitter"]

@@ -1,4 +1,4 @@
-"""Command-line options of the load balancer, shared by `sentitop train` and `engine.train`."""
+"""Command-line options of the load balancer (`sentitop train`, `engine.sentiment.train`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""The sentiment workload: LSTM classifier, data loader, trainer, checkpoints, evaluation."""

@@ -1,0 +1,135 @@
+"""Entry point of one training rank: ``python -m engine.sentiment.train`` (alone or under torchrun).
+
+Examples::
+
+    python -m engine.sentiment.train --data data/ --run-dir runs/r1 --epochs 3
+    torchrun --nproc-per-node 2 -m engine.sentiment.train --data data/ --run-dir runs/r1
+    python -m engine.sentiment.train --config runs/r1/train_config.json  # engine.launch
+
+The module top stays torch-free (argparse + config) so the CLI can reuse the argument set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from engine.config import ModelConfig, TrainConfig, config_from_dict
+from engine.config_flags import add_config_flags, flag_values
+from engine.errors import ConfigError, SentitopError
+from engine.events import rank_emitter
+from engine.launch import default_threads
+
+
+def add_train_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """The training flags, generated from :class:`TrainConfig` and :class:`ModelConfig`.
+
+    Shared by ``python -m engine.sentiment.train`` and ``sentitop train``; ``required`` makes
+    --data and --run-dir mandatory (they may come from ``--config`` for the entry point).
+    """
+    from engine.balance.args import add_balance_arguments
+
+    add_config_flags(
+        parser,
+        TrainConfig,
+        skip=("resume",),
+        aliases={"data_dir": "--data"},
+        required=("data_dir", "run_dir") if required else (),
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        default=None,
+        help="continue from RUN_DIR/checkpoints/latest.pt",
+    )
+    model = parser.add_argument_group("model")
+    add_config_flags(model, ModelConfig, prefix="model_", aliases={"preset": "--model"})
+    add_balance_arguments(parser)
+
+
+def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = None) -> TrainConfig:
+    """A TrainConfig from ``base`` (e.g. a config file) overridden by the flags given."""
+    data = dict(base or {})
+    data.update(flag_values(args, TrainConfig))
+    model = flag_values(args, ModelConfig, prefix="model_")
+    if model:
+        data["model"] = {**data.get("model", {}), **model}
+    if not data.get("data_dir"):
+        raise ConfigError("--data is required (a folder with dataset.h5)")
+    if not data.get("run_dir"):
+        raise ConfigError("--run-dir is required")
+    cfg = config_from_dict(TrainConfig, data, "train config")
+    from engine.balance.args import balance_config_from_args
+
+    cfg.balance = balance_config_from_args(args, cfg.balance)
+    return cfg
+
+
+def _make_hooks(cfg: TrainConfig) -> Any:
+    """The balancer's hooks for a balanced or straggling run, else the even split."""
+    from engine.balance.hooks import make_train_hooks
+
+    return make_train_hooks(cfg)
+
+
+def run(cfg: TrainConfig) -> int:
+    """Train on this rank (torchrun environment or a single process); return the exit code."""
+    import torch
+    import torch.distributed as dist
+
+    from engine.rank_main import run_as_rank
+    from engine.sentiment.trainer import DistEnv, Trainer
+
+    env = DistEnv.from_environ(cfg.device)
+    torch.set_num_threads(cfg.threads or default_threads(env.local_world))
+    emitter = rank_emitter(cfg.run_dir, env.rank, events_file=cfg.events_file)
+
+    def work() -> None:
+        if env.world > 1:
+            if env.device.type == "cuda":
+                torch.cuda.set_device(env.device)
+            dist.init_process_group(
+                "nccl" if env.device.type == "cuda" else "gloo",
+                device_id=env.device if env.device.type == "cuda" else None,
+            )
+        # every rank says where it runs: launchers map ranks to nodes (and their prices) by it
+        emitter.emit(
+            "rank_start", world_size=env.world, local_rank=env.local_rank, device=str(env.device)
+        )
+        Trainer(cfg, emitter=emitter, hooks=_make_hooks(cfg), env=env).fit()
+
+    return run_as_rank(work, emitter)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse flags (and ``--config FILE``), then :func:`run`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m engine.sentiment.train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", help="train_config.json to start from (flags override)")
+    add_train_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        base = None
+        if args.config:
+            with open(args.config, encoding="utf-8") as fh:
+                base = json.load(fh)
+        cfg = config_from_args(args, base)
+    except (SentitopError, OSError, ValueError) as exc:
+        print(
+            exc.user_message() if isinstance(exc, SentitopError) else f"bad config: {exc}",
+            file=sys.stderr,
+        )
+        return 2
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    from engine.rank_main import exit_rank
+
+    exit_rank(main())

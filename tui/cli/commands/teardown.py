@@ -1,0 +1,49 @@
+"""`sentitop teardown RUN_ID`: terminate every EC2 instance and EMR cluster tagged with a run id."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from remote.teardown import teardown_run
+
+DESCRIPTION = """\
+Terminate every EC2 instance (pending, running, stopping or stopped) and every EMR cluster
+(starting, bootstrapping, running or waiting) tagged sentitop:run-id=RUN_ID, and say what was
+terminated. A last resort after a crash: runs already tear down what they start on every exit
+path. Looks in one region: --region, else the AWS configuration's region (us-east-1 if none);
+another run's machines are never touched. Credentials come from the standard AWS chain."""
+
+
+def register(subparsers: Any) -> None:
+    """Add the `teardown` subcommand."""
+    parser = subparsers.add_parser(
+        "teardown",
+        help="terminate every EC2 instance and EMR cluster of a run",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run_id", metavar="RUN_ID", help="run id (the run folder's name)")
+    parser.add_argument(
+        "--region", default=None, help="AWS region (default: the AWS configuration's)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="list what would be terminated; terminate nothing"
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Tear the run down and print what was terminated (exit 0, also when nothing was found)."""
+    show = None if args.json else (lambda r: print(r.line(args.dry_run), flush=True))
+    report = teardown_run(args.run_id, region=args.region, dry_run=args.dry_run, on_resource=show)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    elif not (report.clusters or report.instances):
+        print(
+            f"nothing of run {args.run_id} is running in {report.region} "
+            "(no EC2 instance or EMR cluster with its tag)"
+        )
+    return 0

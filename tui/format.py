@@ -1,0 +1,92 @@
+"""Numbers for people, shared by the dashboard and the headless output: $, durations, ages, axes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def fmt(value: object, spec: str = ".3f", empty: str = "—") -> str:
+    """A number formatted with ``spec``; None as ``empty``; anything else as its text."""
+    if value is None:
+        return empty
+    if isinstance(value, int | float) and not isinstance(value, bool) and spec:
+        return format(value, spec)
+    return str(value)
+
+
+def nice_number(value: float) -> str:
+    """Short axis label: 1.2k, 0.123, 45, 3.4M."""
+    if not math.isfinite(value):
+        return "?"
+    a = abs(value)
+    if a >= 999_500:
+        return f"{value / 1e6:.3g}M"
+    if a >= 1e4:
+        return f"{value / 1e3:.0f}k" if a >= 99_950 else f"{value / 1e3:.3g}k"
+    if a >= 100 or a == 0:
+        return f"{value:.0f}"
+    return f"{value:.3g}"
+
+
+def format_seconds(value: float) -> str:
+    """Elapsed-time axis label (m:ss or h:mm)."""
+    if not math.isfinite(value):
+        return "?"
+    s = int(max(value, 0))
+    return f"{s // 3600}h{s % 3600 // 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def format_usd(value: float) -> str:
+    """Dollar axis label: $12.34, or three significant digits under a dollar ($0.00171)."""
+    if not math.isfinite(value):
+        return "?"
+    if abs(value) >= 1 or value == 0:
+        return f"${value:.2f}"
+    return f"${value:.2g}" if abs(value) < 0.01 else f"${value:.3f}"
+
+
+def fmt_usd(value: float | None, empty: str = "—") -> str:
+    """Dollars with cents (three decimals under $1)."""
+    if value is None:
+        return empty
+    return f"${value:,.3f}" if abs(value) < 1 else f"${value:,.2f}"
+
+
+def fmt_duration(seconds: float | None, empty: str = "—") -> str:
+    """1h02m, 4m05s or 12s."""
+    if seconds is None:
+        return empty
+    s = round(max(seconds, 0))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+def fmt_age(seconds: float | None, empty: str = "?") -> str:
+    """Age of a price: 5m, 3h, 12d."""
+    if seconds is None:
+        return empty
+    s = max(seconds, 0)
+    if s < 3600:
+        return f"{s / 60:.0f}m"
+    if s < 86400 * 2:
+        return f"{s / 3600:.0f}h"
+    return f"{s / 86400:.0f}d"
+
+
+def fmt_ranks(ranks: Sequence[int], empty: str = "—") -> str:
+    """Ranks as short ranges: [0, 1, 2, 5] → "0-2,5"."""
+    if not ranks:
+        return empty
+    parts, start, prev = [], ranks[0], ranks[0]
+    for rank in [*ranks[1:], None]:
+        if rank is not None and rank == prev + 1:
+            prev = rank
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if rank is not None:
+            start = prev = rank
+    return ",".join(parts)
