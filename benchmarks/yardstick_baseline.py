@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
-from yardstick_data import LabelledTexts
+from yardstick_data import LabelledTexts, negation_probes
 from yardstick_metrics import best_threshold, scores
 
 from engine.preprocess.dedupe import is_test
@@ -60,6 +60,8 @@ def tfidf_lr(
     p_test = clf.predict_proba(vec.transform(test.texts))[:, 1]
     threshold = best_threshold(p_valid, y_valid)
     y_test = np.asarray(test.labels)
+    probes = negation_probes()
+    probe_pred = clf.predict_proba(vec.transform(probes.texts))[:, 1] > 0.5
     return {
         **scores(p_test, y_test, 0.5),
         "tuned_threshold": {**scores(p_test, y_test, threshold), "threshold": threshold},
@@ -69,4 +71,5 @@ def tfidf_lr(
         "features": len(vec.vocabulary_),
         "n_fit": len(fit),
         "n_valid": len(valid),
+        "negation_probes": round(float((probe_pred == np.asarray(probes.labels)).mean()), 4),
     }

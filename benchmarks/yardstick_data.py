@@ -143,3 +143,19 @@ def make_folds(
 
         folds.append(Fold("in_domain", "in_domain", part(False), part(True)))
     return folds
+
+
+PROBES = Path(__file__).resolve().parent / "data" / "negation_probes.tsv"
+
+
+def negation_probes(path: Path = PROBES) -> LabelledTexts:
+    """The labelled negation probes (``label<TAB>text`` lines, ``#`` comments), cleaned."""
+    from engine.preprocess.text import clean_text
+
+    texts, labels = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            label, text = line.split("\t", 1)
+            texts.append(clean_text(text).decode())
+            labels.append(int(label))
+    return LabelledTexts(texts, labels, [5 if y else 1 for y in labels])

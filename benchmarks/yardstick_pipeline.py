@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from yardstick_data import LabelledTexts
+from yardstick_data import LabelledTexts, negation_probes
 from yardstick_metrics import scores
 
 from engine.config import ModelConfig, PreprocessConfig, TrainConfig
@@ -76,6 +76,8 @@ def score_run(run_dir: Path, test: LabelledTexts) -> dict[str, Any]:
     proba = predict_proba(loaded, test.texts)
     threshold = float(getattr(loaded, "threshold", 0.5))
     summary = json.loads((run_dir / "summary.json").read_text())
+    probes = negation_probes()
+    probe_pred = predict_proba(loaded, probes.texts) > threshold
     return {
         **scores(proba, np.asarray(test.labels), threshold),
         "threshold": round(threshold, 4),
@@ -85,4 +87,5 @@ def score_run(run_dir: Path, test: LabelledTexts) -> dict[str, Any]:
         "train_s": round(summary.get("train_s", 0.0), 1),
         "n_train": summary.get("n_train"),
         "predict_s": round(time.perf_counter() - start, 1),
+        "negation_probes": round(float((probe_pred == np.asarray(probes.labels)).mean()), 4),
     }
