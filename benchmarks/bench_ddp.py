@@ -1,6 +1,6 @@
 """2-process DDP on CPU (gloo): samples/s and scaling efficiency vs 1 process, same threads.
 
-Three runs through ``engine.launch.launch_local`` on the same data, in one invocation:
+Three runs through ``engine.sentiment.train.launch_local`` on the same data, in one invocation:
 
 * 1 process × T threads (T = cores);
 * 2 processes × T/2 threads, ``grad_sync = overlap`` (DDP buckets all-reduced during backward);
@@ -28,7 +28,8 @@ from bench_loader import write_layouts
 
 from engine.config import ModelConfig, TrainConfig
 from engine.events import parse_event_line
-from engine.launch import default_threads, launch_local
+from engine.launch import default_threads
+from engine.sentiment.train import launch_local
 
 
 def run(

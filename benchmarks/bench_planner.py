@@ -9,8 +9,14 @@
 Also prints the planner's leave-one-out errors on the sweep runs, and writes the sweep's
 review report (--report DIR). Timings on a shared 2-core machine are noisy: run it a few times.
 
+--backtest (seconds, no runs): the GPU model's back-tests instead — every bundled measured rate
+predicted from every other one by each device rule (memory bandwidth, FP32 peak, same speed)
+and the workload rule; the old study's runs each predicted from the others (leave one out)
+with the planner's band; and the seed model's 10 epochs on one GPU of every table model.
+
     .venv/bin/python benchmarks/bench_planner.py                    # ~3-6 minutes on 2 cores
     .venv/bin/python benchmarks/bench_planner.py --json --report /tmp/planner-report
+    .venv/bin/python benchmarks/bench_planner.py --backtest
 """
 
 from __future__ import annotations
@@ -45,7 +51,10 @@ def main() -> int:
     parser.add_argument("--cache-dir", type=Path, help="data cache (default: WORKDIR/cache)")
     parser.add_argument("--report", type=Path, help="write the sweep's report into this folder")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--backtest", action="store_true", help="GPU model back-tests only")
     args = parser.parse_args()
+    if args.backtest:
+        return backtest(as_json=args.json)
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-planner-"))
     os.environ["SENTITOP_CACHE_DIR"] = str(args.cache_dir or work / "cache")
@@ -103,6 +112,96 @@ def main() -> int:
     else:
         for key, value in result.items():
             print(f"{key:>20}: {value}")
+    return 0
+
+
+def backtest(*, as_json: bool) -> int:
+    """Print the transfer back-tests, the old study's leave-one-out and per-GPU predictions."""
+    import math
+
+    from remote.review.backtest import STUDY_SAMPLES, study_leave_one_out
+    from remote.review.hardware import gpu_table
+    from remote.review.transfer import (
+        Workload,
+        back_tests,
+        band_logs,
+        bundled_anchors,
+        transfer_rate,
+    )
+
+    tests = back_tests()
+    loo = study_leave_one_out()
+    seed = Workload.of_preset("seed", 100, 512)
+    per_gpu = []
+    for gpu in gpu_table():
+        est = transfer_rate(seed, gpu, bundled_anchors())
+        hours = 10 * STUDY_SAMPLES / est.samples_per_s / 3600
+        band = math.exp(est.band_log)
+        per_gpu.append(
+            {
+                "gpu": gpu,
+                "samples_per_s": round(est.samples_per_s),
+                "hours_10_epochs": round(hours, 2),
+                "band_h": [round(hours / band, 2), round(hours * band, 2)],
+                "estimate": est.estimate,
+            }
+        )
+    result = {
+        "transfer_back_tests": [
+            {
+                "kind": t.kind,
+                "from": t.source,
+                "to": t.target,
+                "rule": t.rule,
+                "predicted": round(t.predicted, 1),
+                "actual": round(t.actual, 1),
+                "error": round(t.error, 3),
+            }
+            for t in tests
+        ],
+        "band_logs": {k: round(v, 4) for k, v in band_logs().items()},
+        "study_leave_one_out": [
+            {
+                "run": r.run,
+                "gpus": r.gpus,
+                "predicted_s": round(r.predicted_s),
+                "actual_s": round(r.actual_s),
+                "error": round(r.error, 3),
+                "band": round(r.band, 3),
+                "within_band": r.within,
+                "band_out_of_sample": None if r.band_out is None else round(r.band_out, 3),
+                "within_out_of_sample": r.within_out,
+                "basis": r.basis,
+            }
+            for r in loo
+        ],
+        "seed_10_epochs_one_gpu": per_gpu,
+    }
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print("transfer back-tests (predicted from -> to, samples/s):")
+    for t in result["transfer_back_tests"]:
+        print(
+            f"  {t['kind']:8} {t['from']:>18} -> {t['to']:<18} {t['rule']:16} "
+            f"{t['predicted']:>9} vs {t['actual']:>9} ({t['error']:+.1%})"
+        )
+    print("band (|log error|, planner rules):", result["band_logs"])
+    print("old study, leave one out (10 epochs, s):")
+    for r in result["study_leave_one_out"]:
+        print(
+            f"  {r['run']:20} {r['gpus']} GPU(s) predicted {r['predicted_s']:>7,} actual "
+            f"{r['actual_s']:>7,} ({r['error']:+.1%}) band x{r['band']} "
+            f"within: {r['within_band']}; "
+            f"out of sample: x{r['band_out_of_sample']} within: {r['within_out_of_sample']}"
+        )
+    print("seed model, 10 epochs of 19.17 M samples on one GPU:")
+    for g in per_gpu:
+        print(
+            f"  {g['gpu']:5} {g['samples_per_s']:>9,} samples/s  {g['hours_10_epochs']:>6} h  "
+            f"band {g['band_h'][0]}-{g['band_h'][1]} h  "
+            + ("estimate" if g["estimate"] else "measured")
+        )
     return 0
 
 

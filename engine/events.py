@@ -24,11 +24,15 @@ EVENT_PREFIX = '{"type":'
 EVENT_TYPES: dict[str, str] = {
     "run_start": "a run began: run, profile, world_size, config",
     "run_end": "a run ended: status (ok|failed|interrupted|budget), reason",
-    "stage_start": "a stage began: stage (preprocess|train|review)",
-    "stage_end": "a stage ended: stage, status, seconds",
+    "stage_start": "a stage began (once per stage, from the stage's owner): stage "
+    "(synth|preprocess|train|review)",
+    "stage_end": "a stage ended (once per stage): stage, status, seconds",
+    "train_start": "the trainer's plan (rank 0): epochs, steps_per_epoch, total_steps, balancer, "
+    "world_size, device, n_train, n_test, params, spec, global_batch, lr, resumed_epoch, "
+    "resumed_step, threads",
     "progress": "stage progress: stage, done, total, unit, rate",
-    "rank_start": "a rank's process group is up (every rank): world_size, local_rank, device "
-    "(with rank and node: where each rank landed)",
+    "rank_start": "a rank's process group is up (every rank): world_size, local_rank, device, "
+    "device_name (with rank and node: where each rank landed)",
     "rank_end": "a rank finished its work and met every peer at the final barrier (every rank): "
     "status",
     "step": "every k steps (rank 0): epoch, step, global_step, loss, smoothed_loss, "
@@ -43,7 +47,8 @@ EVENT_TYPES: dict[str, str] = {
     "threshold",
     "checkpoint": "checkpoint written (rank 0): epoch, step, global_step, path, seconds",
     "node": "a node's state changed: node, status, gpu, detail",
-    "cost": "running cost: usd, usd_per_hour, projected_usd, elapsed_s",
+    "cost": "running cost: usd (billed, 60 s minimum), accrued_usd (no minimum), usd_per_hour, "
+    "projected_usd, elapsed_s",
     "error": "something failed: message, rank/node, tail (last log lines)",
     "summary": "final numbers of a stage or run (same keys as summary.json)",
 }

@@ -1,7 +1,7 @@
 """The one launcher of ranks: start a node's ranks, stream their output, stop all when one fails.
 
-:func:`launch_ranks` runs any ``python -m MODULE ...`` as N ranks (the embeddings workload
-launches through it); :func:`launch_local` is the trainer's launcher on top of it. Each rank
+:func:`launch_ranks` runs any ``python -m MODULE ...`` as N ranks (each workload's local
+launcher is a thin layer on it, e.g. :func:`engine.sentiment.train.launch_local`). Each rank
 gets the environment torchrun gives (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT), so one entry point serves both. On a cluster every node runs
 ``python -m engine.launch`` (see :func:`main`) for its share of the ranks — static rendezvous:
@@ -27,11 +27,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO
 
-from engine.config import TrainConfig
-from engine.errors import LaunchError
+from engine.errors import ConfigError, LaunchError
 
 LineHandler = Callable[[int, str, str], None]
 """Called with (rank, "stdout"|"stderr", line without newline) for every output line."""
@@ -172,44 +170,6 @@ def _stop(ranks: Sequence[_Rank], grace_s: float) -> None:
             return
 
 
-def launch_local(
-    cfg: TrainConfig,
-    nproc: int,
-    *,
-    on_line: LineHandler | None = None,
-    threads: int | None = None,
-    python: str = sys.executable,
-    grace_s: float = 3.0,
-    env: dict[str, str] | None = None,
-) -> None:
-    """Train with ``nproc`` local ranks; returns when all finished, raises LaunchError otherwise.
-
-    The config is written to RUN_DIR/train_config.json and read by every rank. ``threads`` is
-    torch threads per rank (default: cores // nproc). When a rank fails the others are stopped
-    (SIGTERM, SIGKILL after ``grace_s``) and the error names the rank and its last stderr lines.
-    """
-    from engine.config import config_to_dict
-    from engine.sentiment.checkpoint import write_json
-
-    if nproc < 1:
-        raise LaunchError(f"--nproc = {nproc} must be >= 1")
-    run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config_path = run_dir / "train_config.json"
-    write_json(config_path, config_to_dict(cfg))
-    per_rank = threads or cfg.threads or default_threads(nproc)
-    launch_ranks(
-        "engine.sentiment.train",
-        ["--config", str(config_path), "--threads", str(per_rank)],
-        nproc,
-        threads=per_rank,
-        on_line=on_line,
-        python=python,
-        grace_s=grace_s,
-        env=env,
-    )
-
-
 def launch_ranks(
     module: str,
     args: Sequence[str],
@@ -232,7 +192,7 @@ def launch_ranks(
     and any exception stop the ranks too.
     """
     if nproc < 1:
-        raise LaunchError(f"--nproc = {nproc} must be >= 1")
+        raise ConfigError(f"--nproc = {nproc} must be >= 1")
     handler = on_line or _default_handler
     port = placement.master_port if placement and placement.master_port else free_port()
     ranks: list[_Rank] = []

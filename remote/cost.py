@@ -16,8 +16,8 @@ log = logging.getLogger(__name__)
 
 BILLING_MINIMUM_S = 60.0
 """EC2 and EMR bill per second with a one-minute minimum per instance start."""
-DEFAULT_INTERVAL_S = 5.0
-"""Seconds between `cost` events."""
+DEFAULT_INTERVAL_S = 2.0
+"""Seconds between `cost` events (the running figure and the cost plot move at this pace)."""
 DEFAULT_TEARDOWN_S = 30.0
 """Billing time allowed for teardown when deciding whether a budget would be exceeded."""
 
@@ -66,6 +66,10 @@ class _Running:
     def usd(self, now: float) -> float:
         return self.line.total_usd_per_hour * self.billed_s(now) / 3600.0
 
+    def accrued_usd(self, now: float) -> float:
+        end = self.stopped_at if self.stopped_at is not None else now
+        return self.line.total_usd_per_hour * max(0.0, end - self.started_at) / 3600.0
+
 
 class CostMeter:
     """Σ over machine groups of price x billed seconds; thread-safe.
@@ -108,6 +112,12 @@ class CostMeter:
         with self._lock:
             return sum(r.usd(now) for r in self._lines.values())
 
+    def accrued_usd(self, now: float | None = None) -> float:
+        """USD of the seconds used so far, without the one-minute minimum (moves with time)."""
+        now = self._now(now)
+        with self._lock:
+            return sum(r.accrued_usd(now) for r in self._lines.values())
+
     def usd_per_hour(self) -> float:
         """USD per hour of the groups running now."""
         with self._lock:
@@ -134,10 +144,11 @@ class CostMeter:
         return self.usd(self._now(now) + max(0.0, horizon_s)) > max_usd
 
     def tick(self, now: float | None = None, remaining_s: float | None = None) -> dict[str, float]:
-        """Fields of a `cost` event: usd, usd_per_hour, projected_usd, elapsed_s."""
+        """Fields of a `cost` event: usd, accrued_usd, usd_per_hour, projected_usd, elapsed_s."""
         now = self._now(now)
         return {
             "usd": round(self.usd(now), 6),
+            "accrued_usd": round(self.accrued_usd(now), 6),
             "usd_per_hour": round(self.usd_per_hour(), 6),
             "projected_usd": round(self.projected_usd(now, remaining_s), 6),
             "elapsed_s": round(self.elapsed_s(now), 3),

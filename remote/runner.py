@@ -118,10 +118,20 @@ class _Progress:
     preprocess_summary: dict[str, Any] = field(default_factory=dict)
     rank_nodes: dict[int, str] = field(default_factory=dict)
     """Training rank → the node it ran on (from each rank's ``rank_start``)."""
+    steps: list[tuple[float, int]] = field(default_factory=list)
+    """(t, global_step) of the trainer's `train_start` (its resumed step) and newest `step`."""
+    total_steps: int = 0
+    """Steps of the whole training (the trainer's `train_start`)."""
 
     def observe(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
-        if kind == "rank_start":
+        if kind == "train_start" and isinstance(event.get("total_steps"), int):
+            self.total_steps = int(event["total_steps"])
+            first = int(event.get("resumed_epoch") or 0) * int(event.get("steps_per_epoch") or 0)
+            self.steps = [(float(event["t"]), first + int(event.get("resumed_step") or 0))]
+        elif kind == "step" and self.steps and isinstance(event.get("global_step"), int):
+            self.steps[1:] = [(float(event["t"]), int(event["global_step"]))]
+        elif kind == "rank_start":
             rank, node = event.get("rank"), event.get("node")
             if isinstance(rank, int) and isinstance(node, str):
                 self.rank_nodes[rank] = node
@@ -141,6 +151,11 @@ class _Progress:
         return [ranks[r] for r in range(len(ranks))]
 
     def remaining_s(self) -> float | None:
+        """Seconds of training left: from the step rate once steps run, else from epochs."""
+        if len(self.steps) == 2 and self.total_steps:
+            (t0, s0), (t1, s1) = self.steps
+            if s1 > s0 and t1 > t0:
+                return max(0, self.total_steps - s1) * (t1 - t0) / (s1 - s0)
         if not self.epoch_seconds or not self.epochs_total:
             return None
         left = max(0, self.epochs_total - len(self.epoch_seconds))

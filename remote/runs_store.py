@@ -98,7 +98,7 @@ class RunRecord:
     n_train: int | None = None
     global_batch: int | None = None
     threads: int | None = None
-    """torch threads per rank (from the trainer's stage_start event)."""
+    """torch threads per rank (from the trainer's `train_start` event)."""
     usd: float | None = None
     """Recorded (metered) or published cost of the whole run."""
     started: float | None = None
@@ -363,7 +363,9 @@ def _add_events(record: RunRecord, path: Path) -> None:
     train_t0: float | None = None
     for event in read_events(path):
         kind = event.get("type")
-        if kind == "stage_start" and event.get("stage") == "train" and "rank" in event:
+        if kind == "train_start" or (  # runs recorded before `train_start` existed
+            kind == "stage_start" and event.get("stage") == "train" and "rank" in event
+        ):
             train_t0 = float(event["t"])
             if isinstance(event.get("threads"), int):
                 record.threads = int(event["threads"])

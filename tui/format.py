@@ -47,9 +47,12 @@ def format_usd(value: float) -> str:
 
 
 def fmt_usd(value: float | None, empty: str = "—") -> str:
-    """Dollars with cents (three decimals under $1)."""
+    """Dollars with cents: three decimals under $1, two significant digits under a cent
+    ($0.00098), so a small running cost visibly moves."""
     if value is None:
         return empty
+    if 0 < abs(value) < 0.01:
+        return f"${value:.{1 - math.floor(math.log10(abs(value)))}f}"
     return f"${value:,.3f}" if abs(value) < 1 else f"${value:,.2f}"
 
 

@@ -14,7 +14,14 @@ from typing import Any
 
 from engine.errors import LaunchError
 from remote.teardown import teardown_recorded_run
-from tui.model.rows import PriceList, ProfileRow, load_price_rows, load_profile_rows
+from tui.model.rows import (
+    EpochCosts,
+    PriceList,
+    ProfileRow,
+    load_epoch_costs,
+    load_price_rows,
+    load_profile_rows,
+)
 
 OnEvent = Callable[[dict[str, Any]], None]
 OnLog = Callable[[str, str], None]
@@ -76,6 +83,10 @@ class Services:
     the teardown (remote.runner terminates the nodes when it ends)."""
     teardown_recorded: Callable[[Path], str] = teardown_recorded_run
     """Terminates what a recorded run (its folder) left in the cloud; says what (thread worker)."""
+    epoch_costs: Callable[[Path, Path], EpochCosts] = load_epoch_costs
+    """(profile file, runs folder) -> predicted $ per epoch per GPU type (thread worker)."""
+    selected_profile: Path | None = None
+    """The profile highlighted on the Profiles screen (the Prices screen prices its workload)."""
     now: Callable[[], float] = field(default=time.time)
     """Wall clock (fixed in snapshot tests)."""
 

@@ -483,7 +483,8 @@ def describe_balance_event(event: Mapping[str, Any]) -> str:
     """One terminal line for a ``balance`` event (headless progress)."""
     shares = "/".join(f"{s:.3f}" for s in event["shares"])
     batches = "/".join(str(b) for b in event["batch_sizes"])
-    line = f"balance epoch {event['epoch']} step {event['step']}: shares {shares}  batch {batches}"
+    where = f"epoch {event['epoch'] + 1} step {event['step']}"  # events count epochs from 0
+    line = f"balance {where}: shares {shares}  batch {batches}"
     if event.get("sec_per_sample"):
         ms = "/".join(f"{s * 1e3:.3g}" for s in event["sec_per_sample"])
         line += f"  ms/sample {ms}  predicted epoch {event['predicted_epoch_s']:.1f} s"

@@ -12,7 +12,18 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from engine.config import ModelConfig
 from engine.errors import ConfigError
+from engine.sentiment.presets import PRESETS
 from engine.sentiment.pretrained import Aligned, initial_table
+
+__all__ = [
+    "PRESETS",
+    "ModelShape",
+    "SentimentLSTM",
+    "build_model",
+    "count_parameters",
+    "model_for",
+    "resolve_spec",
+]
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -42,32 +53,6 @@ class ModelShape:
     def from_dict(cls, data: dict[str, Any]) -> ModelShape:
         """Inverse of :meth:`to_dict`."""
         return cls(**data)
-
-
-PRESETS: dict[str, dict[str, Any]] = {
-    # The old system's model: embedding 100, 2-layer LSTM hidden 32, two FC layers.
-    "seed": dict(
-        embedding_dim=100,
-        hidden=32,
-        layers=2,
-        bidirectional=False,
-        dropout=0.0,
-        fc_hidden=32,
-        pool="last",
-        embed_dropout=0.0,
-    ),
-    # One bidirectional layer, max-pooled over time, light dropout: measured against `seed`
-    # and TF-IDF + LR on the real Amazon files in BENCHMARKS.md "Training".
-    "default": dict(
-        embedding_dim=100,
-        hidden=64,
-        layers=1,
-        bidirectional=True,
-        dropout=0.2,
-        fc_hidden=64,
-        pool="max",
-    ),
-}
 
 
 def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None) -> ModelShape:

@@ -15,13 +15,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from engine.config import ModelConfig, TrainConfig, config_from_dict
+from engine.config import ModelConfig, TrainConfig, config_from_dict, config_to_dict
 from engine.config_flags import add_config_flags, flag_values
 from engine.errors import ConfigError, SentitopError
 from engine.events import rank_emitter
-from engine.launch import default_threads
+from engine.launch import LineHandler, default_threads
 
 
 def add_train_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -75,6 +76,53 @@ def _make_hooks(cfg: TrainConfig) -> Any:
     return make_train_hooks(cfg)
 
 
+def device_name(device: Any) -> str:
+    """What a person calls the device: the GPU model ("NVIDIA A10G"), or "CPU"."""
+    import torch
+
+    if device.type == "cuda":
+        return str(torch.cuda.get_device_name(device))
+    return "CPU"
+
+
+def launch_local(
+    cfg: TrainConfig,
+    nproc: int,
+    *,
+    on_line: LineHandler | None = None,
+    threads: int | None = None,
+    python: str = sys.executable,
+    grace_s: float = 3.0,
+    env: dict[str, str] | None = None,
+) -> None:
+    """Train with ``nproc`` local ranks; returns when all finished, raises LaunchError otherwise.
+
+    The config is written to RUN_DIR/train_config.json and read by every rank. ``threads`` is
+    torch threads per rank (default: cores // nproc). When a rank fails the others are stopped
+    (SIGTERM, SIGKILL after ``grace_s``) and the error names the rank and its last stderr lines.
+    """
+    from engine.launch import launch_ranks
+    from engine.sentiment.checkpoint import write_json
+
+    if nproc < 1:
+        raise ConfigError(f"--nproc = {nproc} must be >= 1")
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run_dir / "train_config.json"
+    write_json(config_path, config_to_dict(cfg))
+    per_rank = threads or cfg.threads or default_threads(nproc)
+    launch_ranks(
+        "engine.sentiment.train",
+        ["--config", str(config_path), "--threads", str(per_rank)],
+        nproc,
+        threads=per_rank,
+        on_line=on_line,
+        python=python,
+        grace_s=grace_s,
+        env=env,
+    )
+
+
 def run(cfg: TrainConfig) -> int:
     """Train on this rank (torchrun environment or a single process); return the exit code."""
     import torch
@@ -92,12 +140,16 @@ def run(cfg: TrainConfig) -> int:
             if env.device.type == "cuda":
                 torch.cuda.set_device(env.device)
             dist.init_process_group(
-                "nccl" if env.device.type == "cuda" else "gloo",
+                env.backend,
                 device_id=env.device if env.device.type == "cuda" else None,
             )
         # every rank says where it runs: launchers map ranks to nodes (and their prices) by it
         emitter.emit(
-            "rank_start", world_size=env.world, local_rank=env.local_rank, device=str(env.device)
+            "rank_start",
+            world_size=env.world,
+            local_rank=env.local_rank,
+            device=str(env.device),
+            device_name=device_name(env.device),
         )
         Trainer(cfg, emitter=emitter, hooks=_make_hooks(cfg), env=env).fit()
 

@@ -56,6 +56,11 @@ class DistEnv:
     local_world: int = 1
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
+    @property
+    def backend(self) -> str:
+        """Process-group backend: NCCL between CUDA devices, gloo on CPU."""
+        return "nccl" if self.device.type == "cuda" else "gloo"
+
     @classmethod
     def from_environ(cls, device: str = "auto") -> DistEnv:
         """Read the torchrun variables; CUDA device ``LOCAL_RANK`` when available and wanted."""
@@ -337,15 +342,21 @@ class Trainer:
         self.best = BestEpoch(cfg.patience)
         self.last_checkpoint = time.monotonic()
         self.last_log, self.samples_since_log = time.perf_counter(), 0
+        self.steps_logged = False
+        """A `step` event was emitted (the first step of a session always emits one)."""
         if cfg.resume:
             self._resume()
         if self.main:
             ckpt.prepare_run_dir(
                 cfg.run_dir, cfg.data_dir, spec=self.spec.to_dict(), config=config_to_dict(cfg)
             )
+            steps_per_epoch = even_plan(self.n_train, env.world, cfg.batch_size).steps
             self.emitter.emit(
-                "stage_start",
-                stage="train",
+                "train_start",
+                epochs=cfg.epochs,
+                steps_per_epoch=steps_per_epoch,
+                total_steps=cfg.epochs * steps_per_epoch,
+                balancer=cfg.balance.enabled,
                 world_size=env.world,
                 device=str(self.device),
                 n_train=self.n_train,
@@ -448,7 +459,7 @@ class Trainer:
                 seconds=elapsed,
                 threshold=self.cfg.loss_threshold,
             )
-        if self.global_step % self.cfg.log_every == 0:
+        if self.global_step % self.cfg.log_every == 0 or not self.steps_logged:
             now = time.perf_counter()
             world_samples = self.samples_since_log * self.env.world  # approx. for uneven splits
             self.emitter.emit(
@@ -461,7 +472,7 @@ class Trainer:
                 samples_per_s=world_samples / max(now - self.last_log, 1e-9),
                 lr=self.optimizer.param_groups[0]["lr"],
             )
-            self.last_log, self.samples_since_log = now, 0
+            self.last_log, self.samples_since_log, self.steps_logged = now, 0, True
         every_steps = self.cfg.checkpoint_every_steps
         minutes = self.cfg.checkpoint_every_min
         due = (every_steps and self.global_step % every_steps == 0) or (
@@ -590,8 +601,4 @@ class Trainer:
             ckpt.save_weights(self.cfg.run_dir, self.model.state_dict())
             ckpt.write_json(os.path.join(self.cfg.run_dir, ckpt.SUMMARY), summary)
             self.emitter.emit("summary", stage="train", **summary)
-            self.emitter.emit("stage_end", stage="train", status="ok", seconds=wall)
         return summary
-
-
-__all__ = ["DistEnv", "HookContext", "StepTiming", "TrainHooks", "Trainer"]

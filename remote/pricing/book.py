@@ -90,6 +90,7 @@ class PriceBook:
         """Bundled and user prices only: no cache, no network."""
         book = cls(region=region, catalog=catalog)
         book.on_demand = _bundled_prices(catalog, region, book.warnings)
+        book.spot = _recorded_spot(catalog, region)
         return book
 
     def on_demand_price(self, instance_type: str) -> Price | None:
@@ -155,6 +156,15 @@ def _bundled_prices(catalog: Catalog, region: str, warnings: list[str]) -> dict[
     return prices
 
 
+def _recorded_spot(catalog: Catalog, region: str) -> dict[str, dict[str, Price]]:
+    """Spot prices recorded in catalog rows (the optional spot_usd column), zone unknown."""
+    return {
+        row.name: {"": Price(row.name, region, row.spot_usd, "spot", row.source, _date_ts(row))}
+        for row in catalog.rows()
+        if row.region == region and row.spot_usd is not None
+    }
+
+
 def _from_cache(
     cached: PriceCache, region: str, source: PriceSource
 ) -> tuple[dict[str, Price], dict[str, dict[str, Price]]]:
@@ -212,6 +222,7 @@ def price_book(
     catalog = catalog or load_catalog()
     book = PriceBook(region=region, catalog=catalog)
     book.on_demand = _bundled_prices(catalog, region, book.warnings)
+    book.spot = _recorded_spot(catalog, region)
     names = list(instance_types) if instance_types is not None else catalog.names()
     spot_names = list(spot_types) if spot_types is not None else names
 

@@ -27,8 +27,9 @@ COLUMNS = (
     "on_demand_usd",
     "emr_usd",
     "price_date",
+    "spot_usd",
 )
-"""CSV columns of the bundled catalog and of the user override file."""
+"""CSV columns of the bundled catalog and of the user override file (spot_usd optional)."""
 
 CatalogSource = Literal["bundled", "user"]
 
@@ -57,6 +58,8 @@ class InstanceType:
     """EMR surcharge in USD per instance-hour on top of the EC2 price (None = not recorded)."""
     price_date: date
     """When the prices of this row were recorded."""
+    spot_usd: float | None = None
+    """A spot price per hour recorded with the row (None = unknown; live spot prices win)."""
     source: CatalogSource = "bundled"
     """Where the row came from: the shipped CSV or the user's override file."""
 
@@ -116,6 +119,7 @@ def _parse_rows(text: str, origin: str, source: CatalogSource) -> list[InstanceT
                     price_date=date.fromisoformat((record.get("price_date") or "").strip())
                     if (record.get("price_date") or "").strip()
                     else date.today(),
+                    spot_usd=_float(record.get("spot_usd") or ""),
                     source=source,
                 )
             )

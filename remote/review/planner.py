@@ -1,6 +1,10 @@
-"""Predict hours and $ of a profile, and of candidate configurations, from past runs.
+"""Predict hours and $ of a profile, and of candidate configurations, before paying.
 
-The scaling model and its inputs are described in :mod:`remote.review.scaling`.
+Where runs of the profile's workload on its hardware exist, the scaling model of
+:mod:`remote.review.scaling` predicts from them. Otherwise — and for every GPU instance type
+the catalog prices — a measured rate is transferred to the hardware by
+:mod:`remote.review.transfer` (an estimate with a back-tested band). Candidate sets (single
+types, mixed types, spot) come from :mod:`remote.review.candidates`.
 """
 
 from __future__ import annotations
@@ -8,67 +12,40 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engine.config import PreprocessConfig
 from engine.errors import InputError
-from remote.pricing import Catalog, load_catalog
-from remote.profile import Profile
-from remote.review.metrics import billed_usd
-from remote.review.scaling import (
-    Measurement,
-    ScalingModel,
-    compute_units,
-    fit,
-    measure,
-    ring,
+from remote.pricing import Catalog, PriceBook, load_catalog
+from remote.profile import EC2Profile, Profile
+from remote.review.backtest import STUDY_BATCH, STUDY_SAMPLES, study_runs
+from remote.review.candidates import (
+    Candidate,
+    Choice,
+    GpuJob,
+    choose,
+    cpu_target,
+    gpu_candidates,
+    gpu_prices,
+    gpu_set,
 )
-from remote.runs_store import RunRecord
+from remote.review.datasize import PrepEstimate, prep_time, train_samples
+from remote.review.hardware import gpu_table
+from remote.review.metrics import billed_usd
+from remote.review.scaling import Measurement, ScalingModel, compute_units, fit, measure, ring
+from remote.review.transfer import (
+    CALIBRATION_HINT,
+    Anchor,
+    RateEstimate,
+    Workload,
+    bundled_anchors,
+    resolved_model,
+    transfer_rate,
+)
+from remote.runs_store import RunRecord, workload_keys
 
-__all__ = ["compute_units", "fit", "measure", "plan_profile", "ring"]
-
-CANDIDATE_COUNTS = (1, 2, 4, 8)
-"""Instance counts tried for each candidate GPU instance type."""
-
-
-@dataclass(slots=True)
-class Candidate:
-    """One configuration with its predicted hours and $."""
-
-    label: str
-    hardware: str
-    instance_type: str | None
-    count: int
-    workers: int
-    usd_per_hour: float
-    epoch_s: float
-    seconds: float
-    """Predicted seconds for the N epochs (+ fixed overhead where measured)."""
-    usd: float
-    is_target: bool = False
-    actual_s: list[float] = field(default_factory=list)
-    """Measured seconds of past runs of this configuration (same epochs basis)."""
-
-    @property
-    def hours(self) -> float:
-        """Predicted hours."""
-        return self.seconds / 3600.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields."""
-        return {
-            "label": self.label,
-            "hardware": self.hardware,
-            "instance_type": self.instance_type,
-            "count": self.count,
-            "workers": self.workers,
-            "usd_per_hour": self.usd_per_hour,
-            "epoch_s": round(self.epoch_s, 3),
-            "seconds": round(self.seconds, 1),
-            "hours": round(self.hours, 4),
-            "usd": round(self.usd, 4),
-            "is_target": self.is_target,
-        }
+__all__ = ["Candidate", "Plan", "compute_units", "fit", "measure", "plan_profile", "ring"]
 
 
 @dataclass(slots=True)
@@ -103,6 +80,13 @@ class Plan:
     inputs: list[str]
     errors: list[ErrorCheck]
     not_predicted: list[str]
+    budget_usd: float | None = None
+    choice: Choice | None = None
+    prep: list[PrepEstimate] = field(default_factory=list)
+    """Preprocessing per runner (with --data-size, or a synthetic size)."""
+    n_train: int | None = None
+    notes: list[str] = field(default_factory=list)
+    """What the user should know: estimates, spot, how to tighten the band."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready plan."""
@@ -110,12 +94,28 @@ class Plan:
             "profile": self.profile,
             "epochs": self.epochs,
             "deadline_h": self.deadline_h,
+            "budget_usd": self.budget_usd,
+            "n_train": self.n_train,
             "target": self.target.to_dict(),
             "target_wall_s": self.target_wall_s,
             "wall_parts": {k: round(v, 2) for k, v in self.wall_parts.items()},
             "candidates": [c.to_dict() for c in self.candidates],
             "pick": self.pick.to_dict() if self.pick else None,
+            "pick_safe": self.choice.safe if self.choice else None,
+            "infeasible": self.choice.message if self.choice and self.choice.message else None,
+            "nearest": [c.to_dict() for c in self.choice.nearest] if self.choice else [],
+            "preprocessing": [
+                {
+                    "runner": p.runner,
+                    "machines": p.machines,
+                    "cores": p.cores,
+                    "seconds": round(p.seconds, 1),
+                    "basis": p.basis,
+                }
+                for p in self.prep
+            ],
             "inputs": self.inputs,
+            "notes": self.notes,
             "prediction_errors": [
                 {
                     "run": e.run_id,
@@ -131,18 +131,40 @@ class Plan:
         }
 
 
-# ---------------------------------------------------------------------------- planning
+# ---------------------------------------------------------------------------- helpers
+def _train_groups(profile: Profile) -> list[tuple[str, int, bool]]:
+    """(instance type, count, spot) of the training machines (EC2 groups, priced SSH nodes)."""
+    if profile.provider == "local":
+        return []
+    if isinstance(profile, EC2Profile):
+        return [(g.instance_type, g.count, g.spot) for g in profile.nodes]
+    nodes = getattr(profile, "nodes", [])
+    return [(t, 1, False) for t in (getattr(n, "instance_type", None) for n in nodes) if t]
+
+
+def _check_known(profile: Profile, catalog: Catalog) -> None:
+    unknown = [t for t, _, _ in _train_groups(profile) if t not in catalog]
+    if unknown:
+        known = ", ".join(catalog.names(gpu_only=True))
+        raise InputError(
+            f"{profile.source or profile.name}: instance type {', '.join(unknown)} is not in "
+            f"the catalog; known GPU types: {known}",
+            hint="fix the profile, or add the type with its gpus/gpu_model/vcpus to the user "
+            "catalog (`sentitop prices --help` prints its path)",
+        )
+
+
 def _target_hardware(profile: Profile, catalog: Catalog) -> tuple[str, str | None, int]:
     """(hardware class, instance type, instance count) of a profile's training machines."""
     if profile.provider == "local":
         return "local CPU", getattr(profile, "instance_type", None), 1
-    nodes = list(getattr(profile, "nodes", []))
-    types = [n.instance_type for n in nodes if n.instance_type]
-    count = sum(getattr(n, "count", 1) for n in nodes)
-    specs = catalog.specs(types[0]) if types else None
-    models = sorted({s.gpu_model for t in types if (s := catalog.specs(t)) and s.gpu_model})
-    hardware = "+".join(models) or (f"CPU {types[0]}" if types else "unknown")
-    return hardware, (specs.name if specs else None), count
+    groups = _train_groups(profile)
+    count = sum(getattr(n, "count", 1) for n in getattr(profile, "nodes", []))
+    models = sorted({s.gpu_model for t, _, _ in groups if (s := catalog.specs(t)) and s.gpu_model})
+    if not models and profile.provider == "ssh":
+        return "ssh CPU", groups[0][0] if groups else None, count
+    hardware = "+".join(models) or (f"CPU {groups[0][0]}" if groups else "unknown")
+    return hardware, (groups[0][0] if groups else None), count
 
 
 def _matches(run: RunRecord, profile: Profile, workload: str) -> bool:
@@ -153,9 +175,7 @@ def _matches(run: RunRecord, profile: Profile, workload: str) -> bool:
     )
 
 
-def _prediction_errors(
-    measurements: list[Measurement], hardware: str, epochs: int
-) -> list[ErrorCheck]:
+def _prediction_errors(measurements: list[Measurement], hardware: str) -> list[ErrorCheck]:
     """Each run predicted from the others (leave-one-out), where the others allow a fit."""
     checks: list[ErrorCheck] = []
     for i, m in enumerate(measurements):
@@ -172,128 +192,84 @@ def _prediction_errors(
     return checks
 
 
-def plan_profile(
-    profile: Profile,
-    runs: list[RunRecord],
-    *,
-    epochs: int | None = None,
-    deadline_h: float | None = None,
-    catalog: Catalog | None = None,
-) -> Plan:
-    """Predict the profile's run and the candidate configurations from ``runs``."""
-    from remote.runs_store import workload_keys
+def _log_band(errors: list[ErrorCheck]) -> float:
+    logs = [abs(math.log1p(e.error)) for e in errors if e.what == "epoch s" and e.error > -1]
+    return max(logs, default=0.0)
 
-    catalog = catalog or load_catalog()
+
+def _study() -> tuple[float, float, list[ErrorCheck]]:
+    """(all-reduce s per step and ring unit, count band log, leave-one-out) of the old study."""
+    ms = [measure(r) for r in study_runs()]
+    model = fit(ms, "M60")
+    errors = _prediction_errors(ms, "M60")
+    steps = STUDY_SAMPLES / STUDY_BATCH
+    return model.k / steps, _log_band(errors), errors
+
+
+def _engine_default(name: str) -> Any:
+    """A preprocessing default of the engine (declared once, in engine.config)."""
+    return PreprocessConfig.__dataclass_fields__[name].default
+
+
+def _workload(profile: Profile) -> Workload:
     cfg = profile.to_train_config(".", ".")
-    n_epochs = epochs or cfg.epochs
-    workload, data_key = workload_keys(profile.resolved())
-    hardware, instance_type, count = _target_hardware(profile, catalog)
-    matching = [r for r in runs if _matches(r, profile, workload)]
-    by_hw: dict[str, list[Measurement]] = {}
-    for run in matching:
-        by_hw.setdefault(run.hardware, []).append(measure(run))
-    if hardware not in by_hw:
-        seen = ", ".join(sorted(by_hw)) or "none"
-        raise InputError(
-            f"{profile.source or profile.name}: no finished past run of this workload (model "
-            f"and seq_len) on {hardware} to predict from (runs of it on: {seen})",
-            hint="run the profile or a small sweep of it first (`sentitop sweep PROFILE "
-            "--nproc 1,2 --epochs 1`), or import published runs with --import FILE.csv",
-        )
-    models = {hw: fit(ms, hw) for hw, ms in by_hw.items()}
-    model = models[hardware]
-    inputs = [line for m in models.values() for line in m.inputs]
-    same_data = [r for r in matching if r.data_key == data_key and r.n_train]
-    n_train = same_data[-1].n_train if same_data else None
-    if n_train is None:
+    seq = profile.preprocess.seq_len or _engine_default("seq_len")
+    model = resolved_model(cfg.model)
+    return Workload(model, int(seq), cfg.batch_size, f"{cfg.model.preset} model, {seq} tokens")
+
+
+def _n_train(
+    profile: Profile, same_data: list[RunRecord], data_size: int | None, inputs: list[str]
+) -> int:
+    test = profile.preprocess.test_fraction
+    test = float(_engine_default("test_fraction")) if test is None else test
+    if data_size is not None:
+        n = train_samples(data_size, test, synthetic=False)
         inputs.append(
-            "training-set size: no past run on the same data; assumed equal to the measured runs'"
+            f"training-set size: {n:,} samples from --data-size (old study: 231.5 k "
+            f"distinct texts per GB, less the {test:.0%} test split)"
         )
+        return n
+    if same_data and same_data[-1].n_train:
+        n = int(same_data[-1].n_train)
+        inputs.append(f"training-set size: {n:,} samples (past runs on the same data)")
+        return n
+    if profile.data.synthetic is not None:
+        n = train_samples(profile.data.synthetic.size, test, synthetic=True)
+        inputs.append(
+            f"training-set size: {n:,} samples (synthetic "
+            f"{profile.data.synthetic.size / 1e6:,.0f} MB: "
+            f"182 k distinct texts per GB, less the {test:.0%} test split)"
+        )
+        return n
+    inputs.append(
+        f"training-set size: {STUDY_SAMPLES:,} samples assumed (the old study's; the "
+        "input files' size is unknown: give --data-size to set it)"
+    )
+    return STUDY_SAMPLES
+
+
+def _prep(profile: Profile, catalog: Catalog, size: int | None) -> list[PrepEstimate]:
+    if size is None:
+        return []
+    pre = profile.preprocess
+    out: list[PrepEstimate] = []
+    if pre.runner == "emr" and pre.emr is not None:
+        row = catalog.specs(pre.emr.instance_type)
+        cores = pre.emr.count * (row.vcpus if row else 4)
+        out.append(prep_time(size, "emr", f"{pre.emr.count}×{pre.emr.instance_type}", cores))
+    groups = _train_groups(profile)
+    if groups:
+        row = catalog.specs(groups[0][0])
+        cores = pre.workers or (row.vcpus if row else 1)
+        out.append(prep_time(size, "local", f"1×{groups[0][0]} (first node)", cores))
     else:
-        inputs.append(f"training-set size: {n_train:,} samples (past runs on the same data)")
-    book_rate = _training_rate(profile, catalog)
-    workers = profile.world_size(catalog)
-    evals = math.ceil(n_epochs / cfg.eval_every) if cfg.eval_every else 0
-    threads = profile.train.threads
-    units = compute_units(profile.provider, workers, threads)
-    epoch_s = model.epoch_s(workers, units, n_train)
-    fixed = model.fixed(workers)
-    prep = _prep_s(same_data or matching, cached=bool(same_data))
-    parts = {
-        "fixed (start-up, loading, teardown)": fixed,
-        "preprocessing": prep,
-        "training": n_epochs * epoch_s,
-        "evaluation": evals * model.eval_s,
-    }
-    wall = sum(parts.values()) if model.fixed_s is not None else None
-    if wall is None:
-        inputs.append(
-            "fixed start-up/teardown: not measured for this hardware (imported runs); "
-            "hours below are training time only"
-        )
-    label = f"local ×{workers} proc" if profile.provider == "local" else f"{count}×{instance_type}"
-    target = _candidate(
-        label,
-        hardware,
-        instance_type,
-        count,
-        workers,
-        units,
-        book_rate,
-        model,
-        n_epochs,
-        n_train,
-        evals,
-        is_target=True,
-    )
-    candidates = [
-        target,
-        *_candidates(
-            profile,
-            models,
-            catalog,
-            n_epochs,
-            n_train,
-            evals,
-            book_rate,
-            skip=(instance_type, count, workers),
-        ),
-    ]
-    for cand in candidates:
-        cand.actual_s = [
-            r.train_s / r.epochs * n_epochs
-            + (r.wall_s - r.train_s if r.wall_s and r.source == "folder" else 0.0)
-            for r in matching
-            if r.label == cand.label
-        ]
-    pick = None
-    if deadline_h is not None:
-        meeting = [c for c in candidates if c.hours <= deadline_h]
-        pick = min(meeting, key=lambda c: (c.usd, c.hours)) if meeting else None
-    errors = [e for hw, ms in by_hw.items() for e in _prediction_errors(ms, hw, n_epochs)]
-    unmeasured = sorted({r.gpu_model for r in catalog.rows() if r.gpus > 0} - set(models))
-    not_predicted = (
-        [f"no past runs of this workload on {', '.join(unmeasured)}"] if unmeasured else []
-    )
-    return Plan(
-        profile.name,
-        n_epochs,
-        deadline_h,
-        target,
-        wall,
-        parts,
-        sorted(candidates, key=lambda c: (c.hardware, c.workers, c.usd)),
-        pick,
-        inputs,
-        errors,
-        not_predicted,
-    )
+        cores = pre.workers or os.cpu_count() or 1
+        out.append(prep_time(size, "local", "this machine", cores))
+    return out
 
 
-def _training_rate(profile: Profile, catalog: Catalog) -> float:
-    from remote.pricing import PriceBook
-
-    book = PriceBook.from_catalog(catalog, profile.region)
+def _training_rate(profile: Profile, book: PriceBook) -> float:
     return sum(
         line.total_usd_per_hour
         for line in profile.cost_lines(book)
@@ -306,7 +282,7 @@ def _prep_s(runs: list[RunRecord], *, cached: bool) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def _candidate(
+def _measured(
     label: str,
     hardware: str,
     instance_type: str | None,
@@ -318,6 +294,8 @@ def _candidate(
     epochs: int,
     n_train: int | None,
     evals: int,
+    band_log: float,
+    basis: str,
     *,
     is_target: bool = False,
 ) -> Candidate:
@@ -334,67 +312,255 @@ def _candidate(
         seconds,
         billed_usd(seconds, rate),
         is_target,
+        band=math.exp(band_log),
+        basis=basis,
     )
 
 
-def _candidates(
-    profile: Profile,
-    models: dict[str, ScalingModel],
-    catalog: Catalog,
-    epochs: int,
-    n_train: int | None,
-    evals: int,
-    local_rate: float,
-    skip: tuple[str | None, int, int],
-) -> list[Candidate]:
-    out: list[Candidate] = []
-    if "local CPU" in models and profile.provider == "local":
-        cores = os.cpu_count() or 1
-        for n in sorted({1, 2, cores} | set(models["local CPU"].compute_by_workers)):
-            if n != skip[2]:
-                units = compute_units("local", n, profile.train.threads)
-                out.append(
-                    _candidate(
-                        f"local ×{n} proc",
-                        "local CPU",
-                        skip[0],
-                        1,
-                        n,
-                        units,
-                        local_rate,
-                        models["local CPU"],
-                        epochs,
-                        n_train,
-                        evals,
-                    )
-                )
+def _gpu_anchors(models: dict[str, ScalingModel], workload: Workload) -> list[Anchor]:
+    """Runs-store measurements on GPUs as transfer anchors (where the sample count is known)."""
+    out: list[Anchor] = []
+    table = gpu_table()
     for hw, model in models.items():
-        if hw == "local CPU":
-            continue
-        for row in catalog.rows():
-            if (
-                row.gpu_model != hw
-                or row.gpus < 1
-                or row.on_demand_usd is None
-                or row.region != profile.region
-            ):
-                continue
-            for count in CANDIDATE_COUNTS:
-                if (row.name, count) == skip[:2]:
-                    continue
-                out.append(
-                    _candidate(
-                        f"{count}×{row.name}",
-                        hw,
-                        row.name,
-                        count,
-                        count * row.gpus,
-                        count * row.gpus,
-                        count * row.on_demand_usd,
-                        model,
-                        epochs,
-                        n_train,
-                        evals,
-                    )
+        if hw in table and model.n_train and model.compute_1 > 0:
+            rate = model.n_train / model.compute_1
+            out.append(
+                Anchor(
+                    hw,
+                    workload,
+                    rate,
+                    table[hw].mem_bw_gbs,
+                    "past runs",
                 )
+            )
     return out
+
+
+def plan_profile(
+    profile: Profile,
+    runs: list[RunRecord],
+    *,
+    epochs: int | None = None,
+    deadline_h: float | None = None,
+    budget_usd: float | None = None,
+    catalog: Catalog | None = None,
+    book: PriceBook | None = None,
+    data_size: int | None = None,
+) -> Plan:
+    """Predict the profile's run and the candidate configurations; pick under the constraints."""
+    catalog = catalog or load_catalog()
+    book = book or PriceBook.from_catalog(catalog, profile.region)
+    _check_known(profile, catalog)
+    cfg = profile.to_train_config(".", ".")
+    n_epochs = epochs or cfg.epochs
+    evals = math.ceil(n_epochs / cfg.eval_every) if cfg.eval_every else 0
+    wl_key, data_key = workload_keys(profile.resolved())
+    hardware, instance_type, count = _target_hardware(profile, catalog)
+    workload = _workload(profile)
+    matching = [r for r in runs if _matches(r, profile, wl_key)]
+    by_hw: dict[str, list[Measurement]] = {}
+    for run in matching:
+        by_hw.setdefault(run.hardware, []).append(measure(run))
+    inputs: list[str] = []
+    models: dict[str, ScalingModel] = {}
+    for hw, ms in by_hw.items():
+        try:
+            models[hw] = fit(ms, hw)
+        except InputError as exc:
+            inputs.append(f"{hw}: past runs not usable ({exc.message})")
+    inputs = [line for m in models.values() for line in m.inputs] + inputs
+    errors = [e for hw, ms in by_hw.items() if hw in models for e in _prediction_errors(ms, hw)]
+    same_data = [r for r in matching if r.data_key == data_key and r.n_train]
+    n_train = _n_train(profile, same_data, data_size, inputs)
+    test = profile.preprocess.test_fraction
+    test = float(_engine_default("test_fraction")) if test is None else test
+    sync_step, count_band, study_errors = _study()
+    job = GpuJob(
+        n_epochs,
+        n_train,
+        int(n_train * test / (1 - test)),
+        evals,
+        workload.batch,
+        sync_step,
+        count_band,
+    )
+    prices = gpu_prices(book, catalog)
+    own_rate = _training_rate(profile, book)
+    notes: list[str] = []
+    parts: dict[str, float] = {}
+    wall: float | None = None
+
+    table = gpu_table()
+    anchors = _gpu_anchors(models, workload) + bundled_anchors()
+    rates: dict[str, RateEstimate] = {}
+    not_predicted: list[str] = []
+    for gpu in sorted({r.gpu_model for r in catalog.rows() if r.gpus > 0}):
+        if gpu in table:
+            rates[gpu] = transfer_rate(workload, gpu, anchors)
+        else:
+            not_predicted.append(f"{gpu}: not in the GPU table (remote/review/data/gpus.csv)")
+
+    candidates: list[Candidate] = []
+    if hardware in models:
+        model = models[hardware]
+        hw_errors = [e for e in errors if e.run_id in {m.run.run_id for m in by_hw[hardware]}]
+        band = _log_band(hw_errors) or count_band
+        ids = ", ".join(m.run.run_id for m in by_hw[hardware])
+        basis = f"measured on {hardware}: past runs {ids}; scaling model fitted to them"
+        n_for_model = n_train if (same_data or data_size) else None
+        workers = profile.world_size(catalog)
+        units = compute_units(profile.provider, workers, profile.train.threads)
+        label = (
+            f"local ×{workers} proc" if profile.provider == "local" else f"{count}×{instance_type}"
+        )
+        target = _measured(
+            label,
+            hardware,
+            instance_type,
+            count,
+            workers,
+            units,
+            own_rate,
+            model,
+            n_epochs,
+            n_for_model,
+            evals,
+            band,
+            basis,
+            is_target=True,
+        )
+        target.groups = _train_groups(profile)
+        fixed = model.fixed(workers)
+        parts = {
+            "fixed (start-up, loading, teardown)": fixed,
+            "preprocessing": _prep_s(same_data or matching, cached=bool(same_data)),
+            "training": n_epochs * target.epoch_s,
+            "evaluation": evals * model.eval_s,
+        }
+        if model.fixed_s is not None:
+            wall = sum(parts.values())
+        else:
+            inputs.append(
+                "fixed start-up/teardown: not measured for this hardware (imported "
+                "runs); hours below are training time only"
+            )
+        if hardware == "local CPU" and profile.provider == "local":
+            cores = os.cpu_count() or 1
+            for n in sorted({1, 2, cores} | set(model.compute_by_workers)):
+                if n != workers:
+                    u = compute_units("local", n, profile.train.threads)
+                    candidates.append(
+                        _measured(
+                            f"local ×{n} proc",
+                            hardware,
+                            instance_type,
+                            1,
+                            n,
+                            u,
+                            own_rate,
+                            model,
+                            n_epochs,
+                            n_for_model,
+                            evals,
+                            band,
+                            basis,
+                        )
+                    )
+    elif hardware in ("local CPU", "ssh CPU") or hardware.startswith("CPU "):
+        target = cpu_target(
+            profile, hardware, instance_type, count, workload, job, own_rate, catalog
+        )
+        inputs.append(
+            "no past run of this workload on this machine: "
+            "predicted from the development host's measured rate"
+        )
+    else:
+        groups = _train_groups(profile)
+        own_prices = dict(prices)
+        for name, _, spot in groups:
+            price = book.hourly_usd(name, spot=spot)
+            if price is not None:
+                own_prices[(name, spot)] = price
+            if spot and book.spot_price(name) is None:
+                notes.append(
+                    f"{name}: the profile asks for spot but no spot price is known; priced "
+                    "on-demand (an upper bound)"
+                )
+        made = gpu_set(groups, catalog, rates, job, own_prices)
+        if made is None:
+            raise InputError(
+                f"{profile.source or profile.name}: cannot predict "
+                f"{', '.join(g[0] for g in groups)}: no price, or its GPU is not in the GPU "
+                "table (remote/review/data/gpus.csv)",
+                hint="add the type's price to the user catalog, or its GPU to the table",
+            )
+        target = replace(made, is_target=True)
+        inputs.append(
+            "fixed start-up/teardown of instances: not measured; hours are training "
+            "and evaluation time only"
+        )
+    candidates.append(target)
+    own_labels = {target.label}
+    for cand in gpu_candidates(catalog, rates, job, prices):
+        if cand.label not in own_labels:
+            candidates.append(cand)
+    for cand in candidates:
+        cand.actual_s = [
+            r.train_s / r.epochs * n_epochs
+            + (r.wall_s - r.train_s if r.wall_s and r.source == "folder" else 0.0)
+            for r in matching
+            if r.label == cand.label
+        ]
+    prep = _prep(profile, catalog, data_size)
+    prep_s = min((p.seconds for p in prep), default=0.0)
+    choice = choose(candidates, deadline_h=deadline_h, budget_usd=budget_usd, extra_s=prep_s)
+    estimated = sorted({g for g, r in rates.items() if r.estimate})
+    if target.estimate and target.hardware not in rates:
+        estimated.append(target.hardware)
+    if estimated:
+        notes.append(
+            "estimates: no run of this workload was measured on "
+            + ", ".join(estimated)
+            + "; times carry a band from back-tests (BENCHMARKS.md); to tighten it, "
+            + CALIBRATION_HINT
+        )
+    if not any(spot for _, spot in prices):
+        notes.append(
+            "spot prices unknown (none in the price book): only on-demand sets are "
+            "ranked; `sentitop prices --refresh` fetches spot prices"
+        )
+    if not any(e for e in errors) and study_errors:
+        inputs.append(
+            "worker-count band from the old study's leave-one-out: "
+            + ", ".join(f"{e.workers} GPUs {e.error:+.1%}" for e in study_errors)
+        )
+    return Plan(
+        profile.name,
+        n_epochs,
+        deadline_h,
+        target,
+        wall,
+        parts,
+        sorted(candidates, key=lambda c: (c.usd, c.hours)),
+        choice.pick,
+        inputs,
+        errors,
+        not_predicted,
+        budget_usd=budget_usd,
+        choice=choice,
+        prep=prep,
+        n_train=n_train,
+        notes=notes,
+    )
+
+
+def epoch_costs(
+    profile: Profile, runs: list[RunRecord], book: PriceBook | None = None
+) -> tuple[str, dict[str, tuple[float, float]]]:
+    """(workload label, instance type -> ($ per epoch on one instance, band)) of a profile."""
+    plan = plan_profile(profile, runs, epochs=1, book=book)
+    out: dict[str, tuple[float, float]] = {}
+    for c in plan.candidates:
+        if len(c.groups) == 1 and c.groups[0][1] == 1 and c.market == "on-demand":
+            out[c.groups[0][0]] = (c.epoch_s * c.usd_per_hour / 3600, c.band)
+    return _workload(profile).label, out

@@ -238,7 +238,7 @@ def test_balancer_advice_uses_the_smoothed_measurements() -> None:
 def test_balance_events_read_as_one_terminal_line() -> None:
     bal = _balancer(smoothing=1.0)
     first = describe_balance_event({"epoch": 0, "step": 0, **bal.event_fields(bal.plan())})
-    assert first == "balance epoch 0 step 0: shares 0.500/0.500  batch 50/50"
+    assert first == "balance epoch 1 step 0: shares 0.500/0.500  batch 50/50"
     bal.observe([1e-3, 2e-3])
     bal.end_chunk(epoch_end=True)
     line = describe_balance_event({"epoch": 1, "step": 0, **bal.event_fields(bal.plan())})

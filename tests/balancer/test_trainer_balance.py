@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 
 from engine.config import BalanceConfig, ModelConfig, TrainConfig
 from engine.events import read_events
-from engine.launch import launch_local
+from engine.sentiment.train import launch_local
 from tests.train.conftest import write_dataset
 
 

@@ -80,7 +80,7 @@ async def test_two_node_training_over_ssh_end_to_end(
     events = list(read_events(run_dir / "events.jsonl"))
     epochs = [e for e in events if e["type"] == "epoch"]
     assert [(e["node"], e["epoch"]) for e in epochs] == [("a", 0), ("a", 1)]
-    (start,) = [e for e in events if e["type"] == "stage_start" and e.get("rank") == 0]
+    (start,) = [e for e in events if e["type"] == "train_start" and e.get("rank") == 0]
     assert start["world_size"] == 2  # one rank per node, joined over the rendezvous
     assert {e["rank"] for e in events if e["type"] == "phase"} == {0, 1}
     assert [(e["node"], e["status"]) for e in events if e["type"] == "node"] == [
@@ -212,7 +212,7 @@ async def test_killing_one_nodes_training_process_mid_epoch_stops_every_node_the
     assert [e["node"] for e in errors] == ["b"]
     assert any("SIGKILL" in line for line in errors[0]["tail"])
     assert {r.exit_code for r in results.values()} == {0}
-    starts = [i for i, e in enumerate(events) if e["type"] == "stage_start" and "rank" in e]
+    starts = [i for i, e in enumerate(events) if e["type"] == "train_start"]
     assert len(starts) == 2 and events[starts[1]]["resumed_epoch"] == saved >= 1
     assert [e["epoch"] for e in events[starts[1] :] if e["type"] == "epoch"] == [saved]
 

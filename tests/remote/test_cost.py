@@ -48,6 +48,18 @@ def test_minimum_charge_then_per_second() -> None:
     assert meter.usd_per_hour() == 0.0
 
 
+def test_accrued_cost_moves_with_time_under_the_minimum() -> None:
+    meter = CostMeter(clock=lambda: 0.0)
+    meter.start(line(usd=3.6), at=0.0)  # $0.001 per second
+    accrued = [meter.accrued_usd(now=t) for t in (0.0, 5.0, 10.5, 30.0)]
+    assert accrued == pytest.approx([0.0, 0.005, 0.0105, 0.030])  # moves while billed is flat
+    assert [meter.usd(now=t) for t in (0.0, 5.0, 30.0)] == pytest.approx([0.060] * 3)
+    tick = meter.tick(now=20.0)
+    assert tick["accrued_usd"] == pytest.approx(0.020) and tick["usd"] == pytest.approx(0.060)
+    meter.stop("g", at=40.0)
+    assert meter.accrued_usd(now=500.0) == pytest.approx(0.040)
+
+
 def test_groups_count_emr_surcharge_and_stop_independently() -> None:
     meter = CostMeter()
     meter.start(line("train", usd=1.0, count=4), at=0.0)

@@ -92,7 +92,7 @@ def write_run(
             "seconds": prep_s,
             "cached": prep_s == 0,
         },
-        {"type": "stage_start", "t": t + 5, "rank": 0, "stage": "train", "threads": threads},
+        {"type": "train_start", "t": t + 5, "rank": 0, "threads": threads},
     ]
     clock = t + 5
     for i, s in enumerate(epoch_s):

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import InputError
 from remote.profile import load_profile
 from remote.review.planner import compute_units, fit, measure, plan_profile, ring
 from remote.runs_store import import_csv, list_runs
@@ -88,13 +87,16 @@ def test_seed_study_leave_one_out() -> None:
     assert loo["seed-2xg3.16xlarge"].predicted_s == pytest.approx(c1 / 8 + k_from_4 * ring(8))
     assert loo["seed-2xg3.16xlarge"].actual_s == pytest.approx(953.1)
     assert plan.target.label == "4×g3.4xlarge" and plan.target_wall_s is None
-    assert all(c.hardware == "M60" for c in plan.candidates)
+    assert not plan.target.estimate and "measured on M60" in plan.target.basis
+    m60 = [c for c in plan.candidates if c.hardware == "M60"]
+    assert m60 and any(c.estimate for c in plan.candidates if c.hardware != "M60")
     assert plan.pick is not None and plan.pick.hours <= 4.0
 
 
-def test_no_runs_to_predict_from(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="no finished past run of this workload"):
-        plan_profile(load_profile(TINY), [], epochs=1)
+def test_no_runs_is_an_estimate_not_a_refusal() -> None:
+    plan = plan_profile(load_profile(TINY), [], epochs=1)
+    assert plan.target.estimate and plan.target.band > 1
+    assert "development host" in plan.target.basis and plan.target.seconds > 0
 
 
 def test_plan_cli(local_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -102,8 +104,8 @@ def test_plan_cli(local_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["target"]["workers"] == 1 and data["epochs"] == 2
     assert data["prediction_errors"] and data["inputs"]
-    assert main(["plan", str(TINY), "--runs-dir", str(local_runs / "none")]) == 2
-    assert "no finished past run" in capsys.readouterr().err
+    assert main(["plan", str(TINY), "--runs-dir", str(local_runs / "none")]) == 0
+    assert "estimate" in capsys.readouterr().out
     assert main(["plan", str(TINY), "--epochs", "0", "--runs-dir", str(local_runs)]) == 2
 
 

@@ -151,7 +151,7 @@ def test_training_starts_from_the_run_vectors(tmp_path: Path) -> None:
         events_file=False,
     )
     Trainer(cfg, emitter=Emitter(sink), env=DistEnv()).fit()
-    start = next(e for e in sink.events if e["type"] == "stage_start")
+    start = next(e for e in sink.events if e["type"] == "train_start")
     assert start["init_embeddings"] == {"found": len(itos) - 4, "missing": 2}
     assert start["spec"]["embedding_dim"] == 6
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

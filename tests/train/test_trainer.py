@@ -68,8 +68,15 @@ def test_learns_and_writes_the_run_folder(tiny_data: Path, tmp_path: Path) -> No
     saved = json.loads((run / "summary.json").read_text())
     assert saved["epochs"] == 3 and saved["n_train"] == 512 and saved["world_size"] == 1
     assert saved["time_to_threshold_s"] is not None and saved["threshold_epoch"] is not None
-    types = [e["type"] for e in read_events(run / "events.jsonl")]
-    assert types[0] == "stage_start" and types[-1] == "stage_end"
+    events = list(read_events(run / "events.jsonl"))
+    types = [e["type"] for e in events]
+    # the trainer tells its plan up front; stage_start/stage_end belong to the launcher
+    assert types[0] == "train_start" and types[-1] == "summary"
+    assert "stage_start" not in types and "stage_end" not in types
+    start = events[0]
+    assert (start["epochs"], start["steps_per_epoch"], start["total_steps"]) == (3, 8, 24)
+    steps = [e["global_step"] for e in events if e["type"] == "step"]
+    assert steps[0] == 1  # progress from the first step, then every log_every
     assert types.count("epoch") == 3 and types.count("phase") == 3
     assert {"step", "checkpoint", "threshold", "summary"} <= set(types)
     phase = next(e for e in read_events(run / "events.jsonl") if e["type"] == "phase")

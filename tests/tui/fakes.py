@@ -10,7 +10,7 @@ from typing import Any
 from engine.errors import ProfileError
 from engine.events import read_events
 from tui.app import SentitopApp, make_app
-from tui.model.rows import PriceList, PriceRow, ProfileRow
+from tui.model.rows import EpochCosts, PriceList, PriceRow, ProfileRow
 from tui.services import OnEvent, Services
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -42,7 +42,12 @@ def fake_profile_rows(folder: Path | None) -> list[ProfileRow]:
         "ec2",
         2,
         4,
-        {"instance_type": "g4dn.12xlarge", "region": "us-east-1", "epochs": 3},
+        {
+            "instance_type": "g4dn.12xlarge",
+            "region": "us-east-1",
+            "train": {"epochs": 3, "balance": {"enabled": True, "straggle": {}}},
+            "nodes": [{"instance_type": "g4dn.12xlarge", "count": 2, "spot": False}],
+        },
     )
     local = FakeProfile("local-cpu", "local", 1, 0, {"epochs": 1, "workers": 2})
     return [
@@ -53,6 +58,8 @@ def fake_profile_rows(folder: Path | None) -> list[ProfileRow]:
             nodes=1,
             gpus=0,
             usd_per_hour=None,
+            ranks=2,
+            device="CPU",
             profile=local,
         ),
         ProfileRow(
@@ -62,6 +69,8 @@ def fake_profile_rows(folder: Path | None) -> list[ProfileRow]:
             nodes=2,
             gpus=4,
             usd_per_hour=7.824,
+            ranks=4,
+            device="4× T4",
             profile=ec2,
         ),
         ProfileRow(
@@ -147,6 +156,12 @@ def failing_profiles(folder: Path | None) -> list[ProfileRow]:
     raise ProfileError(f"{folder}/x.yaml: cannot read", hint="check the file permissions")
 
 
+def fake_epoch_costs(profile: Path, runs_dir: Path) -> EpochCosts:
+    """Predicted $/epoch of the fake catalog's GPU types, for the highlighted profile."""
+    costs = {"g4dn.xlarge": 0.081, "g5.xlarge": 0.094, "p3.2xlarge": 0.158}
+    return EpochCosts(profile.stem, "default model, 100 tokens", costs, 2.2)
+
+
 def build_app(
     *,
     replay: Path | None = None,
@@ -161,10 +176,12 @@ def build_app(
         runs_dir=overrides.pop("runs_dir", RUNS_DIR),
         load_profiles=overrides.pop("load_profiles", fake_profile_rows),
         load_prices=overrides.pop("load_prices", fake_price_rows),
+        epoch_costs=overrides.pop("epoch_costs", fake_epoch_costs),
         start_run=runner or FakeRunner(),
         teardown=teardown if teardown is not None else Teardowns(),
         now=lambda: NOW,
     )
+    services.selected_profile = overrides.pop("selected_profile", None)
     if "teardown_recorded" in overrides:
         services.teardown_recorded = overrides.pop("teardown_recorded")
     return make_app(services=services, replay=replay, start=start, **overrides)

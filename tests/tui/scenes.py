@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from textual.pilot import Pilot
 
@@ -50,7 +51,9 @@ class Scene:
 
 SCENES: dict[str, Scene] = {
     "profiles": Scene(lambda: build_app(start="profiles"), _profiles_invalid),
-    "prices": Scene(lambda: build_app(start="prices")),
+    "prices": Scene(
+        lambda: build_app(start="prices", selected_profile=Path("profiles/two-t4-nodes.yaml"))
+    ),
     "run": Scene(lambda: build_app(replay=FIXTURE_RUN)),
     "run-single": Scene(lambda: build_app(replay=SINGLE_RUN)),
     "runs": Scene(lambda: build_app(start="runs"), _runs_overlay),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,12 +20,13 @@ from tests.tui.fakes import (
     Teardowns,
     build_app,
     failing_profiles,
+    fake_epoch_costs,
 )
 from tests.tui.scenes import SIZE, settle
 from tui.app import SentitopApp
 from tui.screens.help import HelpScreen
 from tui.screens.modals import ConfirmScreen, ErrorScreen
-from tui.screens.prices import PricesScreen
+from tui.screens.prices import COLUMNS, PricesScreen
 from tui.screens.profiles import ProfilesScreen
 from tui.screens.run import RunScreen
 from tui.screens.runs import RunsScreen
@@ -260,7 +262,7 @@ async def test_prices_sort_filter_refresh() -> None:
         assert isinstance(screen, PricesScreen)
         prices = [r.on_demand_usd for r in screen.visible_rows()]
         assert prices == sorted(prices) and len(prices) == 7
-        await pilot.press("o", "o")  # on-demand -> spot -> source
+        await pilot.press("o", "o", "o")  # on-demand -> spot -> $/epoch -> source
         assert [r.source for r in screen.visible_rows()] == sorted(r.source for r in screen.rows)
         await pilot.click(DataTable, offset=(3, 1))  # header "instance" (inside the border)
         await pilot.pause()
@@ -276,6 +278,33 @@ async def test_prices_sort_filter_refresh() -> None:
         await pilot.press("escape", "u")
         await settle(pilot)
         assert {r.source for r in screen.rows} == {"live"}
+
+
+async def test_prices_show_dollars_per_epoch_of_the_highlighted_profile() -> None:
+    asked: list[Path] = []
+
+    def costs(profile: Path, runs_dir: Path) -> Any:
+        asked.append(profile)
+        return fake_epoch_costs(profile, runs_dir)
+
+    app = build_app(epoch_costs=costs)  # starts on Profiles: local-cpu highlighted
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "2")  # two-t4-nodes, then the Prices screen
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PricesScreen)
+        assert [p.name for p in asked] == ["two-t4-nodes.yaml"]
+        per_epoch = {r.instance: r.usd_per_epoch for r in screen.rows}
+        assert per_epoch["g4dn.xlarge"] == 0.081 and per_epoch["c5.4xlarge"] is None
+        table = screen.query_one(DataTable)
+        assert "two-t4-nodes" in str(table.border_title) and "×2.2" in str(table.border_title)
+        await pilot.press("o", "o")  # on-demand -> spot -> $/epoch
+        cheapest = screen.visible_rows()[0]
+        assert COLUMNS[screen.sort_column][0] == "$/epoch" and cheapest.instance == "g4dn.xlarge"
+        await pilot.press("1", "2")  # same selection: not asked again
+        await settle(pilot)
+        assert len(asked) == 1
 
 
 async def test_runs_overlay_axis_and_replay() -> None:
@@ -410,7 +439,7 @@ async def test_epoch_table_stays_bounded() -> None:
             await pilot.pause()
         table = screen.query_one("#epochs", DataTable)
         assert table.row_count == EPOCH_ROWS
-        assert table.get_row_at(table.row_count - 1)[0] == "899"  # the newest is kept
+        assert table.get_row_at(table.row_count - 1)[0] == "900"  # the newest (epoch 899) is kept
 
 
 async def test_unchanged_panes_are_not_redrawn_but_changes_show() -> None:

@@ -27,12 +27,13 @@ def test_full_run_state() -> None:
         4,
     )
     assert state.status == "ok" and state.finished
-    assert [r.epoch for r in state.epochs] == [1, 2, 3]
+    assert [r.epoch for r in state.epochs] == [0, 1, 2]  # events count from 0
     assert state.total_epochs == 3
     assert state.global_step == 360
     assert len(state.train_loss) == sum(1 for e in EVENTS if e["type"] == "step")
     last_cost = [e for e in EVENTS if e["type"] == "cost"][-1]
     assert state.usd == pytest.approx(last_cost["usd"])
+    assert state.spent == pytest.approx(last_cost["accrued_usd"])
     assert state.usd_per_hour == pytest.approx(last_cost["usd_per_hour"])
     assert {s.name: s.status for s in state.stages.values()} == {
         "preprocess": "ok",
@@ -40,7 +41,7 @@ def test_full_run_state() -> None:
         "review": "ok",
     }
     assert {n.status for n in state.nodes.values()} == {"stopped"}
-    assert sorted(state.phase_last) == [0, 1, 2, 3] and state.phase_epoch == 3
+    assert sorted(state.phase_last) == [0, 1, 2, 3] and state.phase_epoch == 2
     assert set(state.phase_last[3]) == set(PHASES)
     assert state.threshold is not None and state.last_checkpoint is not None
     assert state.errors and "NCCL" in state.errors[0]["message"]

@@ -43,7 +43,9 @@ def test_profile_rows_from_real_profile_files(tmp_path: Path) -> None:
     rows = load_profile_rows(tmp_path)
     assert [r.name for r in rows] == ["local", "broken"]  # valid first
     local, broken = rows
-    assert local.valid and local.cluster == "local" and local.nodes == 1 and local.gpus >= 1
+    assert local.valid and local.cluster == "local" and local.nodes == 1 and local.ranks == 2
+    # a CPU profile is never counted as GPUs
+    assert (local.gpus, local.device) == (0, "GPU" if Path("/dev/nvidia0").exists() else "CPU")
     assert local.usd_per_hour is not None and local.usd_per_hour > 0  # priced as an m5.large
     assert not broken.valid and any("nodes" in e for e in broken.errors)
     assert any(e.startswith("line ") for e in broken.errors)
@@ -65,7 +67,8 @@ def test_profile_row_duck_types_a_profile() -> None:
             return 2.5
 
     row = profile_row(Prof("p", [Node(2), Node(2)]), Path("profiles/p.yaml"), catalog=object())
-    assert (row.name, row.nodes, row.gpus, row.usd_per_hour, row.valid) == ("p", 4, 4, 2.5, True)
+    assert (row.name, row.nodes, row.gpus, row.usd_per_hour, row.valid) == ("p", 4, 8, 2.5, True)
+    assert (row.ranks, row.device) == (8, "8× GPU")  # no catalog model: "GPU"
 
 
 def test_run_rows_from_events_and_summary(tmp_path: Path) -> None:

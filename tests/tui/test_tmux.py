@@ -79,7 +79,7 @@ def test_replay_in_a_real_terminal(tmp_path: Path) -> None:
         pane = tmux.wait_for(lambda p: "replay ended (ok)" in p)
         assert "run 20261121-fixture" in pane
         assert "epoch 3/3" in pane and "$0.499" in pane
-        assert "load share per GPU" in pane and "time per phase" in pane
+        assert "load share per rank" in pane and "time per phase" in pane
         assert any("\u2800" < ch <= "\u28ff" for ch in pane), "no braille plot drawn"
         assert "gpu-a" in pane and "stopped" in pane
         assert "q Quit" in pane.replace("  ", " ")  # the footer shows the keys

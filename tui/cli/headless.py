@@ -101,8 +101,8 @@ class HeadlessProgress:
                 f"  acc {fmt(event.get('accuracy'), '.4f')}  F1 {fmt(event.get('f1'), '.4f')}"
                 f"  {fmt(event.get('seconds'), '.1f')} s"
             )
-        elif kind == "cost":
-            self.usd = event.get("usd")
+        elif kind == "cost":  # the running figure: accrued (the billed one sits at the minimum)
+            self.usd = event.get("accrued_usd", event.get("usd"))
             if event.get("usd_per_hour"):  # the last tick, after teardown, reads 0 $/h
                 self.usd_per_hour = event["usd_per_hour"]
         elif kind == "balance":

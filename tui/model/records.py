@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -36,13 +38,32 @@ class NodeInfo:
     status: str = "?"
     """Status from the latest `node` event."""
     gpu: str = ""
-    """GPU model / count."""
+    """Device of the node's ranks ("CPU", "2× A10G"), or the GPU a `node` event named."""
     detail: str = ""
     """Detail of the latest `node` event."""
     last_line: str = ""
     """Newest log line seen from this node."""
     ranks: list[int] = field(default_factory=list)
     """Training ranks running on this node (from their `rank_start` events), ascending."""
+    devices: dict[int, str] = field(default_factory=dict)
+    """Rank -> its device name (`rank_start`'s device_name, or device for older runs)."""
+
+
+def device_label(devices: Iterable[str]) -> str:
+    """What a node trains on, for people: "CPU", "A10G", "2× A10G", "A10G + T4"."""
+    names = Counter(_device_name(d) for d in devices)
+    return " + ".join(
+        f"{n}× {name}" if n > 1 and name != "CPU" else name for name, n in names.items()
+    )
+
+
+def _device_name(device: str) -> str:
+    if device == "cpu" or device.upper() == "CPU":
+        return "CPU"
+    if device.startswith("cuda"):
+        return "GPU"  # a run recorded before rank_start carried device_name
+    # "NVIDIA A100-SXM4-40GB" -> "A100", "Tesla T4" -> "T4"
+    return device.removeprefix("NVIDIA ").removeprefix("Tesla ").split("-")[0].strip() or "?"
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,13 @@ class ProfileRow:
     nodes: int = 0
     """Node count."""
     gpus: int = 0
-    """GPUs in total."""
+    """GPUs in total (0 for a CPU profile)."""
     usd_per_hour: float | None = None
     """Estimated $/h (None = free or unknown)."""
+    ranks: int = 0
+    """Training processes (the world size)."""
+    device: str = ""
+    """What the ranks train on: "CPU", "2× A10G", "T4 + A10G"."""
     errors: list[str] = field(default_factory=list)
     """Validation errors (empty when valid)."""
     detail: str = ""
@@ -61,6 +66,20 @@ class PriceRow:
     """live | cache | bundled | user."""
     age_s: float | None
     """Seconds since the price was recorded (None = unknown)."""
+    usd_per_epoch: float | None = None
+    """Predicted $ of one epoch of the selected profile's workload on one instance (None: not
+    predicted, or no profile selected)."""
+
+
+@dataclass(slots=True)
+class EpochCosts:
+    """Predicted $ per epoch of one profile's workload on one instance of each GPU type."""
+
+    profile: str
+    workload: str
+    usd_per_epoch: dict[str, float]
+    band: float
+    """Widest band factor of the figures (1 = all measured)."""
 
 
 @dataclass(slots=True)
@@ -102,10 +121,11 @@ def profile_row(
 ) -> ProfileRow:
     """A row for a validated profile (duck-typed over remote.profile.Profile)."""
     provider = getattr(profile, "provider", None) or getattr(profile, "cluster", "")
-    gpus = _call(getattr(profile, "world_size", None), catalog)
-    if gpus is None:
-        nodes = getattr(profile, "nodes", None)
-        gpus = sum(int(getattr(n, "gpus", 0) or 0) for n in nodes) if isinstance(nodes, list) else 0
+    gpus, device = _devices(profile, provider, catalog)
+    ranks = _call(getattr(profile, "world_size", None), catalog)
+    if ranks is None:
+        nodes = getattr(profile, "nodes", None) or []
+        ranks = sum(int(getattr(n, "count", 1) or 1) * max(1, _gpus(n, catalog)) for n in nodes)
     usd = _call(getattr(profile, "hourly_usd", None), catalog)
     lines = [f"warning: {w}" for w in warnings or []]
     description = getattr(profile, "description", "")
@@ -116,11 +136,43 @@ def profile_row(
         path=str(path),
         cluster=str(provider or ""),
         nodes=_node_count(profile),
-        gpus=int(gpus or 0),
+        gpus=gpus,
         usd_per_hour=float(usd) if usd else None,
+        ranks=int(ranks or 0),
+        device=device,
         detail="\n".join(lines),
         profile=profile,
     )
+
+
+def _gpus(node: Any, catalog: Any) -> int:
+    """GPUs of one machine of a node (group): as given, else the catalog's, else 0."""
+    given = getattr(node, "gpus", None)
+    if given is not None:
+        return int(given)
+    spec = _spec(node, catalog)
+    return int(spec.gpus) if spec is not None else 0
+
+
+def _spec(node: Any, catalog: Any) -> Any:
+    name = getattr(node, "instance_type", None)
+    return _call(getattr(catalog, "specs", None), name) if name else None
+
+
+def _devices(profile: Any, provider: str, catalog: Any) -> tuple[int, str]:
+    """GPUs in total and what the ranks train on ("CPU", "2× A10G", "T4 + A10G")."""
+    if provider == "local":  # CUDA when asked, or (auto) when this machine shows a GPU
+        wanted = getattr(getattr(profile, "train", None), "device", None) or "auto"
+        gpu = wanted == "cuda" or (wanted == "auto" and Path("/dev/nvidia0").exists())
+        return 0, "GPU" if gpu else "CPU"
+    models: Counter[str] = Counter()
+    for node in getattr(profile, "nodes", None) or []:
+        count, per = int(getattr(node, "count", 1) or 1), _gpus(node, catalog)
+        spec = _spec(node, catalog)
+        model = (getattr(spec, "gpu_model", "") or "GPU") if per else "CPU"
+        models[model] += count * per if per else count
+    label = " + ".join(f"{n}× {m}" if n > 1 and m != "CPU" else m for m, n in models.items())
+    return sum(n for m, n in models.items() if m != "CPU"), label
 
 
 def load_profile_rows(folder: Path | None) -> list[ProfileRow]:
@@ -190,6 +242,18 @@ def load_price_rows(refresh: bool = False) -> PriceList:
 
     book = price_book(live=refresh, refresh=refresh)
     return PriceList(price_rows(book), list(book.warnings))
+
+
+def load_epoch_costs(profile_path: Path, runs_dir: Path) -> EpochCosts:
+    """$ per epoch on each GPU type for a profile's workload (the planner, with past runs)."""
+    from remote.profile import load_profile
+    from remote.review.planner import epoch_costs
+    from remote.runs_store import list_runs
+
+    profile = load_profile(profile_path)
+    workload, costs = epoch_costs(profile, list_runs(runs_dir))
+    band = max((b for _, b in costs.values()), default=1.0)
+    return EpochCosts(profile.name, workload, {k: v for k, (v, _) in costs.items()}, band)
 
 
 def read_run_state(run_dir: Path, capacity: int = 4096) -> RunState:

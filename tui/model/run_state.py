@@ -6,14 +6,17 @@ fields. Memory is bounded: series thin themselves, tables and logs keep the newe
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo
+import numpy as np
+
+from tui.format import fmt, fmt_duration
+from tui.model.dollars import usd_at
+from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo, device_label
 from tui.model.series import DEFAULT_CAPACITY, Series
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt", "eval")
@@ -66,11 +69,16 @@ class RunState:
     words_per_s: float | None = None
     """Embeddings runs: the newest words/s of a `step` event."""
     usd: float = 0.0
+    """Billed so far: what stopping now would cost (with the one-minute minimum)."""
+    accrued_usd: float | None = None
+    """Price x seconds used so far, no minimum (None for runs recorded before it existed)."""
     usd_per_hour: float | None = None
     projected_usd: float | None = None
     shares: list[float] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)
     predicted_epoch_s: float | None = None
+    train_plan: dict[str, Any] = field(default_factory=dict)
+    """The trainer's `train_start`: epochs, steps_per_epoch, total_steps, balancer, device..."""
     threshold: dict[str, Any] | None = None
     last_checkpoint: dict[str, Any] | None = None
     summary: dict[str, Any] = field(default_factory=dict)
@@ -98,6 +106,9 @@ class RunState:
         self.word_throughput = Series("words/s", cap)
         """Embeddings runs: words/s of `step` events."""
         self.cost = Series("$", cap)
+        """Dollars used over time (accrued_usd; billed usd for runs recorded without it)."""
+        self._step_clock: list[tuple[float, int]] = []
+        """(t, global_step) of `train_start` and of the newest `step` (the step rate)."""
         self.rank_throughput: dict[int, Series] = {}
         self.rank_shares: dict[int, Series] = {}
         self.phase_last: dict[int, dict[str, float]] = {}
@@ -112,6 +123,7 @@ class RunState:
             "run_end": self._on_run_end,
             "stage_start": self._on_stage_start,
             "stage_end": self._on_stage_end,
+            "train_start": self._on_train_start,
             "progress": self._on_progress,
             "step": self._on_step,
             "epoch": self._on_epoch,
@@ -196,7 +208,8 @@ class RunState:
         if isinstance(cfg, dict):
             self.config = cfg
         self.status = "running"
-        self._log(rel, "run", f"run {self.run_id} started ({self.profile}, {self.world_size} GPUs)")
+        ranks = f"{self.world_size} rank{'s' if self.world_size != 1 else ''}"
+        self._log(rel, "run", f"run {self.run_id} started ({self.profile}, {ranks})")
 
     def _on_run_end(self, ev: Mapping[str, Any], rel: float) -> None:
         self.status = str(ev.get("status") or "ok")
@@ -206,7 +219,19 @@ class RunState:
         text = f"run ended: {self.status}" + (f" ({self.reason})" if self.reason else "")
         self._log(rel, "run", text, level)
 
+    def _legacy_trainer_stage(self, ev: Mapping[str, Any]) -> bool:
+        """A trainer's train `stage_*` under a runner (recorded before `train_start`): no stage."""
+        return (
+            "rank" in ev
+            and ev.get("stage") == "train"
+            and ev.get("workload") != EMBEDDINGS
+            and "run_start" in self.counts
+        )
+
     def _on_stage_start(self, ev: Mapping[str, Any], rel: float) -> None:
+        if self._legacy_trainer_stage(ev):
+            self._on_train_start(ev, rel)
+            return
         stage = self._stage(str(ev.get("stage") or "?"))
         stage.status = "running"
         stage.started_t = _num(ev.get("t"))
@@ -227,18 +252,39 @@ class RunState:
             self.pip_loss.append(rel, pip0, float(self.global_step))
 
     def _on_stage_end(self, ev: Mapping[str, Any], rel: float) -> None:
+        if self._legacy_trainer_stage(ev):
+            return
         stage = self._stage(str(ev.get("stage") or "?"))
         stage.status = str(ev.get("status") or "ok")
         stage.seconds = _num(ev.get("seconds"))
         if stage.total is not None and stage.status == "ok":
             stage.done = stage.total
-        secs = f" in {stage.seconds:.1f}s" if stage.seconds is not None else ""
+        secs = f" in {fmt_duration(stage.seconds)}" if stage.seconds is not None else ""
         level = "info" if stage.status == "ok" else "error"
         self._log(rel, "run", f"stage {stage.name} {stage.status}{secs}", level)
         if self.embeddings and stage.name == "train" and "run_start" not in self.counts:
             # `sentitop embed` has no runner (no run_end): its train stage's end ends the run
             self.status = stage.status if stage.status in FINAL_STATUSES else "failed"
             self.end_t = _num(ev.get("t")) or self.last_t
+
+    def _on_train_start(self, ev: Mapping[str, Any], rel: float) -> None:
+        """The trainer's plan: the train stage counts steps from here (and epochs)."""
+        self.train_plan = {k: v for k, v in ev.items() if k not in ("type", "t", "run", "node")}
+        stage = self._stage("train")
+        if stage.status == "pending":
+            stage.status = "running"  # `sentitop train`: no launcher says the stage began
+        total, per_epoch = _num(ev.get("total_steps")), _num(ev.get("steps_per_epoch"))
+        first = (_num(ev.get("resumed_epoch")) or 0) * (per_epoch or 0)
+        first += _num(ev.get("resumed_step")) or 0
+        stage.total, stage.done, stage.unit = total, min(first, total or first), "steps"
+        self._step_clock = [(t, int(first))] if (t := _num(ev.get("t"))) is not None else []
+        if not self.world_size and (world := _num(ev.get("world_size"))):
+            self.world_size = int(world)
+
+    @property
+    def balancer_off(self) -> bool:
+        """True when the trainer said it splits the data evenly (no `balance` events come)."""
+        return self.train_plan.get("balancer") is False
 
     def _on_progress(self, ev: Mapping[str, Any], rel: float) -> None:
         stage = self._stage(str(ev.get("stage") or "?"))
@@ -277,6 +323,19 @@ class RunState:
             for rank, value in enumerate(per_rank):
                 if (v := _num(value)) is not None:
                     self._rank_series(self.rank_throughput, rank).append(rel, v, step)
+        if self.train_plan and gs.__class__ is int:
+            self._advance_train(get("t"), gs, rel)
+
+    def _advance_train(self, t: Any, global_step: int, rel: float) -> None:
+        """Steps done in the train stage, the step rate, and (balancer off) the equal shares."""
+        stage, gs = self.stages.get("train"), float(global_step)
+        if stage is not None and stage.status == "running":
+            stage.done, stage.total = gs, max(stage.total or 0.0, gs)
+        if t.__class__ in _NUMBER_TYPES and self._step_clock:
+            self._step_clock[1:] = [(t, global_step)]
+        if self.balancer_off and self.world_size:
+            for rank in range(self.world_size):
+                self._rank_series(self.rank_shares, rank).append(rel, 1 / self.world_size, gs)
 
     def _on_epoch(self, ev: Mapping[str, Any], rel: float) -> None:
         row = EpochRow(
@@ -304,13 +363,16 @@ class RunState:
             self.accuracy.append(rel, row.accuracy, step)
         if row.pip_loss is not None:
             self.pip_loss.append(rel, row.pip_loss, step)
-        parts = [f"epoch {row.epoch} done"]
+        total = self.total_epochs
+        parts = [f"epoch {row.epoch + 1}{f'/{total}' if total else ''} done"]
         if row.accuracy is not None:
             parts.append(f"acc {row.accuracy:.3f}")
         if row.f1 is not None:
             parts.append(f"F1 {row.f1:.3f}")
         if row.pip_loss is not None:
             parts.append(f"PIP loss {row.pip_loss:.4g}")
+        if row.seconds is not None:
+            parts.append(fmt_duration(row.seconds))
         self._log(rel, "train", ", ".join(parts))
 
     def _on_phase(self, ev: Mapping[str, Any], rel: float) -> None:
@@ -346,12 +408,21 @@ class RunState:
 
     def _on_threshold(self, ev: Mapping[str, Any], rel: float) -> None:
         self.threshold = dict(ev)
-        loss, secs = _num(ev.get("loss")), _num(ev.get("seconds"))
-        self._log(rel, "train", f"loss below threshold ({loss}) after {secs}s")
+        limit, secs = _num(ev.get("threshold")), _num(ev.get("seconds"))
+        loss, epoch = _num(ev.get("loss")), _num(ev.get("epoch"))
+        text = f"smoothed loss {fmt(loss, '.4f')} below the threshold {fmt(limit, '.4g')}"
+        text += f" after {fmt_duration(secs)}"
+        self._log(
+            rel, "train", text + (f", in epoch {int(epoch) + 1}" if epoch is not None else "")
+        )
 
     def _on_checkpoint(self, ev: Mapping[str, Any], rel: float) -> None:
         self.last_checkpoint = dict(ev)
-        self._log(rel, "train", f"checkpoint epoch {ev.get('epoch')} step {ev.get('step')}")
+        epoch, step = int(_num(ev.get("epoch")) or 0), int(_num(ev.get("step")) or 0)
+        # where a resume continues (docs/EVENTS.md "Numbering"); the newest step count too
+        self.global_step = max(self.global_step, int(_num(ev.get("global_step")) or 0))
+        where = f"after epoch {epoch}" if not step else f"in epoch {epoch + 1} at step {step:,}"
+        self._log(rel, "train", f"checkpoint saved {where}")
 
     def _on_node(self, ev: Mapping[str, Any], rel: float) -> None:
         name = str(ev.get("node") or "?")
@@ -359,7 +430,8 @@ class RunState:
         if node is None:
             node = self.nodes[name] = NodeInfo(name)
         node.status = str(ev.get("status") or node.status)
-        node.gpu = str(ev.get("gpu") or node.gpu)
+        if not node.devices:  # what the node's ranks said they run on wins
+            node.gpu = str(ev.get("gpu") or node.gpu)
         node.detail = str(ev.get("detail") or "")
         level = "error" if node.status in ("lost", "failed", "error") else "info"
         self._log(rel, name, f"{node.status} {node.detail}".strip(), level)
@@ -374,13 +446,21 @@ class RunState:
         if rank not in node.ranks:
             node.ranks.append(rank)
             node.ranks.sort()
+        device = ev.get("device_name") or ev.get("device")
+        if isinstance(device, str):
+            node.devices[rank] = device
+            node.gpu = device_label(node.devices.values())
 
     def _on_cost(self, ev: Mapping[str, Any], rel: float) -> None:
-        usd = _num(ev.get("usd"))
+        usd, accrued = _num(ev.get("usd")), _num(ev.get("accrued_usd"))
         if usd is not None:
             self.usd = usd
+        if accrued is not None:
+            self.accrued_usd = accrued
+        used = accrued if accrued is not None else usd
+        if used is not None:
             elapsed = _num(ev.get("elapsed_s"))
-            self.cost.append(rel if elapsed is None else elapsed, usd, float(self.global_step))
+            self.cost.append(rel if elapsed is None else elapsed, used, float(self.global_step))
         self.usd_per_hour = _num(ev.get("usd_per_hour")) or self.usd_per_hour
         self.projected_usd = _num(ev.get("projected_usd")) or self.projected_usd
 
@@ -430,10 +510,10 @@ class RunState:
 
     @property
     def total_epochs(self) -> int | None:
-        """Planned epochs, from the run's config (or an embeddings run's train `stage_start`)."""
+        """Planned epochs: the run's config, else the trainer's `train_start` (or `stage_start`)."""
         cfg = self.config
         train = cfg.get("train") if isinstance(cfg.get("train"), dict) else None
-        for source in (cfg, train, self.train_info):
+        for source in (cfg, train, self.train_info, self.train_plan):
             if isinstance(source, dict) and isinstance(source.get("epochs"), int):
                 return int(source["epochs"])
         return None
@@ -456,6 +536,10 @@ class RunState:
         if self.finished:
             return None
         stage = self.current_stage
+        if stage is not None and stage.name == "train" and len(self._step_clock) == 2:
+            (t0, s0), (t1, s1) = self._step_clock  # the step rate since the trainer began
+            if s1 > s0 and t1 > t0 and stage.total:
+                return max(stage.total - stage.done, 0.0) * (t1 - t0) / (s1 - s0)
         total_epochs = self.total_epochs
         done_epochs = [r.seconds for r in self.epochs if r.seconds]
         if stage is not None and stage.name == "train" and total_epochs and done_epochs:
@@ -467,14 +551,18 @@ class RunState:
             return max(stage.total - stage.done, 0.0) / stage.rate
         return None
 
+    @property
+    def spent(self) -> float:
+        """The running figure: dollars used so far (accrued; billed for older recordings)."""
+        return self.usd if self.accrued_usd is None else self.accrued_usd
+
     def projected_cost(self) -> float | None:
-        """Projected total $ (reported, else now + $/h x ETA)."""
-        if self.projected_usd is not None:
-            return self.projected_usd
+        """Projected total $: used now + $/h x ETA, at least what is billed already (the
+        one-minute minimum); the runner's projection when no ETA is known."""
         eta = self.eta_seconds()
         if self.usd_per_hour is not None and eta is not None:
-            return self.usd + self.usd_per_hour * eta / 3600.0
-        return None
+            return max(self.usd, self.spent + self.usd_per_hour * eta / 3600.0)
+        return self.projected_usd
 
     def best(self, metric: str) -> float | None:
         """Best (max) value of an epoch metric such as accuracy or f1."""
@@ -500,20 +588,9 @@ class RunState:
         }
 
     def usd_at(self, elapsed: Iterable[float]) -> list[float]:
-        """Dollars spent at each elapsed time (linear between `cost` events)."""
-        ts, ys = list(self.cost.t), list(self.cost.y)
-        out = []
-        rate = (self.usd_per_hour or 0.0) / 3600.0
-        for x in elapsed:
-            if not ts:
-                out.append(rate * x)
-            elif x <= ts[0]:
-                out.append(ys[0] * (x / ts[0]) if ts[0] > 0 else ys[0])
-            elif x >= ts[-1]:
-                out.append(ys[-1] + rate * (x - ts[-1]))
-            else:
-                out.append(_interp(x, ts, ys))
-        return out
+        """Dollars used at each elapsed time (linear between `cost` events)."""
+        xs = np.fromiter(elapsed, dtype=np.float64)
+        return usd_at(self.cost.t, self.cost.y, self.usd_per_hour, xs).tolist()
 
     def nbytes(self) -> int:
         """Approximate bytes held by series buffers (for the memory benchmark)."""
@@ -521,13 +598,3 @@ class RunState:
         series += [self.throughput, self.cost, self.pip_loss, self.word_throughput]
         series += list(self.rank_throughput.values()) + list(self.rank_shares.values())
         return sum(s.nbytes() for s in series)
-
-
-def _interp(x: float, xs: list[float], ys: list[float]) -> float:
-    from bisect import bisect_right
-
-    i = bisect_right(xs, x)
-    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-    if x1 == x0 or math.isnan(y0) or math.isnan(y1):
-        return y1
-    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.markup import escape
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -15,8 +16,9 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
+from engine.errors import SentitopError
 from tui.format import fmt_age
-from tui.model.rows import PriceList, PriceRow
+from tui.model.rows import EpochCosts, PriceList, PriceRow
 from tui.screens.base import SentitopScreen
 from tui.services import Services
 
@@ -29,6 +31,7 @@ COLUMNS: list[tuple[str, int, Callable[[PriceRow], Any]]] = [
     ("mem GiB", 7, lambda r: r.memory_gib),
     ("on-demand $/h", 13, lambda r: r.on_demand_usd if r.on_demand_usd is not None else math.inf),
     ("spot $/h", 8, lambda r: r.spot_usd if r.spot_usd is not None else math.inf),
+    ("$/epoch", 8, lambda r: r.usd_per_epoch if r.usd_per_epoch is not None else math.inf),
     ("source", 7, lambda r: r.source),
     ("age", 5, lambda r: r.age_s if r.age_s is not None else math.inf),
 ]
@@ -44,6 +47,15 @@ class PricesLoaded(Message):
     """Every instance type, and warnings (fallbacks, missing prices)."""
     refreshed: bool
     """True when live prices were asked for."""
+
+
+@dataclass
+class EpochCostsLoaded(Message):
+    """The planner priced one epoch of the selected profile's workload per GPU type."""
+
+    costs: EpochCosts | None
+    """None when it could not (``error`` says why)."""
+    error: str = ""
 
 
 class PricesScreen(SentitopScreen):
@@ -66,6 +78,10 @@ class PricesScreen(SentitopScreen):
         self.sort_reverse = False
         self.warnings: list[str] = []
         """What the price book said about its sources (shown in the nav bar)."""
+        self.costs: EpochCosts | None = None
+        """Predicted $ per epoch of the selected profile's workload (planner estimates)."""
+        self.costs_for: Path | None = None
+        """The profile the costs were asked for."""
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="prices-table", cursor_type="row", zebra_stripes=True)
@@ -77,6 +93,32 @@ class PricesScreen(SentitopScreen):
             table.add_column(title, key=title, width=width)
         self.set_note("reading prices…")
         self.call_after_refresh(self._load, False)  # paint the first frame, then read
+        self._price_selected()
+
+    def on_screen_resume(self) -> None:
+        self._price_selected()
+
+    def _price_selected(self) -> None:
+        """Ask the planner for $/epoch when the Profiles screen's selection changed."""
+        wanted = self.services.selected_profile
+        if wanted is not None and wanted != self.costs_for:
+            self.costs_for = wanted
+            self._estimate(wanted)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="epoch-costs")
+    def _estimate(self, profile: Path) -> None:
+        try:
+            costs = self.services.epoch_costs(profile, self.services.runs_dir)
+        except SentitopError as exc:
+            self.post_message(EpochCostsLoaded(None, exc.message))
+            return
+        self.post_message(EpochCostsLoaded(costs))
+
+    def on_epoch_costs_loaded(self, message: EpochCostsLoaded) -> None:
+        self.costs = message.costs
+        if message.costs is None:
+            self.notify(f"$/epoch not predicted: {message.error}", severity="warning")
+        self._fill()
 
     def focus_body(self) -> None:
         self.query_one(DataTable).focus()
@@ -132,6 +174,9 @@ class PricesScreen(SentitopScreen):
     def _fill(self) -> None:
         table = self.query_one(DataTable)
         table.clear()
+        per_epoch = self.costs.usd_per_epoch if self.costs else {}
+        for row in self.rows:
+            row.usd_per_epoch = per_epoch.get(row.instance)
         for row in self.visible_rows():
             table.add_row(
                 row.instance,
@@ -145,10 +190,20 @@ class PricesScreen(SentitopScreen):
                     justify="right",
                 ),
                 Text(f"{row.spot_usd:.3f}" if row.spot_usd is not None else "—", justify="right"),
+                Text(
+                    f"{row.usd_per_epoch:.3f}" if row.usd_per_epoch is not None else "—",
+                    justify="right",
+                ),
                 Text(row.source, style=SOURCE_STYLE.get(row.source, "")),
                 fmt_age(row.age_s),
             )
         arrow = "▼" if self.sort_reverse else "▲"
         table.border_subtitle = f"sorted by {COLUMNS[self.sort_column][0]} {arrow}" + (
             f" · GPU filter '{self.filter_text}'" if self.filter_text else ""
+        )
+        c = self.costs
+        table.border_title = (
+            f"instance catalog · $/epoch of {escape(c.profile)} (estimate, band ×{c.band:.2g})"
+            if c is not None
+            else "instance catalog · $/epoch: highlight a profile (Profiles)"
         )

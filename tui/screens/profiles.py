@@ -18,7 +18,15 @@ from tui.model.rows import ProfileRow
 from tui.screens.base import SentitopScreen
 from tui.services import Services
 
-COLUMNS = (("profile", 18), ("cluster", 7), ("nodes", 5), ("GPUs", 4), ("$/h", 7), ("status", 64))
+COLUMNS = (
+    ("profile", 18),
+    ("cluster", 7),
+    ("nodes", 5),
+    ("ranks", 5),
+    ("device", 10),
+    ("$/h", 7),
+    ("status", 50),
+)
 """Table columns and their widths."""
 
 
@@ -84,7 +92,8 @@ class ProfilesScreen(SentitopScreen):
     def on_profiles_loaded(self, message: ProfilesLoaded) -> None:
         self.rows = message.rows
         bad = sum(1 for r in self.rows if not r.valid)
-        self.set_note(f"{len(self.rows)} profiles" + (f", {bad} invalid" if bad else ""))
+        # words first: a leading "5 profiles" beside "4 Runs" reads like a fifth tab
+        self.set_note(f"read {len(self.rows)} profile files" + (f", {bad} invalid" if bad else ""))
         self.apply_filter(self.filter_text)
 
     def apply_filter(self, text: str) -> None:
@@ -104,7 +113,8 @@ class ProfilesScreen(SentitopScreen):
                 row.name,
                 row.cluster or "—",
                 str(row.nodes or "—"),
-                str(row.gpus or "—"),
+                str(row.ranks or "—"),
+                Text(row.device or "—"),
                 fmt_usd(row.usd_per_hour, empty="free" if row.cluster == "local" else "—"),
                 status,
                 key=str(i),
@@ -125,6 +135,7 @@ class ProfilesScreen(SentitopScreen):
         self._show_detail(self.selected())
 
     def _show_detail(self, row: ProfileRow | None) -> None:
+        self.services.selected_profile = Path(row.path) if row is not None and row.valid else None
         detail = self.query_one("#profile-detail", Static)
         if row is None:
             detail.update(
@@ -142,7 +153,8 @@ class ProfilesScreen(SentitopScreen):
             text.append("fix the file and press u to reload", style="dim")
         else:
             text.append(
-                f"cluster {row.cluster or '?'} · {row.nodes} node(s) · {row.gpus} GPU(s) · "
+                f"cluster {row.cluster or '?'} · {row.nodes} node(s) · {row.ranks} rank(s) on "
+                f"{row.device or '?'} · "
             )
             text.append(f"{fmt_usd(row.usd_per_hour)}/h\n", style="yellow")
             if row.detail:
@@ -175,16 +187,42 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
-def _describe(profile: Any) -> str:
-    """A few lines of the profile's settings (pydantic models dump as YAML-ish lines)."""
+def _describe(profile: Any) -> Text:
+    """The profile's settings, one line per section: `train  epochs 5 · batch_size 1024`."""
     dump = getattr(profile, "model_dump", None)
     if not callable(dump):
-        return ""
-    data = dump(exclude_none=True)
-    lines = []
+        return Text()
+    lines: list[tuple[str, str]] = []
+    for key, value in dump(exclude_none=True).items():
+        if key in ("name", "description", "provider"):
+            continue  # shown above
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            lines += [(f"{key}[{i}]", _settings(v)) for i, v in enumerate(value)]
+        elif value not in ([], {}, ""):
+            lines.append((key, _settings(value) if isinstance(value, dict) else _value(value)))
+    text = Text()
+    for key, shown in lines[:12]:
+        shown = shown if len(shown) < 96 else shown[:95] + "…"
+        text.append(f"{key:<11} ", style="bold").append(shown + "\n")
+    return text
+
+
+def _settings(data: dict[str, Any], prefix: str = "") -> str:
+    """Nested settings as `a 1 · b.c x · d [1, 2]` (empty ones left out)."""
+    parts = []
     for key, value in data.items():
-        if key in ("name",):
-            continue
-        text = f"{key}: {value}"
-        lines.append(text if len(text) < 110 else text[:107] + "…")
-    return "\n".join(lines[:12])
+        if isinstance(value, dict):
+            if inner := _settings(value, f"{prefix}{key}."):
+                parts.append(inner)
+        elif value not in ([], {}, ""):
+            parts.append(f"{prefix}{key} {_value(value)}")
+    return " · ".join(parts)
+
+
+def _value(value: Any) -> str:
+    """One setting as YAML writes it: true/false, 2GB-style sizes stay numbers, lists inline."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ", ".join(_value(v) for v in value)
+    return str(value)

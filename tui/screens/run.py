@@ -35,6 +35,7 @@ from tui.format import (
     nice_number,
 )
 from tui.model import RunState, Series
+from tui.model.dollars import usd_at
 from tui.model.envelope import SeriesEnvelope
 from tui.model.rows import ProfileRow
 from tui.model.run_state import EMBEDDINGS
@@ -48,7 +49,7 @@ from tui.widgets.log_pane import LogPane
 from tui.widgets.tables import bar, phase_table
 
 X_AXES = ("steps", "time", "dollars")
-"""X-axis choices of the loss plot."""
+"""X-axis choices of the loss, throughput and load-share plots (`x` cycles them)."""
 X_FORMATS = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}
 EPOCH_ROWS = 500
 """Epoch rows kept in the table (the newest)."""
@@ -56,10 +57,10 @@ POST_EVERY_S = 0.05
 """Feed workers post at most one EventsIngested per this many seconds."""
 DOWN_STATUSES = {"stopped", "terminated", "lost", "failed", "done", "down"}
 STATUS_STYLE = {"running": "bold green", "ok": "bold cyan", "waiting": "dim"}
-SHARES_EMPTY = "no balance events (balancer off, or not run yet)"
+SHARES_EMPTY = "no load shares yet (they come with the first balance plan or step)"
 EPOCH_COLUMNS = {
-    "sentiment": (("ep", 2), ("train", 5), ("test", 5), ("acc", 5), ("F1", 5), ("time", 6)),
-    "embeddings": (("ep", 2), ("SGNS", 5), ("PIP", 7), ("words/s", 7), ("time", 6)),
+    "sentiment": (("ep", 2), ("train", 5), ("test", 5), ("acc", 5), ("F1", 5), ("time", 5)),
+    "embeddings": (("ep", 2), ("SGNS", 5), ("PIP", 7), ("words/s", 7), ("time", 5)),
 }
 """Epochs table columns (label, fixed width) per workload."""
 
@@ -150,11 +151,11 @@ class RunScreen(SentitopScreen):
         nodes = self.query_one("#nodes", DataTable)
         nodes.border_title = "nodes"
         for label, width in (
-            ("node", 8),
-            ("ranks", 5),
-            ("status", 8),
-            ("GPU", 6),
-            ("last line", 34),
+            ("node", 7),
+            ("ranks", 4),
+            ("status", 7),
+            ("device", 8),
+            ("last line", 30),
         ):
             nodes.add_column(label, width=width)
         self.query_one("#phases", Static).border_title = "time per phase (s, last epoch)"
@@ -270,7 +271,7 @@ class RunScreen(SentitopScreen):
         self.source = f"{self.source} · {message.source} ended ({message.status})"
         self.refresh_views(force=True)
         if message.source == "live":
-            self.notify(f"run ended: {message.status}", timeout=6)
+            self.notify(f"run ended: {message.status}", timeout=6, markup=False)
 
     def action_stop(self) -> None:
         if self.live:
@@ -378,11 +379,14 @@ class RunScreen(SentitopScreen):
             "epochs": list(st.epochs)[-min(st.epochs_seen - self._epoch_rows, EPOCH_ROWS) :]
             if st.epochs_seen > self._epoch_rows
             else [],
-            "epochs_seen": st.epochs_seen,
             "nodes": [
                 (n.name, fmt_ranks(n.ranks), n.status, n.gpu, n.last_line or n.detail)
                 for n in st.nodes.values()
             ],
+            "balancer_off": st.balancer_off,
+            "usd_per_hour": st.usd_per_hour,
+            "epochs_total": st.total_epochs,
+            "epochs_seen": st.epochs_seen,
             "phases": {r: dict(v) for r, v in st.phase_last.items()},
             "phase_epoch": st.phase_epoch,
             "log": list(st.log)[-200:],
@@ -400,9 +404,11 @@ class RunScreen(SentitopScreen):
             (st.run_id or "—", "bold"),
             ("  profile ", "dim"),
             st.profile or "—",
-            ("  GPUs ", "dim") if not st.embeddings else ("  ranks ", "dim"),
+            ("  ranks ", "dim"),
             str(st.world_size or "—"),
             _embeddings_info(snap["train_info"]) if st.embeddings else "",
+            ("  price ", "dim"),
+            f"{fmt_usd(st.usd_per_hour)}/h",
             ("  ● ", style),
             (st.status, style),
             (f"  {st.reason}" if st.reason else "", "red"),
@@ -428,24 +434,26 @@ class RunScreen(SentitopScreen):
             ("  ETA ", "dim"),
             fmt_duration(snap["eta"]),
             ("  cost ", "dim"),
-            (fmt_usd(st.usd), "bold yellow"),
-            ("  at ", "dim"),
-            f"{fmt_usd(st.usd_per_hour)}/h",
-            ("  → projected ", "dim"),
-            fmt_usd(snap["projected"]),
+            _cost_text(st, snap["projected"]),
         )
         self.query_one("#run-status", Static).update(Text("\n").join([line1, line2]))
-        if not self._changed("stages", snap["stages"]):
+        epochs = (snap["epochs_seen"], snap["epochs_total"])
+        if not self._changed("stages", (snap["stages"], epochs)):
             return
         stages = Text()
         for name, status, seconds, done, stotal, unit in snap["stages"]:
             if stages:
                 stages.append("  ▸ ", style="dim")
-            if status == "running":
-                frac = done / stotal if stotal else 0.0
+            if status == "running" and not stotal:
                 stages.append(f"{name} ▶ ", style="bold green")
-                count = f"{nice_number(done)}/{nice_number(stotal or 0)} {unit}"
+                stages.append("starting…" if name == "train" else "running…", style="dim")
+            elif status == "running":
+                frac = min(done / stotal, 1.0)
+                stages.append(f"{name} ▶ ", style="bold green")
+                count = f"{nice_number(done)}/{nice_number(stotal)} {unit}"
                 stages.append(f"{bar(frac, 10)} {frac:4.0%} {count}")
+                if name == "train" and epochs[1]:
+                    stages.append(f" · epoch {min(epochs[0] + 1, epochs[1])}/{epochs[1]}")
             else:
                 mark = "✓" if status == "ok" else ("·" if status == "pending" else "✗")
                 stages.append(f"{name} {mark} ", style="cyan" if status == "ok" else "red")
@@ -454,47 +462,54 @@ class RunScreen(SentitopScreen):
             stages.append("no stages yet — waiting for events", style="dim")
         self.query_one("#run-stages", Static).update(stages)
 
-    def _line(self, label: str, c: Cols, axis: str, cost: Cols) -> PlotLine:
+    def _line(self, label: str, c: Cols, axis: str, snap: dict[str, Any]) -> PlotLine:
         """A plot line of ``c`` with x in steps, seconds or dollars (sorted flags carried)."""
         if axis == "steps":
             return PlotLine(label, c.step, c.y, presorted=c.step_sorted)
-        if axis == "time" or cost.t.size == 0:
+        cost: Cols = snap["cost"]
+        if axis == "time" or (cost.t.size == 0 and not snap["usd_per_hour"]):
             return PlotLine(label, c.t, c.y, presorted=c.t_sorted)
-        # dollars grow with time, so x stays sorted when t is
-        return PlotLine(label, np.interp(c.t, cost.t, cost.y), c.y, presorted=c.t_sorted)
+        # dollars used by then: they grow with time, so x stays sorted when t is
+        x = usd_at(cost.t, cost.y, snap["usd_per_hour"], c.t)
+        return PlotLine(label, x, c.y, presorted=c.t_sorted)
 
     def _draw_plots(self, snap: dict[str, Any]) -> None:
         cost: Cols = snap["cost"]
+        axis, x_format = self.x_axis, X_FORMATS[self.x_axis]
         embeddings = snap["workload"] == EMBEDDINGS
         loss = self.query_one("#plot-loss", LinePlot)
-        loss.border_title = f"{'SGNS ' if embeddings else ''}loss  (x: {self.x_axis}, press x)"
-        loss.x_format = X_FORMATS[self.x_axis]
-        loss.set_lines(
-            [self._line(label, snap[label], self.x_axis, cost) for label in ("train", "test")]
-        )
+        loss.border_title = f"{'SGNS ' if embeddings else ''}loss  (x: {axis}, press x)"
+        loss.set_lines([self._line(label, snap[label], axis, snap) for label in ("train", "test")])
         throughput = self.query_one("#plot-throughput", LinePlot)
         shares = self.query_one("#plot-shares", LinePlot)
+        for plot in (loss, throughput, shares):
+            plot.x_format = x_format
         if embeddings:  # words/s; PIP loss where the (absent) balancer's shares would be
             throughput.border_title = "words/s"
-            throughput.set_lines([self._line("total", snap["words"], "time", cost)])
+            throughput.set_lines([self._line("total", snap["words"], axis, snap)])
             shares.border_title = "PIP loss vs SPPMI reference"
-            shares.x_format, shares.empty = X_FORMATS[self.x_axis], "waiting for an epoch…"
+            shares.empty = "waiting for an epoch…"
             shares.y_min = None  # PIP loss moves little against its size: zoom in on the change
-            shares.set_lines([self._line("PIP", snap["pip"], self.x_axis, cost)])
+            shares.set_lines([self._line("PIP", snap["pip"], axis, snap)])
         else:
             throughput.border_title = "samples/s"
-            shares.border_title = "load share per GPU"
-            shares.x_format, shares.empty, shares.y_min = nice_number, SHARES_EMPTY, 0
-            tp_lines = [self._line("total", snap["throughput"], "time", cost)]
-            tp_lines += [self._line(f"r{r}", c, "time", cost) for r, c in snap["rank_tp"].items()]
+            shares.border_title = (
+                "load share per rank — balancer off: equal split"
+                if snap["balancer_off"]
+                else "load share per rank"
+            )
+            shares.empty, shares.y_min = SHARES_EMPTY, 0
+            tp_lines = [self._line("total", snap["throughput"], axis, snap)]
+            tp_lines += [self._line(f"r{r}", c, axis, snap) for r, c in snap["rank_tp"].items()]
             throughput.set_lines(tp_lines)
-            share_lines = [self._line(f"r{r}", c, "steps", cost) for r, c in snap["shares"].items()]
-            shares.set_lines(share_lines)
-        cost_line = self._line("$ spent", cost, "time", cost)
+            shares.set_lines(
+                [self._line(f"r{r}", c, axis, snap) for r, c in snap["shares"].items()]
+            )
+        cost_line = self._line("$ used", cost, "time", snap)
         cost_line.color = "#ffd75f"
         cost_plot = self.query_one("#plot-cost", LinePlot)
         cost_plot.set_lines([cost_line])
-        cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)}"
+        cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)} (x: time)"
 
     def _draw_tables(self, snap: dict[str, Any]) -> None:
         epochs = self.query_one("#epochs", DataTable)
@@ -503,7 +518,7 @@ class RunScreen(SentitopScreen):
             cells: tuple[str, ...]
             if snap["workload"] == EMBEDDINGS:
                 cells = (
-                    str(row.epoch),
+                    str(row.epoch + 1),  # events count epochs from 0, people from 1
                     fmt(row.train_loss, ".3f"),
                     fmt(row.pip_loss, ".4g"),
                     nice_number(row.words_per_s) if row.words_per_s is not None else "—",
@@ -511,7 +526,7 @@ class RunScreen(SentitopScreen):
                 )
             else:
                 cells = (
-                    str(row.epoch),
+                    str(row.epoch + 1),
                     fmt(row.train_loss, ".3f"),
                     fmt(row.test_loss, ".3f"),
                     fmt(row.accuracy, ".3f"),
@@ -526,7 +541,7 @@ class RunScreen(SentitopScreen):
             phases = self.query_one("#phases", Static)
             phases.update(phase_table(snap["phases"], snap["phase_names"]))
             if snap["phase_epoch"] is not None:
-                phases.border_title = f"time per phase (s, epoch {snap['phase_epoch']})"
+                phases.border_title = f"time per phase (s, epoch {snap['phase_epoch'] + 1})"
         if not self._changed("nodes", snap["nodes"]):
             return
         nodes = self.query_one("#nodes", DataTable)
@@ -537,13 +552,37 @@ class RunScreen(SentitopScreen):
                 if status in ("lost", "failed", "error")
                 else ("green" if status in ("ready", "running") else "")
             )
-            nodes.add_row(name, ranks, Text(status, style=style), gpu, last, key=name)
+            # Text cells: a str cell is read as markup, and node output is foreign text
+            cells = (Text(name), Text(ranks), Text(status, style=style), Text(gpu), Text(last))
+            nodes.add_row(*cells, key=name)
 
     @on(DataTable.RowSelected, "#nodes")
     def _node_selected(self, event: DataTable.RowSelected) -> None:
         name = str(event.row_key.value)
         self.query_one("#filter").value = name  # type: ignore[attr-defined]
         self.action_filter()
+
+
+def _cost_text(st: RunState, projected: float | None) -> Text:
+    """`$0.00081 (min. charge $0.0016) → projected $0.0021`: the dollars used so far, the
+    one-minute minimum while it is above them, and the total at the ETA."""
+    spent = st.spent
+    # billed tops used by more than whole-second rounding only under the one-minute minimum
+    rounding = (st.usd_per_hour or 0.0) * 1.01 / 3600.0
+    floor = st.accrued_usd is not None and st.usd - spent > rounding
+    floor = floor and fmt_usd(st.usd) != fmt_usd(spent)
+    if st.finished and floor:  # the bill is the minimum charge
+        return Text.assemble(
+            (fmt_usd(st.usd), "bold yellow"),
+            (f" billed (1-min minimum; {fmt_usd(spent)} used)", "dim"),
+        )
+    text = Text(fmt_usd(spent), style="bold yellow")
+    if floor:
+        text.append(f" (min. charge {fmt_usd(st.usd)})", style="dim")
+    if not st.finished:
+        text.append("  → projected ", style="dim")
+        text.append(fmt_usd(projected))
+    return text
 
 
 def _embeddings_info(info: dict[str, Any]) -> Text:

@@ -1,55 +1,134 @@
-"""`sentitop plan PROFILE --epochs N [--deadline H]`: predicted hours and $ before launching."""
+"""`sentitop plan PROFILE [--deadline 2h] [--budget $20]`: hours and $ before paying."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import sys
 from typing import Any
 
 from tui.cli.commands.runs import add_run_sources
+
+TOP = 12
+"""Candidate rows shown besides the profile's own and the pick (--top)."""
 
 
 def register(sub: Any) -> None:
     """Add the `plan` subcommand."""
     parser = sub.add_parser(
         "plan",
-        help="predict hours and $ of a profile and of other configurations",
+        help="predict hours and $ of a profile and pick the cheapest configuration",
         description=__doc__ + " Predictions come from past runs of the same workload (run "
-        "folders, and CSV files given with --import) and a scaling model with the measured "
-        "all-reduce cost; the inputs and the model's error on past runs are printed.",
+        "folders, and CSV files given with --import); GPU types never measured are estimated "
+        "from a bundled GPU table (memory bandwidth) with a band from back-tests. Candidates: "
+        "every priced GPU instance type at 1-8 instances, two-type mixed sets (load balancer) "
+        "and spot where a spot price is known.",
     )
     parser.add_argument("profile", help="profile file or name")
     parser.add_argument("--epochs", type=int, metavar="N", help="epochs (default: the profile's)")
     parser.add_argument(
         "--deadline",
-        type=float,
-        metavar="H",
-        help="hours: pick the cheapest configuration finishing within them",
+        type=parse_hours,
+        metavar="TIME",
+        help="pick the cheapest configuration finishing within TIME (2h, 90m, 1.5)",
     )
+    parser.add_argument(
+        "--budget",
+        type=parse_usd,
+        metavar="USD",
+        help="pick the fastest configuration costing at most USD ($20 or 20)",
+    )
+    parser.add_argument(
+        "--data-size",
+        metavar="SIZE",
+        help="size of the input corpus (92GB): training samples and preprocessing per runner",
+    )
+    parser.add_argument(
+        "--write-profile",
+        metavar="PATH",
+        help="write the picked configuration as a new profile (validated)",
+    )
+    parser.add_argument("--top", type=int, default=TOP, metavar="N", help=f"rows shown ({TOP})")
     add_run_sources(parser, "also use published runs from this CSV (repeatable)")
     parser.set_defaults(func=run)
 
 
+def parse_hours(text: str) -> float:
+    """Hours in '2h', '90m', '1h30m', '45min' or a bare number of hours."""
+    raw = text.strip().lower()
+    match = re.fullmatch(r"(?:(\d+(?:\.\d+)?)\s*h)?\s*(?:(\d+(?:\.\d+)?)\s*m(?:in)?)?", raw)
+    try:
+        if match and (match.group(1) or match.group(2)):
+            hours = float(match.group(1) or 0) + float(match.group(2) or 0) / 60
+        else:
+            hours = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected hours such as 2h, 90m or 1.5"
+        ) from None
+    if not hours > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a time > 0")
+    return hours
+
+
+def parse_usd(text: str) -> float:
+    """Dollars in '$20', '20', '20usd'."""
+    raw = text.strip().lower().removeprefix("$").removesuffix("usd").strip()
+    try:
+        usd = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected dollars such as $20 or 20") from None
+    if not usd > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an amount > 0")
+    return usd
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the plan; exit 2 on bad input or when nothing can be predicted."""
+    """Print the plan; exit 2 on bad input."""
     from engine.errors import InputError
+    from engine.synth.size import parse_size
     from remote.profile import load_profile
+    from remote.review.plan_profile import write_profile
     from remote.review.planner import plan_profile
     from remote.runs_store import import_csv, list_runs
 
     if args.epochs is not None and args.epochs < 1:
         raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
-    if args.deadline is not None and not args.deadline > 0:
-        raise InputError(f"--deadline {args.deadline}: expected hours > 0")
+    size = parse_size(args.data_size, name="--data-size") if args.data_size else None
     profile = load_profile(args.profile)
     runs = list_runs(args.runs_dir)
     for path in args.imports:
         runs.extend(import_csv(path))
-    plan = plan_profile(profile, runs, epochs=args.epochs, deadline_h=args.deadline)
+    from remote.pricing import price_book
+
+    book = price_book(profile.region, live=False)  # bundled, cached (spot too), user: no network
+    plan = plan_profile(
+        profile,
+        runs,
+        book=book,
+        epochs=args.epochs,
+        deadline_h=args.deadline,
+        budget_usd=args.budget,
+        data_size=size,
+    )
+    written = None
+    if args.write_profile:
+        if plan.pick is None:
+            raise InputError(
+                "--write-profile: nothing to write, no configuration meets the constraints",
+                hint="relax --deadline/--budget (the nearest options are printed without "
+                "--write-profile)",
+            )
+        written = write_profile(profile, plan.pick, plan.epochs, args.write_profile)
     if args.json:
-        print(json.dumps(plan.to_dict(), indent=2))
+        data = plan.to_dict()
+        data["written_profile"] = args.write_profile if written else None
+        print(json.dumps(data, indent=2))
         return 0
-    render(plan)
+    render(plan, top=args.top)
+    if written is not None:
+        print(f"wrote {args.write_profile}: profile {written.name!r} ({plan.pick.label})")
     return 0
 
 
@@ -57,71 +136,120 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds:,.0f} s"
 
 
-def render(plan: Any) -> None:
-    """The plan as rich tables: target, candidates, inputs, prediction errors."""
+def _console() -> Any:
     from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=200, soft_wrap=False)  # piped: never cut headers to 80 columns
+
+
+def _row(c: Any) -> list[str]:
+    low, high = c.seconds / c.band, c.seconds * c.band
+    return [
+        c.label + (" *" if c.is_target else ""),
+        c.hardware,
+        str(c.workers),
+        c.market,
+        f"{c.usd_per_hour:.4g}",
+        _hours(c.seconds),
+        f"{_hours(low)} – {_hours(high)}" if c.band > 1.0005 else "",
+        f"{c.usd:,.2f}",
+        f"{c.usd / c.band:,.2f} – {c.usd_high:,.2f}" if c.band > 1.0005 else "",
+        "estimate" if c.estimate else "measured",
+        f"{len(c.actual_s)} ({_hours(sum(c.actual_s) / len(c.actual_s))})" if c.actual_s else "",
+    ]
+
+
+def render(plan: Any, *, top: int = TOP) -> None:
+    """The plan as rich tables: target, ranked candidates, basis, inputs, prediction errors."""
+    from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    console = _console()
     t = plan.target
+    kind = "estimate" if t.estimate else "measured on this hardware"
     console.print(
-        f"[bold]{plan.profile}[/bold]: {t.label} on {t.hardware}, {plan.epochs} "
-        f"epoch(s): predicted {_hours(t.seconds)}, ${t.usd:.4f} at ${t.usd_per_hour:.4g}/h"
+        f"[bold]{escape(plan.profile)}[/bold]: {escape(t.label)} on {escape(t.hardware)}, "
+        f"{plan.epochs} epoch(s): predicted {_hours(t.seconds)} (band {_hours(t.seconds / t.band)}"
+        f" – {_hours(t.seconds * t.band)}), ${t.usd:.2f} at ${t.usd_per_hour:.4g}/h ({kind})"
     )
+    console.print(f"  basis: {escape(t.basis)}")
     if plan.target_wall_s is not None:
         parts = ", ".join(f"{k} {v:,.1f} s" for k, v in plan.wall_parts.items())
         console.print(f"  wall time of `sentitop run`: {plan.target_wall_s:,.1f} s ({parts})")
-    table = Table(title=f"Candidates for {plan.epochs} epoch(s)")
+    for p in plan.prep:
+        console.print(
+            f"  preprocessing ({escape(p.runner)} runner, {escape(p.machines)}, {p.cores} vCPUs): "
+            f"{_hours(p.seconds)} — {escape(p.basis)}"
+        )
+    choice = plan.choice
+    shown = list(choice.ranked[:top]) if choice and choice.ranked else list(plan.candidates[:top])
+    for extra in (plan.pick, t):
+        if extra is not None and extra not in shown:
+            shown.append(extra)
+    if choice and choice.nearest:
+        shown = [c for c in choice.nearest] + [t]
+    title = f"Candidates for {plan.epochs} epoch(s)"
+    if plan.deadline_h is not None or plan.budget_usd is not None:
+        limits = []
+        if plan.deadline_h is not None:
+            limits.append(f"deadline {plan.deadline_h:g} h")
+        if plan.budget_usd is not None:
+            limits.append(f"budget ${plan.budget_usd:g}")
+        title += " meeting " + " and ".join(limits) if not choice.nearest else " (nearest)"
+    table = Table(title=title)
     for col in (
         "configuration",
         "hardware",
-        "workers",
+        "GPUs/proc",
+        "market",
         "$/h",
-        "epoch s",
         "time",
+        "time band",
         "$",
-        "past runs (mean time)",
+        "$ band",
+        "basis",
+        "past runs",
     ):
         table.add_column(
             col,
-            justify="left" if col in ("configuration", "hardware") else "right",
-            no_wrap=col == "configuration",
+            justify="left" if col in ("configuration", "hardware", "market", "basis") else "right",
+            no_wrap=True,
         )
-    for c in plan.candidates:
-        mark = " *" if c.is_target else ""
+    for c in shown:
         style = "bold green" if plan.pick is c else None
-        table.add_row(
-            c.label + mark,
-            c.hardware,
-            str(c.workers),
-            f"{c.usd_per_hour:.4g}",
-            f"{c.epoch_s:,.1f}",
-            _hours(c.seconds),
-            f"{c.usd:,.4f}",
-            f"{len(c.actual_s)} ({_hours(sum(c.actual_s) / len(c.actual_s))})"
-            if c.actual_s
-            else "",
-            style=style,
-        )
+        table.add_row(*[escape(x) for x in _row(c)], style=style)
     console.print(table)
-    console.print("  * = the profile's own configuration")
-    if plan.deadline_h is not None:
-        if plan.pick is None:
-            console.print(f"[red]no configuration meets the {plan.deadline_h:g} h deadline[/red]")
-        else:
-            console.print(
-                f"[green]cheapest within {plan.deadline_h:g} h: {plan.pick.label} "
-                f"({_hours(plan.pick.seconds)}, ${plan.pick.usd:.4f})[/green]"
-            )
+    console.print(
+        f"  * = the profile's own configuration; {len(plan.candidates)} configurations "
+        "evaluated (--json lists all)"
+    )
+    if choice is not None and choice.message:
+        console.print(f"[red]{escape(choice.message)}[/red]; nearest options above")
+    elif plan.pick is not None and (plan.deadline_h is not None or plan.budget_usd is not None):
+        how = "cheapest" if plan.deadline_h is not None else "fastest"
+        sure = (
+            "even at the slow end of its band"
+            if choice.safe
+            else "[yellow]at the predicted value only: the slow end of its band misses[/yellow]"
+        )
+        console.print(
+            f"[green]{how} meeting the constraints: {escape(plan.pick.label)} "
+            f"({_hours(plan.pick.seconds)}, ${plan.pick.usd:.2f})[/green], {sure}"
+        )
+        console.print(f"  basis: {escape(plan.pick.basis)}")
+    for line in plan.notes:
+        console.print(f"[yellow]note[/yellow]: {escape(line)}")
     console.print("[bold]inputs[/bold]")
     for line in plan.inputs:
-        console.print(f"  - {line}")
+        console.print(f"  - {escape(line)}")
     if plan.errors:
         console.print("[bold]prediction error on past runs[/bold] (each predicted from the others)")
         for e in plan.errors:
             console.print(
-                f"  - {e.run_id} ({e.workers} worker(s)) {e.what}: predicted "
+                f"  - {escape(e.run_id)} ({e.workers} worker(s)) {e.what}: predicted "
                 f"{e.predicted_s:,.1f}, actual {e.actual_s:,.1f} ({e.error:+.1%})"
             )
     for line in plan.not_predicted:
-        console.print(f"  [dim]{line}[/dim]")
+        console.print(f"  [dim]{escape(line)}[/dim]")

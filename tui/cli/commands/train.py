@@ -49,7 +49,7 @@ class _Printer:
             acc = event.get("accuracy")
             test = f"  test acc {acc:.4f} f1 {event['f1']:.4f}" if acc is not None else ""
             print(
-                f"epoch {event['epoch']}: train loss {event['train_loss']:.4f}{test}  "
+                f"epoch {event['epoch'] + 1}: train loss {event['train_loss']:.4f}{test}  "
                 f"{event['seconds']:.1f} s  {event['samples_per_s']:.0f} samples/s"
             )
         elif event["type"] == "error":
@@ -59,14 +59,14 @@ class _Printer:
 
             print(describe_balance_event(event))
         elif event["type"] == "threshold":
-            print(f"loss threshold reached at {event['seconds']:.1f} s (epoch {event['epoch']})")
+            seconds, epoch = event["seconds"], event["epoch"] + 1  # events count epochs from 0
+            print(f"loss threshold reached at {seconds:.1f} s (epoch {epoch})")
 
 
 def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError
-    from engine.launch import launch_local
-    from engine.sentiment.train import config_from_args
+    from engine.sentiment.train import config_from_args, launch_local
 
     cfg = config_from_args(args)
     if not (Path(cfg.data_dir) / "dataset.h5").is_file():

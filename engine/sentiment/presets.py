@@ -1,0 +1,30 @@
+"""Model presets: the shapes `model.preset` names (torch-free, so the planner can read them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The old system's model: embedding 100, 2-layer LSTM hidden 32, two FC layers.
+    "seed": dict(
+        embedding_dim=100,
+        hidden=32,
+        layers=2,
+        bidirectional=False,
+        dropout=0.0,
+        fc_hidden=32,
+        pool="last",
+        embed_dropout=0.0,
+    ),
+    # One bidirectional layer, max-pooled over time, light dropout: measured against `seed`
+    # and TF-IDF + LR on the real Amazon files in BENCHMARKS.md "Training".
+    "default": dict(
+        embedding_dim=100,
+        hidden=64,
+        layers=1,
+        bidirectional=True,
+        dropout=0.2,
+        fc_hidden=64,
+        pool="max",
+    ),
+}

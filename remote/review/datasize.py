@@ -1,0 +1,59 @@
+"""A corpus given by size: training samples it yields and preprocessing time per runner.
+
+Figures (BENCHMARKS.md):
+- the local runner: 80.0 MB of input per CPU-second on one worker, 2 workers 1.78× one
+  (parallel efficiency 0.89, assumed to hold beyond 2 cores: not measured there);
+- EMR and Spark were not measured: the same per-core rate is assumed (the mapper is the same
+  code), so their predictions lack Hadoop/Spark overhead and cluster start-up (a lower bound);
+- samples per GB: the old study's corpus, 142.8 M records in 92 GB → 21.3 M distinct texts
+  (231.5 k per GB); synthetic reviews: 46,602 distinct texts per 256 MB (182 k per GB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MB_PER_CPU_S = 80.0
+"""Local runner, 1 worker, MB of input per CPU-second (BENCHMARKS.md Preprocessing, quiet)."""
+
+PARALLEL_EFFICIENCY = 1.78 / 2
+"""2 workers / (2 × 1 worker), fresh processes (BENCHMARKS.md Preprocessing)."""
+
+TEXTS_PER_GB_CORPUS = 21.3e6 / 92
+"""Distinct texts per GB of the old study's Amazon reviews (21.3 M of 142.8 M records, 92 GB)."""
+
+TEXTS_PER_GB_SYNTHETIC = 46_602 / 0.256
+"""Distinct texts per GB of `sentitop synth` output (256 MB → 46,602, BENCHMARKS.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PrepEstimate:
+    """Predicted preprocessing of one runner."""
+
+    runner: str
+    machines: str
+    cores: int
+    seconds: float
+    basis: str
+
+
+def train_samples(size_bytes: int, test_fraction: float, *, synthetic: bool) -> int:
+    """Training samples of a corpus of ``size_bytes`` (distinct texts less the test split)."""
+    per_gb = TEXTS_PER_GB_SYNTHETIC if synthetic else TEXTS_PER_GB_CORPUS
+    return max(1, int(size_bytes / 1e9 * per_gb * (1.0 - test_fraction)))
+
+
+def prep_time(size_bytes: int, runner: str, machines: str, cores: int) -> PrepEstimate:
+    """Seconds to preprocess ``size_bytes`` on ``cores`` vCPUs with ``runner``."""
+    rate = MB_PER_CPU_S * (1 if cores == 1 else cores * PARALLEL_EFFICIENCY)
+    seconds = size_bytes / 1e6 / rate
+    basis = (
+        f"{MB_PER_CPU_S:g} MB/s per core measured (local runner, BENCHMARKS.md) x {cores} vCPUs"
+        + (f" x efficiency {PARALLEL_EFFICIENCY:.2f}" if cores > 1 else "")
+    )
+    if runner != "local":
+        basis += (
+            f"; {runner} not measured: the local runner's per-core rate is assumed, without "
+            "cluster start-up or framework overhead (a lower bound)"
+        )
+    return PrepEstimate(runner, machines, cores, seconds, basis)

@@ -1,0 +1,102 @@
+"""Write the planner's chosen configuration as a new profile (validated before it is kept)."""
+
+from __future__ import annotations
+
+import math
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.errors import InputError, ProfileError
+from remote.profile import EC2Profile, Profile, load_profile
+from remote.review.candidates import Candidate
+
+DEFAULT_KEY = {"key_name": "sentitop", "key": "~/.ssh/sentitop.pem"}
+"""SSH access of new EC2 groups when the source profile has none (the shipped profiles' own)."""
+
+_ACCESS = ("key_name", "key", "user", "ami", "subnet", "security_group")
+
+
+def _clean(value: Any) -> Any:
+    """Drop None, empty lists and empty mappings (the defaults), recursively."""
+    if isinstance(value, dict):
+        out = {k: _clean(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not None and v != {} and v != []}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def chosen_config(profile: Profile, cand: Candidate, epochs: int) -> dict[str, Any]:
+    """The profile's settings with the candidate's machines, epochs and a budget of its band."""
+    data = profile.resolved()
+    train = dict(data["train"])
+    train["epochs"] = epochs
+    out: dict[str, Any] = {
+        "name": f"{profile.name}-plan"[:64],
+        "description": f"{cand.label}: chosen by `sentitop plan` from {profile.name}",
+        "region": data["region"],
+        "data": data["data"],
+        "preprocess": data["preprocess"],
+    }
+    if data.get("python"):
+        out["python"] = data["python"]
+    if cand.groups:
+        access = dict(DEFAULT_KEY)
+        if isinstance(profile, EC2Profile):
+            first = profile.nodes[0].model_dump(mode="json")
+            access = {k: first[k] for k in _ACCESS if first.get(k) is not None}
+        nodes = []
+        for name, count, spot in cand.groups:
+            node: dict[str, Any] = {"instance_type": name, "count": count, **access}
+            if spot:
+                node["spot"] = True
+            nodes.append(node)
+        train.pop("nproc", None)
+        if len({g[0] for g in cand.groups}) > 1:
+            train["balance"] = {**(train.get("balance") or {}), "enabled": True}
+        out.update(provider="ec2", nodes=nodes)
+        for key in ("workdir", "shared_fs", "known_hosts"):
+            if key in data:
+                out[key] = data[key]
+    else:
+        out["provider"] = profile.provider
+        for key in ("instance_type", "nodes", "workdir", "shared_fs", "known_hosts"):
+            if key in data:
+                out[key] = data[key]
+        if profile.provider == "local":
+            train["nproc"] = cand.workers
+    out["train"] = train
+    out["budget"] = {
+        "max_usd": max(0.01, math.ceil(cand.usd_high * 100) / 100),
+        "max_usd_per_hour": max(0.001, math.ceil(cand.usd_per_hour * 1000) / 1000),
+    }
+    cleaned: dict[str, Any] = _clean(out)
+    return cleaned
+
+
+def write_profile(profile: Profile, cand: Candidate, epochs: int, path: str | Path) -> Profile:
+    """Write the chosen configuration to ``path`` and return it loaded (validated)."""
+    path = Path(path).expanduser()
+    if path.suffix not in (".yaml", ".yml"):
+        raise InputError(f"--write-profile {path}: expected a .yaml file name")
+    header = (
+        f"# Written by `sentitop plan {profile.name}` on {date.today().isoformat()}: "
+        f"{cand.label} ({cand.hardware}),\n"
+        f"# {epochs} epoch(s) predicted {cand.hours:.2f} h (band {cand.hours / cand.band:.2f}-"
+        f"{cand.hours * cand.band:.2f} h), ${cand.usd:.2f} (budget below: the slow end).\n"
+        f"# Basis: {cand.basis}\n"
+    )
+    text = header + yaml.safe_dump(chosen_config(profile, cand, epochs), sort_keys=False)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"--write-profile {path}: cannot write ({exc})") from None
+    try:
+        return load_profile(path)
+    except ProfileError:
+        path.unlink(missing_ok=True)
+        raise
