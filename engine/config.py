@@ -180,10 +180,10 @@ class TrainConfig:
     eval_every: int = 1
     """Evaluate on the test split every N epochs (and always after the last)."""
     keep_best: bool = True
-    """Finish with the weights of the evaluated epoch with the lowest held-out loss (model.pt
-    and the summary's metrics are that epoch's; `best_epoch` names it)."""
+    """Finish with the weights of the evaluated epoch with the highest held-out accuracy (ties:
+    lower loss); model.pt and the summary's metrics are that epoch's (`best_epoch`)."""
     patience: int = 0
-    """Stop after this many evaluations without a new lowest held-out loss (0 = run every
+    """Stop after this many evaluations without a new best held-out accuracy (0 = run every
     epoch)."""
     log_every: int = 20
     """Emit a `step` event every k steps."""

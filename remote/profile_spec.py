@@ -238,9 +238,9 @@ class TrainSpec(Section):
     eval_every: int | None = Field(default=None, ge=1)
     """Evaluate every N epochs and after the last (default 1)."""
     keep_best: bool | None = None
-    """Finish with the weights of the epoch with the lowest held-out loss (default true)."""
+    """Finish with the weights of the epoch with the best held-out accuracy (default true)."""
     patience: int | None = Field(default=None, ge=0)
-    """Stop after N evaluations without a new lowest held-out loss (0 = never; default 0)."""
+    """Stop after N evaluations without a new best held-out accuracy (0 = never; default 0)."""
     log_every: int | None = Field(default=None, ge=1)
     """Emit a step event every k steps (default 20)."""
     checkpoint_every_min: float | None = Field(default=None, ge=0)

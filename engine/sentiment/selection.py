@@ -9,12 +9,15 @@ from torch import nn
 
 
 class BestEpoch:
-    """Tracks the evaluated epoch with the lowest held-out loss and a copy of its weights."""
+    """Tracks the evaluated epoch with the highest held-out accuracy (ties: the lower loss)
+    and a copy of its weights. Accuracy, not loss, because a weighted loss (pos_weight auto)
+    and the accuracy the run reports can disagree about the best epoch."""
 
     def __init__(self, patience: int) -> None:
         self.patience = patience
         """Evaluations without a new best before training stops (0 = never stop early)."""
-        self.best_loss = float("inf")
+        self.best_key = (-1.0, 0.0)
+        """(accuracy, -loss) of the best evaluation so far."""
         self.best_epoch: int | None = None
         self.best_metrics: dict[str, Any] | None = None
         self.best_state: dict[str, Any] | None = None
@@ -22,8 +25,9 @@ class BestEpoch:
 
     def update(self, epoch: int, metrics: dict[str, Any], model: nn.Module) -> bool:
         """Record one evaluation; True when training should stop (patience exhausted)."""
-        if metrics["loss"] < self.best_loss:
-            self.best_loss, self.best_epoch, self.best_metrics = metrics["loss"], epoch, metrics
+        key = (float(metrics["accuracy"]), -float(metrics["loss"]))
+        if key > self.best_key:
+            self.best_key, self.best_epoch, self.best_metrics = key, epoch, metrics
             self.best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
             self.stale = 0
             return False
