@@ -181,18 +181,15 @@ class Trainer:
             cfg.run_dir, self.env.rank, events_file=cfg.events_file
         )
         self.hooks = hooks or TrainHooks()
-        self.main = self.env.rank == 0
-        self.device = self.env.device
+        self.main, self.device = self.env.rank == 0, self.env.device
         # progress (restored by --resume)
         self.epoch = 0
         self.resume_step = 0
         """Steps of ``self.epoch`` already done (mid-epoch resume skips them)."""
-        self.global_step = 0
-        self.samples_seen = 0
-        self.train_seconds = 0.0
+        self.global_step, self.samples_seen = 0, 0
+        self.train_seconds, self.eval_seconds = 0.0, 0.0
         self.prior_wall_s = 0.0
         """Wall seconds of earlier sessions of this run."""
-        self.eval_seconds = 0.0
         self.history: list[dict[str, Any]] = []
         self.last_test: dict[str, Any] | None = None
 
@@ -338,8 +335,7 @@ class Trainer:
             to_device(b, self.device)  # copied to the device once for the run
             for b in eval_batches(self.test_arrays, lo, hi, cfg.eval_batch_size)
         ]
-        self.clock = ThresholdClock(cfg.loss_threshold)
-        self.best = BestEpoch(cfg.patience)
+        self.clock, self.best = ThresholdClock(cfg.loss_threshold), BestEpoch(cfg.patience)
         self.last_checkpoint = time.monotonic()
         self.last_log, self.samples_since_log = time.perf_counter(), 0
         self.steps_logged = False
