@@ -114,7 +114,12 @@ def main() -> None:
     parser.add_argument("--preprocess", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--train", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--model", nargs="*", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: OpenMP spin-waits crawl on a shared machine)",
+    )
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--no-pipeline", action="store_true")
     parser.add_argument("--json", help="also write the result to this file")
