@@ -92,3 +92,14 @@ def test_cli_flags() -> None:
     assert dropped.negations_kept is False and dropped.preset == "default"
     with pytest.raises(SystemExit):
         parser.parse_args([*base, "--keep-negations", "--drop-negations"])
+
+
+def test_seed_reproduction_profile_uses_the_seed_rules() -> None:
+    from remote.profile import load_profile
+
+    root = Path(__file__).resolve().parents[2]
+    seed = load_profile(root / "profiles" / "aws-seed-g3.yaml").preprocess
+    cfg = seed.to_config(["s3://bucket/x.json.gz"], "out")
+    assert cfg.preset == "seed" and cfg.negations_kept is False
+    local = load_profile(root / "profiles" / "local.yaml").preprocess.to_config(["x"], "out")
+    assert local.preset == "default" and local.negations_kept is True
