@@ -13,6 +13,7 @@ table: accuracy, F1, ROC AUC per fold, the majority rate, and the mean of the lo
     .venv/bin/python benchmarks/bench_accuracy.py [--kinds loco,imdb,in_domain]
         [--only phones,office] [--preprocess KEY=VALUE ...] [--train KEY=VALUE ...]
         [--model KEY=VALUE ...] [--no-baseline] [--no-pipeline] [--json out.json]
+    .venv/bin/python benchmarks/bench_accuracy.py --merge base.json ours-*.json   # one table
 """
 
 from __future__ import annotations
@@ -103,6 +104,16 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def merge_results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fold rows of several runs (e.g. the baseline alone, ours fold by fold), joined by fold."""
+    rows: dict[str, dict[str, Any]] = {}
+    for result in results:
+        for row in result["folds"]:
+            rows.setdefault(row["fold"], {}).update(row)
+    order = {"loco": 0, "imdb": 1, "in_domain": 2}
+    return sorted(rows.values(), key=lambda r: order[r["kind"]])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -123,7 +134,13 @@ def main() -> None:
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--no-pipeline", action="store_true")
     parser.add_argument("--json", help="also write the result to this file")
+    parser.add_argument(
+        "--merge", nargs="+", metavar="JSON", help="only print the table of earlier --json files"
+    )
     args = parser.parse_args()
+    if args.merge:
+        print(table(merge_results([json.loads(Path(p).read_text()) for p in args.merge])))
+        return
     names = args.categories.split(",")
     only = [n for n in args.only.split(",") if n]
     folds = make_folds(Path(args.data_dir), names, args.kinds.split(","), only)
