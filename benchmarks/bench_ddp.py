@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_loader import write_layouts
+from bench_loader import write_dataset
 
 from engine.config import ModelConfig, TrainConfig
 from engine.events import parse_event_line
@@ -44,6 +44,7 @@ def run(
 
     cfg = TrainConfig(
         data_dir=str(data),
+        data_cache=str(data / "cache"),
         run_dir=str(data / name),
         epochs=args.epochs,
         batch_size=args.batch,
@@ -83,7 +84,7 @@ def main() -> None:
     cores = default_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
-        write_layouts(data, args.rows, args.seq_len)
+        write_dataset(data, args.rows, args.seq_len)
         one = run(data, "one", 1, cores, args, "overlap")
         two = run(data, "two", 2, max(1, cores // 2), args, "overlap")
         sep = run(data, "sep", 2, max(1, cores // 2), args, "separate")

@@ -1,10 +1,12 @@
-"""Trainer overhead: sentitop's loop vs a bare PyTorch loop (same model, batches, threads).
+"""Trainer overhead: sentitop's loop (streaming and in-memory rows) vs a bare PyTorch loop.
 
 The bare loop trains on batches prepared in memory beforehand (forward, BCE with the same
-pos_weight, backward, gradient clipping, Adam). sentitop's loop reads the same data from
-dataset.h5 and does everything it normally does per step (plan sampler, batch gather, phase
-timers, LR warm-up, per-step reseed, loss read-back, threshold clock, step events to a null
-sink). Samples/s of the second epoch of each; rounds alternate to share the machine's noise.
+pos_weight, backward, gradient clipping, Adam). sentitop's loop does everything it normally
+does per step (plan sampler, batch gather, phase timers, LR warm-up, per-step reseed, loss
+read-back, threshold clock, step events with their per-rank gather to a null sink), reading
+its rows either from the node's memory-mapped copy (``stream``: what training does) or from
+the split held in memory (``memory``: the loader before issue 12, through the same Trainer).
+Samples/s of the second epoch of each; rounds alternate to share the machine's noise.
 
     .venv/bin/python benchmarks/bench_trainer.py [--rows 4096] [--rounds 3]
 """
@@ -19,17 +21,52 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_loader import write_layouts
+from bench_loader import write_dataset
 
 from engine.config import ModelConfig, TrainConfig
 from engine.events import Emitter
-from engine.sentiment.data import PlanSampler, even_plan, gather_batch, load_split, read_info
+from engine.sentiment import train_data
+from engine.sentiment.data import (
+    PlanSampler,
+    SplitArrays,
+    even_plan,
+    gather_batch,
+    load_split,
+    read_info,
+)
 from engine.sentiment.model import build_model, resolve_spec
-from engine.sentiment.trainer import DistEnv, Trainer
+from engine.sentiment.store import CopyInfo
+from engine.sentiment.trainer import DistEnv, StepTiming, Trainer, TrainHooks
+
+
+class InMemoryRows:
+    """A split held in memory with what TrainData asks of a store (the pre-streaming loader)."""
+
+    def __init__(self, arrays: SplitArrays) -> None:
+        self.tokens, self.labels, self.lengths = arrays
+        self.row_bytes = int(self.tokens.strides[0])
+        self.nbytes = self.tokens.nbytes + self.labels.nbytes + self.lengths.nbytes
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def prefetch(self, ranges: list[tuple[int, int]]) -> None:
+        """Nothing to read ahead."""
+
+
+def open_in_memory(cfg: TrainConfig) -> train_data.TrainData:
+    """TrainData.open, but both splits loaded whole into memory."""
+    train = InMemoryRows(load_split(cfg.data_dir, "train", cfg.max_train_samples))
+    test = InMemoryRows(load_split(cfg.data_dir, "test"))
+    count = train_data.eval_size(len(test), len(train), cfg.eval_max_samples)
+    info = CopyInfo(Path(cfg.data_dir), train.nbytes, 0.0)
+    vocab = read_info(cfg.data_dir).vocab_size
+    return train_data.TrainData(train, test, info, count, vocab)  # type: ignore[arg-type]
 
 
 def bare_loop(data: Path, cfg: TrainConfig) -> float:
@@ -58,10 +95,57 @@ def bare_loop(data: Path, cfg: TrainConfig) -> float:
     return rate
 
 
-def sentitop_loop(data: Path, run: Path, cfg: TrainConfig) -> float:
-    """Samples/s of the second epoch of engine.sentiment.trainer.Trainer (evaluation excluded)."""
-    summary = Trainer(cfg, emitter=Emitter(), env=DistEnv()).fit()
-    return float(summary["per_epoch"][1]["samples_per_s"])
+class _Events:
+    """Keeps the `phase` events (what the loader waited for, per epoch)."""
+
+    def __init__(self) -> None:
+        self.phases: list[dict[str, Any]] = []
+
+    def write(self, event: dict[str, Any]) -> None:
+        if event["type"] == "phase":
+            self.phases.append(event)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class _CpuClock(TrainHooks):
+    """Process CPU seconds of epoch 1 (from its first step's backward to its end)."""
+
+    def __init__(self) -> None:
+        self.start: float | None = None
+        self.seconds = 0.0
+
+    def after_compute(self, timing: StepTiming) -> None:
+        if timing.epoch == 1 and self.start is None:
+            self.start = time.process_time()
+
+    def end_plan(self, epoch: int, plan: Any, windows: list[dict[str, float]]) -> None:
+        if epoch == 1 and self.start is not None:
+            self.seconds = time.process_time() - self.start
+
+
+def sentitop_loop(cfg: TrainConfig, *, in_memory: bool) -> tuple[float, float, float]:
+    """Epoch 1 of engine.sentiment.trainer.Trainer (evaluation excluded): samples per wall
+    second, samples per CPU second of the process, and loader seconds per 1000 samples."""
+    streaming = train_data.TrainData.open
+    if in_memory:
+        train_data.TrainData.open = open_in_memory  # type: ignore[method-assign,assignment]
+    events, clock = _Events(), _CpuClock()
+    try:
+        summary = Trainer(cfg, emitter=Emitter(events), hooks=clock, env=DistEnv()).fit()
+    finally:
+        train_data.TrainData.open = streaming  # type: ignore[method-assign]
+    epoch = summary["per_epoch"][1]
+    phase = next(p for p in events.phases if p["epoch"] == 1)
+    n = float(phase["samples"])
+    steps = float(phase["steps"])
+    cpu_rate = n * (steps - 1) / steps / clock.seconds  # the first step is outside the clock
+    return float(epoch["samples_per_s"]), cpu_rate, 1e6 * phase["data"] / n
+
+
+def _ratio(a: list[tuple[float, ...]], b: list[tuple[float, ...]], i: int) -> float:
+    return round(statistics.median(x[i] for x in a) / statistics.median(x[i] for x in b), 3)
 
 
 def main() -> None:
@@ -75,13 +159,15 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     bare: list[float] = []
-    ours: list[float] = []
+    ours: list[tuple[float, float, float]] = []
+    memory: list[tuple[float, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
-        write_layouts(data, args.rows, args.seq_len)
+        write_dataset(data, args.rows, args.seq_len)
         for r in range(args.rounds):
             cfg = TrainConfig(
                 data_dir=str(data),
+                data_cache=str(data / "cache"),
                 run_dir=str(data / f"run{r}"),
                 epochs=2,
                 batch_size=args.batch,
@@ -95,7 +181,10 @@ def main() -> None:
                 eval_every=10,
             )
             bare.append(bare_loop(data, cfg))
-            ours.append(sentitop_loop(data, data / f"run{r}", cfg))
+            cfg.run_dir = str(data / f"stream{r}")
+            ours.append(sentitop_loop(cfg, in_memory=False))
+            cfg.run_dir = str(data / f"memory{r}")
+            memory.append(sentitop_loop(cfg, in_memory=True))
     result = {
         "model": args.model,
         "rows": args.rows,
@@ -103,10 +192,20 @@ def main() -> None:
         "batch": args.batch,
         "threads": args.threads,
         "bare_samples_per_s": [round(x) for x in bare],
-        "sentitop_samples_per_s": [round(x) for x in ours],
-        "ratio_of_medians": round(statistics.median(ours) / statistics.median(bare), 3),
-        "ratio_of_best": round(max(ours) / max(bare), 3),
-        "ratio_per_round": [round(o / b, 3) for o, b in zip(ours, bare, strict=True)],
+        "sentitop_stream_samples_per_s": [round(x[0]) for x in ours],
+        "sentitop_memory_samples_per_s": [round(x[0]) for x in memory],
+        "stream_vs_memory_ratio_of_medians": _ratio(ours, memory, 0),
+        "stream_vs_memory_per_round": [
+            round(o[0] / m[0], 3) for o, m in zip(ours, memory, strict=True)
+        ],
+        "stream_samples_per_cpu_s": [round(x[1]) for x in ours],
+        "memory_samples_per_cpu_s": [round(x[1]) for x in memory],
+        "stream_vs_memory_per_cpu_s_ratio_of_medians": _ratio(ours, memory, 1),
+        "loader_ms_per_1000_samples_stream": [round(x[2], 2) for x in ours],
+        "loader_ms_per_1000_samples_memory": [round(x[2], 2) for x in memory],
+        "stream_vs_bare_ratio_of_medians": round(
+            statistics.median(x[0] for x in ours) / statistics.median(bare), 3
+        ),
         "load_avg_1m": os.getloadavg()[0],
     }
     print(json.dumps(result, indent=2))

@@ -50,7 +50,14 @@ EVENT_TYPES: dict[str, str] = {
     "cost": "running cost: usd (billed, 60 s minimum), accrued_usd (no minimum), usd_per_hour, "
     "projected_usd, elapsed_s",
     "error": "something failed: message, rank/node, tail (last log lines)",
+    "warning": "a result to distrust, not a failure: stage, code (skipped_share|class_share|"
+    "below_majority), message",
     "summary": "final numbers of a stage or run (same keys as summary.json)",
+    "spot_notice": "a spot node's interruption notice (engine.spot_watch on the node): action, at",
+    "checkpoint_stored": "a checkpoint copied where it survives its node (launcher): epoch, "
+    "step, global_step, path, source, seconds",
+    "recovery": "a lost node was recovered from (runner): attempt, lost, cause, action, status, "
+    "world_size, downtime_s, redone_steps, redone_s, usd",
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.config import PreprocessConfig, config_to_dict
 from engine.errors import InputError
-from engine.events import Emitter
+from engine.events import Emitter, parse_event_line
 from remote.clusters import Command, LocalCluster
 from remote.clusters.base import NodeFailedError
 from remote.profile import Profile
@@ -69,7 +69,9 @@ def synthetic_inputs(profile: Profile, emitter: Emitter) -> list[str]:
 def dataset_key(cfg: PreprocessConfig) -> str:
     """A key that changes when the inputs (path, size, mtime) or any preprocessing setting do."""
     parts: dict[str, Any] = {
-        k: v for k, v in config_to_dict(cfg).items() if k not in ("output", "workers", "runner")
+        k: v
+        for k, v in config_to_dict(cfg).items()
+        if k not in ("output", "workers", "runner", "max_skipped_share", "min_class_share")
     }
     stamps = []
     for path in cfg.inputs:
@@ -98,6 +100,8 @@ async def prepare_dataset(
     if _complete(out):
         stats = json.loads((out / "stats.json").read_text())
         emitter.emit("stage_start", stage="preprocess", runner=cfg.runner, inputs=cfg.inputs)
+        for warning in stats.get("warnings") or []:  # a reused dataset keeps its warnings
+            emitter.emit("warning", stage="preprocess", **warning)
         emitter.emit("summary", stage="preprocess", cached=True, **stats)
         emitter.emit("stage_end", stage="preprocess", status="ok", seconds=0.0, cached=True)
         return PreparedData(out, True, stats)
@@ -126,8 +130,13 @@ async def _preprocess_here(cfg: PreprocessConfig, run_dir: Path, events_sink: An
         try:
             await cluster.run({"local": command}, stage="preprocess")
         except NodeFailedError as exc:
-            if exc.exit_code == 2:
+            if exc.exit_code == 2:  # its message, without the event lines around it
+                said = [line for line in exc.tail if parse_event_line(line) is None][-5:]
+                hints = [line.strip()[6:] for line in said if line.strip().startswith("hint: ")]
+                text = [line.removeprefix(f"{InputError.title}: ") for line in said]
                 raise InputError(
-                    "preprocessing rejected its input:\n" + "\n".join(exc.tail[-5:])
+                    "preprocessing rejected its input: "
+                    + "\n".join(line for line in text if not line.strip().startswith("hint: ")),
+                    hint="; ".join(hints) or None,
                 ) from None
             raise

@@ -32,6 +32,7 @@ from remote.profile_spec import (
     InstanceTypeName,
     PathText,
     PreprocessSpec,
+    RecoverySpec,
     Section,
     TrainSpec,
 )
@@ -138,6 +139,8 @@ class Profile(Section):
     """Training settings."""
     budget: BudgetSpec = BudgetSpec()
     """Money limits."""
+    recovery: RecoverySpec = RecoverySpec()
+    """What happens when a node is lost mid-run (budgets hold across restarts)."""
     _source: Path | None = PrivateAttr(default=None)
 
     @property
@@ -357,6 +360,16 @@ class SSHProfile(_RemoteProfile):
                 f"node names must differ; repeated: {', '.join(repeated)} (set name: on each)"
             )
         return nodes
+
+    @field_validator("recovery")
+    @classmethod
+    def _no_replace(cls, recovery: RecoverySpec) -> RecoverySpec:
+        if recovery.on_node_loss == "replace":
+            raise ValueError(
+                "on_node_loss: replace needs provider ec2 (sentitop cannot start SSH machines); "
+                "use shrink (continue on the nodes left) or fail"
+            )
+        return recovery
 
     def world_size(self, catalog: Catalog | None = None) -> int:
         return sum(n.nproc or max(1, n.gpus) for n in self.nodes)

@@ -152,6 +152,10 @@ class PreprocessSpec(Section):
     """Text rules: default (negations kept) or seed (the seed's exact stopword rules)."""
     keep_negations: bool | None = None
     """Keep not/no/nor/n't instead of dropping them (default: the preset's choice)."""
+    max_skipped_share: float | None = Field(default=None, ge=0, le=1)
+    """Warn when more than this share of the lines is skipped (default 0.2)."""
+    min_class_share: float | None = Field(default=None, ge=0, lt=0.5)
+    """Warn when the rarer class holds less than this share of the reviews (default 0.05)."""
     emr: EMRSpec = EMRSpec()
     """EMR cluster settings (used when runner is emr)."""
 
@@ -264,6 +268,12 @@ class TrainSpec(Section):
     backward) or separate (pure compute timing)."""
     eval_batch_size: int | None = Field(default=None, ge=1)
     """Evaluation batch size per rank (default 1024)."""
+    eval_max_samples: int | None = Field(default=None, ge=1)
+    """Evaluate on a fixed sample of at most this many test rows (default: the whole split
+    up to 0.3 × the training samples, ~10 % of an epoch)."""
+    data_cache: str | None = None
+    """Folder on each node for the uncompressed dataset copy the ranks memory-map (default:
+    streams/ in $SENTITOP_CACHE_DIR or the user cache folder)."""
     checkpoint_every_steps: int | None = Field(default=None, ge=0)
     """Also checkpoint every N global steps (0 = off; default 0)."""
     nproc: int | None = Field(default=None, ge=1, le=256)
@@ -286,3 +296,20 @@ class BudgetSpec(Section):
     """Stop the run before its cost would exceed this many USD."""
     max_usd_per_hour: float | None = Field(default=None, gt=0)
     """Refuse to launch when the profile's machines cost more than this per hour."""
+
+
+class RecoverySpec(Section):
+    """What the run does when a node is lost (spot interruption, SSH drop, instance gone, crash)."""
+
+    on_node_loss: Literal["fail", "shrink", "replace"] = "fail"
+    """fail (default: stop the run), shrink (continue on the nodes left, any provider) or
+    replace (ec2: start a new instance of the lost node's group; local: restart the node)."""
+    max_restarts: int = Field(default=3, ge=0, le=100)
+    """Most recoveries in one run; the next node loss fails it."""
+    deadline_min: float | None = Field(default=None, gt=0)
+    """No recovery starts later than this many minutes after the run began (default: none)."""
+    spot_poll_s: float = Field(default=5.0, ge=0.5, le=120)
+    """Seconds between polls of each spot node's interruption notice (instance metadata)."""
+    notice_checkpoint_s: float = Field(default=60.0, ge=1, le=110)
+    """After an interruption notice, longest wait for the checkpoint it asks for (AWS gives
+    two minutes) before the node is given up anyway."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -21,17 +20,20 @@ from typing import Any, Literal
 
 import yaml
 
-from engine.config import TrainConfig, config_to_dict
 from engine.errors import SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
+from engine.sentiment.splits import check_dataset
 from remote.advice import priced_advice
 from remote.cluster_factory import make_cluster
-from remote.clusters import Cluster, Command, LineCallback, LocalCluster
+from remote.clusters import LineCallback
 from remote.cost import CostMeter, CostTicker
-from remote.datasets import PreparedData, prepare_dataset
+from remote.datasets import prepare_dataset
 from remote.pricing import PriceBook, load_catalog
 from remote.profile import Profile
+from remote.recovery import RecoveryLedger
+from remote.run_folder import runs_root
 from remote.security import make_private_dir, write_private_file
+from remote.train_stage import TrainContext, run_training
 
 RunStatus = Literal["ok", "failed", "interrupted", "budget"]
 EventCallback = Callable[[dict[str, Any]], None]
@@ -49,13 +51,9 @@ SUMMARY_KEYS = (
     "test_loss",
     "n_train",
     "n_test",
+    "majority_rate",
 )
 """Training results copied to the top level of a run's summary.json."""
-
-
-def runs_root() -> Path:
-    """The runs folder: $SENTITOP_RUNS_DIR or ./runs."""
-    return Path(os.environ.get("SENTITOP_RUNS_DIR", "runs")).expanduser()
 
 
 def new_run_dir(root: Path, profile_name: str) -> Path:
@@ -118,6 +116,8 @@ class _Progress:
     preprocess_summary: dict[str, Any] = field(default_factory=dict)
     rank_nodes: dict[int, str] = field(default_factory=dict)
     """Training rank → the node it ran on (from each rank's ``rank_start``)."""
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    """``warning`` events (data quality, accuracy below the majority rate): stage, code, message."""
     steps: list[tuple[float, int]] = field(default_factory=list)
     """(t, global_step) of the trainer's `train_start` (its resumed step) and newest `step`."""
     total_steps: int = 0
@@ -135,6 +135,8 @@ class _Progress:
             rank, node = event.get("rank"), event.get("node")
             if isinstance(rank, int) and isinstance(node, str):
                 self.rank_nodes[rank] = node
+        elif kind == "warning":
+            self.warnings.append({k: event.get(k) for k in ("stage", "code", "message")})
         elif kind == "epoch" and isinstance(event.get("seconds"), int | float):
             self.epoch_seconds.append(float(event["seconds"]))
         elif kind == "summary":
@@ -160,57 +162,6 @@ class _Progress:
             return None
         left = max(0, self.epochs_total - len(self.epoch_seconds))
         return left * sum(self.epoch_seconds) / len(self.epoch_seconds)
-
-
-def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str, Any]:
-    """The TrainConfig as JSON for ``python -m engine.sentiment.train --config`` on one node."""
-    return {**config_to_dict(cfg), "data_dir": data_dir, "run_dir": run_dir}
-
-
-@dataclass(slots=True)
-class _Context:
-    """What every stage of one run shares."""
-
-    profile: Profile
-    train: TrainConfig
-    """The profile's training config, built once (data_dir and run_dir are set per node)."""
-    run_dir: Path
-    emitter: Emitter
-    sink: Any
-    meter: CostMeter
-    book: PriceBook
-    on_line: LineCallback | None
-
-
-async def _train(ctx: _Context, cluster: Cluster, data: PreparedData) -> None:
-    profile, run_dir = ctx.profile, ctx.run_dir
-    await cluster.start(run_dir, events=ctx.sink)
-    lines = [line for line in profile.cost_lines(ctx.book) if line.stage == "train"]
-    keys = [ctx.meter.start(line) for line in lines]
-    try:
-        data_paths = await cluster.put_data(data.dataset_dir)
-        args: dict[str, list[str]] = {}
-        base = ctx.train
-        for node in cluster.nodes:
-            node_cfg = train_config_dict(base, data_paths[node], f"{cluster.node_dir(node)}/train")
-            local = make_private_dir(run_dir / "config") / f"train-{node}.json"
-            write_private_file(local, json.dumps(node_cfg, indent=2))
-            remote_path = (await cluster.put_data(local))[node]
-            args[node] = ["--config", remote_path, "--no-events-file"]
-        commands: dict[str, Command] = cluster.rank_commands(
-            "engine.sentiment.train", args, threads=base.threads
-        )
-        started = time.time()
-        ctx.emitter.emit(
-            "stage_start", stage="train", world_size=profile.world_size(), nodes=cluster.nodes
-        )
-        await cluster.run(commands, stage="train", on_line=ctx.on_line)
-        if not isinstance(cluster, LocalCluster):  # bring rank 0's checkpoints and model home
-            await cluster.fetch(cluster.rank0_node, "train", run_dir / "train")
-        ctx.emitter.emit("stage_end", stage="train", status="ok", seconds=time.time() - started)
-    finally:
-        for key in keys:
-            ctx.meter.stop(key)
 
 
 async def execute_run(
@@ -248,8 +199,12 @@ async def execute_run(
     error: SentitopError | None = None
     ticker: CostTicker | None = None
     book: PriceBook | None = None
+    ledger = RecoveryLedger(profile.recovery, run_started=started)
+    notes: dict[str, Any] = {}
     try:
-        book = PriceBook.from_catalog(load_catalog(), profile.region)
+        # bundled and user prices plus cached live ones (spot by zone included); no network:
+        # spot nodes are priced live for the zone they land in once they run (node_billing)
+        book = profile.price_book(live=False, catalog=load_catalog())
         rate = profile.check_launch_budget(book)
         emitter.emit(
             "run_start",
@@ -271,7 +226,9 @@ async def execute_run(
             on_exceeded=lambda _why: loop.call_soon_threadsafe(budget_hit.set),
         )
         ticker.start()
-        ctx = _Context(profile, train_cfg, run_dir, emitter, sink, meter, book, on_line)
+        ctx = TrainContext(
+            profile, train_cfg, run_dir, emitter, sink, meter, book, on_line, ledger, notes
+        )
         status, reason = await _supervise(ctx, stop, budget_hit)
         if status == "budget" and ticker.exceeded_reason:
             reason = ticker.exceeded_reason
@@ -290,6 +247,7 @@ async def execute_run(
         if ticker is not None:
             ticker.stop()
         summary = _summary(profile, run_dir, status, reason, started, meter, progress, book)
+        summary.update(_recovery_summary(ledger, notes))
         write_private_file(run_dir / "summary.json", json.dumps(summary, indent=2))
         emitter.emit("summary", stage="run", **{k: v for k, v in summary.items() if k != "run"})
         emitter.emit("run_end", status=status, reason=reason)
@@ -298,7 +256,7 @@ async def execute_run(
 
 
 async def _supervise(
-    ctx: _Context, stop: asyncio.Event | None, budget_hit: asyncio.Event
+    ctx: TrainContext, stop: asyncio.Event | None, budget_hit: asyncio.Event
 ) -> tuple[RunStatus, str]:
     """Run the stages until they end, the caller stops, or the budget is hit."""
     work = asyncio.create_task(_stages(ctx))
@@ -323,7 +281,7 @@ async def _supervise(
         await asyncio.gather(work, *watchers, return_exceptions=True)
 
 
-async def _stages(ctx: _Context) -> None:
+async def _stages(ctx: TrainContext) -> None:
     emr_keys = []
     if ctx.profile.preprocess.runner == "emr":
         lines = [line for line in ctx.profile.cost_lines(ctx.book) if line.stage == "preprocess"]
@@ -333,9 +291,25 @@ async def _stages(ctx: _Context) -> None:
     finally:
         for key in emr_keys:
             ctx.meter.stop(key)
+    max_train = ctx.train.max_train_samples  # an empty or one-class split: exit 2, no machine
+    await asyncio.to_thread(check_dataset, data.dataset_dir, max_train)
     cluster = make_cluster(ctx.profile)
     async with cluster:
-        await _train(ctx, cluster, data)
+        await run_training(ctx, cluster, data)
+
+
+def _recovery_summary(ledger: RecoveryLedger, notes: dict[str, Any]) -> dict[str, Any]:
+    """Recoveries, downtime and $ lost at the top of summary.json; details under recovery."""
+    totals = ledger.summary()
+    out: dict[str, Any] = {
+        "recoveries": totals["recoveries"],
+        "downtime_s": totals["downtime_s"],
+        "usd_lost": totals["usd_lost"],
+        "recovery": totals,
+    }
+    if "checkpoints" in notes:
+        out["checkpoints"] = notes["checkpoints"]
+    return out
 
 
 def _summary(
@@ -365,6 +339,7 @@ def _summary(
     summary["usd_per_hour"] = round(sum(line["usd_per_hour"] for line in cost["lines"]), 6)
     summary["cost"] = cost
     summary["train"] = train
+    summary["warnings"] = progress.warnings
     if book is not None:
         advice = priced_advice(profile, book, train, rank_nodes=progress.placed_ranks())
         if advice is not None:

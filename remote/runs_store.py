@@ -19,6 +19,7 @@ from typing import Any, Literal
 from engine.errors import InputError
 from engine.events import read_events
 from remote.pricing import Catalog, load_catalog
+from remote.run_folder import SUMMARY_FILE, resolve_run_dir, runs_root
 
 Billing = Literal["per_second", "hours_2dp"]
 Mode = Literal["strong", "weak"]
@@ -117,6 +118,12 @@ class RunRecord:
     """Embeddings runs: corpus words per training second."""
     pip_loss: float | None = None
     """Embeddings runs: final PIP loss against the SPPMI reference."""
+    recoveries: int = 0
+    """Lost nodes the run recovered from (summary.json ``recoveries``)."""
+    downtime_s: float = 0.0
+    """Seconds the run stood still recovering (summary.json ``downtime_s``)."""
+    usd_lost: float = 0.0
+    """Dollars the recoveries cost: downtime and redone work at the run's rate."""
 
     @property
     def train_s(self) -> float:
@@ -145,12 +152,8 @@ class RunRecord:
 
 
 def runs_dir(root: str | Path | None = None) -> Path:
-    """The runs folder (see remote.runner.runs_root)."""
-    if root is not None:
-        return Path(root).expanduser()
-    from remote.runner import runs_root
-
-    return runs_root()
+    """The runs folder (see remote.run_folder.runs_root)."""
+    return runs_root(root)
 
 
 def list_runs(root: str | Path | None = None) -> list[RunRecord]:
@@ -173,19 +176,18 @@ def resolve_runs(
         if path.suffix.lower() == ".csv":
             out.extend(import_csv(path, catalog))
             continue
-        if path.is_dir() or len(path.parts) > 1:
-            out.append(load_run(path))
+        try:
+            out.append(load_run(resolve_run_dir(ref, want=SUMMARY_FILE, root=root)))
             continue
-        folder = runs_dir(root) / ref
-        if folder.is_dir():
-            out.append(load_run(folder))
-            continue
+        except InputError as exc:
+            if len(path.parts) > 1:  # a path, not an id: no sweep of that name
+                raise
+            not_a_run = exc
         known = list_runs(root) if known is None else known
         sweep = [r for r in known if r.sweep == ref]
         if not sweep:
             raise InputError(
-                f"{ref}: no run folder, sweep id or CSV file of that name (looked in "
-                f"{runs_dir(root)})",
+                f"{not_a_run.message}; no sweep id {ref!r} or CSV file of that name either",
                 hint="`sentitop runs` lists the run ids and sweep ids",
             )
         out.extend(sweep)
@@ -315,6 +317,9 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         task=EMBEDDINGS if embeddings else "sentiment",
         words_per_s=_num(summary, "words_per_s"),
         pip_loss=_num(summary, "pip_loss"),
+        recoveries=int(summary.get("recoveries") or 0),
+        downtime_s=_num(summary, "downtime_s") or 0.0,
+        usd_lost=_num(summary, "usd_lost") or 0.0,
     )
     if (folder / "events.jsonl").is_file():
         _add_events(record, folder / "events.jsonl")

@@ -18,7 +18,8 @@ from typing import Any
 
 from engine.errors import InputError
 from remote.profile import Profile
-from remote.runner import EventCallback, RunOutcome, execute_run, runs_root
+from remote.run_folder import runs_root
+from remote.runner import EventCallback, RunOutcome, execute_run
 from remote.runs_store import SWEEP_FILE
 from remote.security import write_private_file
 

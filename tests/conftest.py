@@ -1,4 +1,4 @@
-"""Suite-wide pytest hooks: a failing SentitopError shows its hint (a failed rank's last lines)."""
+"""Suite-wide pytest hooks: SentitopError hints in reports; dataset copies in a temp cache."""
 
 from __future__ import annotations
 
@@ -18,3 +18,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     exc = call.excinfo.value if call.excinfo is not None else None
     if isinstance(exc, SentitopError) and exc.hint:
         report.sections.append(("sentitop error hint", exc.hint))
+
+
+@pytest.fixture(autouse=True)
+def _dataset_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Training ranks (and their subprocesses) copy datasets into a temporary node cache."""
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path_factory.mktemp("sentitop-cache")))

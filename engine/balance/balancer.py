@@ -119,8 +119,10 @@ def apply_hysteresis(current: Sequence[float], target: Sequence[float], hysteres
 class SplitPlan:
     """Who processes which positions of the epoch permutation, step by step, in one chunk.
 
-    Positions ``start .. start + n - 1`` of the epoch's sample permutation are covered; rank ``i``
-    owns the contiguous slice ``offsets[i] .. offsets[i] + counts[i] - 1`` of them.
+    Positions ``start .. start + n - 1`` of the epoch's sample permutation are covered,
+    step-major: step ``s`` takes the ``step_global(s)`` positions from ``start + s * global_batch``
+    and rank ``i`` its ``local_size`` of them after the ranks before it, so the positions done
+    after any step are a prefix whatever the shares or the world size (resume on fewer ranks).
     """
 
     start: int
@@ -151,15 +153,6 @@ class SplitPlan:
             for b, last in zip(self.batch_sizes, self.last_sizes, strict=True)
         )
 
-    @property
-    def offsets(self) -> tuple[int, ...]:
-        """Start position of each rank's slice of the permutation."""
-        out, pos = [], self.start
-        for c in self.counts:
-            out.append(pos)
-            pos += c
-        return tuple(out)
-
     def step_global(self, step: int) -> int:
         """Global batch of ``step`` (the same number on every rank, no communication)."""
         self._check_step(step)
@@ -172,7 +165,8 @@ class SplitPlan:
 
     def local_range(self, rank: int, step: int) -> tuple[int, int]:
         """Permutation positions ``[lo, hi)`` rank ``rank`` processes in ``step``."""
-        lo = self.offsets[rank] + step * self.batch_sizes[rank]
+        sizes = self.batch_sizes if step < self.steps - 1 else self.last_sizes
+        lo = self.start + step * self.global_batch + sum(sizes[:rank])
         return lo, lo + self.local_size(rank, step)
 
     def loss_scale(self, rank: int, step: int) -> float:

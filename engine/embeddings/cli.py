@@ -105,7 +105,7 @@ def run_rank(cfg: EmbedConfig) -> int:
     from engine.embeddings.sync import run_sync
     from engine.launch import default_threads
     from engine.rank_main import run_as_rank
-    from engine.sentiment.trainer import DistEnv
+    from engine.sentiment.dist_env import DistEnv
 
     env = DistEnv.from_environ("cpu")
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))

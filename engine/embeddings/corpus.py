@@ -76,10 +76,16 @@ class Corpus:
 
 
 def build_corpus(
-    docs: Iterable[list[str]], *, min_count: int, max_vocab: int, max_docs: int | None = None
+    docs: Iterable[list[str]],
+    *,
+    min_count: int,
+    max_vocab: int,
+    max_docs: int | None = None,
+    source: str = "the input",
 ) -> Corpus:
     """A Corpus of tokenised documents: the ``max_vocab`` most frequent words seen at least
-    ``min_count`` times (ties broken by first appearance), other words dropped."""
+    ``min_count`` times (ties broken by first appearance), other words dropped; ``source``
+    names the input in errors."""
     token_docs: list[list[str]] = []
     counter: Counter[str] = Counter()
     for n, words in enumerate(docs):
@@ -88,6 +94,11 @@ def build_corpus(
         token_docs.append(words)
         counter.update(words)
     raw = sum(counter.values())
+    if not raw:
+        raise InputError(
+            f"{source}: no usable review with any word in it",
+            hint="pass a JSON-lines review file (`sentitop synth` makes one)",
+        )
     ranked = [(w, c) for w, c in counter.most_common(max_vocab) if c >= min_count]
     if len(ranked) < 2:
         raise InputError(

@@ -26,12 +26,20 @@ def load_docs_corpus(cfg: EmbedConfig) -> Corpus:
     if cfg.input is not None:
         if not Path(cfg.input).is_file():
             raise InputError(f"{cfg.input} not found", hint="pass a JSON-lines file to --input")
+        if Path(cfg.input).stat().st_size == 0:
+            raise InputError(
+                f"{cfg.input} is empty", hint="pass a JSON-lines review file to --input"
+            )
         docs = read_text_docs(cfg.input)
     else:
         assert cfg.data_dir is not None  # EmbedConfig checks exactly one is set
         docs = read_dataset_docs(cfg.data_dir)
     return build_corpus(
-        docs, min_count=cfg.min_count, max_vocab=cfg.max_vocab, max_docs=cfg.max_docs
+        docs,
+        min_count=cfg.min_count,
+        max_vocab=cfg.max_vocab,
+        max_docs=cfg.max_docs,
+        source=cfg.input or cfg.data_dir or "the input",
     )
 
 

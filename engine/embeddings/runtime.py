@@ -22,7 +22,7 @@ from engine.embeddings.evaluate import nearest_neighbours, pip_loss
 from engine.embeddings.models import SGNS, build_model
 from engine.embeddings.prepare import CORPUS_FILE, REFERENCE_FILE
 from engine.events import Emitter
-from engine.sentiment.trainer import DistEnv
+from engine.sentiment.dist_env import DistEnv
 
 SUMMARY_FILE = "summary.json"
 VECTORS_FILE = "embeddings.npy"

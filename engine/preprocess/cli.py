@@ -10,8 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.config import PreprocessConfig
+from engine.config_flags import add_config_flags, flag_values
 from engine.errors import SentitopError
 
+QUALITY_FIELDS = ("max_skipped_share", "min_class_share")
+"""PreprocessConfig fields whose flags are generated from the config (declared once there)."""
 HELP = "raw review files → de-duplicated, encoded dataset.h5 + vocab.json + stats.json"
 
 
@@ -88,6 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1 << 20,
         help="longer lines are skipped as too_long (default 1 MiB)",
     )
+    quality = parser.add_argument_group("data-quality warnings")
+    add_config_flags(quality, PreprocessConfig, only=QUALITY_FIELDS)
     parser.add_argument(
         "--mrjob-arg",
         action="append",
@@ -117,6 +122,7 @@ def config_from_args(args: argparse.Namespace) -> PreprocessConfig:
         preset=args.preset,
         keep_negations=args.keep_negations,
         max_line_bytes=args.max_line_bytes,
+        **{k: v for k, v in flag_values(args, PreprocessConfig).items() if k in QUALITY_FIELDS},
     )
 
 
@@ -157,6 +163,7 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.json:
         stats = run_preprocess(cfg, None, **options)
         print(json.dumps(stats, indent=2))
+        print_warnings(stats)
         return 0
     if args.events:
         run_preprocess(cfg, Emitter(StreamSink()), **options)
@@ -184,7 +191,18 @@ def run_cli(args: argparse.Namespace) -> int:
         task_id = progress.add_task("preprocess", total=None, rps="0")
         stats = run_preprocess(cfg, Emitter(_RichProgressSink(progress, task_id)), **options)
     Console().print(summary_table(stats))
+    print_warnings(stats)
     return 0
+
+
+def print_warnings(stats: Mapping[str, Any]) -> None:
+    """The data-quality warnings of a stats dict, loudly, on stderr."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(stderr=True)
+    for warning in stats.get("warnings") or []:
+        console.print(Text(f"WARNING: {warning['message']}", style="bold yellow"))
 
 
 def summary_table(stats: Mapping[str, Any]) -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 from engine.config import PreprocessConfig
 from engine.errors import InputError
 from engine.events import Emitter
+from engine.preprocess.quality import check_preprocess
 from engine.preprocess.readers import check_inputs, detect_spec, plan_tasks
 from engine.preprocess.records import SKIP_REASONS, RecordSpec
 from engine.preprocess.reduce import PAD_ID, UNK_ID, LabelRule, token_dtype
@@ -160,6 +161,8 @@ def run_preprocess(
         if to_s3:
             shutil.rmtree(out, ignore_errors=True)
     if emitter:
+        for warning in stats["warnings"]:
+            emitter.emit("warning", stage=STAGE, **warning)
         emitter.emit("summary", stage=STAGE, **stats)
         emitter.emit("stage_end", stage=STAGE, status="ok", seconds=stats["seconds"])
     return stats
@@ -195,6 +198,7 @@ def _finish(
     out: Path,
     tmp: str,
 ) -> dict[str, Any]:
+    warnings = check_preprocess(cfg, build_stats(cfg, result, 0.0))  # raises before writing
     finish_cpu = time.process_time()
     num_ids = len(result.vocab) + 2
     dtype = token_dtype(num_ids)
@@ -214,6 +218,7 @@ def _finish(
     if result.cpu:
         result.cpu["combine"] = time.process_time() - finish_cpu
     stats = build_stats(cfg, result, time.time() - start)
+    stats["warnings"] = warnings
     write_json_atomic(out / "vocab.json", vocab_doc)
     write_json_atomic(out / "stats.json", stats)
     publish_dataset(tmp_h5, out / "dataset.h5")

@@ -7,6 +7,7 @@ RUN_DIR layout::
     model.json            the resolved ModelShape (shape + vocabulary size)
     vocab.json            copy of the dataset's vocabulary and preprocessing settings
     checkpoints/latest.pt model, optimizer, progress, sampler plan, metrics so far
+    checkpoints/REQUEST   present: a launcher asks rank 0 to checkpoint now (spot notice)
     model.pt              final weights (state_dict of SentimentLSTM)
     summary.json          final numbers
 """
@@ -25,6 +26,8 @@ import torch
 from engine.errors import TrainError
 
 CHECKPOINT = Path("checkpoints") / "latest.pt"
+REQUEST = Path("checkpoints") / "REQUEST"
+"""A launcher creates this file to ask rank 0 for a checkpoint at the next step."""
 MODEL_WEIGHTS = "model.pt"
 MODEL_SPEC = "model.json"
 VOCAB = "vocab.json"
@@ -58,6 +61,16 @@ def save_checkpoint(run_dir: str | Path, state: dict[str, Any]) -> Path:
     path = Path(run_dir) / CHECKPOINT
     _atomic_replace(path, lambda fh: torch.save(state, fh))
     return path
+
+
+def checkpoint_requested(run_dir: str | Path) -> bool:
+    """True when a launcher asked for a checkpoint now (RUN_DIR/checkpoints/REQUEST exists)."""
+    return (Path(run_dir) / REQUEST).exists()
+
+
+def clear_request(run_dir: str | Path) -> None:
+    """Forget a checkpoint request (after the checkpoint was written)."""
+    (Path(run_dir) / REQUEST).unlink(missing_ok=True)
 
 
 def load_checkpoint(run_dir: str | Path) -> dict[str, Any] | None:

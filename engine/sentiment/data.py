@@ -1,18 +1,22 @@
-"""Training data: chunk-aligned reads of dataset.h5, a per-rank plan sampler, batch loaders.
+"""Training data: dataset.h5's layout, the per-rank plan sampler, batch loaders.
 
 Layout read here (written by ``engine.preprocess``): ``/train`` and ``/test`` groups, each with
 ``tokens`` (N × L, uint16 or int32, right-padded with 0), ``labels`` (uint8 0/1) and ``lengths``;
 file attrs ``vocab_size``, ``seq_len``, ``pad_id``, ``unk_id``, ``format_version``.
 
-Each rank loads a split into memory with a few large reads aligned to the HDF5 chunks (never
-one read per sample), then draws batches by fancy indexing. The per-epoch sample order is a
-permutation that depends only on (seed, epoch); an :class:`EpochPlan` cuts it into per-rank
-shares (possibly unequal, from the load balancer) that all run the same number of steps.
+Training reads rows from the node's memory-mapped copy (:mod:`engine.sentiment.store`);
+:func:`load_split` (a split in memory, chunk-aligned reads) remains as the reference those
+batches are tested against, and for small tools. The per-epoch sample order depends only on
+(seed, epoch) (:mod:`engine.sentiment.order`); a plan (:class:`EpochPlan`, or the balancer's)
+cuts each global step's positions into per-rank shares (possibly unequal) that all run the
+same number of steps, so the positions done after any step are a prefix of the order whatever
+the number of ranks.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -23,6 +27,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from engine.errors import DatasetError
+from engine.sentiment.order import EpochOrder, WindowHook
 
 DATASET_FILE = "dataset.h5"
 VOCAB_FILE = "vocab.json"
@@ -44,8 +49,25 @@ class DatasetInfo:
     format_version: int
 
 
+class Rows(Protocol):
+    """A split's rows: :class:`SplitArrays` in memory or a memory-mapped
+    :class:`engine.sentiment.store.SplitStore` (the same batches from either)."""
+
+    @property
+    def tokens(self) -> np.ndarray:  # (N, L) uint16/int32
+        """Token ids, right-padded with 0."""
+
+    @property
+    def labels(self) -> np.ndarray:  # (N,) 0/1
+        """Labels (uint8 or float32)."""
+
+    @property
+    def lengths(self) -> np.ndarray:  # (N,)
+        """Tokens before the padding."""
+
+
 class SplitArrays(NamedTuple):
-    """One split held in memory."""
+    """One split held in memory (the reference the streaming store is tested against)."""
 
     tokens: np.ndarray  # (N, L) uint16/int32
     labels: np.ndarray  # (N,) float32 0/1
@@ -130,17 +152,14 @@ def load_split(data_dir: str | Path, split: str, limit: int | None = None) -> Sp
     return SplitArrays(tokens, labels, lengths)
 
 
-def gather_batch(arrays: SplitArrays, index: np.ndarray) -> Batch:
+def gather_batch(arrays: Rows, index: np.ndarray) -> Batch:
     """The rows ``index`` of ``arrays`` as tensors, tokens trimmed to the longest length."""
-    lengths = np.take(arrays.lengths, index)
+    lengths = np.take(arrays.lengths, index).astype(np.int64, copy=False)
     width = int(min(arrays.tokens.shape[1], max(1, int(lengths.max(initial=1)))))
     rows = np.take(arrays.tokens, index, axis=0)  # (B, L); np.take is ~2x faster than rows[i]
     tokens = rows[:, :width].astype(np.int32)  # (B, T)
-    return Batch(
-        torch.from_numpy(tokens),
-        torch.from_numpy(lengths),
-        torch.from_numpy(np.take(arrays.labels, index)),
-    )
+    labels = np.take(arrays.labels, index).astype(np.float32, copy=False)
+    return Batch(torch.from_numpy(tokens), torch.from_numpy(lengths), torch.from_numpy(labels))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,10 +167,15 @@ def gather_batch(arrays: SplitArrays, index: np.ndarray) -> Batch:
 
 
 class StepPlan(Protocol):
-    """A cut of permutation positions ``start .. start + n - 1`` into equal-step rank shares.
+    """A cut of permutation positions ``start .. start + n - 1`` into steps and rank shares.
 
-    :class:`EpochPlan` is the even split; ``engine.balance.balancer.SplitPlan`` (speed-proportional
-    shares) satisfies the same protocol. Every rank must hold an identical plan.
+    Step-major: step ``s`` covers the next ``step_global(s)`` positions after step ``s - 1``,
+    and rank ``r`` takes its ``local_size`` of them after the ranks before it. So after ``k``
+    steps exactly the positions ``start .. local_range(0, k)[0] - 1`` are consumed, whatever
+    the number of ranks or their shares: a checkpoint records one global position and a run
+    with another world size continues from it. :class:`EpochPlan` is the even split;
+    ``engine.balance.balancer.SplitPlan`` (speed-proportional shares) satisfies the same
+    protocol. Every rank must hold an identical plan.
     """
 
     @property
@@ -181,10 +205,11 @@ class StepPlan(Protocol):
 class EpochPlan:
     """Per-rank sample counts and batch sizes covering positions [start, start + sum(counts)).
 
-    Rank r owns the contiguous slice of ``counts[r]`` positions after the ranks before it.
     Every rank runs ``steps = max_r ceil(counts[r] / batch_sizes[r])`` steps and spreads its
-    samples evenly over them (its step sizes differ by at most one and never exceed its batch
-    size), so all ranks meet at every all-reduce and no sample is dropped or repeated.
+    ``counts[r]`` samples evenly over them (its step sizes differ by at most one and never
+    exceed its batch size), so all ranks meet at every all-reduce and no sample is dropped or
+    repeated. Positions are laid out step-major (see :class:`StepPlan`): step ``s`` starts at
+    ``start + sum_r floor(s * counts[r] / steps)``.
     """
 
     counts: tuple[int, ...]
@@ -216,18 +241,21 @@ class EpochPlan:
         """Steps every rank runs."""
         return max(math.ceil(c / b) for c, b in zip(self.counts, self.batch_sizes, strict=True))
 
+    def step_start(self, step: int) -> int:
+        """First position of ``step`` (``start + n`` for ``step == steps``)."""
+        return self.start + sum((step * c) // self.steps for c in self.counts)
+
     def local_range(self, rank: int, step: int) -> tuple[int, int]:
         """Permutation positions [lo, hi) of ``rank`` at ``step``."""
-        if not 0 <= step < self.steps:
-            raise IndexError(f"step {step} outside 0..{self.steps - 1}")
-        count, steps = self.counts[rank], self.steps
-        base = self.start + sum(self.counts[:rank])
-        return base + (step * count) // steps, base + ((step + 1) * count) // steps
+        lo = self.step_start(step) + sum(self.local_size(r, step) for r in range(rank))
+        return lo, lo + self.local_size(rank, step)
 
     def local_size(self, rank: int, step: int) -> int:
         """Samples of ``rank`` at ``step``."""
-        lo, hi = self.local_range(rank, step)
-        return hi - lo
+        if not 0 <= step < self.steps:
+            raise IndexError(f"step {step} outside 0..{self.steps - 1}")
+        count, steps = self.counts[rank], self.steps
+        return ((step + 1) * count) // steps - (step * count) // steps
 
     def step_global(self, step: int) -> int:
         """Samples over all ranks at ``step``."""
@@ -251,8 +279,8 @@ def even_plan(num_samples: int, world: int, global_batch: int, start: int = 0) -
 
 
 def epoch_permutation(num_samples: int, seed: int, epoch: int) -> np.ndarray:
-    """The global sample order of ``epoch``: a function of (seed, epoch) only."""
-    return np.random.default_rng([seed, epoch]).permutation(num_samples)
+    """The whole sample order of ``epoch`` (a function of (seed, epoch) only; O(n) memory)."""
+    return EpochOrder(num_samples, seed, epoch).full()
 
 
 class PlanSampler:
@@ -260,23 +288,38 @@ class PlanSampler:
 
     Needs no communication: every rank computes the same permutation and plans. An epoch is
     one plan covering every sample, or several consecutive plans (the load balancer re-plans
-    every K steps); each plan starts where the previous one ended.
+    every K steps); each plan starts where the previous one ended. Because plans are laid out
+    step-major, the positions consumed after any step form a prefix of the permutation: its
+    length (:meth:`position`) is all a resume on a different number of ranks needs
+    (:meth:`set_epoch` with ``position``).
     """
 
-    def __init__(self, num_samples: int, seed: int, rank: int) -> None:
+    def __init__(
+        self, num_samples: int, seed: int, rank: int, *, on_window: WindowHook | None = None
+    ) -> None:
         self.num_samples = num_samples
         self.seed = seed
         self.rank = rank
+        self.on_window = on_window
+        """Told the row ranges of each order window before it is read (prefetch)."""
         self.epoch = -1
         self.plans: list[StepPlan] = []
         self._first_steps: list[int] = []
-        self._order = np.empty(0, dtype=np.int64)
+        self.order = EpochOrder(0, seed, 0)  # no epoch yet
+        self._start = (0, 0)  # (position, step) where this epoch's first plan begins
 
-    def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch``: new permutation, no plan yet."""
+    def set_epoch(self, epoch: int, *, position: int = 0, step: int = 0) -> None:
+        """Start ``epoch`` (new permutation, no plan yet) at ``position``, numbered ``step``.
+
+        ``position > 0`` continues an epoch that another world size began: the first
+        ``position`` samples of the permutation were consumed, the next plan starts there.
+        """
+        if not 0 <= position <= self.num_samples:
+            raise ValueError(f"position {position} outside 0..{self.num_samples}")
         self.epoch = epoch
-        self._order = epoch_permutation(self.num_samples, self.seed, epoch)
+        self.order = EpochOrder(self.num_samples, self.seed, epoch, on_window=self.on_window)
         self.plans, self._first_steps = [], []
+        self._start = (position, step)
 
     def add_plan(self, plan: StepPlan) -> None:
         """Append the plan covering the next positions of the epoch."""
@@ -292,12 +335,12 @@ class PlanSampler:
     @property
     def covered(self) -> int:
         """Positions of the epoch covered by the plans so far."""
-        return self.plans[-1].start + self.plans[-1].n if self.plans else 0
+        return self.plans[-1].start + self.plans[-1].n if self.plans else self._start[0]
 
     @property
     def steps(self) -> int:
-        """Steps of the plans so far."""
-        return self._first_steps[-1] + self.plans[-1].steps if self.plans else 0
+        """Steps of the plans so far (numbered from the epoch's first step)."""
+        return self._first_steps[-1] + self.plans[-1].steps if self.plans else self._start[1]
 
     def plan_at(self, step: int) -> tuple[StepPlan, int]:
         """The plan in force at epoch step ``step`` and the step's index inside it."""
@@ -306,11 +349,18 @@ class PlanSampler:
                 return plan, step - first
         raise IndexError(f"step {step} has no plan")
 
+    def position(self, step: int) -> int:
+        """Samples of the epoch consumed (over all ranks) before epoch step ``step``."""
+        if step == self.steps:
+            return self.covered
+        plan, local = self.plan_at(step)
+        return plan.local_range(0, local)[0]
+
     def indices(self, step: int, rank: int | None = None) -> np.ndarray:
         """Sample ids of ``rank`` (default: this rank) at epoch step ``step``."""
         plan, local = self.plan_at(step)
         lo, hi = plan.local_range(self.rank if rank is None else rank, local)
-        return self._order[lo:hi]
+        return self.order.take(lo, hi)
 
     def loss_scale(self, step: int) -> float:
         """b_i·W/B of this rank at ``step``: DDP's gradient mean then equals the global mean."""
@@ -319,12 +369,13 @@ class PlanSampler:
         return (hi - lo) * plan.world / plan.step_global(local)
 
     def state_dict(self) -> dict[str, Any]:
-        """The epoch and its plans (plain picklable objects) for a checkpoint."""
-        return {"epoch": self.epoch, "plans": list(self.plans)}
+        """The epoch, where it began and its plans (plain picklable objects) for a checkpoint."""
+        return {"epoch": self.epoch, "start": self._start, "plans": list(self.plans)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Rebuild the epoch order saved by :meth:`state_dict`."""
-        self.set_epoch(int(state["epoch"]))
+        """Rebuild the epoch order saved by :meth:`state_dict` (same world size)."""
+        position, step = state.get("start", (0, 0))
+        self.set_epoch(int(state["epoch"]), position=int(position), step=int(step))
         for plan in state["plans"]:
             self.add_plan(plan)
 
@@ -336,7 +387,7 @@ class PlanSampler:
 class _StepBatches(Dataset[Batch]):
     """Item i = this rank's batch at step ``first_step + i`` (one fancy-index gather)."""
 
-    def __init__(self, arrays: SplitArrays, sampler: PlanSampler, first: int, stop: int) -> None:
+    def __init__(self, arrays: Rows, sampler: PlanSampler, first: int, stop: int) -> None:
         self.arrays = arrays
         self.sampler = sampler
         self.first_step = first
@@ -350,7 +401,7 @@ class _StepBatches(Dataset[Batch]):
 
 
 def train_loader(
-    arrays: SplitArrays,
+    arrays: Rows,
     sampler: PlanSampler,
     first_step: int,
     stop_step: int,
@@ -370,13 +421,31 @@ def shard_bounds(num_samples: int, rank: int, world: int) -> tuple[int, int]:
     return (rank * num_samples) // world, ((rank + 1) * num_samples) // world
 
 
-def eval_batches(arrays: SplitArrays, start: int, end: int, batch_size: int) -> list[Batch]:
-    """The rows [start, end) in order as batches (built once, reused every evaluation)."""
-    batches = []
+EVAL_AUTO_SHARE = 0.3
+"""Automatic evaluation size, as a share of the training samples: a forward pass costs about a
+third of a training step, so scoring 0.3 × n_train samples costs about 10 % of an epoch."""
+
+
+def eval_size(n_test: int, n_train: int, limit: int | None) -> int:
+    """Test samples to evaluate: all, or ``limit`` (automatic when None), whichever is fewer."""
+    if limit is None:
+        limit = max(1, math.ceil(EVAL_AUTO_SHARE * n_train))
+    return min(n_test, limit)
+
+
+def eval_batches(
+    arrays: Rows, count: int, start: int, end: int, batch_size: int
+) -> Iterator[Batch]:
+    """Batches of the evaluated samples ``start .. end - 1`` of ``count``, gathered lazily.
+
+    Sample ``i`` of ``count`` is row ``i * N // count`` of the N-row split: the whole split in
+    order when ``count == N``, else a fixed sample spread evenly over it (systematic sampling:
+    no index array to hold, the same rows at every evaluation and on any world size).
+    """
+    n = len(arrays.labels)
     for lo in range(start, end, batch_size):
-        index = np.arange(lo, min(end, lo + batch_size))
-        batches.append(gather_batch(arrays, index))
-    return batches
+        index = np.arange(lo, min(end, lo + batch_size), dtype=np.int64)
+        yield gather_batch(arrays, index if count == n else index * n // count)
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:

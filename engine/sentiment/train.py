@@ -129,7 +129,8 @@ def run(cfg: TrainConfig) -> int:
     import torch.distributed as dist
 
     from engine.rank_main import run_as_rank
-    from engine.sentiment.trainer import DistEnv, Trainer
+    from engine.sentiment.dist_env import DistEnv
+    from engine.sentiment.trainer import Trainer
 
     env = DistEnv.from_environ(cfg.device)
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))

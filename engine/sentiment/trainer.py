@@ -13,7 +13,7 @@ import math
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,62 +24,20 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from engine.config import TrainConfig, config_to_dict
 from engine.errors import TrainError
 from engine.events import Emitter, rank_emitter
+from engine.procstats import rss_anon_bytes, storage_read_bytes
 from engine.sentiment import checkpoint as ckpt
-from engine.sentiment.data import (
-    Batch,
-    PlanSampler,
-    StepPlan,
-    eval_batches,
-    even_plan,
-    load_split,
-    read_info,
-    shard_bounds,
-    to_device,
-    train_loader,
-)
+from engine.sentiment.data import Batch, PlanSampler, StepPlan, even_plan, to_device
+from engine.sentiment.dist_env import DistEnv
 from engine.sentiment.evaluate import confusion_stats
 from engine.sentiment.metrics import Confusion, ThresholdClock
 from engine.sentiment.model import SentimentLSTM, count_parameters, model_for
 from engine.sentiment.selection import BestEpoch
+from engine.sentiment.splits import majority_check
+from engine.sentiment.step_stats import StepWindow
+from engine.sentiment.train_data import TrainData
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt")
 """Per-step phases timed on every rank (plus ``eval`` per epoch)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DistEnv:
-    """Where this process sits: from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK...)."""
-
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-    local_world: int = 1
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-
-    @property
-    def backend(self) -> str:
-        """Process-group backend: NCCL between CUDA devices, gloo on CPU."""
-        return "nccl" if self.device.type == "cuda" else "gloo"
-
-    @classmethod
-    def from_environ(cls, device: str = "auto") -> DistEnv:
-        """Read the torchrun variables; CUDA device ``LOCAL_RANK`` when available and wanted."""
-        env = os.environ
-        local_rank = int(env.get("LOCAL_RANK", "0"))
-        use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-        if use_cuda and not torch.cuda.is_available():
-            raise TrainError(
-                "device = cuda but no CUDA device is visible",
-                hint="use --device cpu or check the driver",
-            )
-        dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
-        return cls(
-            rank=int(env.get("RANK", "0")),
-            world=int(env.get("WORLD_SIZE", "1")),
-            local_rank=local_rank,
-            local_world=int(env.get("LOCAL_WORLD_SIZE", "1")),
-            device=dev,
-        )
 
 
 @dataclass(slots=True)
@@ -186,6 +144,8 @@ class Trainer:
         self.epoch = 0
         self.resume_step = 0
         """Steps of ``self.epoch`` already done (mid-epoch resume skips them)."""
+        self.resumed_sampler = False
+        """The sampler already holds the resumed epoch (set by :meth:`_resume`)."""
         self.global_step, self.samples_seen = 0, 0
         self.train_seconds, self.eval_seconds = 0.0, 0.0
         self.prior_wall_s = 0.0
@@ -211,10 +171,11 @@ class Trainer:
     def _train_epoch(self, epoch: int) -> dict[str, float]:
         """Run every step of ``epoch`` (from the resumed step); return this rank's totals."""
         sampler, step = self.sampler, self.resume_step
-        if step == 0:
+        if not self.resumed_sampler:
             sampler.set_epoch(epoch)
-        self.resume_step = 0
+        self.resume_step, self.resumed_sampler = 0, False
         totals = dict.fromkeys((*PHASES, "loss_sum", "samples", "steps"), 0.0)
+        disk_before = storage_read_bytes()
         start = time.perf_counter()
         while step < sampler.steps or sampler.covered < self.n_train:
             if step == sampler.steps:
@@ -232,6 +193,11 @@ class Trainer:
             plan, _ = sampler.plan_at(plan_first)
             self.hooks.end_plan(epoch, plan, self._gather(window))
         totals["seconds"] = time.perf_counter() - start
+        disk, rss = storage_read_bytes(), rss_anon_bytes()
+        totals["disk_mb"] = -1.0  # /proc/self/io unreadable
+        if disk is not None and disk_before is not None:
+            totals["disk_mb"] = (disk - disk_before) / 1e6
+        totals["rss_mb"] = rss / 1e6 if rss is not None else -1.0
         return totals
 
     def _train_step(self, epoch: int, step: int, batch: Batch, data_s: float) -> StepTiming:
@@ -289,6 +255,8 @@ class Trainer:
                     eval=r["eval"],
                     steps=int(r["steps"]),
                     samples=int(r["samples"]),
+                    disk_mb=round(r["disk_mb"], 3) if r["disk_mb"] >= 0 else None,
+                    rss_mb=round(r["rss_mb"], 1) if r["rss_mb"] >= 0 else None,
                 )
             self.emitter.emit("epoch", **record)
             self._save_checkpoint(epoch + 1, 0)
@@ -297,12 +265,10 @@ class Trainer:
     def _setup(self) -> None:
         cfg, env = self.cfg, self.env
         self.wall_start = time.time()
-        info = read_info(cfg.data_dir)
-        self.train_arrays = load_split(cfg.data_dir, "train", cfg.max_train_samples)
-        self.test_arrays = load_split(cfg.data_dir, "test")
-        self.n_train = len(self.train_arrays.labels)
+        self.data = TrainData.open(cfg)
+        self.n_train = self.data.n_train
         torch.manual_seed(cfg.seed)
-        self.spec, model, init = model_for(cfg.model, info.vocab_size, cfg.data_dir, cfg.seed)
+        self.spec, model, init = model_for(cfg.model, self.data.vocab_size, cfg.data_dir, cfg.seed)
         self.model: SentimentLSTM = model.to(self.device)
         self.params = list(self.model.parameters())
         self.ddp: nn.Module = self.model
@@ -319,7 +285,9 @@ class Trainer:
             self.params, lr=self.base_lr, weight_decay=cfg.weight_decay
         )
         self.total_steps = cfg.epochs * -(-self.n_train // cfg.batch_size)
-        self.sampler = PlanSampler(self.n_train, cfg.seed, env.rank)
+        self.sampler = PlanSampler(
+            self.n_train, cfg.seed, env.rank, on_window=self.data.train.prefetch
+        )
         self.hooks.setup(
             HookContext(
                 cfg=cfg,
@@ -330,14 +298,9 @@ class Trainer:
                 emitter=self.emitter,
             )
         )
-        lo, hi = shard_bounds(len(self.test_arrays.labels), env.rank, env.world)
-        self.eval_set = [
-            to_device(b, self.device)  # copied to the device once for the run
-            for b in eval_batches(self.test_arrays, lo, hi, cfg.eval_batch_size)
-        ]
         self.clock, self.best = ThresholdClock(cfg.loss_threshold), BestEpoch(cfg.patience)
         self.last_checkpoint = time.monotonic()
-        self.last_log, self.samples_since_log = time.perf_counter(), 0
+        self.window = StepWindow(self.device, env.world, self.data.sample_bytes)
         self.steps_logged = False
         """A `step` event was emitted (the first step of a session always emits one)."""
         if cfg.resume:
@@ -356,7 +319,7 @@ class Trainer:
                 world_size=env.world,
                 device=str(self.device),
                 n_train=self.n_train,
-                n_test=len(self.test_arrays.labels),
+                **self.data.event_fields(),
                 params=count_parameters(self.model),
                 spec=self.spec.to_dict(),
                 global_batch=cfg.batch_size,
@@ -373,27 +336,22 @@ class Trainer:
         if pw == "none":
             return None
         if pw == "auto":
-            positives = float(self.train_arrays.labels.sum())
+            positives = float(self.data.positives())
             negatives = self.n_train - positives
             return negatives / positives if positives and negatives else None
         return float(pw)
 
     # ------------------------------------------------------------------ step helpers
     def _batches(self, first: int, stop: int) -> Iterator[tuple[Batch, float]]:
-        """This rank's batches for steps [first, stop) with the seconds spent waiting for each."""
-        loader = train_loader(
-            self.train_arrays,
+        """This rank's batches for steps [first, stop) and the seconds spent waiting for each
+        (pinned host memory only when they go to a CUDA device)."""
+        return self.data.batches(
             self.sampler,
             first,
             stop,
             workers=self.cfg.loader_workers,
             pin_memory=self.device.type == "cuda",
         )
-        it = iter(loader)
-        for _ in range(first, stop):
-            t0 = time.perf_counter()
-            batch = next(it)
-            yield batch, time.perf_counter() - t0
 
     def _set_lr(self) -> None:
         """Goyal warm-up (linear from 0), then ``lr_schedule`` down to 0 at the last step."""
@@ -442,9 +400,13 @@ class Trainer:
 
     def _after_step(self, epoch: int, step: int, t: StepTiming, epoch_start: float) -> None:
         """Threshold clock, `step` events and time-based checkpoints (rank 0)."""
+        self.window.add(t.samples)
+        # every rank: the step event's rates and memory are gathered from all ranks
+        log = self.global_step % self.cfg.log_every == 0 or not self.steps_logged
+        stats = self.window.collect() if log else None
+        self.steps_logged = True
         if not self.main:
             return
-        self.samples_since_log += t.samples
         elapsed = self.prior_wall_s + time.time() - self.wall_start
         if self.clock.update(t.loss, seconds=elapsed, epoch=epoch, global_step=self.global_step):
             self.emitter.emit(
@@ -455,9 +417,7 @@ class Trainer:
                 seconds=elapsed,
                 threshold=self.cfg.loss_threshold,
             )
-        if self.global_step % self.cfg.log_every == 0 or not self.steps_logged:
-            now = time.perf_counter()
-            world_samples = self.samples_since_log * self.env.world  # approx. for uneven splits
+        if stats is not None:
             self.emitter.emit(
                 "step",
                 epoch=epoch,
@@ -465,15 +425,15 @@ class Trainer:
                 global_step=self.global_step,
                 loss=t.loss,
                 smoothed_loss=self.clock.smoothed,
-                samples_per_s=world_samples / max(now - self.last_log, 1e-9),
                 lr=self.optimizer.param_groups[0]["lr"],
+                **stats,
             )
-            self.last_log, self.samples_since_log, self.steps_logged = now, 0, True
         every_steps = self.cfg.checkpoint_every_steps
         minutes = self.cfg.checkpoint_every_min
         due = (every_steps and self.global_step % every_steps == 0) or (
             minutes and time.monotonic() - self.last_checkpoint >= minutes * 60
         )
+        due = due or ckpt.checkpoint_requested(self.cfg.run_dir)  # e.g. a spot notice
         mid_epoch = step < self.sampler.steps or self.sampler.covered < self.n_train
         if due and mid_epoch:  # the epoch-end checkpoint follows the epoch's evaluation
             self._save_checkpoint(epoch, step)
@@ -491,7 +451,11 @@ class Trainer:
         """Metrics on the test split: each rank scores its shard, counts are summed."""
         start = time.perf_counter()
         with self._autocast():
-            stats = confusion_stats(self.model, self.eval_set, self.eval_criterion)
+            batches = self.data.eval_batches(
+                self.env.rank, self.env.world, self.cfg.eval_batch_size
+            )
+            on_device = (to_device(b, self.device) for b in batches)
+            stats = confusion_stats(self.model, on_device, self.eval_criterion)
         if self.env.world > 1:
             dist.all_reduce(stats)
         result = Confusion.from_vector(stats.cpu().tolist()).metrics()
@@ -505,7 +469,7 @@ class Trainer:
             return
         t0 = time.perf_counter()
         state = {
-            "format": 1,
+            "format": 2,
             "epoch": epoch,
             "step": step,
             "global_step": self.global_step,
@@ -513,6 +477,7 @@ class Trainer:
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "sampler": self.sampler.state_dict() if step else None,
+            "position": self.sampler.position(step) if step else 0,
             "clock": self.clock.state_dict(),
             "history": self.history,
             "train_seconds": self.train_seconds,
@@ -523,6 +488,7 @@ class Trainer:
             "spec": self.spec.to_dict(),
         }
         path = ckpt.save_checkpoint(self.cfg.run_dir, state)
+        ckpt.clear_request(self.cfg.run_dir)
         self.last_checkpoint = time.monotonic()
         self.emitter.emit(
             "checkpoint",
@@ -550,11 +516,8 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])
-        if state["sampler"] is not None and state["world_size"] == self.env.world:
-            self.sampler.load_state_dict(state["sampler"])
-            self.resume_step = int(state["step"])  # skip the steps already consumed
-        elif state["sampler"] is not None:  # other world size: redo the epoch from its start
-            self.resume_step = 0
+        if state["sampler"] is not None:
+            self._resume_sampler(state)
         self.clock.load_state_dict(state["clock"])
         self.history = list(state["history"])
         self.train_seconds = float(state["train_seconds"])
@@ -562,6 +525,23 @@ class Trainer:
         self.prior_wall_s = float(state["wall_s"])
         self.last_test = state["last_test"]
         self.hooks.load_state_dict(state["hooks"])
+
+    def _resume_sampler(self, state: dict[str, Any]) -> None:
+        """Continue a checkpoint taken mid-epoch at its global sample position.
+
+        Same world size: the saved plans again (the very same batches). Another world size (a
+        node lost): the epoch's permutation from the saved position on, planned for this world
+        (the samples before it were consumed; none is repeated or skipped).
+        """
+        step = int(state["step"])
+        if state["world_size"] == self.env.world:
+            self.sampler.load_state_dict(state["sampler"])
+        elif "position" in state:  # format 2
+            epoch, position = int(state["epoch"]), int(state["position"])
+            self.sampler.set_epoch(epoch, position=position, step=step)
+        else:  # a format-1 checkpoint has no global position: redo the epoch from its start
+            return
+        self.resume_step, self.resumed_sampler = step, True
 
     def _finish(self) -> dict[str, Any]:
         """Rank 0 writes model.pt and summary.json and emits `summary`; returns the summary."""
@@ -593,7 +573,10 @@ class Trainer:
             "per_epoch": self.history,
             **self.hooks.summary(),
         }
+        summary.update(majority_check(test.get("confusion"), test.get("accuracy")))
         if self.main:
+            for warning in summary["warnings"]:
+                self.emitter.emit("warning", stage="train", **warning)
             ckpt.save_weights(self.cfg.run_dir, self.model.state_dict())
             ckpt.write_json(os.path.join(self.cfg.run_dir, ckpt.SUMMARY), summary)
             self.emitter.emit("summary", stage="train", **summary)

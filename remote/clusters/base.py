@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 KILL_GRACE_S = 3.0
 """Seconds between SIGTERM and SIGKILL when stopping a node's process group."""
+LOSE_GRACE_S = 1.0
+"""Seconds between SIGTERM and SIGKILL for a node given up (it is about to vanish anyway)."""
 SETTLE_S = 1.0
 """After a first failure, seconds to wait for other nodes' failures before choosing the cause."""
 PEER_LOST_MARKS = (
@@ -90,12 +92,19 @@ class NodeFailedError(LaunchError):
         log_path: Path,
         *,
         stage: str,
+        reason: str | None = None,
     ) -> None:
         self.node = node
         self.exit_code = exit_code
         self.tail = list(tail)
         self.log_path = log_path
+        self.reason = reason
+        """Why the launcher gave the node up (None: it failed by itself)."""
+        self.exits: dict[str, int] = {node: exit_code}
+        """Exit code of every node that failed (the cause and those after it)."""
         why = "lost its connection" if exit_code == LOST else f"exited with code {exit_code}"
+        if reason:
+            why = f"was given up ({reason})"
         shown = "\n".join(f"    | {line}" for line in self.tail) or "    (no output)"
         super().__init__(
             f"node {node} ({where}) {why} during {stage}; every node was stopped.\n"
@@ -129,6 +138,12 @@ class Cluster(ABC):
         self._rank0: str | None = None
         self._runs: set[asyncio.Task[Any]] = set()
         self._stopping = False
+        self._side: dict[str, tuple[NodeProcess, asyncio.Task[Any]]] = {}
+        """Side commands (spot watchers) by ``node/stage``: stopped with the cluster."""
+        self.lost: dict[str, str] = {}
+        """Nodes given up by :meth:`lose_node` (spot notice, instance gone), with the reason."""
+        self.attempt = 0
+        """Training attempt: 0, then 1, 2, … after each recovery."""
 
     # -- what a concrete cluster provides ------------------------------------------------
     @property
@@ -180,6 +195,22 @@ class Cluster(ABC):
     def rendezvous_endpoint(self) -> str | None:
         """``host:port`` where global rank 0 (first node) listens; None = one node, any port."""
 
+    async def put_file(self, node: str, local: str | Path, path: str) -> str:
+        """Copy one local file to ``path`` (relative to the node's run folder) atomically."""
+        raise LaunchError(f"{type(self).__name__} cannot copy files to its nodes")
+
+    async def drop_node(self, node: str) -> None:
+        """Continue without ``node`` (shrink); raises LaunchError when nothing would be left."""
+        raise LaunchError(f"{type(self).__name__} cannot continue without node {node}")
+
+    async def replace_node(self, node: str) -> str:
+        """Start a machine in place of the lost ``node``, set it up; the new node's name."""
+        raise LaunchError(f"{type(self).__name__} cannot replace node {node}")
+
+    async def node_gone(self, node: str) -> str | None:
+        """Why ``node``'s machine is gone for good (e.g. its instance terminated), else None."""
+        return None
+
     @property
     def rank0_node(self) -> str:
         """The node that ran global rank 0 (seen from events; else the first node)."""
@@ -202,6 +233,7 @@ class Cluster(ABC):
         """Kill every node's process group and disconnect; safe to call twice, never raises."""
         self._stopping = True
         await self._kill_running()
+        await self._stop_side()
         runs = [task for task in self._runs if not task.done()]
         if runs:  # run() calls in other tasks end once their nodes are gone
             _, late = await asyncio.wait(runs, timeout=DRAIN_S + SETTLE_S + 1)
@@ -228,6 +260,46 @@ class Cluster(ABC):
         running, self._running = self._running, {}
         if running:
             await asyncio.gather(*(proc.kill(KILL_GRACE_S) for proc in running.values()))
+
+    # -- node loss and side commands --------------------------------------------------------
+    async def lose_node(self, node: str, reason: str) -> None:
+        """Give ``node`` up: remember why and kill its running command (its run() fails)."""
+        self.lost.setdefault(node, reason)
+        self._require_started().note(node, f"given up: {reason}")
+        proc = self._running.get(node)
+        if proc is not None:
+            await proc.kill(LOSE_GRACE_S)
+
+    async def start_side(
+        self, node: str, command: Command, stage: str, on_line: LineCallback | None = None
+    ) -> None:
+        """Start a side command on ``node`` (e.g. the spot watcher) whose lines go to the node's
+        log and events like a main command's; it ends with the cluster or :meth:`stop_side`."""
+        streams = self._require_started()
+        key = f"{node}/{stage}"
+        await self.stop_side(key)
+        proc = await self._spawn(node, command, stage, f"st-{secrets.token_hex(12)}")
+        task = asyncio.create_task(self._supervise(node, proc, time.monotonic(), on_line))
+        self._side[key] = (proc, task)
+        streams.note(node, f"{stage}: started {' '.join(command.argv)}")
+
+    async def stop_side(self, key: str) -> None:
+        """Stop one side command (``node/stage``); never raises."""
+        entry = self._side.pop(key, None)
+        if entry is None:
+            return
+        proc, task = entry
+        await proc.kill(KILL_GRACE_S)
+        _, late = await asyncio.wait([task], timeout=DRAIN_S)
+        for pending in late:
+            pending.cancel()
+
+    async def _stop_side(self) -> None:
+        await asyncio.gather(*(self.stop_side(key) for key in list(self._side)))
+
+    def side_keys(self, node: str | None = None) -> list[str]:
+        """Running side commands (``node/stage``), of ``node`` only when given."""
+        return [k for k in self._side if node is None or k.split("/", 1)[0] == node]
 
     # -- commands --------------------------------------------------------------------------
     def rank_commands(
@@ -337,7 +409,10 @@ class Cluster(ABC):
             text = "\n".join(streams.tail(result.node, 200)).lower()
             return any(mark in text for mark in PEER_LOST_MARKS)
 
-        return min(failed, key=lambda r: (lost_peer(r), r.exit_code == LOST, r.seconds))
+        return min(
+            failed,
+            key=lambda r: (r.node not in self.lost, lost_peer(r), r.exit_code == LOST, r.seconds),
+        )
 
     def _failure(self, cause: NodeResult, failed: list[NodeResult], stage: str) -> NodeFailedError:
         streams = self._require_started()
@@ -349,18 +424,21 @@ class Cluster(ABC):
             tail,
             cause.log_path,
             stage=stage,
+            reason=self.lost.get(cause.node),
         )
+        error.exits = {r.node: r.exit_code for r in failed}
         others = sorted(r.node for r in failed if r is not cause)
         if others:
             error.message += f"\n  also failed after it: {', '.join(others)}"
             error.args = (error.message,)
         for result in failed:
+            lost = self.lost.get(result.node)
             streams.emit(
                 "node",
                 node=result.node,
-                status="failed",
+                status="lost" if lost or result.exit_code == LOST else "failed",
                 stage=stage,
-                detail=f"exit {result.exit_code}",
+                detail=lost or f"exit {result.exit_code}",
             )
         streams.emit(
             "error", node=cause.node, stage=stage, message=error.message.split("\n")[0], tail=tail

@@ -123,6 +123,7 @@ class EC2Cluster(SSHCluster):
         known_hosts: str | Path | None = None,
         check_host_keys: bool = True,
         ec2: Any = None,
+        metadata_url: str | None = None,
         **ssh_options: Any,
     ) -> None:
         names = names or node_names(groups)
@@ -144,6 +145,8 @@ class EC2Cluster(SSHCluster):
         self._instance_of: dict[str, LaunchedInstance] = {}
         self.fleet: EC2Fleet | None = None
         """The run's instances (created by :meth:`start`, once the run id is known)."""
+        self.metadata_url = metadata_url
+        """Instance metadata base URL the spot watchers poll (None: the real one)."""
 
     @classmethod
     def from_profile(cls, profile: Any, **options: Any) -> EC2Cluster:
@@ -235,6 +238,69 @@ class EC2Cluster(SSHCluster):
         with os.fdopen(fd, "w") as fh:
             fh.write("".join(line + "\n" for line in lines))
         self.known_hosts = path
+
+    def instance_of(self, node: str) -> LaunchedInstance | None:
+        """The instance behind ``node`` (None before start)."""
+        return self._instance_of.get(node)
+
+    def is_spot(self, node: str) -> bool:
+        """True when ``node`` runs on spot capacity."""
+        inst = self._instance_of.get(node)
+        return bool(inst and inst.spot) or self._groups[self._group_of(node)].spot
+
+    def _group_of(self, node: str) -> int:
+        for gi, names in enumerate(self._group_nodes):
+            if node in names:
+                return gi
+        raise LaunchError(f"no such node: {node}")
+
+    async def node_gone(self, node: str) -> str | None:
+        """Why ``node``'s instance is gone (shutting down, terminated, stopped), else None."""
+        inst = self._instance_of.get(node)
+        if inst is None or self.fleet is None:
+            return None
+        return await self.fleet.gone(inst.id)
+
+    async def _give_up(self, node: str) -> None:
+        """Forget ``node`` and terminate its instance (it may still bill while unreachable)."""
+        inst = self._instance_of.pop(node, None)
+        gi = self._group_of(node)
+        self._group_nodes[gi].remove(node)
+        del self._nodes[node]
+        conn = self._conns.pop(node, None)
+        if conn is not None:
+            conn.close()
+        if inst is not None and self.fleet is not None and inst.id not in self.fleet.terminated:
+            await self.fleet.terminate(inst.id)
+
+    async def drop_node(self, node: str) -> None:
+        """Continue without ``node``; its instance is terminated."""
+        if len(self._nodes) == 1:
+            raise LaunchError(f"node {node} was the last node; nothing is left to continue on")
+        await self._give_up(node)
+
+    async def replace_node(self, node: str) -> str:
+        """Terminate ``node``'s instance, start one of its group (tagged with the run id), wait
+        for SSH, set it up; the new node's name (``<node>-r<k>``)."""
+        assert self.fleet is not None and self.run_dir is not None
+        gi = self._group_of(node)
+        spec = self._nodes[node]
+        await self._give_up(node)
+        base = node.split("-r", 1)[0]
+        taken = set(self._nodes) | set(self.lost)
+        name = next(f"{base}-r{k}" for k in range(1, 1000) if f"{base}-r{k}" not in taken)
+        inst = await self.fleet.launch_replacement(gi)
+        host, port = self.fleet.address_for(inst)
+        address = host if self._fleet_options["address_for"] is not None else inst.private_ip
+        self._nodes[name] = dataclasses.replace(
+            spec, name=name, host=host, port=port, address=address or host
+        )
+        self._group_nodes[gi].append(name)
+        self._instance_of[name] = inst
+        if self._console_host_keys:
+            await self._trust_console_host_keys()
+        await self._prepare_nodes([name])
+        return name
 
     async def _disconnect(self) -> None:
         """Close connections, then terminate the instances (while the run's streams are open)."""

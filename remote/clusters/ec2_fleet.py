@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import secrets
 import time
@@ -101,6 +102,8 @@ class LaunchedInstance:
     """Index of its group in the profile's node list."""
     launched_at: float = field(default_factory=time.time)
     """Unix time EC2 reports it was launched (billing starts about here)."""
+    zone: str | None = None
+    """Availability zone it runs in (spot prices differ by zone)."""
 
 
 def run_tags(run_id: str, group: int) -> list[dict[str, str]]:
@@ -196,6 +199,7 @@ def _launched(raw: dict[str, Any], group: int) -> LaunchedInstance | None:
         spot=raw.get("InstanceLifecycle") == "spot",
         group=group,
         launched_at=launch.timestamp() if isinstance(launch, datetime) else time.time(),
+        zone=(raw.get("Placement") or {}).get("AvailabilityZone"),
     )
 
 
@@ -262,6 +266,7 @@ class EC2Fleet:
         self.poll_s = poll_s
         self._ec2 = ec2
         self._token = secrets.token_hex(4)
+        self._launches = 0
         self._launched: dict[str, int] = {}  # instance id -> group index
         self._in_flight: set[asyncio.Future[Any]] = set()
         self._deadline = time.monotonic() + ready_timeout_s
@@ -284,9 +289,12 @@ class EC2Fleet:
         # shielded: cancelling the caller must not forget the thread, whose result we still need
         return await asyncio.shield(future)
 
-    def _run_group(self, group: int) -> list[str]:
+    def _run_group(self, group: int, count: int | None = None) -> list[str]:
         spec = self.groups[group]
-        params = launch_params(spec, self.run_id, group, self._token)
+        if count is not None:
+            spec = dataclasses.replace(spec, count=count)
+        self._launches += 1  # a fresh idempotency token for each call
+        params = launch_params(spec, self.run_id, group, f"{self._token}{self._launches}")
         market = "spot" if spec.spot else "on-demand"
         with aws.cloud_errors(
             f"start {spec.count} {market} {spec.instance_type} instance(s) (nodes[{group}])",
@@ -300,9 +308,24 @@ class EC2Fleet:
 
     async def launch(self) -> list[LaunchedInstance]:
         """Start every group, wait for running and an SSH banner; the instances."""
+        self.instances = await self._launch_groups(list(range(len(self.groups))))
+        return self.instances
+
+    async def launch_replacement(self, group: int) -> LaunchedInstance:
+        """Start one more instance of ``group`` (tagged like the others), wait for SSH."""
+        (inst,) = await self._launch_groups([group], count=1)
+        self.instances.append(inst)
+        return inst
+
+    async def _launch_groups(
+        self, groups: list[int], count: int | None = None
+    ) -> list[LaunchedInstance]:
         self._deadline = time.monotonic() + self.ready_timeout_s
-        for group, spec in enumerate(self.groups):
-            ids = await self._call(self._run_group, group)
+        new: list[str] = []
+        for group in groups:
+            spec = self.groups[group]
+            ids = await self._call(self._run_group, group, count)
+            new += ids
             for instance_id in ids:
                 self.emitter.emit(
                     "node",
@@ -312,8 +335,8 @@ class EC2Fleet:
                     instance_type=spec.instance_type,
                     spot=spec.spot,
                 )
-        self.instances = await self._wait_running(list(self._launched))
-        for inst in self.instances:
+        instances = await self._wait_running(new)
+        for inst in instances:
             self.emitter.emit(
                 "node",
                 node=inst.id,
@@ -329,7 +352,7 @@ class EC2Fleet:
                 wait_for_ssh(*self.address_for(inst), timeout=remaining,
                              poll_s=min(self.poll_s, 3.0))
             )
-            for inst in self.instances
+            for inst in instances
         ]  # fmt: skip
         try:
             await asyncio.gather(*probes)
@@ -337,9 +360,25 @@ class EC2Fleet:
             for probe in probes:
                 probe.cancel()
             await asyncio.gather(*probes, return_exceptions=True)
-        for inst in self.instances:
+        for inst in instances:
             self.emitter.emit("node", node=inst.id, status="ready", detail="SSH answers")
-        return self.instances
+        return instances
+
+    async def terminate(self, instance_id: str) -> None:
+        """Terminate one instance of the run now (a lost or given-up node)."""
+        await self._call(terminate, self.ec2, [instance_id])
+        self.terminated.append(instance_id)
+        self.emitter.emit("node", node=instance_id, status="terminated", detail="given up")
+
+    async def gone(self, instance_id: str) -> str | None:
+        """The state and reason when ``instance_id`` is shutting down or terminated, else None."""
+        raw = await self._call(self._describe, [instance_id])
+        for r in raw:
+            state = r["State"]["Name"]
+            if state in ("shutting-down", "terminated", "stopping", "stopped"):
+                reason = (r.get("StateReason") or {}).get("Message") or ""
+                return f"instance {instance_id} {state}" + (f" ({reason})" if reason else "")
+        return None
 
     def _describe(self, ids: list[str]) -> list[dict[str, Any]]:
         from botocore.exceptions import ClientError

@@ -157,6 +157,31 @@ class LocalCluster(Cluster):
             raise LaunchError(f"data path {path} does not exist")
         return {node: str(path) for node in self._names}
 
+    async def put_file(self, node: str, local: str | Path, path: str) -> str:
+        """Copy ``local`` to ``path`` (relative to the run folder) unless it is that file."""
+        target = Path(path) if Path(path).is_absolute() else self._require_run_dir() / path
+        if Path(local).resolve() != target.resolve():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.copy")
+            shutil.copy2(local, tmp)
+            os.replace(tmp, target)
+        return str(target)
+
+    async def drop_node(self, node: str) -> None:
+        """Continue without ``node`` (several names), or with one rank fewer (one node)."""
+        self._rdzv_port = None  # a fresh rendezvous port for the restart
+        if len(self._names) > 1 and node in self._names:
+            self._names.remove(node)
+        elif self._nproc > 1:
+            self._nproc -= 1
+        else:
+            raise LaunchError(f"node {node} ran the last rank; nothing is left to continue on")
+
+    async def replace_node(self, node: str) -> str:
+        """This machine stands in for itself: the node restarts under the same name."""
+        self._rdzv_port = None
+        return node
+
     async def fetch(self, node: str, path: str, local: str | Path) -> Path:
         """Copy ``path`` (relative to the run folder) to ``local`` unless it is already there."""
         source = Path(path) if Path(path).is_absolute() else self._require_run_dir() / path

@@ -264,12 +264,26 @@ class SSHCluster(Cluster):
             ) from None
 
     async def _prepare(self) -> None:
+        await self._prepare_nodes(self.nodes)
+
+    async def _prepare_nodes(self, names: list[str]) -> None:
         async def connect(spec: SSHNode) -> None:  # kept at once: stop() closes what opened
             self._conns[spec.name] = await self._connect(spec)
 
-        await _on_every_node(self.nodes, [connect(spec) for spec in self._nodes.values()])
+        await _on_every_node(names, [connect(self._nodes[n]) for n in names])
         digest, bundle = code_bundle()
-        await _on_every_node(self.nodes, [self._setup(n, digest, bundle) for n in self.nodes])
+        await _on_every_node(names, [self._setup(n, digest, bundle) for n in names])
+
+    async def drop_node(self, node: str) -> None:
+        """Continue without ``node``: forget it and close its connection (never reconnects)."""
+        if node not in self._nodes:
+            return
+        if len(self._nodes) == 1:
+            raise LaunchError(f"node {node} was the last node; nothing is left to continue on")
+        del self._nodes[node]
+        conn = self._conns.pop(node, None)
+        if conn is not None:
+            conn.close()
 
     async def _check(self, node: str, command: str, what: str, hint: str | None = None) -> str:
         conn = self._conns[node]
@@ -402,6 +416,21 @@ class SSHCluster(Cluster):
             "finishing the data copy",
         )
         return target
+
+    async def put_file(self, node: str, local: str | Path, path: str) -> str:
+        """Copy one local file to ``path`` (relative to the node's run folder, or absolute):
+        uploaded beside it, then renamed over it (a reader never sees half a file)."""
+        remote = path if path.startswith("/") else f"{self.node_dir(node)}/{path}"
+        parent, name = remote.rsplit("/", 1)
+        tmp = f"{parent}/.{name}.upload"
+        await self._check(node, f"mkdir -p -- {quote(parent)}", f"creating {parent}")
+        try:
+            async with self._conns[node].start_sftp_client() as sftp:
+                await sftp.put(str(local), tmp)
+                await sftp.posix_rename(tmp, remote)
+        except (asyncssh.Error, OSError) as exc:
+            raise LaunchError(f"node {node}: copying {local} to {remote} failed: {exc}") from None
+        return remote
 
     async def fetch(self, node: str, path: str, local: str | Path) -> Path:
         """Copy ``path`` (relative to the node's run folder, or absolute) from ``node``."""

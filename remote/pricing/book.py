@@ -104,6 +104,24 @@ class PriceBook:
             return zones.get(zone)
         return min(zones.values(), key=lambda p: p.usd_per_hour, default=None)
 
+    def spot_prices(self, instance_type: str) -> list[Price]:
+        """The spot price in every zone that has one, cheapest first (each with source, age)."""
+        return sorted(self.spot.get(instance_type, {}).values(), key=lambda p: p.usd_per_hour)
+
+    def add_spot(
+        self,
+        instance_type: str,
+        zones: dict[str, float],
+        *,
+        source: PriceSource = "live",
+        now: float | None = None,
+    ) -> None:
+        """Record spot prices by zone (e.g. fetched for the zone a node landed in)."""
+        now = time.time() if now is None else now
+        known = self.spot.setdefault(instance_type, {})
+        for zone, usd in zones.items():
+            known[zone] = Price(instance_type, self.region, usd, "spot", source, now, zone)
+
     def price(self, instance_type: str, *, spot: bool = False) -> Price | None:
         """The price to budget with: spot when asked and known, else on-demand (an upper bound)."""
         if spot:

@@ -51,30 +51,38 @@ def speedup_plot(series: SeriesMetrics, path: Path) -> Path:
     base = series.baseline.workers
     ideal = [x / base for x in xs]
     left.plot(xs, ideal, "--", color="grey", label="ideal (linear)")
-    left.plot(xs, [c.speedup for c in cfgs], "o-", color="C0", label="by epoch time")
+    # equal values coincide (the baseline is 1.00 both ways): epoch-time dots are drawn small
+    # and on top of large hollow squares, so neither marker hides the other
+    dot = {"marker": "o", "markersize": 5, "zorder": 3, "color": "C0", "label": "by epoch time"}
+    left.plot(xs, [c.speedup for c in cfgs], "-", **dot)
     right.axhline(1.0, ls="--", color="grey", label="ideal")
-    right.plot(xs, [c.efficiency for c in cfgs], "o-", color="C0", label="by epoch time")
+    right.plot(xs, [c.efficiency for c in cfgs], "-", **dot)
     tts = [(c.workers, c.speedup_tts, c.efficiency_tts) for c in cfgs if c.speedup_tts]
     if tts:
-        left.plot(
-            [t[0] for t in tts], [t[1] for t in tts], "s-", color="C1", label="by time to threshold"
-        )
-        right.plot(
-            [t[0] for t in tts], [t[2] for t in tts], "s-", color="C1", label="by time to threshold"
-        )
+        square = {
+            "marker": "s",
+            "markersize": 10,
+            "markerfacecolor": "none",
+            "markeredgewidth": 1.5,
+            "zorder": 2,
+            "color": "C1",
+            "label": "by time to threshold",
+        }
+        left.plot([t[0] for t in tts], [t[1] for t in tts], "--", **square)
+        right.plot([t[0] for t in tts], [t[2] for t in tts], "--", **square)
     for c in cfgs:
         left.annotate(
             f"{c.speedup:.2f}",
             (c.workers, c.speedup),
             textcoords="offset points",
-            xytext=(6, 6),
+            xytext=(10, -12),  # below right: clear of the line and of the hollow square
             fontsize=8,
         )
         right.annotate(
             f"{c.efficiency:.2f}",
             (c.workers, c.efficiency),
             textcoords="offset points",
-            xytext=(4, 6),
+            xytext=(10, 6),
             fontsize=8,
         )
     unit = "GPUs" if any(c.hardware != "local CPU" for c in cfgs) else "processes"
@@ -153,7 +161,29 @@ def loss_plot(series: SeriesMetrics, path: Path) -> Path:
             )
     left.set(title="Loss vs time", xlabel="seconds since training began")
     right.set(title="Loss vs cost", xlabel="USD (training machines)")
+    _usd_axis(right)
     return _save(fig, path)
+
+
+def _usd_axis(ax: Any) -> None:
+    """An x axis in dollars: a few ticks, labels like $0.0005, slanted so they never run into
+    each other (the default formatter printed nine 7-digit labels into one string)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5, min_n_ticks=3))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: usd_tick(v)))
+    ax.tick_params(axis="x", labelrotation=30)
+
+
+def usd_tick(value: float) -> str:
+    """$ with two significant digits, never in e-notation: $0, $0.00025, $0.012, $1.50, $1,234."""
+    if value == 0 or not math.isfinite(value):
+        return "$0" if value == 0 else "?"
+    if abs(value) >= 1:
+        return f"${value:,.2f}"
+    decimals = max(2, 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{decimals}f}".rstrip("0").rstrip(".")
+    return f"${text}"
 
 
 def _threshold(series: SeriesMetrics) -> float | None:

@@ -153,8 +153,8 @@ def render_markdown(
         "",
         "## Runs",
         "",
-        "| run | configuration | source | status | epochs | wall s | run $ | sweep |",
-        "|---|---|---|---|---|---|---|---|",
+        "| run | configuration | source | status | epochs | wall s | run $ | recoveries | sweep |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in series.configs:
         for r in c.runs:
@@ -162,8 +162,19 @@ def render_markdown(
             out.append(
                 f"| {r.run_id} | {c.label} | {r.source} ({where}) | {r.status} | "
                 f"{r.epochs} | {_f(r.wall_s, ',.1f')} | "
-                f"{'–' if r.usd is None else _money(r.usd)} | {r.sweep or '–'} |"
+                f"{'–' if r.usd is None else _money(r.usd)} | {_recoveries(r)} | "
+                f"{r.sweep or '–'} |"
             )
+    lost = [r for c in series.configs for r in c.runs if r.recoveries]
+    if lost:
+        down = sum(r.downtime_s for r in lost)
+        usd = sum(r.usd_lost for r in lost)
+        out += [
+            "",
+            f"{sum(r.recoveries for r in lost)} recovery(ies) from lost nodes in {len(lost)} "
+            f"run(s): {down:,.0f} s of downtime and {_money(usd)} lost (downtime and redone work "
+            "at each run's rate); every recovery is a `recovery` event in the run's events.jsonl.",
+        ]
     notes = series.notes + [f"{c.label}: {note}" for c in series.configs for note in c.notes]
     if notes:
         out += ["", "## Notes", "", *[f"- {n}" for n in notes]]
@@ -205,3 +216,10 @@ def _deadline_text(
         f"**Cheapest within {deadline_h:g} h: {pick.label}** — {_h(pick.hours)} h, "
         f"{_money(pick.usd)} for {series.epochs} epochs."
     )
+
+
+def _recoveries(r: RunRecord) -> str:
+    """Recoveries of a run with their downtime and cost, or –."""
+    if not r.recoveries:
+        return "–"
+    return f"{r.recoveries} ({r.downtime_s:,.0f} s, {_money(r.usd_lost)})"

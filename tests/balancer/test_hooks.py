@@ -54,7 +54,7 @@ def _window(samples: float, compute: float, forward: float = 0.0) -> dict[str, f
 def test_hooks_plan_measure_rebalance_and_emit() -> None:
     hooks, sink = _hooks(BalanceConfig(enabled=True, smoothing=1.0))
     plan = hooks.next_plan(0, 0)
-    assert plan.steps == 10 and plan.local_range(1, 0) == (500, 550)
+    assert plan.steps == 10 and plan.local_range(1, 0) == (50, 100)  # step-major
     hooks.end_plan(0, plan, [_window(500, 1.0), _window(500, 2.0)])
     plan = hooks.next_plan(1, 0)
     assert plan.batch_sizes == (67, 33)

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.config import PreprocessConfig
+from engine.errors import InputError
 from engine.preprocess import run_preprocess
 from engine.preprocess.mapper import MapStats, map_lines
 from engine.preprocess.readers import MapTask
@@ -73,6 +74,14 @@ def test_fuzz_end_to_end_with_two_workers(tmp_path_factory: object, batch: list[
     base = Path(tmp_path_factory.mktemp("fuzz"))  # type: ignore[attr-defined]
     path = base / "f.jsonl"
     path.write_bytes(b"\n".join(batch) + b"\n")
-    stats = run_preprocess(PreprocessConfig(inputs=[str(path)], output=str(base / "o"), workers=2))
+    try:
+        stats = run_preprocess(
+            PreprocessConfig(inputs=[str(path)], output=str(base / "o"), workers=2)
+        )
+    except InputError as exc:  # the quality gate: no usable review, or only one class
+        assert str(path) in exc.message
+        assert not (base / "o" / "dataset.h5").exists()
+        return
+    assert stats["positive"] and stats["negative"]
     assert stats["read"] == len(batch)
     assert stats["read"] == stats["kept"] + stats["skipped_total"] + stats["duplicates"]

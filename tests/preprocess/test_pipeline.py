@@ -87,7 +87,7 @@ def test_every_bad_input_is_counted_with_examples(tmp_path: Path, preprocess: Ru
 
 
 def test_more_than_five_examples_keeps_the_first_five(tmp_path: Path, preprocess: Run) -> None:
-    lines = [review("ok text", 5)] + [b"{bad"] * 9
+    lines = [review("ok text", 5)] + [b"{bad"] * 9 + [review("poor text", 1)]  # both classes
     stats = preprocess([write_lines(tmp_path / "m.jsonl", lines)])["stats"]
     assert stats["skipped"]["malformed_json"] == 9
     assert [e.rsplit(":", 1)[1] for e in stats["skipped_examples"]["malformed_json"]] == [
@@ -161,7 +161,7 @@ def test_keep_negations_changes_stopwords(tmp_path: Path, preprocess: Run) -> No
 
 
 def test_vocab_counts_training_texts_only(tmp_path: Path, preprocess: Run) -> None:
-    lines = [review(f"common word{i}", 5) for i in range(200)]
+    lines = [review(f"common word{i}", 5 if i else 1) for i in range(200)]  # both classes
     got = preprocess([write_lines(tmp_path / "v.jsonl", lines)], test_fraction=0.5, vocab_size=1000)
     itos = got["vocab"]["itos"]
     assert itos[2] == "common"
@@ -171,7 +171,8 @@ def test_vocab_counts_training_texts_only(tmp_path: Path, preprocess: Run) -> No
 
 def test_encoder_reproduces_dataset_encoding(tmp_path: Path, preprocess: Run) -> None:
     texts = ["Great &amp; LOUD amp, not bad", "Tuner broke!! Would not buy", "love the cable"]
-    path = write_lines(tmp_path / "e.jsonl", [review(t, 5) for t in texts])
+    lines = [review(t, r) for t, r in zip(texts, (5, 1, 5), strict=True)]  # both classes
+    path = write_lines(tmp_path / "e.jsonl", lines)
     got = preprocess([path], test_fraction=0.0, seq_len=4)
     encoder = load_encoder(got["out"])
     tokens, lengths = encoder.encode_texts(texts)
@@ -258,7 +259,8 @@ def test_imdb_layout_uses_its_ten_star_scale(tmp_path: Path, preprocess: Run) ->
 
 def test_append_summary_and_fine_food_fields(tmp_path: Path, preprocess: Run) -> None:
     line = json.dumps({"Id": 1, "Score": 4, "Text": "Tasty snack", "Summary": "Yummy"}).encode()
-    path = write_lines(tmp_path / "food.jsonl", [line])
+    low = json.dumps({"Id": 2, "Score": 1, "Text": "Snack", "Summary": "Tasty"}).encode()
+    path = write_lines(tmp_path / "food.jsonl", [line, low])  # both classes
     plain = preprocess([path], test_fraction=0.0)
     both = preprocess([path], test_fraction=0.0, append_summary=True)
     assert plain["vocab"]["itos"][2:] == ["snack", "tasty"]

@@ -56,9 +56,9 @@ def test_list_and_resolve(make_run: Callable[..., Path], tmp_path: Path) -> None
     assert [r.run_id for r in resolve_runs(["sw"], root)] == ["a", "b"]
     assert [r.run_id for r in resolve_runs(["c", str(root / "a")], root)] == ["c", "a"]
     assert len(resolve_runs([str(SEED_CSV)], root)) == 3
-    with pytest.raises(InputError, match="nosuch: no run folder, sweep id or CSV"):
+    with pytest.raises(InputError, match=r"nosuch: no run folder with summary\.json .*no sweep id"):
         resolve_runs(["nosuch"], root)
-    with pytest.raises(InputError, match=r"not-a-run: not a run folder \(summary.json missing"):
+    with pytest.raises(InputError, match=r"not-a-run: no run folder with summary\.json \(tried"):
         resolve_runs([str(root / "not-a-run")], root)
 
 

@@ -111,6 +111,7 @@ def test_missing_input_file_exits_2(tmp_path, run_env) -> None:
     assert result.returncode == 2, result.stderr
     assert "/nonexistent/x.json" in result.stderr
     assert "Traceback" not in result.stderr
+    assert '{"type"' not in result.stdout + result.stderr  # the message, not raw event lines
 
 
 def test_launch_refused_above_max_usd_per_hour(tmp_path, run_env) -> None:

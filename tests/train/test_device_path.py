@@ -56,19 +56,18 @@ def test_autocast_is_off_on_cpu_and_bf16_on_cuda() -> None:
     assert isinstance(cast, torch.autocast) and cast.fast_dtype == torch.bfloat16
 
 
-def test_pinned_memory_only_for_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pinned_memory_only_for_cuda() -> None:
     seen: list[bool] = []
 
-    def fake_loader(*args: Any, pin_memory: bool = False, **kw: Any) -> list[int]:
+    def batches(*args: Any, pin_memory: bool = False, **kw: Any) -> list[int]:
         seen.append(pin_memory)
         return [0]
 
-    monkeypatch.setattr("engine.sentiment.trainer.train_loader", fake_loader)
     for device in ("cpu", "cuda"):
         me = SimpleNamespace(
             device=torch.device(device),
             cfg=SimpleNamespace(loader_workers=0),
-            train_arrays=None,
+            data=SimpleNamespace(batches=batches),
             sampler=None,
         )
         list(Trainer._batches(me, 0, 1))  # type: ignore[arg-type]

@@ -229,11 +229,11 @@ async def test_profiles_screen_names_devices_and_renders_settings() -> None:
 def test_cost_line_shows_the_minimum_only_while_it_applies(
     billed: float, accrued: float, finished: bool, shown: str
 ) -> None:
-    from tui.screens.run import _cost_text
+    from tui.widgets.run_status import cost_text
 
     state = RunState()
     state.ingest({"type": "cost", "t": 1.0, "usd": billed, "accrued_usd": accrued,
                   "usd_per_hour": 0.096, "projected_usd": billed})  # fmt: skip
     if finished:
         state.ingest({"type": "run_end", "t": 2.0, "status": "ok"})
-    assert str(_cost_text(state, state.projected_cost())) == shown
+    assert str(cost_text(state, state.projected_cost())) == shown

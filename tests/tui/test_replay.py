@@ -73,5 +73,5 @@ def test_replay_command_registered_and_validates(
     args = build_parser().parse_args(["replay", str(FIXTURE_RUN), "--speed", "3"])
     assert args.speed == 3.0 and args.func is not None
     assert main(["replay", str(tmp_path)]) == 2
-    assert "no events.jsonl" in capsys.readouterr().err
+    assert "no run folder with events.jsonl" in capsys.readouterr().err
     assert main(["replay", str(FIXTURE_RUN), "--speed", "-1"]) == 2

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -24,8 +25,8 @@ class HeadlessProgress:
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
-            TextColumn("{task.fields[count]}"),
-            TextColumn("{task.fields[info]}"),
+            TextColumn("{task.fields[count]}", markup=False),
+            TextColumn("{task.fields[info]}", markup=False),
             TimeElapsedColumn(),
             console=console,
             transient=False,
@@ -71,7 +72,9 @@ class HeadlessProgress:
     def _handle(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         if kind == "stage_start":
-            self.progress.reset(self.stage, total=None, description=f"stage: {event.get('stage')}")
+            self.progress.reset(
+                self.stage, total=None, description=escape(f"stage: {event.get('stage')}")
+            )
             self.progress.update(self.stage, count="", info="")
         elif kind == "progress" and event.get("total"):
             self.progress.update(
@@ -83,9 +86,9 @@ class HeadlessProgress:
             )
         elif kind == "stage_end":
             status = event.get("status", "ok")
-            self.progress.update(self.stage, description=f"{event.get('stage')}: {status}")
+            self.progress.update(self.stage, description=escape(f"{event.get('stage')}: {status}"))
             if event.get("cached"):
-                self.console.print(f"[dim]{event.get('stage')}: reused cached result[/dim]")
+                self.console.print(Text(f"{event.get('stage')}: reused cached result", "dim"))
         elif kind == "step":
             self.loss = event.get("loss", self.loss)
             self.samples_per_s = event.get("samples_per_s", self.samples_per_s)
@@ -95,11 +98,13 @@ class HeadlessProgress:
                 self.epochs, completed=float(done), count=f"{done}/{self.epoch_total}"
             )
             self.console.print(
-                f"epoch {done}/{self.epoch_total}:"
-                f"  train loss {fmt(event.get('train_loss'), '.4f')}"
-                f"  test loss {fmt(event.get('test_loss'), '.4f')}"
-                f"  acc {fmt(event.get('accuracy'), '.4f')}  F1 {fmt(event.get('f1'), '.4f')}"
-                f"  {fmt(event.get('seconds'), '.1f')} s"
+                Text(
+                    f"epoch {done}/{self.epoch_total}:"
+                    f"  train loss {fmt(event.get('train_loss'), '.4f')}"
+                    f"  test loss {fmt(event.get('test_loss'), '.4f')}"
+                    f"  acc {fmt(event.get('accuracy'), '.4f')}  F1 {fmt(event.get('f1'), '.4f')}"
+                    f"  {fmt(event.get('seconds'), '.1f')} s"
+                )
             )
         elif kind == "cost":  # the running figure: accrued (the billed one sits at the minimum)
             self.usd = event.get("accrued_usd", event.get("usd"))
@@ -108,11 +113,15 @@ class HeadlessProgress:
         elif kind == "balance":
             shares = ", ".join(f"{s:.2f}" for s in event.get("shares") or [])
             self.console.print(
-                f"[cyan]balance: shares [{shares}] batch sizes {event.get('batch_sizes')}[/cyan]"
+                Text(f"balance: shares [{shares}] batch sizes {event.get('batch_sizes')}", "cyan")
             )
+        elif kind == "recovery":
+            self.console.print(Text(recovery_line(event), style="magenta"))
         elif kind == "error":
             where = event.get("node") or event.get("rank")
-            self.console.print(f"[red]error ({where}): {event.get('message')}[/red]")
+            self.console.print(Text(f"error ({where}): {event.get('message')}", "red"))
+        elif kind == "warning":
+            self.console.print(Text(f"WARNING: {event.get('message')}", "bold yellow"))
         self.progress.update(self.epochs, info=self._info())
 
 
@@ -126,11 +135,14 @@ def _rate(event: Mapping[str, Any]) -> str:
 
 def summary_table(summary: Mapping[str, Any]) -> Table:
     """The end-of-run table."""
-    status = summary.get("status", "?")
+    status = str(summary.get("status", "?"))
     colour = "green" if status == "ok" else "red"
-    table = Table(
-        title=f"run {summary.get('run')} — [{colour}]{status}[/{colour}]", show_header=False
-    )
+    title = Text(f"run {summary.get('run')} — ")
+    title.append(status, style=colour)
+    warnings = summary.get("warnings") or []
+    if warnings:  # an ok run whose numbers should not be trusted says so in its title
+        title.append(f", {len(warnings)} warning(s)", style="bold yellow")
+    table = Table(title=title, show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     ttt = summary.get("time_to_threshold_s")
@@ -148,11 +160,42 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
             f"{fmt_usd(summary.get('usd'))} at {fmt_usd(summary.get('usd_per_hour'))}/h",
         ),
     ]
+    majority = summary.get("majority_rate")
+    if isinstance(majority, int | float):
+        rows.insert(3, ("majority rate", fmt(majority, ".4f")))
+    if summary.get("recoveries") or (summary.get("recovery") or {}).get("failed_recoveries"):
+        rows.append(
+            (
+                "recoveries",
+                f"{summary.get('recoveries')} ({fmt(summary.get('downtime_s'), ',.0f')} s down, "
+                f"{fmt_usd(summary.get('usd_lost'))} lost)",
+            )
+        )
+    if summary.get("checkpoints"):
+        rows.append(("checkpoints", str(summary["checkpoints"])))
     advice = summary.get("advice")
     if isinstance(advice, Mapping) and advice.get("message"):
         rows.append(("balancer advice", advice["message"]))
     if summary.get("reason"):
         rows.append(("reason", summary["reason"]))
-    for name, value in rows:
-        table.add_row(name, fmt(value, ""))
+    for name, value in rows:  # text from processes and files: never read as markup
+        text = fmt(value, "")
+        table.add_row(
+            name, Text(text, justify="left" if len(text) > 40 or "\n" in text else "right")
+        )
+    for warning in warnings:
+        message = warning.get("message") if isinstance(warning, Mapping) else warning
+        table.add_row(Text("warning", "bold yellow"), Text(str(message), "yellow", justify="left"))
     return table
+
+
+def recovery_line(event: Mapping[str, Any]) -> str:
+    """One line about a `recovery` event (plain text: show it as a Text, never as markup)."""
+    lost = ", ".join(str(n) for n in event.get("lost") or []) or "?"
+    if event.get("status") != "ok":
+        return f"recovery {event.get('attempt')} failed (lost {lost}): {event.get('reason')}"
+    return (
+        f"recovered from losing {lost} ({event.get('cause')}): {event.get('action')}, now "
+        f"{event.get('world_size')} rank(s); {fmt(event.get('downtime_s'), '.0f')} s down, "
+        f"{fmt(event.get('redone_s'), '.0f')} s of work redone, {fmt_usd(event.get('usd'))}"
+    )

@@ -12,22 +12,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from tui.format import fmt, fmt_duration
-from tui.model.dollars import usd_at
 from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo, device_label
+from tui.model.run_views import EMBEDDINGS, FINAL_STATUSES, PHASES, RunViews
 from tui.model.series import DEFAULT_CAPACITY, Series
-
-PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt", "eval")
-"""Per-rank time phases reported by `phase` events, in display order."""
-EMBED_PHASES = ("compute", "comm", "straggle")
-"""Per-worker time phases of an embeddings run's `phase` events."""
-EMBEDDINGS = "embeddings"
-"""The `workload` of an embeddings run's train `stage_start` (sentiment runs carry none)."""
-FINAL_STATUSES = ("ok", "failed", "interrupted", "budget")
-"""Run statuses after `run_end`."""
-
 
 _NUMBER_TYPES = (int, float)
 
@@ -38,7 +26,7 @@ def _num(value: Any) -> float | None:
 
 
 @dataclass
-class RunState:
+class RunState(RunViews):
     """The state of one run, built by ingesting its events in order."""
 
     capacity: int = DEFAULT_CAPACITY
@@ -62,6 +50,12 @@ class RunState:
     global_step: int = 0
     lr: float | None = None
     samples_per_s: float | None = None
+    read_mb_s: float | None = None
+    """MB/s the training ranks read from their data (all ranks; newest `step` event)."""
+    disk_mb_s: float | None = None
+    """MB/s of that fetched from storage, i.e. missed in the page cache (newest `step`)."""
+    rank_rss_mb: dict[int, float] = field(default_factory=dict)
+    """rank -> anonymous resident memory (RssAnon, MB), from `step` or `phase` events."""
     workload: str = "sentiment"
     """sentiment | embeddings (from the train `stage_start`'s `workload`)."""
     train_info: dict[str, Any] = field(default_factory=dict)
@@ -81,6 +75,8 @@ class RunState:
     """The trainer's `train_start`: epochs, steps_per_epoch, total_steps, balancer, device..."""
     threshold: dict[str, Any] | None = None
     last_checkpoint: dict[str, Any] | None = None
+    recoveries: list[dict[str, Any]] = field(default_factory=list)
+    """`recovery` events (lost nodes recovered from, or failed recoveries), with ``rel`` time."""
     summary: dict[str, Any] = field(default_factory=dict)
     events_seen: int = 0
     epochs_seen: int = 0
@@ -95,6 +91,8 @@ class RunState:
         self.epochs: deque[EpochRow] = deque(maxlen=self.max_epochs_kept)
         self.log: deque[LogLine] = deque(maxlen=self.log_lines)
         self.errors: deque[dict[str, Any]] = deque(maxlen=50)
+        self.warnings: deque[dict[str, Any]] = deque(maxlen=50)
+        """`warning` events: data-quality gates, a model that does not beat the majority rate."""
         self.counts: dict[str, int] = {}
         self.train_loss = Series("train loss", cap)
         self.test_loss = Series("test loss", cap)
@@ -135,8 +133,10 @@ class RunState:
             "rank_start": self._on_rank_start,
             "cost": self._on_cost,
             "error": self._on_error,
+            "warning": self._on_warning,
             "summary": self._on_summary,
             "log": self._on_log,
+            "recovery": self._on_recovery,
         }
 
     # ----------------------------------------------------------------- ingest
@@ -318,6 +318,11 @@ class RunState:
         if wps.__class__ in _NUMBER_TYPES:
             self.words_per_s = wps
             self.word_throughput.append(rel, wps, step)
+        for name in ("read_mb_s", "disk_mb_s"):
+            value = get(name)
+            if value.__class__ in _NUMBER_TYPES:
+                setattr(self, name, float(value))
+        self._rss(get("rss_mb"))
         per_rank = get("rank_samples_per_s")
         if per_rank.__class__ is list:
             for rank, value in enumerate(per_rank):
@@ -375,8 +380,16 @@ class RunState:
             parts.append(fmt_duration(row.seconds))
         self._log(rel, "train", ", ".join(parts))
 
+    def _rss(self, per_rank: Any) -> None:
+        if per_rank.__class__ is list:
+            for rank, value in enumerate(per_rank):
+                if (v := _num(value)) is not None:
+                    self.rank_rss_mb[rank] = v
+
     def _on_phase(self, ev: Mapping[str, Any], rel: float) -> None:
         rank = int(_num(ev.get("rank")) or 0)
+        if (rss := _num(ev.get("rss_mb"))) is not None:
+            self.rank_rss_mb[rank] = rss
         epoch = _num(ev.get("epoch"))
         if epoch is not None and (self.phase_epoch is None or int(epoch) > self.phase_epoch):
             self.phase_epoch = int(epoch)
@@ -436,6 +449,19 @@ class RunState:
         level = "error" if node.status in ("lost", "failed", "error") else "info"
         self._log(rel, name, f"{node.status} {node.detail}".strip(), level)
 
+    def _on_recovery(self, ev: Mapping[str, Any], rel: float) -> None:
+        self.recoveries.append({**ev, "rel": rel})
+        lost = ", ".join(str(n) for n in ev.get("lost") or []) or "?"
+        text = (
+            f"recovery {ev.get('attempt')}: lost {lost} ({ev.get('cause')}), "
+            f"{ev.get('action')} -> {ev.get('world_size')} ranks, down "
+            f"{float(ev.get('downtime_s') or 0):.0f} s, redone {float(ev.get('redone_s') or 0):.0f}"
+            f" s, ${float(ev.get('usd') or 0):.4f}"
+        )
+        if ev.get("status") != "ok":
+            text = f"recovery {ev.get('attempt')} FAILED (lost {lost}): {ev.get('reason')}"
+        self._log(rel, "run", text, "warn" if ev.get("status") == "ok" else "error")
+
     def _on_rank_start(self, ev: Mapping[str, Any], rel: float) -> None:
         rank, name = ev.get("rank"), ev.get("node")
         if not isinstance(rank, int) or not isinstance(name, str):
@@ -473,6 +499,11 @@ class RunState:
             for line in tail[-5:]:
                 self._log(rel, source, f"  {line}", "error")
 
+    def _on_warning(self, ev: Mapping[str, Any], rel: float) -> None:
+        self.warnings.append(dict(ev))
+        source = str(ev.get("node") or ev.get("stage") or "run")
+        self._log(rel, source, f"warning: {ev.get('message') or ev.get('code')}", "warn")
+
     def _on_summary(self, ev: Mapping[str, Any], rel: float) -> None:
         self.summary.update({k: v for k, v in ev.items() if k not in ("type", "t")})
 
@@ -489,112 +520,3 @@ class RunState:
         if series is None:
             series = table[rank] = Series(f"rank {rank}", self.capacity)
         return series
-
-    # ---------------------------------------------------------------- derived
-    @property
-    def elapsed(self) -> float:
-        """Seconds from the first to the newest (or the end) event."""
-        if self.start_t is None or self.last_t is None:
-            return 0.0
-        return (self.end_t or self.last_t) - self.start_t
-
-    @property
-    def embeddings(self) -> bool:
-        """True for an embeddings run (words/s and PIP loss instead of samples/s and accuracy)."""
-        return self.workload == EMBEDDINGS
-
-    @property
-    def phase_names(self) -> tuple[str, ...]:
-        """The phases this run's `phase` events report, in display order."""
-        return EMBED_PHASES if self.embeddings else PHASES
-
-    @property
-    def total_epochs(self) -> int | None:
-        """Planned epochs: the run's config, else the trainer's `train_start` (or `stage_start`)."""
-        cfg = self.config
-        train = cfg.get("train") if isinstance(cfg.get("train"), dict) else None
-        for source in (cfg, train, self.train_info, self.train_plan):
-            if isinstance(source, dict) and isinstance(source.get("epochs"), int):
-                return int(source["epochs"])
-        return None
-
-    @property
-    def current_stage(self) -> StageInfo | None:
-        """The running stage, else the newest one."""
-        for stage in reversed(self.stages.values()):
-            if stage.status == "running":
-                return stage
-        return next(reversed(self.stages.values()), None) if self.stages else None
-
-    @property
-    def finished(self) -> bool:
-        """True after `run_end`."""
-        return self.status in FINAL_STATUSES
-
-    def eta_seconds(self) -> float | None:
-        """Estimated seconds left in the run (None when unknown or finished)."""
-        if self.finished:
-            return None
-        stage = self.current_stage
-        if stage is not None and stage.name == "train" and len(self._step_clock) == 2:
-            (t0, s0), (t1, s1) = self._step_clock  # the step rate since the trainer began
-            if s1 > s0 and t1 > t0 and stage.total:
-                return max(stage.total - stage.done, 0.0) * (t1 - t0) / (s1 - s0)
-        total_epochs = self.total_epochs
-        done_epochs = [r.seconds for r in self.epochs if r.seconds]
-        if stage is not None and stage.name == "train" and total_epochs and done_epochs:
-            mean = sum(done_epochs) / len(done_epochs)
-            into = self.predicted_epoch_s or mean
-            remaining = max(total_epochs - self.epochs_seen, 0)
-            return max(remaining * into, 0.0)
-        if stage is not None and stage.total and stage.rate:
-            return max(stage.total - stage.done, 0.0) / stage.rate
-        return None
-
-    @property
-    def spent(self) -> float:
-        """The running figure: dollars used so far (accrued; billed for older recordings)."""
-        return self.usd if self.accrued_usd is None else self.accrued_usd
-
-    def projected_cost(self) -> float | None:
-        """Projected total $: used now + $/h x ETA, at least what is billed already (the
-        one-minute minimum); the runner's projection when no ETA is known."""
-        eta = self.eta_seconds()
-        if self.usd_per_hour is not None and eta is not None:
-            return max(self.usd, self.spent + self.usd_per_hour * eta / 3600.0)
-        return self.projected_usd
-
-    def best(self, metric: str) -> float | None:
-        """Best (max) value of an epoch metric such as accuracy or f1."""
-        values = [getattr(r, metric) for r in self.epochs if getattr(r, metric) is not None]
-        return max(values) if values else None
-
-    def summary_row(self) -> dict[str, Any]:
-        """One row for the runs table (summary event values win over derived ones)."""
-        s = self.summary
-        epochs = [r for r in self.epochs]
-        sps = [r.samples_per_s for r in epochs if r.samples_per_s]
-        return {
-            "run": s.get("run") or self.run_id,
-            "profile": s.get("profile") or self.profile,
-            "gpus": s.get("world_size") or self.world_size,
-            "epochs": s.get("epochs") or len(epochs),
-            "hours": s.get("hours") or self.elapsed / 3600.0,
-            "usd": s.get("usd") if s.get("usd") is not None else self.usd,
-            "accuracy": s.get("accuracy") or (epochs[-1].accuracy if epochs else None),
-            "f1": s.get("f1") or (epochs[-1].f1 if epochs else None),
-            "samples_per_s": s.get("samples_per_s") or (sum(sps) / len(sps) if sps else None),
-            "status": self.status,
-        }
-
-    def usd_at(self, elapsed: Iterable[float]) -> list[float]:
-        """Dollars used at each elapsed time (linear between `cost` events)."""
-        xs = np.fromiter(elapsed, dtype=np.float64)
-        return usd_at(self.cost.t, self.cost.y, self.usd_per_hour, xs).tolist()
-
-    def nbytes(self) -> int:
-        """Approximate bytes held by series buffers (for the memory benchmark)."""
-        series = [self.train_loss, self.test_loss, self.epoch_train_loss, self.accuracy]
-        series += [self.throughput, self.cost, self.pip_loss, self.word_throughput]
-        series += list(self.rank_throughput.values()) + list(self.rank_shares.values())
-        return sum(s.nbytes() for s in series)

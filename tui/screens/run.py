@@ -46,7 +46,9 @@ from tui.services import Services
 from tui.widgets.braille import PlotLine
 from tui.widgets.line_plot import LinePlot
 from tui.widgets.log_pane import LogPane
-from tui.widgets.tables import bar, phase_table
+from tui.widgets.recovery_marks import recovery_marks
+from tui.widgets.run_status import stages_text, status_text
+from tui.widgets.tables import phase_table
 
 X_AXES = ("steps", "time", "dollars")
 """X-axis choices of the loss, throughput and load-share plots (`x` cycles them)."""
@@ -56,7 +58,6 @@ EPOCH_ROWS = 500
 POST_EVERY_S = 0.05
 """Feed workers post at most one EventsIngested per this many seconds."""
 DOWN_STATUSES = {"stopped", "terminated", "lost", "failed", "done", "down"}
-STATUS_STYLE = {"running": "bold green", "ok": "bold cyan", "waiting": "dim"}
 SHARES_EMPTY = "no load shares yet (they come with the first balance plan or step)"
 EPOCH_COLUMNS = {
     "sentiment": (("ep", 2), ("train", 5), ("test", 5), ("acc", 5), ("F1", 5), ("time", 5)),
@@ -395,72 +396,15 @@ class RunScreen(SentitopScreen):
             ],
             "eta": st.eta_seconds(),
             "projected": st.projected_cost(),
+            "recoveries": [(r["rel"], float(r.get("downtime_s") or 0)) for r in st.recoveries],
         }
 
     def _draw_status(self, st: RunState, snap: dict[str, Any]) -> None:
-        style = STATUS_STYLE.get(st.status, "bold red")
-        line1 = Text.assemble(
-            ("run ", "dim"),
-            (st.run_id or "—", "bold"),
-            ("  profile ", "dim"),
-            st.profile or "—",
-            ("  ranks ", "dim"),
-            str(st.world_size or "—"),
-            _embeddings_info(snap["train_info"]) if st.embeddings else "",
-            ("  price ", "dim"),
-            f"{fmt_usd(st.usd_per_hour)}/h",
-            ("  ● ", style),
-            (st.status, style),
-            (f"  {st.reason}" if st.reason else "", "red"),
-        )
-        if st.embeddings:
-            rate = f"{nice_number(st.words_per_s)} words/s" if st.words_per_s else "— words/s"
-        else:
-            rate = (
-                f"{nice_number(st.samples_per_s)} samples/s" if st.samples_per_s else "— samples/s"
-            )
-        total = st.total_epochs
-        done = st.epochs_seen
-        current = done if st.finished or (total and done >= total) else done + 1
-        line2 = Text.assemble(
-            ("epoch ", "dim"),
-            f"{current}/{total}" if total else str(current),
-            ("  step ", "dim"),
-            f"{st.global_step:,}",
-            ("  ", ""),
-            rate,
-            ("  elapsed ", "dim"),
-            fmt_duration(st.elapsed),
-            ("  ETA ", "dim"),
-            fmt_duration(snap["eta"]),
-            ("  cost ", "dim"),
-            _cost_text(st, snap["projected"]),
-        )
-        self.query_one("#run-status", Static).update(Text("\n").join([line1, line2]))
+        self.query_one("#run-status", Static).update(status_text(st, snap))
         epochs = (snap["epochs_seen"], snap["epochs_total"])
         if not self._changed("stages", (snap["stages"], epochs)):
             return
-        stages = Text()
-        for name, status, seconds, done, stotal, unit in snap["stages"]:
-            if stages:
-                stages.append("  ▸ ", style="dim")
-            if status == "running" and not stotal:
-                stages.append(f"{name} ▶ ", style="bold green")
-                stages.append("starting…" if name == "train" else "running…", style="dim")
-            elif status == "running":
-                frac = min(done / stotal, 1.0)
-                stages.append(f"{name} ▶ ", style="bold green")
-                count = f"{nice_number(done)}/{nice_number(stotal)} {unit}"
-                stages.append(f"{bar(frac, 10)} {frac:4.0%} {count}")
-                if name == "train" and epochs[1]:
-                    stages.append(f" · epoch {min(epochs[0] + 1, epochs[1])}/{epochs[1]}")
-            else:
-                mark = "✓" if status == "ok" else ("·" if status == "pending" else "✗")
-                stages.append(f"{name} {mark} ", style="cyan" if status == "ok" else "red")
-                stages.append(fmt_duration(seconds), style="dim")
-        if not stages:
-            stages.append("no stages yet — waiting for events", style="dim")
-        self.query_one("#run-stages", Static).update(stages)
+        self.query_one("#run-stages", Static).update(stages_text(snap["stages"], epochs))
 
     def _line(self, label: str, c: Cols, axis: str, snap: dict[str, Any]) -> PlotLine:
         """A plot line of ``c`` with x in steps, seconds or dollars (sorted flags carried)."""
@@ -508,7 +452,7 @@ class RunScreen(SentitopScreen):
         cost_line = self._line("$ used", cost, "time", snap)
         cost_line.color = "#ffd75f"
         cost_plot = self.query_one("#plot-cost", LinePlot)
-        cost_plot.set_lines([cost_line])
+        cost_plot.set_lines([cost_line, *recovery_marks(snap["recoveries"], cost.t, cost.y)])
         cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)} (x: time)"
 
     def _draw_tables(self, snap: dict[str, Any]) -> None:
@@ -547,11 +491,9 @@ class RunScreen(SentitopScreen):
         nodes = self.query_one("#nodes", DataTable)
         nodes.clear()
         for name, ranks, status, gpu, last in snap["nodes"]:
-            style = (
-                "red"
-                if status in ("lost", "failed", "error")
-                else ("green" if status in ("ready", "running") else "")
-            )
+            style = "red" if status in ("lost", "failed", "error", "dropped") else ""
+            style = "green" if status in ("ready", "running") else style
+            style = "magenta" if status in ("interrupting", "replaced") else style  # spot, recovery
             # Text cells: a str cell is read as markup, and node output is foreign text
             cells = (Text(name), Text(ranks), Text(status, style=style), Text(gpu), Text(last))
             nodes.add_row(*cells, key=name)
@@ -561,36 +503,3 @@ class RunScreen(SentitopScreen):
         name = str(event.row_key.value)
         self.query_one("#filter").value = name  # type: ignore[attr-defined]
         self.action_filter()
-
-
-def _cost_text(st: RunState, projected: float | None) -> Text:
-    """`$0.00081 (min. charge $0.0016) → projected $0.0021`: the dollars used so far, the
-    one-minute minimum while it is above them, and the total at the ETA."""
-    spent = st.spent
-    # billed tops used by more than whole-second rounding only under the one-minute minimum
-    rounding = (st.usd_per_hour or 0.0) * 1.01 / 3600.0
-    floor = st.accrued_usd is not None and st.usd - spent > rounding
-    floor = floor and fmt_usd(st.usd) != fmt_usd(spent)
-    if st.finished and floor:  # the bill is the minimum charge
-        return Text.assemble(
-            (fmt_usd(st.usd), "bold yellow"),
-            (f" billed (1-min minimum; {fmt_usd(spent)} used)", "dim"),
-        )
-    text = Text(fmt_usd(spent), style="bold yellow")
-    if floor:
-        text.append(f" (min. charge {fmt_usd(st.usd)})", style="dim")
-    if not st.finished:
-        text.append("  → projected ", style="dim")
-        text.append(fmt_usd(projected))
-    return text
-
-
-def _embeddings_info(info: dict[str, Any]) -> Text:
-    """`  embeddings sync · 2 worker(s) · word · dim 50 · batch 1024` for the status line."""
-    parts = [str(info.get("mode") or "?")]
-    if "workers" in info:
-        parts.append(f"{info['workers']} worker(s)")
-    if "encoder" in info:
-        parts.append(str(info["encoder"]))
-    parts += [f"{k} {info[k]}" for k in ("dim", "batch") if k in info]
-    return Text.assemble(("  embeddings ", "dim"), " · ".join(parts))

@@ -52,7 +52,7 @@ class _Printer:
             )
         elif event["type"] == "epoch":
             print(
-                f"epoch {event['epoch']}: SGNS loss {event['train_loss']:.4f}  "
+                f"epoch {event['epoch'] + 1}: SGNS loss {event['train_loss']:.4f}  "
                 f"PIP loss {event['pip_loss']:.4f}  {event['seconds']:.1f} s  "
                 f"{event['words_per_s']:,.0f} words/s"
             )

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from tui.cli.commands import RUN_HELP
+
 
 def register(subparsers: Any) -> None:
     """Add the `eval` parser."""
@@ -15,7 +17,7 @@ def register(subparsers: Any) -> None:
         help="accuracy/F1/ROC AUC of a trained run on raw review files, vs the majority rate",
         description="Applies the run's own preprocessing and vocabulary to the files.",
     )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="folder of a `sentitop train` run")
+    parser.add_argument("run_dir", metavar="RUN", help=RUN_HELP)
     parser.add_argument(
         "--input",
         nargs="+",
@@ -30,8 +32,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the metrics (and a warning on stderr when the model does not beat the majority)."""
     from engine.sentiment.evaluate import evaluate_files, load_run
+    from tui.cli.commands import train_folder
 
-    metrics = evaluate_files(load_run(args.run_dir), args.input)
+    metrics = evaluate_files(load_run(train_folder(args.run_dir)), args.input)
     if args.json:
         print(json.dumps(metrics))
     else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from typing import Any
 
 from tui.cli.commands.runs import add_run_sources
@@ -136,14 +135,6 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds:,.0f} s"
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    if sys.stdout.isatty():
-        return Console()
-    return Console(width=200, soft_wrap=False)  # piped: never cut headers to 80 columns
-
-
 def _row(c: Any) -> list[str]:
     low, high = c.seconds / c.band, c.seconds * c.band
     return [
@@ -166,7 +157,9 @@ def render(plan: Any, *, top: int = TOP) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    console = _console()
+    from tui.cli.console import make_console
+
+    console = make_console()
     t = plan.target
     kind = "estimate" if t.estimate else "measured on this hardware"
     console.print(

@@ -6,11 +6,13 @@ import argparse
 import json
 from typing import Any
 
+from tui.cli.commands import RUN_HELP
+
 
 def register(subparsers: Any) -> None:
     """Add the `predict` parser."""
     parser = subparsers.add_parser("predict", help="P(positive) of each given text")
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="folder of a `sentitop train` run")
+    parser.add_argument("run_dir", metavar="RUN", help=RUN_HELP)
     parser.add_argument("texts", nargs="+", metavar="TEXT", help="review texts")
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     parser.set_defaults(func=run)
@@ -19,8 +21,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print one probability per text."""
     from engine.sentiment.evaluate import load_run, predict_proba
+    from tui.cli.commands import train_folder
 
-    proba = predict_proba(load_run(args.run_dir), args.texts)
+    proba = predict_proba(load_run(train_folder(args.run_dir)), args.texts)
     if args.json:
         print(
             json.dumps(

@@ -39,7 +39,7 @@ def _run_on_emr(args: argparse.Namespace) -> int:
     """Start a tagged EMR cluster through mrjob, combine its output here, always terminate it."""
     from engine.errors import ConfigError
     from engine.events import Emitter, StreamSink
-    from engine.preprocess.cli import config_from_args, summary_table
+    from engine.preprocess.cli import config_from_args, print_warnings, summary_table
     from remote.emr import EMRSettings, preprocess_on_emr, settings_from_profile
     from remote.profile import load_profile
 
@@ -80,7 +80,8 @@ def _run_on_emr(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(stats, indent=2))
     elif not args.events:
-        from rich.console import Console
+        from tui.cli.console import make_console
 
-        Console().print(summary_table(stats))
+        make_console().print(summary_table(stats))
+    print_warnings(stats)
     return 0

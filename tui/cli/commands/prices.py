@@ -100,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
     for warning in book.warnings:
         print(f"warning: {warning}", file=sys.stderr)
 
-    from rich.console import Console
     from rich.table import Table
+
+    from tui.cli.console import make_console
 
     table = Table(title=f"EC2 prices, {args.region} (USD per hour)")
     for column in ("instance", "GPUs", "vCPU", "GiB", "$/h", "spot", "EMR+", "source", "age"):
@@ -129,6 +130,6 @@ def run(args: argparse.Namespace) -> int:
             od["source"] if od else "-",
             format_age(od["age_s"]) if od else "-",
         )
-    Console(width=max(Console().width, 100)).print(table)
+    make_console(min_width=100).print(table)
     print("~ EMR surcharge estimated as 25% of the EC2 price; spot shows the cheapest zone.")
     return 0

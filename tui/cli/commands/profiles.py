@@ -112,15 +112,17 @@ def run(args: argparse.Namespace) -> int:
     if not infos:
         print("no profiles found", file=sys.stderr)
         return 0
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from tui.cli.console import make_console
 
     table = Table(title="profiles")
     for column in ("name", "provider", "procs", "$/h", "status", "description"):
         table.add_column(column, no_wrap=True, min_width=7 if column == "$/h" else None)
     for info in infos:
         if not info["ok"]:
-            table.add_row(Path(info["path"]).stem, "-", "-", "-", "[red]invalid[/red]", "")
+            table.add_row(Text(Path(info["path"]).stem), "-", "-", "-", "[red]invalid[/red]", "")
             continue
         rate = "?" if info["usd_per_hour"] is None else f"{info['usd_per_hour']:.3f}"
         status = (
@@ -129,14 +131,14 @@ def run(args: argparse.Namespace) -> int:
             else "[green]ok[/green]"
         )
         table.add_row(
-            info["name"],
-            info["provider"],
+            Text(info["name"]),
+            Text(info["provider"]),
             str(info["world_size"]),
             rate,
             status,
-            _short(info["description"], 44),
+            Text(_short(info["description"], 44)),
         )
-    console = Console(width=max(Console().width, 120))
+    console = make_console(min_width=120)
     console.print(table)
     for info in infos:
         if info["error"]:

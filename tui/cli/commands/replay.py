@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
+
+from tui.cli.commands import RUN_HELP
 
 
 def register(subparsers: Any) -> None:
@@ -13,9 +16,7 @@ def register(subparsers: Any) -> None:
         help="watch a recorded run (events.jsonl) in the dashboard",
         description="Play a run folder's events.jsonl through the dashboard screens.",
     )
-    parser.add_argument(
-        "run_dir", metavar="RUN_DIR", help="run folder (runs/<run-id>) or events.jsonl"
-    )
+    parser.add_argument("run_dir", metavar="RUN", help=RUN_HELP + ", or an events.jsonl file")
     parser.add_argument(
         "--speed",
         type=float,
@@ -34,7 +35,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             f"--speed {args.speed} is negative", hint="use 0 (fastest) or a positive factor"
         )
-    path = events_path(args.run_dir)
+    if Path(args.run_dir).is_file():
+        path = events_path(args.run_dir)
+    else:
+        from remote.run_folder import EVENTS_FILE, resolve_run_dir
+
+        path = resolve_run_dir(args.run_dir, want=EVENTS_FILE) / EVENTS_FILE
     from tui.app import run_dashboard
 
     return run_dashboard(replay=path.parent, speed=args.speed)

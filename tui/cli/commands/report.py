@@ -1,7 +1,8 @@
 """`sentitop report RUN... --output DIR`: Markdown + PNG cost/speed review of a series of runs.
 
-RUN is a run folder, a run id or sweep id under the runs folder, or a CSV file of published
-results (see remote.runs_store.CSV_COLUMNS).
+RUN is a run folder (runs/<id>, or its train/ subfolder), a run id or sweep id under the runs
+folder ($SENTITOP_RUNS_DIR, default ./runs), or a CSV file of published results (see
+remote.runs_store.CSV_COLUMNS).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "runs", nargs="+", metavar="RUN", help="run folder, run id, sweep id or CSV file"
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="run folder (runs/<id> or runs/<id>/train), run id, sweep id or CSV file",
     )
     parser.add_argument(
         "--output",

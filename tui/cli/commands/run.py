@@ -22,21 +22,23 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load the profile, run it, show progress and the summary; exit 0/1/2/130."""
     from rich.console import Console
+    from rich.text import Text
 
     from remote.profile import load_profile
     from remote.runner import execute_run
+    from tui.cli.console import make_console
     from tui.cli.headless import HeadlessProgress, summary_table
 
     profile = load_profile(args.profile)
     err = Console(stderr=True)
     for warning in profile.warnings():
-        err.print(f"[yellow]warning: {warning}[/yellow]")
+        err.print(Text(f"warning: {warning}", "yellow"))
     epochs = profile.to_train_config(".", ".").epochs
     if args.json:
         outcome = asyncio.run(execute_run(profile, runs_dir=args.runs_dir))
         print(json.dumps(outcome.summary, indent=2))
     else:
-        console = Console()
+        console = make_console()
         with HeadlessProgress(console, epochs) as display:
             outcome = asyncio.run(
                 execute_run(
@@ -47,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
         console.print(summary_table(outcome.summary))
-        console.print(f"run folder: {outcome.run_dir}")
+        console.print(Text(f"run folder: {outcome.run_dir}"))
     if outcome.error is not None:
         print(outcome.error.user_message(), file=sys.stderr)
     return outcome.exit_code

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +56,9 @@ def row(r: Any) -> dict[str, Any]:
         "workload": r.task,
         "words_per_s": r.words_per_s,
         "pip_loss": r.pip_loss,
+        "recoveries": r.recoveries,
+        "downtime_s": r.downtime_s,
+        "usd_lost": r.usd_lost,
     }
 
 
@@ -70,14 +72,16 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([row(r) for r in records], indent=2))
         return 0
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console(width=None if sys.stdout.isatty() else 160)  # pipes get the full table
+    from tui.cli.console import make_console
+
+    console = make_console()
     if not records:
-        console.print(f"no runs in {runs_dir(args.runs_dir)}")
+        console.print(Text(f"no runs in {runs_dir(args.runs_dir)}"))
         return 0
-    table = Table(title=f"runs in {runs_dir(args.runs_dir)}")
+    table = Table(title=Text(f"runs ({runs_dir(args.runs_dir)})"))
     for col in (
         "run",
         "status",
@@ -89,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         "accuracy / PIP",
         "samples/s",
         "$",
+        "recoveries",
         "sweep",
     ):
         table.add_column(
@@ -99,21 +104,29 @@ def run(args: argparse.Namespace) -> int:
             no_wrap=col != "sweep",
         )
     for r in records:
-        table.add_row(
-            r.run_id,
-            r.status,
-            r.task,
-            r.label,
+        table.add_row(  # ids, labels and sweep names come from folders: never markup
+            Text(r.run_id),
+            Text(r.status),
+            Text(r.task),
+            Text(r.label),
             str(r.epochs),
             "" if math.isnan(r.epoch_s) else f"{r.epoch_s:,.1f}",
             "" if r.wall_s is None else f"{r.wall_s:,.1f}",
             _quality(r),
             _rate(r),
             "" if r.usd is None else f"{r.usd:.4f}",
-            (r.sweep or "") + (f" ({r.mode})" if r.sweep else ""),
+            _recoveries(r),
+            Text((r.sweep or "") + (f" ({r.mode})" if r.sweep else "")),
         )
     console.print(table)
     return 0
+
+
+def _recoveries(r: Any) -> str:
+    """``2 (41 s, $0.0300)``: recoveries, downtime and dollars lost; empty without any."""
+    if not r.recoveries:
+        return ""
+    return f"{r.recoveries} ({r.downtime_s:,.0f} s, ${r.usd_lost:.4f})"
 
 
 def _quality(r: Any) -> str:

@@ -14,7 +14,7 @@ def register(subparsers: Any) -> None:
         help="write synthetic Amazon-style reviews (real skew, duplicates, lengths, noise)",
         description=(
             "Write McAuley 2014 review lines whose text carries a learnable sentiment signal, "
-            "with the real corpus's duplicate rate (85 %%), rating skew (59 %% 5-star), length "
+            "with the real corpus's duplicate rate (85 %), rating skew (59 % 5-star), length "
             "distribution and noise. The same seed and size give the same bytes."
         ),
     )
@@ -45,9 +45,11 @@ def run(args: argparse.Namespace) -> int:
         TransferSpeedColumn,
     )
     from rich.table import Table
+    from rich.text import Text
 
     from engine.errors import InputError
     from engine.synth import generate, parse_size
+    from tui.cli.console import make_console
 
     size = parse_size(args.size, name="--size")
     if not 0.0 <= args.malformed_rate <= 1.0:
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0
-    table = Table(title=f"synthetic reviews → {stats['path']}", show_header=False)
+    table = Table(title=Text(f"synthetic reviews → {stats['path']}"), show_header=False)
     table.add_row("records", f"{stats['records']:,}")
     table.add_row("bytes (uncompressed)", f"{stats['bytes']:,}")
     table.add_row("file bytes", f"{stats['file_bytes']:,}")
@@ -91,5 +93,5 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("malformed lines", f"{stats['malformed']:,}")
     table.add_row("python-literal lines", f"{stats['python_literal']:,}")
     table.add_row("speed", f"{stats['mb_per_s']} MB/s in {stats['seconds']} s")
-    Console().print(table)
+    make_console().print(table)
     return 0

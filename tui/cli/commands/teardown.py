@@ -24,7 +24,11 @@ def register(subparsers: Any) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("run_id", metavar="RUN_ID", help="run id (the run folder's name)")
+    parser.add_argument(
+        "run_id",
+        metavar="RUN_ID",
+        help="run id (the run folder's name), or the run folder runs/<id> (or its train/)",
+    )
     parser.add_argument(
         "--region", default=None, help="AWS region (default: the AWS configuration's)"
     )
@@ -37,6 +41,9 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Tear the run down and print what was terminated (exit 0, also when nothing was found)."""
+    from remote.run_folder import run_id_of
+
+    args.run_id = run_id_of(args.run_id)
     show = None if args.json else (lambda r: print(r.line(args.dry_run), flush=True))
     report = teardown_run(args.run_id, region=args.region, dry_run=args.dry_run, on_resource=show)
     if args.json:

@@ -21,7 +21,9 @@ def register(subparsers: Any) -> None:
         description="Train on DATA/dataset.h5; events go to stdout and RUN_DIR/events.jsonl.",
     )
     add_train_arguments(parser, required=True)
-    parser.add_argument("--nproc", type=int, default=1, help="local processes (ranks)")
+    parser.add_argument(
+        "--nproc", type=int, default=1, metavar="N", help="local processes (ranks) (default 1)"
+    )
     parser.add_argument(
         "--json", action="store_true", help="print only the final summary as one JSON object"
     )
@@ -66,6 +68,7 @@ class _Printer:
 def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError
+    from engine.sentiment.splits import check_dataset
     from engine.sentiment.train import config_from_args, launch_local
 
     cfg = config_from_args(args)
@@ -74,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
             f"{cfg.data_dir}/dataset.h5 not found",
             hint="run `sentitop preprocess` first, or pass --data",
         )
+    check_dataset(cfg.data_dir, cfg.max_train_samples)  # empty or one-class split: exit 2
     printer = _Printer(quiet=args.json)
     launch_local(cfg, args.nproc, on_line=printer)
     summary = printer.summary or json.loads((Path(cfg.run_dir) / "summary.json").read_text())
@@ -91,4 +95,6 @@ def run(args: argparse.Namespace) -> int:
         advice = (summary.get("balance") or {}).get("advice")
         if advice:
             print(f"advice: {advice['message']}")
+    for warning in summary.get("warnings") or []:
+        print(f"WARNING: {warning['message']}", file=sys.stderr)
     return 0

@@ -1,0 +1,74 @@
+"""Data-quality gates of a preprocessing result: unusable input is an error, a suspicious one a
+warning (no dataset is published for an error; warnings go to stats.json and `warning` events)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.config import PreprocessConfig
+from engine.errors import InputError
+from engine.preprocess.records import SKIP_REASONS
+
+
+def _files(cfg: PreprocessConfig) -> str:
+    shown = ", ".join(cfg.inputs[:3])
+    return shown + (f" (+{len(cfg.inputs) - 3} more)" if len(cfg.inputs) > 3 else "")
+
+
+def _skip_breakdown(stats: Mapping[str, Any], top: int = 3) -> str:
+    """'13 invalid_utf8 (line is not valid UTF-8, e.g. f.json:1), 2 ...' for the largest reasons."""
+    skipped = stats.get("skipped") or {}
+    examples = stats.get("skipped_examples") or {}
+    ranked = sorted(((n, r) for r, n in skipped.items() if n), reverse=True)[:top]
+    parts = []
+    for n, reason in ranked:
+        where = ", ".join((examples.get(reason) or [])[:1])
+        why = SKIP_REASONS.get(reason, reason) + (f", e.g. {where}" if where else "")
+        parts.append(f"{n:,} {reason} ({why})")
+    return "; ".join(parts)
+
+
+def check_preprocess(cfg: PreprocessConfig, stats: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Raise InputError (exit 2) when no usable review or only one class remains; return the
+    warnings ({code, message}) for a high skipped share or a rare class."""
+    read, kept = int(stats["read"]), int(stats["kept"])
+    files = _files(cfg)
+    if kept == 0:
+        if read == 0:
+            raise InputError(
+                f"{files}: empty input, no review lines to preprocess",
+                hint="pass a file of JSON-lines reviews (`sentitop synth` makes one)",
+            )
+        why = _skip_breakdown(stats) or f"{int(stats.get('duplicates', 0)):,} duplicates"
+        raise InputError(
+            f"{files}: no usable review in {read:,} line(s): {why}",
+            hint="check the file format (--format, --text-field, --rating-field)",
+        )
+    positive, negative = int(stats["positive"]), int(stats["negative"])
+    if not positive or not negative:
+        have = "positive" if positive else "negative"
+        raise InputError(
+            f"{files}: all {kept:,} usable reviews are {have}; a classifier needs both classes",
+            hint="ratings up to --negative-max are negative; add reviews of the other class",
+        )
+    warnings = []
+    skipped = int(stats["skipped_total"])
+    if read and skipped / read > cfg.max_skipped_share:
+        warnings.append(
+            {
+                "code": "skipped_share",
+                "message": f"{files}: skipped {skipped / read:.0%} of {read:,} lines (more than "
+                f"max_skipped_share {cfg.max_skipped_share:.0%}): {_skip_breakdown(stats)}",
+            }
+        )
+    rare, name = min((positive, "positive"), (negative, "negative"))
+    if rare / kept < cfg.min_class_share:
+        warnings.append(
+            {
+                "code": "class_share",
+                "message": f"{files}: only {rare / kept:.1%} of {kept:,} usable reviews are "
+                f"{name} ({rare:,}; less than min_class_share {cfg.min_class_share:.0%})",
+            }
+        )
+    return warnings

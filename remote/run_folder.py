@@ -1,0 +1,76 @@
+"""One resolver from what a user types for a run (``runs/<id>``, ``runs/<id>/train`` or the bare
+run id) to the folder a command needs: the run folder itself, or its training folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from engine.errors import InputError
+
+TRAIN_SUBDIR = "train"
+"""Where `sentitop run` keeps the training part of a run (checkpoints, model, vocabulary)."""
+EVENTS_FILE = "events.jsonl"
+SUMMARY_FILE = "summary.json"
+HINT = (
+    "pass the folder `sentitop run`/`train` printed (runs/<id>), its train/ subfolder, or the "
+    "run id; `sentitop runs` lists them"
+)
+
+
+def runs_root(root: str | Path | None = None) -> Path:
+    """The runs folder: ``root`` when given, else $SENTITOP_RUNS_DIR, else ./runs."""
+    if root is not None:
+        return Path(root).expanduser()
+    return Path(os.environ.get("SENTITOP_RUNS_DIR", "runs")).expanduser()
+
+
+def _candidates(ref: str | Path, part: Literal["run", "train"], root: Path) -> list[Path]:
+    path = Path(ref).expanduser()
+    bare = len(Path(ref).parts) == 1 and not Path(ref).is_absolute()
+    if part == "train":  # the folder with the model: X, X/train
+        found = [path, path / TRAIN_SUBDIR]
+        if bare:
+            found += [root / str(ref), root / str(ref) / TRAIN_SUBDIR]
+    else:  # the whole run: X, or X/.. when X is its train/ subfolder
+        found = [path.parent] if path.name == TRAIN_SUBDIR else []
+        found.append(path)
+        if bare:
+            found.append(root / str(ref))
+    unique: list[Path] = []
+    for candidate in found:
+        if candidate not in unique:
+            unique.append(candidate)
+    return unique
+
+
+def resolve_run_dir(
+    ref: str | Path,
+    *,
+    want: str,
+    part: Literal["run", "train"] = "run",
+    root: str | Path | None = None,
+) -> Path:
+    """The folder of run ``ref`` that holds the file ``want``.
+
+    ``part="run"``: the run folder (events.jsonl, summary.json), also when ``ref`` is its
+    ``train/`` subfolder; ``part="train"``: the training folder (model, vocabulary), also when
+    ``ref`` is the run folder above it. A bare run id is looked up in the runs folder (``root``,
+    else ``$SENTITOP_RUNS_DIR`` or ``./runs``). InputError lists every folder tried.
+    """
+    tried = _candidates(ref, part, runs_root(root))
+    for folder in tried:
+        if (folder / want).is_file():
+            return folder
+    shown = ", ".join(str(folder) for folder in tried)
+    raise InputError(f"{ref}: no run folder with {want} (tried {shown})", hint=HINT)
+
+
+def run_id_of(ref: str | Path) -> str:
+    """The run id named by ``ref``: a bare id itself, else the name of the run folder the path
+    names (its train/ subfolder stands for the run); the folder need not exist here."""
+    if len(Path(ref).parts) == 1 and not Path(ref).is_absolute():
+        return str(ref)
+    path = Path(ref).expanduser().absolute()
+    return (path.parent if path.name == TRAIN_SUBDIR else path).name

@@ -1,0 +1,194 @@
+"""The train stage of a run: start the cluster, train, and recover from lost nodes by policy.
+
+One attempt starts the ranks on every node (``python -m engine.launch``). When a node is lost
+(its ranks crash, its SSH connection drops, its instance is terminated, or a spot notice gives
+it up) the cluster stops
+the surviving ranks and raises :class:`NodeFailedError`. With ``recovery.on_node_loss`` shrink
+or replace (and restarts and deadline left) the stage drops the node or starts a replacement,
+puts the latest stored checkpoint on every node and starts the next attempt with ``--resume``:
+the trainer continues from that checkpoint with the balancer planning shares for the new set
+of machines. Budgets hold throughout (the run's meter and ticker span every attempt).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.config import TrainConfig, config_to_dict
+from engine.errors import LaunchError
+from engine.events import Emitter
+from remote.checkpoint_keeper import CheckpointKeeper
+from remote.clusters import LOST, Cluster, Command, LineCallback, LocalCluster, NodeFailedError
+from remote.cost import CostMeter
+from remote.datasets import PreparedData
+from remote.node_billing import NodeBilling
+from remote.node_watch import NodeWatch
+from remote.pricing import PriceBook
+from remote.profile import Profile
+from remote.recovery import RecoveryLedger, classify
+from remote.security import make_private_dir, write_private_file
+
+
+@dataclass(slots=True)
+class TrainContext:
+    """What every stage of one run shares."""
+
+    profile: Profile
+    train: TrainConfig
+    """The profile's training config, built once (data_dir and run_dir are set per node)."""
+    run_dir: Path
+    emitter: Emitter
+    sink: Any
+    meter: CostMeter
+    book: PriceBook
+    on_line: LineCallback | None
+    ledger: RecoveryLedger
+    notes: dict[str, Any] = field(default_factory=dict)
+    """Facts for the summary (where checkpoints are kept)."""
+
+
+def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str, Any]:
+    """The TrainConfig as JSON for ``python -m engine.sentiment.train --config`` on one node."""
+    return {**config_to_dict(cfg), "data_dir": data_dir, "run_dir": run_dir}
+
+
+async def _commands(
+    ctx: TrainContext, cluster: Cluster, data: PreparedData, *, resume: bool
+) -> dict[str, Command]:
+    """The rank launcher per node with its own config file (paths differ per node)."""
+    run_dir = ctx.run_dir
+    data_paths = await cluster.put_data(data.dataset_dir)
+    base = ctx.train
+    args: dict[str, list[str]] = {}
+    for node in cluster.nodes:
+        node_cfg = train_config_dict(base, data_paths[node], f"{cluster.node_dir(node)}/train")
+        local = make_private_dir(run_dir / "config") / f"train-{node}.json"
+        write_private_file(local, json.dumps(node_cfg, indent=2))
+        remote_path = (await cluster.put_data(local))[node]
+        args[node] = ["--config", remote_path, "--no-events-file"]
+        args[node] += ["--resume"] if resume else []
+    return cluster.rank_commands("engine.sentiment.train", args, threads=base.threads)
+
+
+def _world(cluster: Cluster) -> int:
+    return sum(cluster.nproc(n) for n in cluster.nodes)
+
+
+async def run_training(ctx: TrainContext, cluster: Cluster, data: PreparedData) -> None:
+    """Train on ``cluster`` to the end, recovering from lost nodes as the profile says."""
+    profile, run_dir, ledger = ctx.profile, ctx.run_dir, ctx.ledger
+    await cluster.start(run_dir, events=ctx.sink)
+    billing = NodeBilling(profile, cluster, ctx.meter, ctx.book)
+    await billing.start()
+    keeper = CheckpointKeeper(cluster, run_dir, ctx.emitter, ledger.stored)
+    ctx.notes["checkpoints"] = keeper.where()
+    watch = NodeWatch(cluster, keeper, profile.recovery, run_dir, ctx.emitter)
+
+    async def tap(node: str, line: str, event: dict[str, Any] | None) -> None:
+        if event is not None:
+            ledger.observe(event)
+            keeper.observe(node, event)
+            if event.get("type") == "train_start" and ledger.train_started is None:
+                ledger.train_started = float(event.get("t") or time.time())
+            done = ledger.resumed(event)
+            if done is not None:
+                ctx.emitter.emit("recovery", **done)
+        if ctx.on_line is not None:
+            result = ctx.on_line(node, line, event)
+            if result is not None:
+                await result
+
+    try:
+        await watch.start()
+        resume = False
+        started = time.time()
+        while True:
+            commands = await _commands(ctx, cluster, data, resume=resume)
+            if not resume:
+                ctx.emitter.emit(
+                    "stage_start",
+                    stage="train",
+                    world_size=_world(cluster),
+                    nodes=cluster.nodes,
+                    checkpoints=keeper.where(),
+                    on_node_loss=profile.recovery.on_node_loss,
+                )
+            try:
+                await cluster.run(commands, stage="train", on_line=tap)
+                break
+            except NodeFailedError as exc:
+                await _recover(ctx, cluster, exc, keeper, billing, watch)
+                resume = True
+        if not isinstance(cluster, LocalCluster):  # bring rank 0's checkpoints and model home
+            await cluster.fetch(cluster.rank0_node, "train", run_dir / "train")
+        ctx.emitter.emit("stage_end", stage="train", status="ok", seconds=time.time() - started)
+    finally:
+        await watch.stop()
+        await keeper.close()
+        billing.stop_all()
+
+
+async def _recover(
+    ctx: TrainContext,
+    cluster: Cluster,
+    exc: NodeFailedError,
+    keeper: CheckpointKeeper,
+    billing: NodeBilling,
+    watch: NodeWatch,
+) -> None:
+    """Drop or replace the lost node(s) and prepare the next attempt; re-raises ``exc`` when
+    the policy says fail (or no restarts/time are left)."""
+    ledger = ctx.ledger
+    decision = ledger.decide()
+    if decision not in ("shrink", "replace"):
+        if ctx.profile.recovery.on_node_loss != "fail":
+            exc.message += f"\n  not recovered: {decision}"
+            exc.args = (exc.message,)
+        raise exc
+    lost_at = time.time()
+    # given up by the launcher, or out of reach: lost; else the node that failed first
+    gone = [n for n, code in exc.exits.items() if code == LOST]
+    lost = [n for n in dict.fromkeys([*cluster.lost, *gone] or [exc.node]) if n in cluster.nodes]
+    rate = ctx.meter.usd_per_hour()
+    world_before = _world(cluster)
+    rec = ledger.begin(
+        lost=lost,
+        cause=classify(exc.exit_code, exc.reason, LOST),
+        action=decision,
+        detail=(exc.reason or exc.message.split("\n")[0])[:300],
+        lost_at=lost_at,
+        world_before=world_before,
+        usd_per_hour=rate,
+    )
+    try:
+        await keeper.settle()
+        for node in lost:
+            billing.stop(node, at=lost_at)
+            await watch.forget(node)
+            if decision == "shrink":
+                await cluster.drop_node(node)
+                ctx.emitter.emit("node", node=node, status="dropped", detail="left behind")
+            else:
+                new = await cluster.replace_node(node)
+                rec.replacements.append(new)
+                ctx.emitter.emit("node", node=node, status="replaced", detail=f"replaced by {new}")
+        cluster.lost.clear()
+        cluster.attempt += 1
+        if cluster.streams is not None:
+            cluster.streams.rank0_node = None  # rank 0 may land elsewhere now
+        rec.world_after = _world(cluster)
+        await keeper.push(cluster.nodes)
+        await billing.start(rec.replacements)
+        await watch.start(rec.replacements)
+    except LaunchError as failure:
+        fields = ledger.failed(failure.message.split("\n")[0])
+        if fields is not None:
+            ctx.emitter.emit("recovery", **fields)
+        raise LaunchError(
+            f"recovering from the loss of {', '.join(lost)} failed: {failure.message}",
+            hint=failure.hint,
+        ) from failure

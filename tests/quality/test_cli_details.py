@@ -1,0 +1,103 @@
+"""Small CLI promises: help text as printed, exit 2 for bad input, messages that say what is wrong,
+piped output not cut to 80 columns."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.run.conftest import ROOT
+from tui.cli import build_parser, main
+from tui.cli.console import PIPE_WIDTH, make_console
+
+
+def _help(command: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", command, "--help"],
+        capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "COLUMNS": "100"},
+    ).stdout  # fmt: skip
+
+
+def test_synth_help_prints_single_percent_signs() -> None:
+    text = " ".join(_help("synth").split())
+    assert "duplicate rate (85 %)" in text and "(59 % 5-star)" in text and "%%" not in text
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def test_train_help_marks_data_required_and_explains_every_option() -> None:
+    usage = " ".join(_help("train").split())
+    assert "sentitop train [-h] --data DATA_DIR --run-dir RUN_DIR" in usage  # no [brackets]
+    for action in _subparser("train")._actions:
+        assert action.help and action.help.strip(), action.option_strings
+
+
+@pytest.mark.parametrize("command", ["predict", "eval", "replay", "report"])
+def test_run_taking_commands_explain_the_forms(command: str) -> None:
+    text = " ".join(_help(command).split())
+    assert "runs/<id>" in text and "train/" in text and "run id" in text
+
+
+def test_embed_on_an_empty_file_says_it_is_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    rc = main(["embed", "--input", str(empty), "--run-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{empty} is empty" in err and "--min-count" not in err
+
+
+def test_embed_on_garbage_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(b"\x00\xff garbage\n{not json\n")
+    rc = main(["embed", "--input", str(junk), "--run-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{junk}: no usable review" in err and "--min-count" not in err
+
+
+def test_piped_console_is_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # not a terminal
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert make_console().width == PIPE_WIDTH
+    monkeypatch.setenv("COLUMNS", "132")
+    assert make_console().width == 132
+    assert make_console(min_width=150).width == 150
+
+
+def test_runs_title_names_the_folder(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    run = runs / "20261124-000000-x"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"status": "ok", "provider": "local"}))
+    out = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "runs", "--runs-dir", str(runs)],
+        capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)},
+    ).stdout  # fmt: skip
+    title = out.splitlines()[0].strip()
+    assert title == f"runs ({runs})"  # not "runs in runs"
+
+
+def test_train_lines_number_epochs_from_1(capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.events import encode_event, make_event
+    from tui.cli.commands.train import _Printer
+
+    printer = _Printer(quiet=False)
+    epoch = make_event("epoch", epoch=0, train_loss=0.5, accuracy=0.8, f1=0.7, seconds=1.0,
+                       samples_per_s=100.0)  # fmt: skip
+    printer(0, "stdout", encode_event(epoch))
+    printer(0, "stdout", encode_event(make_event("threshold", epoch=1, seconds=3.25)))
+    out = capsys.readouterr().out
+    assert out.startswith("epoch 1: train loss 0.5000")  # events count from 0, people from 1
+    assert "loss threshold reached at 3.2 s (epoch 2)" in out

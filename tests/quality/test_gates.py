@@ -1,0 +1,151 @@
+"""Data-quality gates: input no result can come from is refused (exit 2, naming the file, nothing
+written as done) by preprocess, train and run; a suspicious one is warned about loudly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.events import read_events
+from engine.sentiment.splits import majority_check
+from tests.bad_inputs import BAD_INPUTS, labelled_dataset
+from tui.cli import main
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_INPUTS))
+def test_preprocess_refuses_unusable_input(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = BAD_INPUTS[kind](tmp_path)
+    out = tmp_path / "out"
+    rc = main(["preprocess", "-i", str(path), "-o", str(out), "--workers", "1", "--json"])
+    captured = capsys.readouterr()
+    assert rc == 2
+    assert str(path) in captured.err and "bad input" in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""  # no stats: nothing is done
+    assert not any((out / name).exists() for name in ("dataset.h5", "stats.json", "vocab.json"))
+
+
+def test_preprocess_says_what_was_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    reasons = {
+        "empty file": "empty input",
+        "garbage bytes": "invalid_utf8",
+        "all one class": "all 200 usable reviews are positive",
+        "100% skipped lines": "200 rating_out_of_range",
+    }
+    for kind, reason in reasons.items():
+        path = BAD_INPUTS[kind](tmp_path)
+        assert main(["preprocess", "-i", str(path), "-o", str(tmp_path / "o"), "--json"]) == 2
+        assert reason in capsys.readouterr().err, kind
+
+
+def _mixed(path: Path, *, good: int, bad: int, negatives: int) -> Path:
+    rows = [
+        json.dumps({"reviewText": f"fine sturdy item {i}", "overall": 1 if i < negatives else 5})
+        for i in range(good)
+    ]
+    path.write_text("\n".join(rows + ["{not json"] * bad) + "\n")
+    return path
+
+
+def test_high_skipped_share_and_rare_class_warn_loudly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _mixed(tmp_path / "m.jsonl", good=300, bad=100, negatives=6)  # 25 % skipped, 2 % neg.
+    out = tmp_path / "out"
+    assert main(["preprocess", "-i", str(path), "-o", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    stats = json.loads(captured.out)
+    assert [w["code"] for w in stats["warnings"]] == ["skipped_share", "class_share"]
+    assert json.loads((out / "stats.json").read_text())["warnings"] == stats["warnings"]
+    assert "WARNING" in captured.err and "skipped 25% of 400 lines" in captured.err
+    assert "only 2.0% of 300 usable reviews are negative" in " ".join(captured.err.split())
+    # the thresholds are settings: raised past the data, no warning
+    rc = main(["preprocess", "-i", str(path), "-o", str(out), "--json",
+               "--max-skipped-share", "0.3", "--min-class-share", "0.01"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert rc == 0 and json.loads(captured.out)["warnings"] == []
+    assert "WARNING" not in captured.err
+
+
+def test_preprocess_events_carry_the_warnings(tmp_path: Path) -> None:
+    from engine.config import PreprocessConfig
+    from engine.events import Emitter, JsonlFileSink
+    from engine.preprocess import run_preprocess
+
+    path = _mixed(tmp_path / "m.jsonl", good=300, bad=100, negatives=100)
+    sink = JsonlFileSink(tmp_path / "events.jsonl")
+    run_preprocess(PreprocessConfig(inputs=[str(path)], output=str(tmp_path / "o")), Emitter(sink))
+    sink.close()
+    warnings = [e for e in read_events(tmp_path / "events.jsonl") if e["type"] == "warning"]
+    assert [(w["stage"], w["code"]) for w in warnings] == [("preprocess", "skipped_share")]
+
+
+SPLITS = {
+    "empty dataset (empty file, garbage, all skipped)": ([], [], "train split is empty"),
+    "one-class train split": ([1] * 40, [0, 1] * 5, "all 40 reviews of the train split are pos"),
+    "empty test split": ([0, 1] * 20, [], "test split is empty"),
+    "one-class test split": ([0, 1] * 20, [0] * 6, "all 6 reviews of the test split are neg"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPLITS))
+def test_train_refuses_empty_or_one_class_splits(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    train, test, reason = SPLITS[case]
+    data = labelled_dataset(tmp_path / "data", train, test)
+    run_dir = tmp_path / "run"
+    rc = main(["train", "--data", str(data), "--run-dir", str(run_dir), "--epochs", "1"])
+    captured = capsys.readouterr()
+    assert rc == 2
+    assert str(data / "dataset.h5") in captured.err and reason in captured.err
+    assert "accuracy" not in captured.out and not (run_dir / "summary.json").exists()
+
+
+@pytest.mark.slow
+def test_a_rank_refuses_a_one_class_split_too(tmp_path: Path) -> None:
+    """What `sentitop run` and torchrun start: the rank itself exits 2 before training."""
+    from engine.sentiment.train import main as rank_main
+
+    data = labelled_dataset(tmp_path / "data", [1] * 40, [0, 1] * 5)
+    rc = rank_main(["--data", str(data), "--run-dir", str(tmp_path / "run"), "--epochs", "1"])
+    assert rc == 2
+    errors = [e for e in read_events(tmp_path / "run" / "events.jsonl") if e["type"] == "error"]
+    assert "train split are positive" in errors[0]["message"]
+
+
+def test_train_nproc_0_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = labelled_dataset(tmp_path / "data", [0, 1] * 20, [0, 1] * 5)
+    rc = main(["train", "--data", str(data), "--run-dir", str(tmp_path / "r"), "--nproc", "0"])
+    assert rc == 2 and "--nproc = 0 must be >= 1" in capsys.readouterr().err
+
+
+def test_majority_check() -> None:
+    assert majority_check(None, None) == {"majority_rate": None, "warnings": []}
+    good = majority_check([[40, 10], [5, 45]], 0.85)  # 50/50 split, 85 % right
+    assert good == {"majority_rate": 0.5, "warnings": []}
+    lazy = majority_check([[0, 30], [0, 70]], 0.7)  # always positive on a 70 % positive split
+    assert lazy["majority_rate"] == pytest.approx(0.7)
+    (warning,) = lazy["warnings"]
+    assert warning["code"] == "below_majority"
+    assert "always answering positive" in warning["message"]
+
+
+@pytest.mark.slow
+def test_a_run_that_learned_nothing_says_so(tmp_path: Path) -> None:
+    """Every review holds the same token: the model can only answer one class."""
+    from engine.sentiment.train import main as rank_main
+
+    data = labelled_dataset(tmp_path / "data", [1, 1, 0] * 30, [1, 1, 1, 0] * 5)
+    run = tmp_path / "run"
+    assert rank_main(["--data", str(data), "--run-dir", str(run), "--epochs", "1"]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "ok"  # a warning, not a failure
+    assert summary["majority_rate"] == pytest.approx(0.75)
+    assert summary["accuracy"] <= 0.75
+    assert [w["code"] for w in summary["warnings"]] == ["below_majority"]
+    events = [e for e in read_events(run / "events.jsonl") if e["type"] == "warning"]
+    assert events and events[0]["code"] == "below_majority" and events[0]["stage"] == "train"

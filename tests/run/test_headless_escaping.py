@@ -1,0 +1,55 @@
+"""Text from processes reaches the headless output verbatim, never read as Rich markup: a real
+node failure whose error holds `[/x]`, `[bold]` and `[link=...]` (the gloo message that crashed
+`sentitop run` with rich.errors.MarkupError)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console
+
+from tests.failing_node import MARKUP_PIECES, MARKUP_TEXT, fail_a_node
+from tui.cli.headless import HeadlessProgress, summary_table
+
+
+def _console() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, width=400, color_system=None, force_terminal=False), out
+
+
+def test_a_node_failure_reaches_the_headless_output_verbatim(tmp_path: Path) -> None:
+    failed = fail_a_node(tmp_path / "run")
+    assert MARKUP_TEXT in failed.error.message  # the cluster carries the node's last lines
+    console, out = _console()
+    with HeadlessProgress(console, epochs=1) as display:
+        for node, line, event in failed.lines:
+            display.on_line(node, line, event)
+        for event in failed.events:
+            display.on_event(event)
+    console.print(summary_table(failed.summary()))
+    text = out.getvalue()
+    assert text.count(MARKUP_TEXT) >= 3  # the node's error event, its stderr line, the reason
+    for piece in MARKUP_PIECES:
+        assert piece in text
+    assert "— failed" in text
+
+
+def test_summary_table_shows_foreign_text_verbatim() -> None:
+    console, out = _console()
+    console.print(
+        summary_table(
+            {
+                "run": "r[bold]1",
+                "profile": "[red]p",
+                "status": "failed",
+                "reason": MARKUP_TEXT,
+                "advice": {"message": "drop [/x] rank 1"},
+                "warnings": [{"code": "below_majority", "message": "acc [link=x]0.5[/link]"}],
+            }
+        )
+    )
+    text = out.getvalue()
+    for expected in ("r[bold]1", "[red]p", *MARKUP_PIECES, "drop [/x] rank 1", "[link=x]0.5"):
+        assert expected in text
+    assert "— failed, 1 warning(s)" in text
