@@ -1,13 +1,19 @@
-"""Test accuracy on the real Amazon files vs a TF-IDF + logistic-regression baseline.
+"""The accuracy yardstick: sentitop's default pipeline vs TF-IDF + LR vs always-majority.
 
-Preprocesses the McAuley-format Amazon files of ``--data-dir`` (1–3★ negative) twice —
-``keep_negations`` off and on — trains the LSTM on each with the given settings (2 local
-processes by default), and fits scikit-learn's TF-IDF + logistic regression on exactly the same
-split: the same token ids of the same dataset.h5 (so the same texts, cleaning, vocabulary and
-labels). Prints one JSON object.
+Folds over the real review files of ``--data-dir`` (see yardstick_data.py):
+- **loco**: leave one Amazon category out — train on the other seven, test on it;
+- **imdb**: train on all eight Amazon categories, test on the 50 k IMDB reviews;
+- **in_domain**: the eight categories pooled, 10 % of the distinct texts held out by a hash.
 
-    .venv/bin/python benchmarks/bench_accuracy.py [--epochs N] [--nproc 2] [--model default]
-        [--pos-weight auto|none|F] [--negations off,on]
+Both contenders see the same training texts and select on the same validation split (the
+engine's held-out 10 % of the training texts); the test texts of a fold never occur (after
+cleaning) in its training texts. Prints one JSON object (``--json FILE`` too) and a Markdown
+table: accuracy, F1, ROC AUC per fold, the majority rate, and the mean of the loco folds.
+
+    .venv/bin/python benchmarks/bench_accuracy.py [--kinds loco,imdb,in_domain]
+        [--only phones,office] [--preprocess KEY=VALUE ...] [--train KEY=VALUE ...]
+        [--model KEY=VALUE ...] [--no-baseline] [--no-pipeline] [--json out.json]
+    .venv/bin/python benchmarks/bench_accuracy.py --merge base.json ours-*.json   # one table
 """
 
 from __future__ import annotations
@@ -21,132 +27,140 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from scipy import sparse
-from sklearn.feature_extraction.text import TfidfTransformer
-from sklearn.linear_model import LogisticRegression
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine.config import ModelConfig, PreprocessConfig, TrainConfig
-from engine.events import parse_event_line
-from engine.preprocess import run_preprocess
-from engine.sentiment.data import load_split, read_info
-from engine.sentiment.metrics import Confusion
-from engine.sentiment.train import launch_local
-
-AMAZON = [
-    "amazon2014_Musical_Instruments_5.jsonl.gz",
-    "amazon2014_Cell_Phones_and_Accessories_5.head4776.jsonl.gz",
-    "amazon2018_AMAZON_FASHION_5.jsonl.gz",
-    "amazon2018_All_Beauty_5.jsonl.gz",
-    "amazon2018_Appliances_5.jsonl.gz",
-    "amazon2018_Office_Products_5.balanced9000.jsonl.gz",
-]
+from yardstick_data import CATEGORIES, make_folds
+from yardstick_pipeline import parse_overrides, score_run, train_pipeline
 
 
-def bag_of_ids(tokens: np.ndarray, lengths: np.ndarray, vocab: int) -> sparse.csr_matrix:
-    """Counts of each token id per row (padding excluded)."""
-    rows = np.repeat(np.arange(len(lengths)), np.minimum(lengths, tokens.shape[1]))
-    mask = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
-    cols = tokens[mask].astype(np.int64)
-    data = np.ones(len(cols), dtype=np.float64)
-    return sparse.csr_matrix((data, (rows, cols)), shape=(len(lengths), vocab))
+def run_fold(fold: Any, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Both contenders on one fold."""
+    row: dict[str, Any] = {
+        "fold": fold.name,
+        "kind": fold.kind,
+        "n_train": len(fold.train),
+        "n_test": len(fold.test),
+        "test_positive_rate": round(fold.test.positive_rate, 4),
+        "majority": round(fold.test.majority_rate, 4),
+    }
+    if not args.no_pipeline:
+        start = time.time()
+        run = train_pipeline(
+            fold.train,
+            tmp / fold.name,
+            parse_overrides(args.preprocess),
+            {"threads": args.threads, **parse_overrides(args.train)},
+            parse_overrides(args.model),
+        )
+        row["ours"] = {**score_run(run, fold.test), "wall_s": round(time.time() - start, 1)}
+    if not args.no_baseline:
+        from yardstick_baseline import tfidf_lr
+
+        start = time.time()
+        row["baseline"] = {**tfidf_lr(fold.train, fold.test), "wall_s": round(time.time() - start)}
+    print(json.dumps(row), file=sys.stderr, flush=True)
+    return row
 
 
-def tfidf_baseline(data: Path) -> dict[str, Any]:
-    """TF-IDF (uni-grams of token ids) + logistic regression on the dataset's own split."""
-    vocab = read_info(data).vocab_size
-    train, test = load_split(data, "train"), load_split(data, "test")
-    tfidf = TfidfTransformer(sublinear_tf=True)
-    x_train = tfidf.fit_transform(bag_of_ids(train.tokens, train.lengths, vocab))
-    x_test = tfidf.transform(bag_of_ids(test.tokens, test.lengths, vocab))
-    best: dict[str, Any] = {}
-    for c in (1.0, 4.0, 16.0):  # a small sweep, scored on test: generous to the baseline
-        clf = LogisticRegression(C=c, max_iter=2000).fit(x_train, train.labels)
-        conf = Confusion()
-        conf.add(clf.predict(x_test) > 0.5, test.labels)
-        m = conf.metrics()
-        if m["accuracy"] > best.get("accuracy", -1):
-            best = {**m, "C": c}
-    best.pop("loss", None)
-    return best
+def mean_of(rows: list[dict[str, Any]], who: str, key: str) -> float | None:
+    """Mean of ``rows[*][who][key]`` (None when a row lacks it)."""
+    values = [r[who][key] for r in rows if who in r and r[who].get(key) is not None]
+    return round(sum(values) / len(values), 4) if values and len(values) == len(rows) else None
 
 
-def train_lstm(data: Path, run: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Train with the default config (overridable) and return the summary."""
-    summary: dict[str, Any] = {}
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown table of the folds, ours vs baseline vs majority, with the loco mean."""
 
-    def on_line(rank: int, stream: str, line: str) -> None:
-        event = parse_event_line(line) if stream == "stdout" else None
-        if event is not None and event["type"] == "summary":
-            summary.update(event)
-        elif event is not None and event["type"] == "epoch":
-            print(f"  epoch {event['epoch']}: acc {event['accuracy']}", file=sys.stderr)
+    def cell(row: dict[str, Any], who: str, key: str) -> str:
+        value = row.get(who, {}).get(key)
+        return "—" if value is None else f"{value:.4f}"
 
-    cfg = TrainConfig(
-        data_dir=str(data),
-        run_dir=str(run),
-        epochs=args.epochs,
-        model=ModelConfig(preset=args.model),
-        checkpoint_every_min=0,
-        pos_weight=args.pos_weight,
+    head = (
+        "| fold | test texts | majority | ours acc | base acc | Δ acc | ours F1 | base F1 "
+        "| ours AUC | base AUC |\n|---|---|---|---|---|---|---|---|---|---|"
     )
-    launch_local(cfg, args.nproc, on_line=on_line)
-    keys = (
-        "accuracy",
-        "precision",
-        "recall",
-        "f1",
-        "epochs",
-        "train_s",
-        "samples_per_s",
-        "n_train",
-        "n_test",
-    )
-    return {k: summary.get(k) for k in keys}
+    lines = [head]
+    loco = [r for r in rows if r["kind"] == "loco"]
+    mean_row = None
+    if loco:
+        mean_row = {
+            "fold": "**loco mean**",
+            "n_test": sum(r["n_test"] for r in loco),
+            "majority": round(sum(r["majority"] for r in loco) / len(loco), 4),
+            **{
+                who: {k: mean_of(loco, who, k) for k in ("accuracy", "f1", "auc")}
+                for who in ("ours", "baseline")
+            },
+        }
+    for row in [*loco, *([mean_row] if mean_row else []), *[r for r in rows if r not in loco]]:
+        ours, base = row.get("ours", {}).get("accuracy"), row.get("baseline", {}).get("accuracy")
+        delta = "—" if ours is None or base is None else f"{100 * (ours - base):+.2f}"
+        lines.append(
+            f"| {row['fold']} | {row['n_test']:,} | {row['majority']:.4f} "
+            f"| {cell(row, 'ours', 'accuracy')} | {cell(row, 'baseline', 'accuracy')} | {delta} "
+            f"| {cell(row, 'ours', 'f1')} | {cell(row, 'baseline', 'f1')} "
+            f"| {cell(row, 'ours', 'auc')} | {cell(row, 'baseline', 'auc')} |"
+        )
+    return "\n".join(lines)
+
+
+def merge_results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fold rows of several runs (e.g. the baseline alone, ours fold by fold), joined by fold."""
+    rows: dict[str, dict[str, Any]] = {}
+    for result in results:
+        for row in result["folds"]:
+            rows.setdefault(row["fold"], {}).update(row)
+    order = {"loco": 0, "imdb": 1, "in_domain": 2}
+    return sorted(rows.values(), key=lambda r: order[r["kind"]])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data-dir", default="/work/shared/data")
-    parser.add_argument(
-        "--epochs", type=int, default=TrainConfig.__dataclass_fields__["epochs"].default
-    )  # type: ignore[arg-type]
-    parser.add_argument("--nproc", type=int, default=2)
-    parser.add_argument("--model", default="default", choices=["default", "seed"])
-    parser.add_argument(
-        "--pos-weight",
-        default=str(TrainConfig.__dataclass_fields__["pos_weight"].default),
-        help="auto (negatives/positives), none or a number; default: TrainConfig's",
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--negations", default="off,on", help="off, on or off,on")
+    parser.add_argument("--data-dir", default="/work/shared/data")
+    parser.add_argument("--kinds", default="loco,imdb,in_domain")
+    parser.add_argument("--categories", default=",".join(CATEGORIES))
+    parser.add_argument("--only", default="", help="run only these loco folds (comma list)")
+    parser.add_argument("--preprocess", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--train", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--model", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: OpenMP spin-waits crawl on a shared machine)",
+    )
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--no-pipeline", action="store_true")
+    parser.add_argument("--json", help="also write the result to this file")
+    parser.add_argument(
+        "--merge", nargs="+", metavar="JSON", help="only print the table of earlier --json files"
+    )
     args = parser.parse_args()
-    if args.pos_weight not in ("auto", "none"):
-        args.pos_weight = float(args.pos_weight)
-    inputs = [str(Path(args.data_dir) / name) for name in AMAZON]
-    result: dict[str, Any] = {
-        "inputs": AMAZON,
+    if args.merge:
+        print(table(merge_results([json.loads(Path(p).read_text()) for p in args.merge])))
+        return
+    names = args.categories.split(",")
+    only = [n for n in args.only.split(",") if n]
+    folds = make_folds(Path(args.data_dir), names, args.kinds.split(","), only)
+    start = time.time()
+    with tempfile.TemporaryDirectory(prefix="yardstick-") as tmp:
+        rows = [run_fold(fold, args, Path(tmp)) for fold in folds]
+    result = {
+        "command": " ".join(sys.argv),
+        "categories": {n: CATEGORIES[n] for n in names},
+        "preprocess": args.preprocess,
+        "train": args.train,
         "model": args.model,
-        "epochs": args.epochs,
-        "nproc": args.nproc,
-        "pos_weight": args.pos_weight,
+        "folds": rows,
+        "wall_s": round(time.time() - start),
+        "load_avg_1m": os.getloadavg()[0],
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        for setting in args.negations.split(","):
-            keep = setting == "on"
-            data = Path(tmp) / f"data-{setting}"
-            run_preprocess(PreprocessConfig(inputs=inputs, output=str(data), keep_negations=keep))
-            print(f"keep_negations {setting}: training", file=sys.stderr)
-            start = time.time()
-            lstm = train_lstm(data, Path(tmp) / f"run-{setting}", args)
-            lstm["wall_s"] = round(time.time() - start, 1)
-            base = tfidf_baseline(data)
-            result[f"keep_negations_{setting}"] = {
-                "lstm": lstm,
-                "tfidf_lr": base,
-                "lstm_minus_tfidf_accuracy": round((lstm["accuracy"] or 0.0) - base["accuracy"], 4),
-            }
-    result["load_avg_1m"] = os.getloadavg()[0]
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
+    print(table(rows))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ C = TypeVar("C")
 
 Runner = Literal["local", "inline", "spark", "hadoop", "emr"]
 InputFormat = Literal["auto", "mcauley", "jsonl"]
+PreprocessPreset = Literal["default", "seed"]
 
 
 def _check(condition: bool, field_name: str, allowed: str, value: object) -> None:
@@ -48,8 +49,12 @@ class PreprocessConfig:
     """Field holding the 1-5 rating for generic JSON lines (default overall)."""
     append_summary: bool = False
     """Append the `summary` field to the review text."""
-    keep_negations: bool = False
-    """Keep not/no/nor/n't forms instead of dropping them as stopwords."""
+    preset: PreprocessPreset = "default"
+    """Text rules: `default` keeps negations (not/no/nor/n't forms) and drops the other
+    stopwords; `seed` is the seed system's exact rules (NLTK's English stopwords plus
+    product/would/get, negations dropped too)."""
+    keep_negations: bool | None = None
+    """Override the preset's choice to keep not/no/nor/n't forms (None = the preset's)."""
     max_line_bytes: int = 1 << 20
     """Lines longer than this are skipped as too_long."""
     memory_budget: int | None = None
@@ -94,6 +99,14 @@ class PreprocessConfig:
         _check(
             self.format in ("auto", "mcauley", "jsonl"), "format", "auto|mcauley|jsonl", self.format
         )
+        _check(self.preset in ("default", "seed"), "preset", "default|seed", self.preset)
+
+    @property
+    def negations_kept(self) -> bool:
+        """Whether negations survive stopword removal (the override, else the preset's rule)."""
+        if self.keep_negations is not None:
+            return self.keep_negations
+        return self.preset != "seed"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -153,6 +166,9 @@ class ModelConfig:
     """Override the preset's dropout."""
     embed_dropout: float | None = None
     """Override the preset's dropout on the embedded tokens."""
+    init_embeddings: str | None = None
+    """Folder of a finished `sentitop embed` run: its vectors initialise the embedding table,
+    aligned by word (words it lacks start random; embedding_dim follows the run's)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -189,6 +205,12 @@ class TrainConfig:
     the Amazon files, see BENCHMARKS.md), none = unweighted, or a number."""
     eval_every: int = 1
     """Evaluate on the test split every N epochs (and always after the last)."""
+    keep_best: bool = True
+    """Finish with the weights of the evaluated epoch with the highest held-out accuracy (ties:
+    lower loss); model.pt and the summary's metrics are that epoch's (`best_epoch`)."""
+    patience: int = 0
+    """Stop after this many evaluations without a new best held-out accuracy (0 = run every
+    epoch)."""
     log_every: int = 20
     """Emit a `step` event every k steps."""
     checkpoint_every_min: float = 5.0
@@ -255,6 +277,7 @@ class TrainConfig:
         )
         _check(self.weight_decay >= 0, "train.weight_decay", ">= 0", self.weight_decay)
         _check(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
+        _check(self.patience >= 0, "train.patience", ">= 0", self.patience)
         _check(self.log_every >= 1, "train.log_every", ">= 1", self.log_every)
         _check(self.eval_batch_size >= 1, "train.eval_batch_size", ">= 1", self.eval_batch_size)
         _check(

@@ -148,8 +148,10 @@ class PreprocessSpec(Section):
     """Rating field of generic JSON lines."""
     append_summary: bool | None = None
     """Append the summary field to the text."""
+    preset: Literal["default", "seed"] | None = None
+    """Text rules: default (negations kept) or seed (the seed's exact stopword rules)."""
     keep_negations: bool | None = None
-    """Keep not/no/nor/n't instead of dropping them."""
+    """Keep not/no/nor/n't instead of dropping them (default: the preset's choice)."""
     memory_budget: int | None = Field(default=None, ge=1 << 20)
     """Local runner: memory its workers may use together before they spill to disk, e.g.
     "4GB" (default: half the available memory)."""
@@ -202,6 +204,9 @@ class ModelSpec(Section):
     """Dropout probability."""
     embed_dropout: float | None = Field(default=None, ge=0, lt=1)
     """Dropout on the embedded tokens."""
+    init_embeddings: str | None = None
+    """Folder of a finished `sentitop embed` run whose vectors initialise the embedding table
+    (aligned by word; embedding_dim follows the run's)."""
 
 
 class BalanceSpec(Section):
@@ -252,6 +257,10 @@ class TrainSpec(Section):
     none (default: unweighted, the most accurate on the Amazon files)."""
     eval_every: int | None = Field(default=None, ge=1)
     """Evaluate every N epochs and after the last (default 1)."""
+    keep_best: bool | None = None
+    """Finish with the weights of the epoch with the best held-out accuracy (default true)."""
+    patience: int | None = Field(default=None, ge=0)
+    """Stop after N evaluations without a new best held-out accuracy (0 = never; default 0)."""
     log_every: int | None = Field(default=None, ge=1)
     """Emit a step event every k steps (default 20)."""
     checkpoint_every_min: float | None = Field(default=None, ge=0)

@@ -67,9 +67,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--append-summary", action="store_true", help="append the summary field")
     parser.add_argument(
+        "--preset",
+        default="default",
+        choices=["default", "seed"],
+        help="text rules: default (negations kept) or seed (the seed's exact stopword rules)",
+    )
+    negations = parser.add_mutually_exclusive_group()
+    negations.add_argument(
         "--keep-negations",
         action="store_true",
-        help="keep not/no/nor/n't forms instead of dropping them as stopwords",
+        default=None,
+        help="keep not/no/nor/n't forms (the default preset does)",
+    )
+    negations.add_argument(
+        "--drop-negations",
+        action="store_false",
+        dest="keep_negations",
+        help="drop not/no/nor/n't forms as stopwords (the seed preset does)",
     )
     parser.add_argument(
         "--max-line-bytes",
@@ -115,6 +129,7 @@ def config_from_args(args: argparse.Namespace) -> PreprocessConfig:
         text_field=args.text_field,
         rating_field=args.rating_field,
         append_summary=args.append_summary,
+        preset=args.preset,
         keep_negations=args.keep_negations,
         max_line_bytes=args.max_line_bytes,
         memory_budget=args.memory_budget,

@@ -143,7 +143,7 @@ def run_preprocess(
         job = JobSettings(
             specs=specs,
             rule=LabelRule.of(specs[0]),
-            stop=stopwords(cfg.keep_negations),
+            stop=stopwords(cfg.negations_kept),
             test_fraction=cfg.test_fraction,
             max_line_bytes=cfg.max_line_bytes,
             vocab_size=cfg.vocab_size,
@@ -288,7 +288,8 @@ def _vocab_doc(cfg: PreprocessConfig, job: JobSettings, vocab: list[str]) -> dic
         "settings": {
             "seq_len": cfg.seq_len,
             "vocab_size_requested": cfg.vocab_size,
-            "keep_negations": cfg.keep_negations,
+            "preset": cfg.preset,
+            "keep_negations": cfg.negations_kept,
             "append_summary": cfg.append_summary,
             "format": cfg.format,
             "text_field": cfg.text_field,

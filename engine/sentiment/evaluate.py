@@ -13,7 +13,7 @@ import torch
 
 from engine.errors import InputError
 from engine.sentiment import checkpoint as ckpt
-from engine.sentiment.metrics import Confusion
+from engine.sentiment.metrics import score_labels
 from engine.sentiment.model import ModelShape, SentimentLSTM, build_model
 
 _BATCH = 1024
@@ -132,11 +132,7 @@ def read_labelled(run: LoadedRun, paths: Iterable[str]) -> tuple[list[str], np.n
 
 
 def evaluate_files(run: LoadedRun, paths: Sequence[str]) -> dict[str, Any]:
-    """accuracy, precision, recall, f1, n and the confusion matrix on raw review files."""
+    """accuracy, precision, recall, f1, ROC AUC, n, the confusion matrix and the majority
+    rate (with whether the model beats it) on raw review files."""
     texts, labels = read_labelled(run, paths)
-    proba = predict_proba(run, texts)
-    conf = Confusion()
-    conf.add(proba > 0.5, labels)
-    metrics = conf.metrics()
-    metrics.pop("loss")
-    return metrics
+    return score_labels(predict_proba(run, texts), labels)

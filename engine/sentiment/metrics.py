@@ -61,6 +61,50 @@ class Confusion:
         }
 
 
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
+    """Area under the ROC curve: the chance a random positive scores above a random negative
+    (ties count half; Mann-Whitney U from average ranks). None when a class is absent."""
+    labels = labels.astype(bool)
+    n_pos = int(labels.sum())
+    n_neg = len(labels) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = np.argsort(scores, kind="mergesort")
+    sorted_scores = scores[order]
+    ranks = np.empty(len(scores), dtype=np.float64)
+    # average rank (1-based) over each run of equal scores
+    starts = np.flatnonzero(np.r_[True, sorted_scores[1:] != sorted_scores[:-1]])
+    ends = np.r_[starts[1:], len(scores)]
+    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        ranks[order[lo:hi]] = (lo + 1 + hi) / 2
+    u = ranks[labels].sum() - n_pos * (n_pos + 1) / 2
+    return float(u / (n_pos * n_neg))
+
+
+def majority(labels: np.ndarray) -> tuple[int, float]:
+    """(the more frequent 0/1 label, its share): the accuracy of always predicting it."""
+    positive = float(labels.astype(bool).mean()) if len(labels) else 0.0
+    return (1, positive) if positive >= 0.5 else (0, 1.0 - positive)
+
+
+def score_labels(proba: np.ndarray, labels: np.ndarray, threshold: float = 0.5) -> dict[str, Any]:
+    """Confusion metrics at ``threshold`` plus ROC AUC, the majority label and rate, and
+    whether the accuracy beats always predicting the majority label."""
+    conf = Confusion()
+    conf.add(proba > threshold, labels)
+    metrics = conf.metrics()
+    metrics.pop("loss")
+    label, rate = majority(labels)
+    metrics.update(
+        auc=roc_auc(proba, labels),
+        majority_label=label,
+        majority_rate=rate,
+        beats_majority=metrics["accuracy"] > rate,
+        threshold=threshold,
+    )
+    return metrics
+
+
 @dataclass(slots=True)
 class ThresholdClock:
     """Exponentially smoothed train loss and the first moment it drops below ``threshold``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -12,6 +13,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from engine.config import ModelConfig
 from engine.errors import ConfigError
 from engine.sentiment.presets import PRESETS
+from engine.sentiment.pretrained import Aligned, initial_table
 
 __all__ = [
     "PRESETS",
@@ -19,6 +21,7 @@ __all__ = [
     "SentimentLSTM",
     "build_model",
     "count_parameters",
+    "model_for",
     "resolve_spec",
 ]
 
@@ -52,13 +55,16 @@ class ModelShape:
         return cls(**data)
 
 
-def resolve_spec(cfg: ModelConfig, vocab_size: int) -> ModelShape:
-    """The preset of ``cfg`` with its overrides applied, sized for ``vocab_size`` ids."""
+def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None) -> ModelShape:
+    """The preset of ``cfg`` with its overrides applied, sized for ``vocab_size`` ids
+    (``init_dim``: the size of initial vectors, used unless embedding_dim is set)."""
     if cfg.preset not in PRESETS:
         raise ConfigError(
             f"model.preset = {cfg.preset!r} is not allowed; expected one of {', '.join(PRESETS)}"
         )
     values = dict(PRESETS[cfg.preset])
+    if init_dim is not None:
+        values["embedding_dim"] = init_dim
     for name in ("embedding_dim", "hidden", "layers", "bidirectional", "dropout", "embed_dropout"):
         override = getattr(cfg, name)
         if override is not None:
@@ -114,9 +120,29 @@ class SentimentLSTM(nn.Module):
         return logits
 
 
-def build_model(spec: ModelShape) -> SentimentLSTM:
-    """A freshly initialised model for ``spec`` (seed torch first for reproducibility)."""
-    return SentimentLSTM(spec)
+def build_model(spec: ModelShape, embeddings: np.ndarray | None = None) -> SentimentLSTM:
+    """A freshly initialised model for ``spec`` (seed torch first for reproducibility), its
+    embedding table copied from ``embeddings`` (vocab_size × embedding_dim) when given."""
+    model = SentimentLSTM(spec)
+    if embeddings is not None:
+        want = (spec.vocab_size, spec.embedding_dim)
+        if embeddings.shape != want:
+            raise ConfigError(
+                f"initial embedding table has shape {embeddings.shape}; the model needs {want}"
+            )
+        with torch.no_grad():
+            model.embedding.weight.copy_(torch.from_numpy(embeddings))
+    return model
+
+
+def model_for(
+    cfg: ModelConfig, vocab_size: int, data_dir: str, seed: int
+) -> tuple[ModelShape, SentimentLSTM, Aligned | None]:
+    """(shape, fresh model, alignment) for a dataset: the table initialised from
+    ``cfg.init_embeddings`` when set (seed torch first for a reproducible init)."""
+    init = initial_table(cfg, data_dir, seed)
+    spec = resolve_spec(cfg, vocab_size, init.dim if init else None)
+    return spec, build_model(spec, init.table if init else None), init
 
 
 def count_parameters(model: nn.Module) -> int:

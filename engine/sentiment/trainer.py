@@ -30,13 +30,8 @@ from engine.sentiment.data import Batch, PlanSampler, StepPlan, even_plan, to_de
 from engine.sentiment.dist_env import DistEnv
 from engine.sentiment.evaluate import confusion_stats
 from engine.sentiment.metrics import Confusion, ThresholdClock
-from engine.sentiment.model import (
-    ModelShape,
-    SentimentLSTM,
-    build_model,
-    count_parameters,
-    resolve_spec,
-)
+from engine.sentiment.model import SentimentLSTM, count_parameters, model_for
+from engine.sentiment.selection import BestEpoch
 from engine.sentiment.splits import majority_check
 from engine.sentiment.step_stats import StepWindow
 from engine.sentiment.train_data import TrainData
@@ -144,20 +139,17 @@ class Trainer:
             cfg.run_dir, self.env.rank, events_file=cfg.events_file
         )
         self.hooks = hooks or TrainHooks()
-        self.main = self.env.rank == 0
-        self.device = self.env.device
+        self.main, self.device = self.env.rank == 0, self.env.device
         # progress (restored by --resume)
         self.epoch = 0
         self.resume_step = 0
         """Steps of ``self.epoch`` already done (mid-epoch resume skips them)."""
         self.resumed_sampler = False
         """The sampler already holds the resumed epoch (set by :meth:`_resume`)."""
-        self.global_step = 0
-        self.samples_seen = 0
-        self.train_seconds = 0.0
+        self.global_step, self.samples_seen = 0, 0
+        self.train_seconds, self.eval_seconds = 0.0, 0.0
         self.prior_wall_s = 0.0
         """Wall seconds of earlier sessions of this run."""
-        self.eval_seconds = 0.0
         self.history: list[dict[str, Any]] = []
         self.last_test: dict[str, Any] | None = None
 
@@ -172,6 +164,8 @@ class Trainer:
             test = self._evaluate() if last or (epoch + 1) % self.cfg.eval_every == 0 else None
             train["eval"] = self.eval_seconds if test else 0.0
             self._end_epoch(epoch, self._gather(train), test)
+            if test and self.best.update(epoch, test, self.model):
+                break  # early stopping: every rank sees the same all-reduced loss
         return self._finish()
 
     def _train_epoch(self, epoch: int) -> dict[str, float]:
@@ -273,9 +267,9 @@ class Trainer:
         self.wall_start = time.time()
         self.data = TrainData.open(cfg)
         self.n_train = self.data.n_train
-        self.spec: ModelShape = resolve_spec(cfg.model, self.data.vocab_size)
         torch.manual_seed(cfg.seed)
-        self.model: SentimentLSTM = build_model(self.spec).to(self.device)
+        self.spec, model, init = model_for(cfg.model, self.data.vocab_size, cfg.data_dir, cfg.seed)
+        self.model: SentimentLSTM = model.to(self.device)
         self.params = list(self.model.parameters())
         self.ddp: nn.Module = self.model
         if env.world > 1:
@@ -304,7 +298,7 @@ class Trainer:
                 emitter=self.emitter,
             )
         )
-        self.clock = ThresholdClock(cfg.loss_threshold)
+        self.clock, self.best = ThresholdClock(cfg.loss_threshold), BestEpoch(cfg.patience)
         self.last_checkpoint = time.monotonic()
         self.window = StepWindow(self.device, env.world, self.data.sample_bytes)
         self.steps_logged = False
@@ -334,6 +328,7 @@ class Trainer:
                 resumed_epoch=self.epoch,
                 resumed_step=self.resume_step,
                 threads=torch.get_num_threads(),
+                init_embeddings=init and {"found": init.found, "missing": init.missing},
             )
 
     def _pos_weight(self) -> float | None:
@@ -550,7 +545,8 @@ class Trainer:
 
     def _finish(self) -> dict[str, Any]:
         """Rank 0 writes model.pt and summary.json and emits `summary`; returns the summary."""
-        test = self.last_test or {}
+        best = self.best.restore(self.model) if self.cfg.keep_best else None
+        test = best or self.last_test or {}
         wall = self.prior_wall_s + time.time() - self.wall_start
         summary = {
             "status": "ok",
@@ -559,6 +555,7 @@ class Trainer:
             "n_test": test.get("n"),
             "confusion": test.get("confusion"),
             "epochs": len(self.history),
+            "best_epoch": self.best.best_epoch if best else None,
             "wall_s": wall,
             "train_s": self.train_seconds,
             "samples_per_s": self.samples_seen / self.train_seconds if self.train_seconds else 0,

@@ -135,7 +135,7 @@ def test_dataset_layout_and_attributes(tmp_path: Path, preprocess: Run) -> None:
     assert 0.05 < stats["test"] / stats["kept"] < 0.16
     vocab = got["vocab"]
     assert vocab["itos"][:2] == ["<pad>", "<unk>"] and len(vocab["itos"]) == 52
-    assert vocab["settings"]["seq_len"] == 12 and "not" in vocab["settings"]["stopwords"]
+    assert vocab["settings"]["seq_len"] == 12 and "not" not in vocab["settings"]["stopwords"]
 
 
 def test_workers_and_runs_give_identical_outputs(
@@ -153,8 +153,8 @@ def test_workers_and_runs_give_identical_outputs(
 
 def test_keep_negations_changes_stopwords(tmp_path: Path, preprocess: Run) -> None:
     path = write_lines(tmp_path / "n.jsonl", [review("Not good, don't buy", 1), review("good", 5)])
-    dropped = preprocess([path], test_fraction=0.0)
-    kept = preprocess([path], test_fraction=0.0, keep_negations=True)
+    dropped = preprocess([path], test_fraction=0.0, keep_negations=False)
+    kept = preprocess([path], test_fraction=0.0)
     assert "not" not in dropped["vocab"]["itos"] and "dont" not in dropped["vocab"]["itos"]
     assert {"not", "dont"} <= set(kept["vocab"]["itos"])
     assert sorted(kept["train/lengths"].tolist()) == [1, 4]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from tui.cli.commands import RUN_HELP
@@ -13,7 +14,7 @@ def register(subparsers: Any) -> None:
     """Add the `eval` parser."""
     parser = subparsers.add_parser(
         "eval",
-        help="accuracy/precision/recall/F1 of a trained run on raw review files",
+        help="accuracy/F1/ROC AUC of a trained run on raw review files, vs the majority rate",
         description="Applies the run's own preprocessing and vocabulary to the files.",
     )
     parser.add_argument("run_dir", metavar="RUN", help=RUN_HELP)
@@ -29,19 +30,44 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the metrics."""
+    """Print the metrics (and a warning on stderr when the model does not beat the majority)."""
     from engine.sentiment.evaluate import evaluate_files, load_run
     from tui.cli.commands import train_folder
 
     metrics = evaluate_files(load_run(train_folder(args.run_dir)), args.input)
     if args.json:
         print(json.dumps(metrics))
-        return 0
-    (tn, fp), (fn, tp) = metrics["confusion"]
-    print(
-        f"n {metrics['n']}  accuracy {metrics['accuracy']:.4f}  precision "
-        f"{metrics['precision']:.4f}  recall {metrics['recall']:.4f}  f1 {metrics['f1']:.4f}"
-    )
-    print("confusion (rows = true, columns = predicted)")
-    print(f"            pred neg  pred pos\ntrue neg  {tn:>9} {fp:>9}\ntrue pos  {fn:>9} {tp:>9}")
+    else:
+        print("\n".join(report_lines(metrics)))
+    warning = majority_warning(metrics)
+    if warning:
+        print(warning, file=sys.stderr)
     return 0
+
+
+def report_lines(metrics: dict[str, Any]) -> list[str]:
+    """The metrics as plain text lines: scores, the majority baseline, the confusion matrix."""
+    (tn, fp), (fn, tp) = metrics["confusion"]
+    auc = metrics.get("auc")
+    name = "positive" if metrics["majority_label"] else "negative"
+    return [
+        f"n {metrics['n']}  accuracy {metrics['accuracy']:.4f}  precision "
+        f"{metrics['precision']:.4f}  recall {metrics['recall']:.4f}  f1 {metrics['f1']:.4f}  "
+        f"roc_auc {'n/a (one class)' if auc is None else f'{auc:.4f}'}",
+        f"majority rate {metrics['majority_rate']:.4f} (always {name}); accuracy "
+        f"{100 * (metrics['accuracy'] - metrics['majority_rate']):+.2f} points over it",
+        "confusion (rows = true, columns = predicted)",
+        f"            pred neg  pred pos\ntrue neg  {tn:>9} {fp:>9}\ntrue pos  {fn:>9} {tp:>9}",
+    ]
+
+
+def majority_warning(metrics: dict[str, Any]) -> str | None:
+    """A warning when the accuracy does not beat always predicting the majority label."""
+    if metrics["beats_majority"]:
+        return None
+    name = "positive" if metrics["majority_label"] else "negative"
+    return (
+        f"warning: accuracy {metrics['accuracy']:.4f} does not beat always predicting "
+        f"{name} ({metrics['majority_rate']:.4f}) on these {metrics['n']} reviews: "
+        "the model is no better than the majority class here"
+    )

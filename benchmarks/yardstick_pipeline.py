@@ -1,0 +1,91 @@
+"""The yardstick's contender: sentitop's own pipeline (preprocess → train → score raw texts).
+
+A fold's training texts are written as JSON lines, preprocessed by ``run_preprocess`` (its
+held-out split is the validation split), trained in this process by the engine's ``Trainer``
+(one rank), and the finished run scores the fold's test texts the way ``sentitop eval`` does:
+the run's own cleaning, stopwords, vocabulary, length and decision threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from yardstick_data import LabelledTexts, negation_probes
+from yardstick_metrics import scores
+
+from engine.config import ModelConfig, PreprocessConfig, TrainConfig
+from engine.events import Emitter
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """KEY=VALUE pairs with JSON values where they parse (numbers, true/false, null)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, _, raw = pair.partition("=")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def write_jsonl(texts: LabelledTexts, path: Path) -> None:
+    """One {"text", "rating"} line per distinct text (the generic layout preprocessing reads)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for text, rating in zip(texts.texts, texts.ratings, strict=True):
+            fh.write(json.dumps({"text": text, "rating": rating}) + "\n")
+
+
+def train_pipeline(
+    train: LabelledTexts,
+    work: Path,
+    preprocess: dict[str, Any],
+    train_cfg: dict[str, Any],
+    model: dict[str, Any],
+) -> Path:
+    """Preprocess and train on ``train``; returns the run folder."""
+    from engine.preprocess import run_preprocess
+    from engine.sentiment.trainer import Trainer
+
+    work.mkdir(parents=True, exist_ok=True)
+    raw, data, run = work / "train.jsonl", work / "data", work / "run"
+    write_jsonl(train, raw)
+    run_preprocess(PreprocessConfig(inputs=[str(raw)], output=str(data), **preprocess))
+    cfg = TrainConfig(
+        data_dir=str(data),
+        run_dir=str(run),
+        checkpoint_every_min=0,
+        events_file=False,
+        model=ModelConfig(**model),
+        **train_cfg,
+    )
+    Trainer(cfg, emitter=Emitter(None)).fit()
+    return run
+
+
+def score_run(run_dir: Path, test: LabelledTexts) -> dict[str, Any]:
+    """Metrics of a finished run on raw test texts at the run's own decision threshold."""
+    from engine.sentiment.evaluate import load_run, predict_proba
+
+    loaded = load_run(run_dir)
+    start = time.perf_counter()
+    proba = predict_proba(loaded, test.texts)
+    threshold = float(getattr(loaded, "threshold", 0.5))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    probes = negation_probes()
+    probe_pred = predict_proba(loaded, probes.texts) > threshold
+    return {
+        **scores(proba, np.asarray(test.labels), threshold),
+        "threshold": round(threshold, 4),
+        "valid_accuracy": summary.get("accuracy"),
+        "epochs": summary.get("epochs"),
+        "best_epoch": summary.get("best_epoch"),
+        "train_s": round(summary.get("train_s", 0.0), 1),
+        "n_train": summary.get("n_train"),
+        "predict_s": round(time.perf_counter() - start, 1),
+        "negation_probes": round(float((probe_pred == np.asarray(probes.labels)).mean()), 4),
+    }

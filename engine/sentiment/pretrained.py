@@ -1,0 +1,151 @@
+"""Initialise a classifier's embedding table from an embeddings run, aligned word by word.
+
+An embeddings run (``sentitop embed``) leaves ``embeddings.npy`` (V × d float32) and
+``corpus.npz`` (its ``itos``: row i is the vector of word i). The dataset's vocabulary
+(``vocab.json`` ``itos``: 0 = padding, 1 = unknown, then words) is matched by word: a word the
+run knows gets its vector; a word it does not know gets a random vector drawn from N(0, σ²),
+σ = the standard deviation of the run's vectors (so known and unknown rows share one scale),
+from a generator seeded with the training seed; the unknown id gets the mean vector; padding
+stays zero. Torch-free (numpy only) so the config check can run before any rank starts.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.config import ModelConfig
+from engine.errors import ConfigError
+
+VECTORS_FILE = "embeddings.npy"
+CORPUS_FILE = "corpus.npz"
+
+
+@dataclass(frozen=True, slots=True)
+class Pretrained:
+    """Vectors of an embeddings run and the word of each row."""
+
+    vectors: np.ndarray
+    """(V, d) float32."""
+    words: list[str]
+    """Word of each row."""
+    path: Path
+
+    @property
+    def dim(self) -> int:
+        """Vector size d."""
+        return int(self.vectors.shape[1])
+
+
+def load_pretrained(run_dir: str | Path) -> Pretrained:
+    """The vectors and words of an embeddings run folder (ConfigError naming the file when it
+    is missing, unreadable or inconsistent)."""
+    run = Path(run_dir)
+    field = "train.model.init_embeddings"
+    if not run.is_dir():
+        raise ConfigError(
+            f"{field} = {str(run)!r}: no such folder",
+            hint="pass the --run-dir of a finished `sentitop embed` run",
+        )
+    vec_path, corpus_path = run / VECTORS_FILE, run / CORPUS_FILE
+    for path in (vec_path, corpus_path):
+        if not path.is_file():
+            raise ConfigError(
+                f"{field}: {path} not found — {run} is not a finished embeddings run",
+                hint="pass the --run-dir of a finished `sentitop embed` run",
+            )
+    try:
+        vectors = np.load(vec_path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{field}: {vec_path} is not a numpy array file ({exc})") from None
+    if vectors.ndim != 2 or vectors.shape[0] < 1 or vectors.shape[1] < 1:
+        raise ConfigError(
+            f"{field}: {vec_path} has shape {vectors.shape}; expected (words, dim)",
+        )
+    if not np.issubdtype(vectors.dtype, np.floating) or not np.isfinite(vectors).all():
+        raise ConfigError(f"{field}: {vec_path} holds {vectors.dtype} values that are not all "
+                          "finite floats")  # fmt: skip
+    try:
+        with np.load(corpus_path, allow_pickle=False) as z:
+            words = list(json.loads(str(z["itos"])))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        raise ConfigError(f"{field}: {corpus_path} has no readable `itos` ({exc})") from None
+    if len(words) != vectors.shape[0]:
+        raise ConfigError(
+            f"{field}: {corpus_path} lists {len(words)} words but {vec_path} has "
+            f"{vectors.shape[0]} rows",
+            hint="the two files come from different runs; re-run `sentitop embed`",
+        )
+    return Pretrained(vectors.astype(np.float32), [str(w) for w in words], run)
+
+
+@dataclass(frozen=True, slots=True)
+class Aligned:
+    """An embedding table for a dataset vocabulary and how much of it the run covered."""
+
+    table: np.ndarray
+    """(len(itos), d) float32: row 0 zero (padding), row 1 the mean vector (unknown)."""
+    found: int
+    """Vocabulary words that got the run's vector."""
+    missing: int
+    """Vocabulary words the run does not know (random rows)."""
+
+    @property
+    def dim(self) -> int:
+        """Vector size."""
+        return int(self.table.shape[1])
+
+
+def align(pre: Pretrained, itos: list[str], seed: int, dim: int | None = None) -> Aligned:
+    """Rows for ``itos`` (0 = padding, 1 = unknown, then words) from ``pre``; ``dim`` is the
+    model's embedding size when it is fixed (ConfigError when it differs from the run's)."""
+    if dim is not None and dim != pre.dim:
+        raise ConfigError(
+            f"train.model.embedding_dim = {dim} but {pre.path / VECTORS_FILE} holds vectors of "
+            f"dimension {pre.dim}",
+            hint=f"leave embedding_dim unset (it follows the run) or set it to {pre.dim}",
+        )
+    index = {w: i for i, w in enumerate(pre.words)}
+    sigma = float(pre.vectors.std()) or 1.0
+    rng = np.random.default_rng(seed)
+    table = rng.normal(0.0, sigma, size=(len(itos), pre.dim)).astype(np.float32)
+    table[0] = 0.0
+    if len(itos) > 1:
+        table[1] = pre.vectors.mean(axis=0)
+    found = 0
+    for i, word in enumerate(itos[2:], start=2):
+        row = index.get(word)
+        if row is not None:
+            table[i] = pre.vectors[row]
+            found += 1
+    return Aligned(table, found, max(0, len(itos) - 2) - found)
+
+
+def initial_table(model: ModelConfig, data_dir: str, seed: int) -> Aligned | None:
+    """The aligned table for ``train.model.init_embeddings`` (None when it is unset)."""
+    if not model.init_embeddings:
+        return None
+    pre = load_pretrained(model.init_embeddings)
+    return align(pre, dataset_itos(data_dir), seed, model.embedding_dim)
+
+
+def dataset_itos(data_dir: str | Path) -> list[str]:
+    """The id → word list of a preprocessed dataset (vocab.json `itos`, or a `words` map)."""
+    from engine.errors import DatasetError
+
+    path = Path(data_dir) / "vocab.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if "itos" in doc:
+            return [str(w) for w in doc["itos"]]
+        words: dict[str, int] = doc["words"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DatasetError(f"{path}: neither `itos` nor `words` is readable ({exc})") from None
+    itos = [""] * (max(words.values(), default=1) + 1)
+    for word, i in words.items():
+        itos[i] = word
+    return itos

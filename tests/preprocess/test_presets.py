@@ -1,0 +1,105 @@
+"""Preprocessing presets: negations kept by default; `seed` reproduces the seed's rules exactly."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.config import PreprocessConfig
+from engine.errors import ConfigError
+from engine.preprocess.cli import add_arguments, config_from_args
+from engine.preprocess.text import NEGATIONS, clean_text, content_words, stopwords
+from tests.preprocess.conftest import review, write_lines
+
+Run = Callable[..., dict[str, Any]]
+
+
+def seed_rules() -> frozenset[bytes]:
+    """The seed's stopwords, rebuilt from first principles: the shipped NLTK English list
+    (131 words) plus product/would/get, apostrophes removed, nothing taken out."""
+    text = resources.files("engine.preprocess").joinpath("nltk_stopwords_english.txt")
+    words = [*text.read_text(encoding="utf-8").split(), "product", "would", "get"]
+    return frozenset(w.replace("'", "").encode() for w in words)
+
+
+@pytest.fixture(autouse=True)
+def _no_nltk_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Use the shipped NLTK list whatever is installed on this machine."""
+    import engine.preprocess.text as text
+
+    monkeypatch.setattr(text, "_nltk_words", lambda: None)
+    text.stopwords.cache_clear()
+    yield
+    text.stopwords.cache_clear()
+
+
+def test_presets_resolve_negations() -> None:
+    assert PreprocessConfig(inputs=["x"], output="o").negations_kept is True
+    assert PreprocessConfig(inputs=["x"], output="o", preset="seed").negations_kept is False
+    over = PreprocessConfig(inputs=["x"], output="o", preset="seed", keep_negations=True)
+    assert over.negations_kept is True
+    with pytest.raises(ConfigError, match="preset"):
+        PreprocessConfig(inputs=["x"], output="o", preset="bert")  # type: ignore[arg-type]
+
+
+def test_seed_stopwords_are_the_old_list_exactly() -> None:
+    seed = stopwords(False)
+    assert seed == seed_rules()
+    assert {b"not", b"no", b"nor", b"dont", b"wouldnt"} <= seed
+    assert stopwords(True) == seed - {w.encode() for w in NEGATIONS}
+
+
+def test_default_keeps_negations_where_seed_dropped_them() -> None:
+    text = clean_text("I would NOT recommend this product, it isn't good and don't buy")
+    assert content_words(text, stopwords(False)) == [b"recommend", b"good", b"buy"]
+    assert content_words(text, stopwords(True)) == [
+        b"not",
+        b"recommend",
+        b"isnt",
+        b"good",
+        b"dont",
+        b"buy",
+    ]
+
+
+def test_seed_preset_dataset_matches_the_old_rules(tmp_path: Path, preprocess: Run) -> None:
+    texts = ["Not good, don't buy", "would not recommend this product", "no no no", "good"]
+    path = write_lines(tmp_path / "s.jsonl", [review(t, 1 + 4 * (t == "good")) for t in texts])
+    seed = preprocess([path], test_fraction=0.0, preset="seed")
+    assert set(seed["vocab"]["settings"]["stopwords"]) == {w.decode() for w in seed_rules()}
+    assert seed["vocab"]["settings"]["keep_negations"] is False
+    assert seed["vocab"]["settings"]["preset"] == "seed"
+    assert seed["vocab"]["itos"][2:] == ["good", "buy", "recommend"]  # "no no no": only stopwords
+    assert seed["stats"]["skipped"]["only_stopwords"] == 1
+    default = preprocess([path], test_fraction=0.0)
+    assert {"not", "dont", "no"} <= set(default["vocab"]["itos"])
+    assert default["stats"]["skipped"]["only_stopwords"] == 0
+    assert default["vocab"]["settings"]["keep_negations"] is True
+
+
+def test_cli_flags() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    base = ["-i", "a.jsonl", "-o", "out"]
+    assert config_from_args(parser.parse_args(base)).negations_kept is True
+    assert config_from_args(parser.parse_args([*base, "--preset", "seed"])).negations_kept is False
+    dropped = config_from_args(parser.parse_args([*base, "--drop-negations"]))
+    assert dropped.negations_kept is False and dropped.preset == "default"
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--keep-negations", "--drop-negations"])
+
+
+def test_seed_reproduction_profile_uses_the_seed_rules() -> None:
+    from remote.profile import load_profile
+
+    root = Path(__file__).resolve().parents[2]
+    seed = load_profile(root / "profiles" / "aws-seed-g3.yaml").preprocess
+    cfg = seed.to_config(["s3://bucket/x.json.gz"], "out")
+    assert cfg.preset == "seed" and cfg.negations_kept is False
+    local = load_profile(root / "profiles" / "local.yaml").preprocess.to_config(["x"], "out")
+    assert local.preset == "default" and local.negations_kept is True
