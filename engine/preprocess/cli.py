@@ -14,7 +14,10 @@ from engine.config_flags import add_config_flags, flag_values
 from engine.errors import SentitopError
 
 QUALITY_FIELDS = ("max_skipped_share", "min_class_share")
-"""PreprocessConfig fields whose flags are generated from the config (declared once there)."""
+"""PreprocessConfig fields of the data-quality gates (their flags in a group of their own)."""
+_CUSTOM_FLAGS = ("output", "keep_negations", "memory_budget")
+"""Fields with a hand-made flag: -o, --keep/--drop-negations, --memory-budget SIZE (the rest
+of PreprocessConfig's scalar fields get generated flags: declared once, in engine/config.py)."""
 HELP = "raw review files → de-duplicated, encoded dataset.h5 + vocab.json + stats.json"
 
 
@@ -29,30 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="input files (JSON lines, plain or .gz; s3:// with emr/hadoop)",
     )
     parser.add_argument("--output", "-o", required=True, metavar="DIR", help="output folder")
-    parser.add_argument(
-        "--runner",
-        default="local",
-        choices=["local", "inline", "spark", "hadoop", "emr"],
-        help="where the MapReduce steps run (default: local, all cores)",
-    )
-    parser.add_argument(
-        "--workers", type=int, default=None, help="local/spark workers (default: all cores)"
-    )
-    parser.add_argument(
-        "--vocab-size", type=int, default=10_000, help="words given ids (default 10000)"
-    )
-    parser.add_argument(
-        "--seq-len", type=int, default=100, help="tokens per sequence (default 100)"
-    )
-    parser.add_argument("--test-fraction", type=float, default=0.1, help="test share (default 0.1)")
-    parser.add_argument(
-        "--format",
-        default="auto",
-        choices=["auto", "mcauley", "jsonl"],
-        help="record format (default: detect per file)",
-    )
-    parser.add_argument("--text-field", default=None, help="text field for --format jsonl")
-    parser.add_argument("--rating-field", default=None, help="rating field for --format jsonl")
+    add_config_flags(parser, PreprocessConfig, skip=_CUSTOM_FLAGS + QUALITY_FIELDS)
     parser.add_argument(
         "--rating-max",
         type=int,
@@ -64,13 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="ratings up to this are negative (default 3; 4 for IMDB)",
-    )
-    parser.add_argument("--append-summary", action="store_true", help="append the summary field")
-    parser.add_argument(
-        "--preset",
-        default="default",
-        choices=["default", "seed"],
-        help="text rules: default (negations kept) or seed (the seed's exact stopword rules)",
     )
     negations = parser.add_mutually_exclusive_group()
     negations.add_argument(
@@ -84,12 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         dest="keep_negations",
         help="drop not/no/nor/n't forms as stopwords (the seed preset does)",
-    )
-    parser.add_argument(
-        "--max-line-bytes",
-        type=int,
-        default=1 << 20,
-        help="longer lines are skipped as too_long (default 1 MiB)",
     )
     quality = parser.add_argument_group("data-quality warnings")
     add_config_flags(quality, PreprocessConfig, only=QUALITY_FIELDS)
@@ -117,24 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> PreprocessConfig:
     """The PreprocessConfig of parsed arguments (raises ConfigError on bad values)."""
-    return PreprocessConfig(
-        inputs=list(args.input),
-        output=args.output,
-        runner=args.runner,
-        workers=args.workers,
-        vocab_size=args.vocab_size,
-        seq_len=args.seq_len,
-        test_fraction=args.test_fraction,
-        format=args.format,
-        text_field=args.text_field,
-        rating_field=args.rating_field,
-        append_summary=args.append_summary,
-        preset=args.preset,
-        keep_negations=args.keep_negations,
-        max_line_bytes=args.max_line_bytes,
-        memory_budget=args.memory_budget,
-        **{k: v for k, v in flag_values(args, PreprocessConfig).items() if k in QUALITY_FIELDS},
-    )
+    return PreprocessConfig(inputs=list(args.input), **flag_values(args, PreprocessConfig))
 
 
 def _size(text: str) -> int:
