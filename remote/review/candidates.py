@@ -111,6 +111,16 @@ class Candidate:
         }
 
 
+SPOT_INTERRUPTIONS_PER_HOUR = 0.02
+"""Assumed interruptions per spot instance-hour (planning default; `plan --spot-interruptions`).
+AWS publishes interruption frequency per month in buckets (<5 % ... >20 %); GPU types are often
+in the high buckets, so 2 %/h (≈ one in 50 instance-hours) is a deliberately cautious guess."""
+SPOT_RESTART_S = 300.0 + 150.0
+"""Wall seconds one interruption costs a run: a replacement instance started and set up
+(≈ 5 min on EC2, assumed) plus half the default 5-minute checkpoint interval redone. The
+measured recovery itself (benchmarks/bench_recovery.py, loopback) is 10-16 s of it."""
+
+
 @dataclass(frozen=True, slots=True)
 class GpuJob:
     """What every GPU candidate shares: the work and how sync and evaluation cost."""
@@ -123,6 +133,16 @@ class GpuJob:
     sync_step_s: float
     count_band_log: float
     """|log error| of worker-count scaling (leave-one-out on the old study's runs)."""
+    spot_interruptions_h: float = SPOT_INTERRUPTIONS_PER_HOUR
+    """Interruptions per spot instance-hour assumed when pricing spot sets."""
+
+
+def spot_overhead(seconds: float, spot_instances: int, rate_h: float) -> float:
+    """Expected wall seconds with interruptions: each of ``spot_instances`` is interrupted at
+    ``rate_h`` per hour and each interruption costs :data:`SPOT_RESTART_S` of the whole run
+    (s' = s + rate·n·(s'/3600)·restart, solved for s'; capped at 10× when it diverges)."""
+    load = rate_h * spot_instances * SPOT_RESTART_S / 3600.0
+    return seconds / (1.0 - load) if load < 0.9 else seconds * 10.0
 
 
 def gpu_set(
@@ -154,6 +174,10 @@ def gpu_set(
     epoch = compute + sync
     eval_s = job.n_test / (3.0 * total_rate)  # forward only: ≈ 1/3 of a training step
     seconds = job.epochs * epoch + job.evals * eval_s
+    spot_instances = sum(count for _, count, spot in groups if spot)
+    calm = seconds
+    if spot_instances:
+        seconds = spot_overhead(seconds, spot_instances, job.spot_interruptions_h)
     band_log = max(rates[m].band_log for m in models) + (job.count_band_log if gpus > 1 else 0.0)
     basis = "; ".join(dict.fromkeys(rates[m].basis for m in models))
     if gpus > 1:
@@ -168,6 +192,12 @@ def gpu_set(
         )
     if mixed:
         basis += f"; mixed GPUs: load balancer efficiency {BALANCER_EFFICIENCY:.3f} (measured)"
+    if spot_instances:
+        basis += (
+            f"; spot: {job.spot_interruptions_h:g} interruptions per instance-hour assumed, "
+            f"{SPOT_RESTART_S:.0f} s each (replacement + half a checkpoint interval): "
+            f"+{seconds - calm:.0f} s expected"
+        )
     spots = {s for _, _, s in groups}
     label = " + ".join(f"{c}×{n}{' spot' if s else ''}" for n, c, s in groups)
     return Candidate(

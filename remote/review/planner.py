@@ -21,6 +21,7 @@ from remote.pricing import Catalog, PriceBook, load_catalog
 from remote.profile import EC2Profile, Profile
 from remote.review.backtest import STUDY_BATCH, STUDY_SAMPLES, study_runs
 from remote.review.candidates import (
+    SPOT_INTERRUPTIONS_PER_HOUR,
     Candidate,
     Choice,
     GpuJob,
@@ -346,8 +347,12 @@ def plan_profile(
     catalog: Catalog | None = None,
     book: PriceBook | None = None,
     data_size: int | None = None,
+    spot_interruptions_h: float = SPOT_INTERRUPTIONS_PER_HOUR,
 ) -> Plan:
-    """Predict the profile's run and the candidate configurations; pick under the constraints."""
+    """Predict the profile's run and the candidate configurations; pick under the constraints.
+
+    Spot sets are priced with ``spot_interruptions_h`` interruptions per instance-hour
+    (:func:`remote.review.candidates.spot_overhead`)."""
     catalog = catalog or load_catalog()
     book = book or PriceBook.from_catalog(catalog, profile.region)
     _check_known(profile, catalog)
@@ -383,6 +388,7 @@ def plan_profile(
         workload.batch,
         sync_step,
         count_band,
+        spot_interruptions_h,
     )
     prices = gpu_prices(book, catalog)
     own_rate = _training_rate(profile, book)

@@ -303,3 +303,22 @@ def test_a_measured_gpu_run_replaces_the_estimate(tmp_path: Path) -> None:
     assert t4.estimate and "measured on A10G (past runs)" in t4.basis
     assert t4.epoch_s == pytest.approx(60.0 * 600 / 320)  # bandwidth A10G -> T4
     assert "A10G" not in next(n for n in plan.notes if n.startswith("estimates"))
+
+
+def test_spot_sets_pay_the_expected_interruptions() -> None:
+    from remote.review.candidates import SPOT_RESTART_S, spot_overhead
+
+    assert spot_overhead(3600.0, 0, 0.02) == 3600.0
+    slower = spot_overhead(3600.0, 4, 0.02)  # 4 instances x 0.02/h x 450 s = 36 s per hour
+    assert slower == pytest.approx(3600.0 / (1 - 4 * 0.02 * SPOT_RESTART_S / 3600.0))
+    assert spot_overhead(3600.0, 4, 0.05) > slower > 3600.0
+    assert spot_overhead(3600.0, 1000, 1.0) == 36000.0  # diverging: capped, never negative
+
+
+def test_plan_help_states_the_default_spot_interruption_rate() -> None:
+    from remote.review.candidates import SPOT_INTERRUPTIONS_PER_HOUR
+    from tui.cli import build_parser
+
+    parser = build_parser()
+    plan = parser._subparsers._group_actions[0].choices["plan"]  # type: ignore[union-attr]
+    assert f"(default {SPOT_INTERRUPTIONS_PER_HOUR:g};" in plan.format_help().replace("\n", " ")

@@ -49,6 +49,14 @@ def register(sub: Any) -> None:
         help="write the picked configuration as a new profile (validated)",
     )
     parser.add_argument("--top", type=int, default=TOP, metavar="N", help=f"rows shown ({TOP})")
+    parser.add_argument(
+        "--spot-interruptions",
+        type=float,
+        default=None,
+        metavar="PER_HOUR",
+        help="interruptions per spot instance-hour assumed when pricing spot sets (default "
+        "0.02; each costs a replacement and half a checkpoint interval of work)",
+    )
     add_run_sources(parser, "also use published runs from this CSV (repeatable)")
     parser.set_defaults(func=run)
 
@@ -110,6 +118,11 @@ def run(args: argparse.Namespace) -> int:
         deadline_h=args.deadline,
         budget_usd=args.budget,
         data_size=size,
+        **(
+            {}
+            if args.spot_interruptions is None
+            else {"spot_interruptions_h": args.spot_interruptions}
+        ),
     )
     written = None
     if args.write_profile:
