@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from remote.profile import load_profile
 from remote.runner import execute_run
+from tests.procs import rank_pid
 
 CHECKPOINT_EVERY = 8
 
@@ -61,25 +62,6 @@ recovery: {{on_node_loss: replace, max_restarts: 5}}
 """
 
 
-def _worker(rank: int, marker: str) -> int | None:
-    """Pid of this run's training rank ``rank`` (its config path names the run folder)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if (
-            marker.encode() in cmdline
-            and b"torch.distributed.run" not in cmdline
-            and f"RANK={rank}".encode() in environ
-        ):
-            return int(entry.name)
-    return None
-
-
 async def one_run(work: Path, *, seed: int, losses: int, epochs: int) -> dict[str, Any]:
     path = work / f"bench-{seed}-{losses}.yaml"
     path.write_text(PROFILE.format(epochs=epochs, every=CHECKPOINT_EVERY, seed=seed))
@@ -99,7 +81,7 @@ async def one_run(work: Path, *, seed: int, losses: int, epochs: int) -> dict[st
             state["at"] = [int(total * (k + 1) / (losses + 1)) for k in range(losses)]
         due = event["type"] == "step" and len(state["kills"]) < losses
         if due and event["global_step"] >= state["at"][len(state["kills"])]:
-            pid = _worker(1, state["run"])
+            pid = rank_pid(1, state["run"])
             if pid is not None:
                 state["kills"].append(event["global_step"])
                 os.kill(pid, signal.SIGKILL)

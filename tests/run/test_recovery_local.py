@@ -12,6 +12,7 @@ import pytest
 from engine.events import read_events
 from remote.profile import load_profile
 from remote.runner import execute_run
+from tests.procs import rank_pid
 
 PROFILE = """\
 name: rec-local
@@ -32,24 +33,6 @@ recovery: {on_node_loss: replace, max_restarts: 1}
 """
 
 
-def _rank_pid(rank: int, marker: str) -> int | None:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if (
-            marker.encode() in cmdline
-            and b"torch.distributed.run" not in cmdline
-            and f"RANK={rank}".encode() in environ
-        ):
-            return int(entry.name)
-    return None
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_a_crashed_rank_is_restarted_from_the_latest_checkpoint(
@@ -64,7 +47,7 @@ async def test_a_crashed_rank_is_restarted_from_the_latest_checkpoint(
         if event["type"] == "run_start":
             run["id"] = event["run"]
         if event["type"] == "step" and event["global_step"] >= 6 and run["killed"] is None:
-            pid = _rank_pid(1, run["id"])
+            pid = rank_pid(1, run["id"])
             if pid is not None:
                 run["killed"] = event["global_step"]
                 os.kill(pid, signal.SIGKILL)
