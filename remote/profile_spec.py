@@ -229,6 +229,9 @@ class BalanceSpec(Section):
     """No rank gets less than this fraction of the data (default 0.05)."""
     straggle: dict[Annotated[int, Field(ge=0)], Annotated[float, Field(ge=1)]] = {}
     """Injected slowness for tests/benchmarks: {rank: factor >= 1}."""
+    emulate_s: float | None = Field(default=None, ge=0)
+    """Emulated device seconds per sample for tests/demos (default 0: off); see the engine's
+    BalanceConfig.emulate_s."""
 
 
 class TrainSpec(Section):

@@ -228,6 +228,9 @@ async def test_stopping_reaches_children_that_left_the_process_group(tmp_path: P
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+    deadline = time.monotonic() + 10  # SIGKILL was sent; its delivery is asynchronous
+    while alive(escaped) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     assert not alive(escaped)
 
 
