@@ -15,7 +15,7 @@ C = TypeVar("C")
 
 Runner = Literal["local", "inline", "spark", "hadoop", "emr"]
 InputFormat = Literal["auto", "mcauley", "jsonl"]
-PreprocessPreset = Literal["default", "seed"]
+PreprocessPreset = Literal["default", "seed", "all_words"]
 
 
 def _check(condition: bool, field_name: str, allowed: str, value: object) -> None:
@@ -52,7 +52,8 @@ class PreprocessConfig:
     preset: PreprocessPreset = "default"
     """Text rules: `default` keeps negations (not/no/nor/n't forms) and drops the other
     stopwords; `seed` is the seed system's exact rules (NLTK's English stopwords plus
-    product/would/get, negations dropped too)."""
+    product/would/get, negations dropped too); `all_words` removes no stopword at all (as the
+    TF-IDF baseline reads the text: "but", "too", "very", "only" kept)."""
     keep_negations: bool | None = None
     """Override the preset's choice to keep not/no/nor/n't forms (None = the preset's)."""
     max_line_bytes: int = 1 << 20
@@ -99,7 +100,12 @@ class PreprocessConfig:
         _check(
             self.format in ("auto", "mcauley", "jsonl"), "format", "auto|mcauley|jsonl", self.format
         )
-        _check(self.preset in ("default", "seed"), "preset", "default|seed", self.preset)
+        _check(
+            self.preset in ("default", "seed", "all_words"),
+            "preset",
+            "default|seed|all_words",
+            self.preset,
+        )
 
     @property
     def negations_kept(self) -> bool:
@@ -107,6 +113,11 @@ class PreprocessConfig:
         if self.keep_negations is not None:
             return self.keep_negations
         return self.preset != "seed"
+
+    @property
+    def stopwords_kept(self) -> bool:
+        """Whether the stopwords other than negations survive (only the `all_words` preset)."""
+        return self.preset == "all_words"
 
 
 @dataclass(kw_only=True, slots=True)

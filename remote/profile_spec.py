@@ -148,8 +148,9 @@ class PreprocessSpec(Section):
     """Rating field of generic JSON lines."""
     append_summary: bool | None = None
     """Append the summary field to the text."""
-    preset: Literal["default", "seed"] | None = None
-    """Text rules: default (negations kept) or seed (the seed's exact stopword rules)."""
+    preset: Literal["default", "seed", "all_words"] | None = None
+    """Text rules: default (negations kept), seed (the seed's exact stopword rules) or
+    all_words (no stopword removed)."""
     keep_negations: bool | None = None
     """Keep not/no/nor/n't instead of dropping them (default: the preset's choice)."""
     memory_budget: int | None = Field(default=None, ge=1 << 20)

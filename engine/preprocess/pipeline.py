@@ -143,7 +143,7 @@ def run_preprocess(
         job = JobSettings(
             specs=specs,
             rule=LabelRule.of(specs[0]),
-            stop=stopwords(cfg.negations_kept),
+            stop=stopwords(cfg.negations_kept, cfg.stopwords_kept),
             test_fraction=cfg.test_fraction,
             max_line_bytes=cfg.max_line_bytes,
             vocab_size=cfg.vocab_size,
@@ -290,6 +290,7 @@ def _vocab_doc(cfg: PreprocessConfig, job: JobSettings, vocab: list[str]) -> dic
             "vocab_size_requested": cfg.vocab_size,
             "preset": cfg.preset,
             "keep_negations": cfg.negations_kept,
+            "keep_stopwords": cfg.stopwords_kept,
             "append_summary": cfg.append_summary,
             "format": cfg.format,
             "text_field": cfg.text_field,

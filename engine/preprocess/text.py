@@ -101,9 +101,11 @@ def _clean_word(word: str) -> str:
 
 
 @lru_cache(maxsize=4)
-def stopwords(keep_negations: bool = False) -> frozenset[bytes]:
+def stopwords(keep_negations: bool = False, keep_others: bool = False) -> frozenset[bytes]:
     """English stopwords (cleaned spelling, as bytes): NLTK's list when its data is installed,
-    else the copy shipped with sentitop, plus product/would/get; negations left out on request."""
+    else the copy shipped with sentitop, plus product/would/get; negations left out on request,
+    and the other words too with ``keep_others`` (then only the listed negations remain, or
+    nothing when negations are kept as well)."""
     words = _nltk_words()
     if words is None:
         shipped = resources.files(__package__).joinpath("nltk_stopwords_english.txt")
@@ -111,6 +113,8 @@ def stopwords(keep_negations: bool = False) -> frozenset[bytes]:
     cleaned = {_clean_word(w) for w in (*words, *EXTRA_STOPWORDS)}
     if keep_negations:
         cleaned -= NEGATIONS
+    if keep_others:
+        cleaned &= NEGATIONS
     return frozenset(w.encode() for w in cleaned if w)
 
 

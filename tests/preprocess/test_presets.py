@@ -1,4 +1,5 @@
-"""Preprocessing presets: negations kept by default; `seed` reproduces the seed's rules exactly."""
+"""Preprocessing presets: negations kept by default; `seed` reproduces the seed's rules exactly;
+`all_words` keeps every word."""
 
 from __future__ import annotations
 
@@ -45,6 +46,24 @@ def test_presets_resolve_negations() -> None:
     assert over.negations_kept is True
     with pytest.raises(ConfigError, match="preset"):
         PreprocessConfig(inputs=["x"], output="o", preset="bert")  # type: ignore[arg-type]
+    every = PreprocessConfig(inputs=["x"], output="o", preset="all_words")
+    assert every.negations_kept is True and every.stopwords_kept is True
+    for preset in ("default", "seed"):
+        cfg = PreprocessConfig(inputs=["x"], output="o", preset=preset)  # type: ignore[arg-type]
+        assert cfg.stopwords_kept is False
+
+
+def test_all_words_removes_no_stopword() -> None:
+    assert stopwords(True, True) == frozenset()
+    # negations dropped on request (the override), every other word kept
+    only_negations = stopwords(False, True)
+    assert only_negations and only_negations <= {w.encode() for w in NEGATIONS}
+    assert {b"not", b"no", b"nor"} <= only_negations
+    text = clean_text("But it's not very good, too small and only one")
+    assert content_words(text, stopwords(True, True)) == text.split()
+    assert content_words(text, stopwords(False, True)) == [w for w in text.split() if w != b"not"]
+    # the other presets are unchanged by the new switch's default
+    assert stopwords(False) == stopwords(False, False) == seed_rules()
 
 
 def test_seed_stopwords_are_the_old_list_exactly() -> None:
@@ -80,6 +99,29 @@ def test_seed_preset_dataset_matches_the_old_rules(tmp_path: Path, preprocess: R
     assert {"not", "dont", "no"} <= set(default["vocab"]["itos"])
     assert default["stats"]["skipped"]["only_stopwords"] == 0
     assert default["vocab"]["settings"]["keep_negations"] is True
+    assert default["vocab"]["settings"]["keep_stopwords"] is False
+    assert seed["vocab"]["settings"]["keep_stopwords"] is False
+
+
+def test_all_words_preset_dataset_keeps_every_word(tmp_path: Path, preprocess: Run) -> None:
+    texts = ["this is not too good but ok", "would not recommend this product", "no no no", "!!"]
+    path = write_lines(tmp_path / "a.jsonl", [review(t, 1 + 4 * ("ok" in t)) for t in texts])
+    every = preprocess([path], test_fraction=0.0, preset="all_words")
+    settings = every["vocab"]["settings"]
+    assert settings["preset"] == "all_words" and settings["stopwords"] == []
+    assert settings["keep_negations"] is True and settings["keep_stopwords"] is True
+    words = {w for t in texts for w in clean_text(t).decode().split()}
+    assert set(every["vocab"]["itos"][2:]) == words
+    assert every["stats"]["skipped"]["only_stopwords"] == 0
+    assert every["stats"]["skipped"]["empty_text"] == 1  # "!!" is still skipped
+    assert every["stats"]["kept"] == 3
+    # a sequence holds every word of its text, in order
+    itos = every["vocab"]["itos"]
+    rows = {
+        " ".join(itos[i] for i in row[:n])
+        for row, n in zip(every["train/tokens"], every["train/lengths"], strict=True)
+    }
+    assert rows == {clean_text(t).decode() for t in texts[:3]}
 
 
 def test_cli_flags() -> None:
@@ -92,6 +134,8 @@ def test_cli_flags() -> None:
     assert dropped.negations_kept is False and dropped.preset == "default"
     with pytest.raises(SystemExit):
         parser.parse_args([*base, "--keep-negations", "--drop-negations"])
+    every = config_from_args(parser.parse_args([*base, "--preset", "all_words"]))
+    assert every.stopwords_kept and every.negations_kept
 
 
 def test_seed_reproduction_profile_uses_the_seed_rules() -> None:
