@@ -177,6 +177,9 @@ class ModelConfig:
     """Override the preset's dropout."""
     embed_dropout: float | None = None
     """Override the preset's dropout on the embedded tokens."""
+    ngram_buckets: int | None = None
+    """Wide path beside the LSTM: hash buckets of a linear bag of unigrams and hashed bigrams
+    whose score is added to the logit (0 = off; None = the preset's, off in every preset)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run: its vectors initialise the embedding table,
     aligned by word (words it lacks start random; embedding_dim follows the run's)."""

@@ -205,6 +205,9 @@ class ModelSpec(Section):
     """Dropout probability."""
     embed_dropout: float | None = Field(default=None, ge=0, lt=1)
     """Dropout on the embedded tokens."""
+    ngram_buckets: int | None = Field(default=None, ge=0)
+    """Wide path: hash buckets of a linear bag of unigrams and bigrams added to the LSTM's
+    logit (0 = off, the default)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run whose vectors initialise the embedding table
     (aligned by word; embedding_dim follows the run's)."""

@@ -1,4 +1,5 @@
-"""LSTM sentiment classifier: embedding → LSTM over packed sequences → two FC layers → one logit."""
+"""LSTM sentiment classifier: embedding → LSTM over packed sequences → two FC layers → one logit,
+plus an optional linear bag of unigrams and hashed bigrams added to the logit (wide & deep)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ class ModelShape:
     layer's outputs (padding excluded)."""
     embed_dropout: float = 0.0
     """Dropout on the embedded tokens (before the LSTM)."""
+    ngram_buckets: int = 0
+    """Hash buckets of the wide path's bigrams (0 = no wide path): a linear model over the
+    text's unigram ids and hashed bigrams of consecutive ids, added to the LSTM's logit."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (stored in checkpoints and RUN_DIR/model.json)."""
@@ -65,7 +69,8 @@ def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None)
     values = dict(PRESETS[cfg.preset])
     if init_dim is not None:
         values["embedding_dim"] = init_dim
-    for name in ("embedding_dim", "hidden", "layers", "bidirectional", "dropout", "embed_dropout"):
+    overridable = ("embedding_dim", "hidden", "layers", "bidirectional", "dropout", "embed_dropout")
+    for name in (*overridable, "ngram_buckets"):
         override = getattr(cfg, name)
         if override is not None:
             values[name] = override
@@ -73,12 +78,49 @@ def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None)
     for name in ("vocab_size", "embedding_dim", "hidden", "layers", "fc_hidden"):
         if getattr(spec, name) < 1:
             raise ConfigError(f"model.{name} = {getattr(spec, name)} must be >= 1")
+    if spec.ngram_buckets < 0:
+        raise ConfigError(f"model.ngram_buckets = {spec.ngram_buckets} must be >= 0 (0 = off)")
     if spec.pool not in ("last", "max"):
         raise ConfigError(f"model.pool = {spec.pool!r} is not allowed; expected last or max")
     for name in ("dropout", "embed_dropout"):
         if not 0.0 <= getattr(spec, name) < 1.0:
             raise ConfigError(f"model.{name} = {getattr(spec, name)} must be in [0, 1)")
     return spec
+
+
+BIGRAM_MULTIPLIER = 1_000_003
+"""Bigram (a, b) of token ids hashes to (a * BIGRAM_MULTIPLIER + b) % ngram_buckets."""
+
+
+class WideNgrams(nn.Module):
+    """Linear model over a text's unigram ids and hashed bigrams of consecutive ids: one weight
+    per id or bucket, summed over the text's n-grams and divided by the square root of their
+    count (as an L2-normalised bag of words weighs them); padding past the length counts nothing."""
+
+    def __init__(self, vocab_size: int, buckets: int) -> None:
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.buckets = buckets
+        self.weight = nn.Embedding(vocab_size + buckets, 1)
+        nn.init.zeros_(self.weight.weight)  # starts as the LSTM alone
+
+    def ids(self, tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rows (B, 2T-1) of the unigrams then the bigrams, mask of those inside the length)."""
+        tok = tokens.long()
+        steps = torch.arange(tok.shape[1], device=tok.device)
+        inside = steps.unsqueeze(0) < lengths.to(tok.device).unsqueeze(1)  # (B, T)
+        bigram = (tok[:, :-1] * BIGRAM_MULTIPLIER + tok[:, 1:]) % self.buckets + self.vocab_size
+        rows = torch.cat([tok, bigram], dim=1)
+        mask = torch.cat([inside, inside[:, 1:]], dim=1)  # a bigram needs its second token inside
+        return rows.masked_fill(~mask, 0), mask
+
+    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The wide logit (B,) of right-padded token ids (B, T) with true lengths (B,)."""
+        rows, mask = self.ids(tokens, lengths)
+        weights = self.weight(rows).squeeze(2) * mask  # (B, 2T-1)
+        count = mask.sum(dim=1).clamp(min=1)
+        logit: torch.Tensor = weights.sum(dim=1) / count.to(weights.dtype).sqrt()
+        return logit
 
 
 class SentimentLSTM(nn.Module):
@@ -104,9 +146,11 @@ class SentimentLSTM(nn.Module):
             nn.ReLU(),
             nn.Linear(spec.fc_hidden, 1),
         )
+        self.wide = WideNgrams(spec.vocab_size, spec.ngram_buckets) if spec.ngram_buckets else None
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Logits (B,) for right-padded token ids (B, T) with true lengths (B,) (on the CPU)."""
+        wide = self.wide(tokens, lengths.clamp(max=tokens.shape[1])) if self.wide else None
         lengths = lengths.clamp(min=1, max=tokens.shape[1])  # empty texts read one pad token
         emb = self.embed_dropout(self.embedding(tokens))  # (B, T, E)
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
@@ -117,6 +161,8 @@ class SentimentLSTM(nn.Module):
         else:  # (B, H), or (B, 2H) = [forward at the end, backward at the start]
             features = torch.cat([h_n[-2], h_n[-1]], dim=1) if self.spec.bidirectional else h_n[-1]
         logits: torch.Tensor = self.head(features).squeeze(1)  # (B,)
+        if wide is not None:
+            logits = logits + wide  # float32 (a bf16 head under autocast is promoted)
         return logits
 
 
