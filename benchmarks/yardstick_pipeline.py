@@ -40,21 +40,21 @@ def write_jsonl(texts: LabelledTexts, path: Path) -> None:
             fh.write(json.dumps({"text": text, "rating": rating}) + "\n")
 
 
-def train_pipeline(
-    train: LabelledTexts,
-    work: Path,
-    preprocess: dict[str, Any],
-    train_cfg: dict[str, Any],
-    model: dict[str, Any],
-) -> Path:
-    """Preprocess and train on ``train``; returns the run folder."""
+def preprocess_texts(train: LabelledTexts, work: Path, preprocess: dict[str, Any]) -> Path:
+    """Write ``train`` as JSON lines under ``work`` and preprocess it; returns the data folder."""
     from engine.preprocess import run_preprocess
-    from engine.sentiment.trainer import Trainer
 
     work.mkdir(parents=True, exist_ok=True)
-    raw, data, run = work / "train.jsonl", work / "data", work / "run"
+    raw, data = work / "train.jsonl", work / "data"
     write_jsonl(train, raw)
     run_preprocess(PreprocessConfig(inputs=[str(raw)], output=str(data), **preprocess))
+    return data
+
+
+def train_on(data: Path, run: Path, train_cfg: dict[str, Any], model: dict[str, Any]) -> Path:
+    """Train one rank in this process on a preprocessed folder; returns the run folder."""
+    from engine.sentiment.trainer import Trainer
+
     cfg = TrainConfig(
         data_dir=str(data),
         run_dir=str(run),
@@ -67,11 +67,24 @@ def train_pipeline(
     return run
 
 
-def score_run(run_dir: Path, test: LabelledTexts) -> dict[str, Any]:
-    """Metrics of a finished run on raw test texts at the run's own decision threshold."""
+def train_pipeline(
+    train: LabelledTexts,
+    work: Path,
+    preprocess: dict[str, Any],
+    train_cfg: dict[str, Any],
+    model: dict[str, Any],
+) -> Path:
+    """Preprocess and train on ``train``; returns the run folder."""
+    return train_on(preprocess_texts(train, work, preprocess), work / "run", train_cfg, model)
+
+
+def score_run(run_dir: Path, test: LabelledTexts, device: str = "cpu") -> dict[str, Any]:
+    """Metrics of a finished run on raw test texts at the run's own decision threshold (the
+    model scores on ``device``: cpu, or cuda for a GPU)."""
     from engine.sentiment.evaluate import load_run, predict_proba
 
     loaded = load_run(run_dir)
+    loaded.model.to(device)
     start = time.perf_counter()
     proba = predict_proba(loaded, test.texts)
     threshold = float(getattr(loaded, "threshold", 0.5))

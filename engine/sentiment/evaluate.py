@@ -90,16 +90,17 @@ def load_run(run_dir: str | Path) -> LoadedRun:
 def predict_proba(run: LoadedRun, texts: Sequence[str], batch_size: int = _BATCH) -> np.ndarray:
     """P(positive) of each raw text, encoded exactly as the training data was."""
     out = np.empty(len(texts), dtype=np.float64)
+    device = next(run.model.parameters()).device  # the model's (CPU unless moved)
     for lo in range(0, len(texts), batch_size):
         chunk = list(texts[lo : lo + batch_size])
         tokens, lengths = run.encoder.encode_texts(chunk)
         width = max(1, int(lengths.max(initial=1)))
         with torch.no_grad():
             logits = run.model(
-                torch.from_numpy(tokens[:, :width].astype(np.int32)),
+                torch.from_numpy(tokens[:, :width].astype(np.int32)).to(device),
                 torch.from_numpy(lengths.astype(np.int64)),
             )
-        out[lo : lo + len(chunk)] = torch.sigmoid(logits.float()).numpy()
+        out[lo : lo + len(chunk)] = torch.sigmoid(logits.float()).cpu().numpy()
     return out
 
 

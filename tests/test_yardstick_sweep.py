@@ -1,0 +1,80 @@
+"""benchmarks/yardstick_sweep.py on two tiny fake categories: variants × folds in parallel
+processes, the baseline as its own tasks, a failing variant recorded without stopping the sweep."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ROOT / "benchmarks" / "yardstick_sweep.py"
+FILES = {
+    "instruments": "amazon2014_Musical_Instruments_5.jsonl.gz",
+    "phones": "amazon2014_Cell_Phones_and_Accessories_5.head4776.jsonl.gz",
+}
+GOOD = ["great", "love", "perfect", "works", "excellent"]
+BAD = ["broken", "waste", "returned", "awful", "junk"]
+
+
+def _category(path: Path, seed: int, n: int = 160) -> None:
+    rng = random.Random(seed)
+    filler = [f"w{seed}x{i}" for i in range(40)] + ["the", "it", "and", "very"]
+    lines = []
+    for i in range(n):
+        positive = rng.random() < 0.6
+        words = rng.choices(filler, k=8) + rng.choices(GOOD if positive else BAD, k=2)
+        rng.shuffle(words)
+        text = " ".join([*words, f"id{seed}n{i}"])
+        lines.append(json.dumps({"reviewText": text, "overall": 5.0 if positive else 1.0}))
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+
+
+@pytest.mark.slow
+def test_sweep_runs_variants_and_baseline_and_records_a_failure(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for seed, name in enumerate(FILES.values()):
+        _category(data / name, seed)
+    out = tmp_path / "sweep.json"
+    tiny = "train.epochs=4 train.batch_size=16 train.lr=0.02 train.warmup_steps=1"
+    tiny += " train.lr_schedule=constant"
+    args = [sys.executable, str(SWEEP), "--data-dir", str(data), "--categories"]
+    args += [",".join(FILES), "--kinds", "loco,in_domain", "--jobs", "2", "--device", "cpu"]
+    args += ["--variant", f"name=small {tiny} model.hidden=8 preprocess.preset=all_words"]
+    args += ["--variant", f"name=wide {tiny} model.hidden=8 model.ngram_buckets=64"]
+    args += ["--variant", f"name=broken {tiny} model.hidden=0"]
+    args += ["--baseline", "--json", str(out), "--work", str(tmp_path / "work")]
+    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=480)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    folds = ["instruments", "phones", "in_domain"]
+    assert list(doc["folds"]) == folds
+    for name in ("small", "wide"):
+        results = doc["variants"][name]["results"]
+        assert sorted(results) == sorted(folds)
+        for fold in folds:
+            assert 0.5 < results[fold]["accuracy"] <= 1.0, (name, fold, results[fold])
+            assert 0 <= results[fold]["negation_probes"] <= 1
+        assert results["in_domain"]["auc"] > 0.6  # trained, not a constant
+    for fold in folds:
+        assert "hidden" in doc["variants"]["broken"]["results"][fold]["error"]
+        assert doc["baseline"][fold]["accuracy"] > 0.5
+    # both preprocess settings were prepared once per fold (the wide and broken variants share one)
+    assert len(list((tmp_path / "work" / "prep" / "instruments").iterdir())) == 2
+    # one stderr line per task as it finished: 2 preprocess settings x 3 folds, 9 runs, 3 baselines
+    finished = [json.loads(x) for x in proc.stderr.splitlines() if x.startswith("{")]
+    assert len(finished) == 2 * 3 + 3 * 3 + 3
+    table = proc.stdout
+    for name in ("small (2/2)", "wide (2/2)", "broken (0/2)", "baseline (2/2)", "majority"):
+        assert f"| {name} |" in table
+    # the table can be printed again from the file, Δ against the baseline it holds
+    again = subprocess.run(
+        [sys.executable, str(SWEEP), "--table", str(out)], capture_output=True, text=True
+    )
+    assert again.returncode == 0 and again.stdout.strip() == table.strip()
