@@ -141,6 +141,8 @@ def _run_task(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 def _child(kind: str, spec: dict[str, Any], result: str, log: str) -> None:
     """Process entry: output to the task's log, the result (or the error) to a JSON file."""
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        os.environ.pop(var, None)  # every task is a one-rank run, whatever launched the sweep
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -205,7 +207,8 @@ def plan_tasks(
                 spec = {"train": str(train_file), "work": str(prep_work), "preprocess": pre}
                 preps[prep_key] = Task(prep_key, "prep", spec, PREP_FIRST, fold=name)
             preps[prep_key].cost = max(preps[prep_key].cost, PREP_FIRST + train_cost)
-            train = {"threads": 1, "device": args.device, **v.train}
+            cache = str(work / "cache")  # the trainer's dataset copies, removed with WORK
+            train = {"threads": 1, "device": args.device, "data_cache": cache, **v.train}
             spec = {
                 "data": str(prep_work / "data"),
                 "run": str(work / "runs" / v.name / name),

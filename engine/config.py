@@ -180,6 +180,9 @@ class ModelConfig:
     ngram_buckets: int | None = None
     """Wide path beside the LSTM: hash buckets of a linear bag of unigrams and hashed bigrams
     whose score is added to the logit (0 = off; None = the preset's, off in every preset)."""
+    ngram_scale: float | None = None
+    """Multiplier of the wide path's score, i.e. its learning rate relative to the LSTM's under
+    Adam (None = 1.0)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run: its vectors initialise the embedding table,
     aligned by word (words it lacks start random; embedding_dim follows the run's)."""

@@ -208,6 +208,8 @@ class ModelSpec(Section):
     ngram_buckets: int | None = Field(default=None, ge=0)
     """Wide path: hash buckets of a linear bag of unigrams and bigrams added to the LSTM's
     logit (0 = off, the default)."""
+    ngram_scale: float | None = Field(default=None, gt=0)
+    """Multiplier of the wide path's score: its learning rate relative to the LSTM's (default 1)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run whose vectors initialise the embedding table
     (aligned by word; embedding_dim follows the run's)."""

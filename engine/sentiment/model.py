@@ -48,6 +48,9 @@ class ModelShape:
     ngram_buckets: int = 0
     """Hash buckets of the wide path's bigrams (0 = no wide path): a linear model over the
     text's unigram ids and hashed bigrams of consecutive ids, added to the LSTM's logit."""
+    ngram_scale: float = 1.0
+    """Fixed multiplier of the wide path's score: under Adam (steps ~lr whatever the gradient's
+    size) it is the wide path's learning rate relative to the LSTM's."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (stored in checkpoints and RUN_DIR/model.json)."""
@@ -70,7 +73,7 @@ def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None)
     if init_dim is not None:
         values["embedding_dim"] = init_dim
     overridable = ("embedding_dim", "hidden", "layers", "bidirectional", "dropout", "embed_dropout")
-    for name in (*overridable, "ngram_buckets"):
+    for name in (*overridable, "ngram_buckets", "ngram_scale"):
         override = getattr(cfg, name)
         if override is not None:
             values[name] = override
@@ -80,6 +83,8 @@ def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None)
             raise ConfigError(f"model.{name} = {getattr(spec, name)} must be >= 1")
     if spec.ngram_buckets < 0:
         raise ConfigError(f"model.ngram_buckets = {spec.ngram_buckets} must be >= 0 (0 = off)")
+    if not spec.ngram_scale > 0:
+        raise ConfigError(f"model.ngram_scale = {spec.ngram_scale} must be > 0")
     if spec.pool not in ("last", "max"):
         raise ConfigError(f"model.pool = {spec.pool!r} is not allowed; expected last or max")
     for name in ("dropout", "embed_dropout"):
@@ -97,10 +102,11 @@ class WideNgrams(nn.Module):
     per id or bucket, summed over the text's n-grams and divided by the square root of their
     count (as an L2-normalised bag of words weighs them); padding past the length counts nothing."""
 
-    def __init__(self, vocab_size: int, buckets: int) -> None:
+    def __init__(self, vocab_size: int, buckets: int, scale: float = 1.0) -> None:
         super().__init__()
         self.vocab_size = vocab_size
         self.buckets = buckets
+        self.scale = scale
         self.weight = nn.Embedding(vocab_size + buckets, 1)
         nn.init.zeros_(self.weight.weight)  # starts as the LSTM alone
 
@@ -119,7 +125,7 @@ class WideNgrams(nn.Module):
         rows, mask = self.ids(tokens, lengths)
         weights = self.weight(rows).squeeze(2) * mask  # (B, 2T-1)
         count = mask.sum(dim=1).clamp(min=1)
-        logit: torch.Tensor = weights.sum(dim=1) / count.to(weights.dtype).sqrt()
+        logit: torch.Tensor = weights.sum(dim=1) * self.scale / count.to(weights.dtype).sqrt()
         return logit
 
 
@@ -146,7 +152,11 @@ class SentimentLSTM(nn.Module):
             nn.ReLU(),
             nn.Linear(spec.fc_hidden, 1),
         )
-        self.wide = WideNgrams(spec.vocab_size, spec.ngram_buckets) if spec.ngram_buckets else None
+        self.wide = (
+            WideNgrams(spec.vocab_size, spec.ngram_buckets, spec.ngram_scale)
+            if spec.ngram_buckets
+            else None
+        )
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Logits (B,) for right-padded token ids (B, T) with true lengths (B,) (on the CPU)."""

@@ -47,6 +47,8 @@ def test_off_by_default_and_sized_when_on() -> None:
     assert model(tokens, lengths).shape == (5,)
     with pytest.raises(ConfigError, match="ngram_buckets"):
         resolve_spec(ModelConfig(ngram_buckets=-1), vocab_size=30)
+    with pytest.raises(ConfigError, match="ngram_scale"):
+        resolve_spec(ModelConfig(ngram_buckets=8, ngram_scale=0.0), vocab_size=30)
 
 
 def test_starts_as_the_lstm_alone() -> None:
@@ -96,6 +98,8 @@ def test_bigram_order_matters_and_the_bag_is_normalised() -> None:
     w = wide.weight.weight.detach()[:, 0]
     with torch.no_grad():
         assert wide(ab, two).item() == pytest.approx(float((w[4] + w[7]) / 3**0.5), rel=1e-5)
+        wide.scale = 10.0
+        assert wide(ab, two).item() == pytest.approx(float(10 * (w[4] + w[7]) / 3**0.5), rel=1e-5)
 
 
 def test_old_model_json_without_the_field_loads() -> None:
