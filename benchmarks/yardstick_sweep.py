@@ -380,6 +380,11 @@ def summary_rows(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> list[d
             _mean([ok[f]["accuracy"] - base[f]["accuracy"] for f in both]) if both else None
         )
         row["delta_folds"] = {f: ok[f]["accuracy"] - base[f]["accuracy"] for f in ok if f in base}
+        f1_gaps = [(ok[f]["f1"] - base[f]["f1"], f) for f in both if "f1" in base[f]]
+        row["worst_f1"] = min(f1_gaps) if f1_gaps else None  # target: within 1 point on each
+        row["at_or_below_majority"] = [f for f in ok if ok[f]["accuracy"] <= facts[f]["majority"]]
+        train_s = [r["train_s"] for r in ok.values() if r.get("train_s") is not None]
+        row["mean_train_s"] = _mean(train_s)
         rows.append(row)
     return rows
 
@@ -390,7 +395,8 @@ def table(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> str:
     loco = [f for f, x in facts.items() if x["kind"] == "loco"]
     other = [f for f, x in facts.items() if x["kind"] != "loco"]
     head = ["variant", "loco acc", "Δ loco", "loco F1", "loco AUC", *loco, *other]
-    head += [f"Δ {f}" for f in other] + ["probes min/mean/max", "errors"]
+    head += [f"Δ {f}" for f in other] + ["worst ΔF1 loco", "≤ majority", "probes min/mean/max"]
+    head += ["train s", "errors"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in summary_rows(doc, base):
         probes = row["probes"]
@@ -402,13 +408,16 @@ def table(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> str:
             _fmt(row["loco_auc"]),
             *[_fmt(row["folds"].get(f)) for f in loco + other],
             *[_fmt(row["delta_folds"].get(f), points=True) for f in other],
+            f"{100 * worst[0]:+.2f} {worst[1]}" if (worst := row["worst_f1"]) else "—",
+            ", ".join(row["at_or_below_majority"]) or "none",
             "/".join(f"{p:.2f}" for p in probes) if probes else "—",
+            f"{row['mean_train_s']:.0f}" if row["mean_train_s"] is not None else "—",
             ", ".join(row["errors"]) or "",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     majority = [_fmt(facts[f]["majority"]) for f in loco + other]
     loco_major = _mean([facts[f]["majority"] for f in loco])
-    cells = ["majority", _fmt(loco_major), "", "", "", *majority, *[""] * (len(other) + 2)]
+    cells = ["majority", _fmt(loco_major), "", "", "", *majority, *[""] * (len(other) + 5)]
     lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
