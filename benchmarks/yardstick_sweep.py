@@ -82,6 +82,15 @@ def parse_variant(text: str, index: int) -> Variant:
     return variant
 
 
+def with_seeds(variants: list[Variant], seeds: list[int]) -> list[Variant]:
+    """Each variant once per seed, named NAME@sSEED (the table adds their mean as NAME@mean)."""
+    return [
+        Variant(f"{v.name}@s{seed}", v.preprocess, {**v.train, "seed": seed}, v.model)
+        for v in variants
+        for seed in seeds
+    ]
+
+
 @dataclass
 class Task:
     """One unit of work run in its own process."""
@@ -349,6 +358,10 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _mean_of_all(values: list[Any]) -> float | None:
+    return None if any(v is None for v in values) else _mean(values)
+
+
 def _fmt(value: float | None, points: bool = False) -> str:
     if value is None:
         return "—"
@@ -386,7 +399,34 @@ def summary_rows(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> list[d
         train_s = [r["train_s"] for r in ok.values() if r.get("train_s") is not None]
         row["mean_train_s"] = _mean(train_s)
         rows.append(row)
-    return rows
+    return rows + seed_means(rows)
+
+
+def seed_means(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """NAME@mean rows: the means of the NAME@sSEED rows' figures (where every seed has one)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        name, at, seed = row["variant"].rpartition("@s")
+        if at and seed.isdigit():
+            groups.setdefault(name, []).append(row)
+    means = []
+    for name, group in groups.items():
+        if len(group) < 2:
+            continue
+        avg = _mean_of_all
+        mean: dict[str, Any] = {"variant": f"{name}@mean", "loco_folds": group[0]["loco_folds"]}
+        for key in ("loco_accuracy", "loco_f1", "loco_auc", "delta_loco", "mean_train_s"):
+            mean[key] = avg([g[key] for g in group])
+        for key in ("folds", "delta_folds"):
+            common = set.intersection(*(set(g[key]) for g in group))
+            mean[key] = {f: avg([g[key][f] for g in group]) for f in common}
+        mean["errors"] = sorted({e for g in group for e in g["errors"]})
+        probes = [g["probes"][1] for g in group if g["probes"]]
+        mean["probes"] = (min(probes), _mean(probes), max(probes)) if probes else None
+        mean["worst_f1"] = None  # per seed only
+        mean["at_or_below_majority"] = sorted({f for g in group for f in g["at_or_below_majority"]})
+        means.append(mean)
+    return means
 
 
 def table(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> str:
@@ -440,6 +480,9 @@ def main() -> None:
     parser.add_argument("--kinds", default="loco,imdb,in_domain")
     parser.add_argument("--categories", default=",".join(CATEGORIES))
     parser.add_argument("--only", default="", help="only these loco folds (comma list)")
+    parser.add_argument(
+        "--seeds", help="run every variant with each of these train.seed values (comma list)"
+    )
     parser.add_argument("--json", help="results file, rewritten after every task")
     parser.add_argument("--work", help="keep folds, datasets, runs and logs here (default: temp)")
     parser.add_argument("--task-timeout", type=float, help="kill a task after this many seconds")
@@ -451,6 +494,8 @@ def main() -> None:
         print(table(doc, base or doc.get("baseline", {})))
         return
     variants = [parse_variant(text, i + 1) for i, text in enumerate(args.variant)]
+    if args.seeds:
+        variants = with_seeds(variants, [int(x) for x in args.seeds.split(",")])
     if len({v.name for v in variants}) != len(variants):
         raise SystemExit("--variant names must differ")
     if not variants and not args.baseline:

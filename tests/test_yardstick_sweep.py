@@ -78,3 +78,46 @@ def test_sweep_runs_variants_and_baseline_and_records_a_failure(tmp_path: Path) 
         [sys.executable, str(SWEEP), "--table", str(out)], capture_output=True, text=True
     )
     assert again.returncode == 0 and again.stdout.strip() == table.strip()
+
+
+def test_table_means_seeds_and_measures_against_the_baseline() -> None:
+    sys.path.insert(0, str(SWEEP.parent))
+    from yardstick_sweep import parse_variant, summary_rows, table, with_seeds
+
+    v = with_seeds([parse_variant("name=w model.ngram_buckets=8 train.epochs=4", 1)], [0, 1])
+    assert [x.name for x in v] == ["w@s0", "w@s1"]
+    assert v[1].train == {"epochs": 4, "seed": 1} and v[1].model == {"ngram_buckets": 8}
+    facts = {
+        "a": {"kind": "loco", "majority": 0.6},
+        "b": {"kind": "loco", "majority": 0.9},
+        "imdb": {"kind": "imdb", "majority": 0.5},
+    }
+
+    def res(acc: float, f1: float) -> dict[str, float]:
+        return {"accuracy": acc, "f1": f1, "auc": 0.9, "negation_probes": 0.7, "train_s": 10}
+
+    doc = {
+        "folds": facts,
+        "variants": {
+            "w@s0": {
+                "results": {"a": res(0.80, 0.85), "b": res(0.90, 0.93), "imdb": res(0.7, 0.7)}
+            },
+            "w@s1": {
+                "results": {"a": res(0.84, 0.87), "b": res(0.92, 0.95), "imdb": res(0.8, 0.8)}
+            },
+            "bad": {"results": {"a": {"error": "boom"}, "b": res(0.5, 0.5)}},
+        },
+    }
+    base = {"a": res(0.82, 0.88), "b": res(0.91, 0.94), "imdb": res(0.75, 0.75)}
+    rows = {r["variant"]: r for r in summary_rows(doc, base)}
+    assert rows["w@s0"]["loco_accuracy"] == pytest.approx(0.85)
+    assert rows["w@s0"]["delta_loco"] == pytest.approx(-0.015)
+    assert rows["w@s0"]["worst_f1"] == (pytest.approx(-0.03), "a")
+    assert rows["w@mean"]["loco_accuracy"] == pytest.approx(0.865)
+    assert rows["w@mean"]["delta_folds"]["imdb"] == pytest.approx(0.0)
+    assert rows["bad"]["loco_folds"] == "1/2" and rows["bad"]["errors"] == ["a"]
+    assert rows["bad"]["at_or_below_majority"] == ["b"]
+    assert rows["baseline"]["delta_loco"] == 0
+    text = table(doc, base)
+    assert "| w@mean (2/2) | 0.8650 | +0.00 |" in text
+    assert "| majority | 0.7500 |" in text
