@@ -11,7 +11,9 @@ baseline's slow folds). A task that raises or whose process dies is recorded wit
 the ``--json`` file is rewritten after every task, so a killed sweep keeps what finished. At the
 end: one table row per variant (loco means, each fold's accuracy, IMDB, in-domain, negation
 probes, Δ vs the baseline of this run or of ``--baseline-json`` — an earlier sweep's JSON or a
-``bench_accuracy.py --json`` file).
+``bench_accuracy.py --json`` file). ``--seeds 0,1,2`` runs every variant once per ``train.seed``
+and adds a NAME@mean row. Folds, datasets, runs and per-task logs go to ``--work`` (a temporary
+folder by default); ``--task-timeout S`` kills a task that runs longer.
 
     python benchmarks/yardstick_sweep.py --jobs 16 --device cuda --json sweep.json \\
         --variant 'name=default' \\
