@@ -374,6 +374,7 @@ def summary_rows(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> list[d
     """Per variant (and the baseline): loco means, per-fold accuracy, Δ vs the baseline."""
     facts = doc["folds"]
     loco = [f for f, x in facts.items() if x["kind"] == "loco"]
+    base = {f: r for f, r in base.items() if f in facts}  # an earlier run may have more folds
     named = [(name, v["results"]) for name, v in doc["variants"].items()]
     if base:
         named.append(("baseline", base))

@@ -109,6 +109,7 @@ def test_table_means_seeds_and_measures_against_the_baseline() -> None:
         },
     }
     base = {"a": res(0.82, 0.88), "b": res(0.91, 0.94), "imdb": res(0.75, 0.75)}
+    base["not_run_here"] = res(0.5, 0.5)  # a baseline file of a wider run
     rows = {r["variant"]: r for r in summary_rows(doc, base)}
     assert rows["w@s0"]["loco_accuracy"] == pytest.approx(0.85)
     assert rows["w@s0"]["delta_loco"] == pytest.approx(-0.015)
