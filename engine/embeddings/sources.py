@@ -127,8 +127,8 @@ class Sources:
                         stats.duplicates += 1
                         continue
                     seen.add(digest)
-                stats.docs += 1
                 yield cleaned.decode().split()
+                stats.docs += 1  # after the yield: a consumer that stops early did not take it
             if stats.docs + stats.duplicates == 0:
                 raise InputError(
                     f"{path}: no record with any word in its `{stats.text_field}` field "
