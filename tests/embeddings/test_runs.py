@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import torch
 
 from engine.events import read_events
 
@@ -106,3 +108,18 @@ def test_one_rank_trains_on_several_real_inputs(imdb_path: Path, tmp_path: Path)
     phase = next(e for e in events if e["type"] == "phase")
     assert phase["sampling"] > 0 and phase["compute"] > 0
     assert phase["sampling"] + phase["compute"] + phase["comm"] <= phase["seconds"] * 1.01
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (GPU boxes only)")
+def test_one_rank_trains_on_cuda(imdb_path: Path, tmp_path: Path) -> None:
+    """On a GPU box: pairs, negatives and the model live on the GPU; the run learns."""
+    summary = _embed(
+        imdb_path, tmp_path / "cuda", "--device", "cuda", "--max-docs", "2000",
+        "--epochs", "2", "--batch", "4096", "--log-every", "5",
+    )  # fmt: skip
+    assert summary["device"] == "cuda:0" and summary["epochs"] == 2
+    assert summary["pip_loss"] < summary["pip_loss_initial"]
+    assert summary["words_per_s"] > 0 and summary["neighbours"]
+    vectors = np.load(tmp_path / "cuda" / "embeddings.npy")
+    assert vectors.shape[0] == summary["vocab"] and np.isfinite(vectors).all()
