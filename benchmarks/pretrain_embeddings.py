@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--dim", type=int, default=100, help="= the classifier's embedding size")
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=16384, help="positive pairs per step")
+    parser.add_argument("--batch", type=int, default=8192, help="positive pairs per step")
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--max-vocab", type=int, default=30_000)
     parser.add_argument("--min-count", type=int, default=5)

@@ -90,11 +90,11 @@ def test_async_straggler_does_not_stall_the_other_worker(imdb_path: Path, tmp_pa
 def test_one_rank_trains_on_several_real_inputs(imdb_path: Path, tmp_path: Path) -> None:
     """IMDB and an Amazon file as one corpus (the Amazon reviews first), on the CPU when asked;
     the prepare summary counts each file, the phase splits pair building from the model."""
-    amazon = imdb_path.parent / "amazon2018_All_Beauty_5.jsonl.gz"
+    amazon = imdb_path.parent / "amazon2018_Appliances_5.jsonl.gz"  # ≈ 130 distinct texts
     run = tmp_path / "mixed"
     cmd = [sys.executable, "-m", "tui.cli", "embed", "--input", str(amazon), str(imdb_path),
-           "--run-dir", str(run), "--device", "cpu", "--dedupe", "--max-docs", "2000",
-           "--epochs", "1", "--batch", "2048", "--threads", "1", "--eval-words", "150",
+           "--run-dir", str(run), "--device", "cpu", "--dedupe", "--max-docs", "400",
+           "--epochs", "2", "--batch", "256", "--threads", "1", "--eval-words", "150",
            "--max-vocab", "3000", "--json"]  # fmt: skip
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -102,9 +102,10 @@ def test_one_rank_trains_on_several_real_inputs(imdb_path: Path, tmp_path: Path)
     assert summary["device"] == "cpu" and summary["pip_loss"] < summary["pip_loss_initial"]
     events = list(read_events(run / "events.jsonl"))
     prep = next(e for e in events if e["type"] == "summary" and e["stage"] == "prepare")
-    beauty, imdb = prep["sources"]
-    assert beauty["path"] == str(amazon) and beauty["duplicates"] > 0  # variants repeat texts
-    assert beauty["docs"] + imdb["docs"] == prep["docs"] == 2000
+    appliances, imdb = prep["sources"]
+    assert appliances["path"] == str(amazon) and appliances["duplicates"] > 1000  # variants
+    assert appliances["docs"] > 0 and imdb["docs"] > 0
+    assert appliances["docs"] + imdb["docs"] == prep["docs"] == 400
     phase = next(e for e in events if e["type"] == "phase")
     assert phase["sampling"] > 0 and phase["compute"] > 0
     assert phase["sampling"] + phase["compute"] + phase["comm"] <= phase["seconds"] * 1.01
