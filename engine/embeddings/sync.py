@@ -26,7 +26,8 @@ def run_sync(run: EmbedRun) -> dict[str, Any] | None:
     if env.world > 1:
         ids = [run.device.index] if cuda else None
         module = DDP(run.model, device_ids=ids, forward_sync_buffers=False)
-    optimizer = torch.optim.Adam(run.model.parameters(), lr=cfg.lr)
+    # one fused kernel per update on a GPU, as the sentiment trainer does
+    optimizer = torch.optim.Adam(run.model.parameters(), lr=cfg.lr, fused=True if cuda else None)
     pip0 = run.pip()
     if main:
         run.start_event(env.world, pip0)
