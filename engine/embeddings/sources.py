@@ -131,7 +131,7 @@ class Sources:
                 stats.docs += 1  # after the yield: a consumer that stops early did not take it
             if stats.docs + stats.duplicates == 0:
                 raise InputError(
-                    f"{path}: no record with any word in its `{stats.text_field}` field "
-                    f"({stats.skipped} line(s) passed over)",
+                    f"{path}: no usable review: no record with any word in its "
+                    f"`{stats.text_field}` field ({stats.skipped} line(s) passed over)",
                     hint="pass review files with a text field to --input",
                 )
