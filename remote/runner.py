@@ -336,6 +336,7 @@ def _summary(
     summary.update({k: train[k] for k in SUMMARY_KEYS if k in train})
     cost = meter.summary()
     summary["usd"] = cost["usd"]
+    summary["accrued_usd"] = round(meter.accrued_usd(), 6)  # without the 1-min minimum
     summary["usd_per_hour"] = round(sum(line["usd_per_hour"] for line in cost["lines"]), 6)
     summary["cost"] = cost
     summary["train"] = train

@@ -56,6 +56,25 @@ def fmt_usd(value: float | None, empty: str = "—") -> str:
     return f"${value:,.3f}" if abs(value) < 1 else f"${value:,.2f}"
 
 
+def minimum_charged(billed: float, used: float | None, usd_per_hour: float | None) -> bool:
+    """True when the one-minute minimum charge, not the seconds used, set the bill: billed
+    tops used by more than whole-second rounding and the two differ once formatted."""
+    if used is None:
+        return False
+    rounding = (usd_per_hour or 0.0) * 1.01 / 3600.0
+    return billed - used > rounding and fmt_usd(billed) != fmt_usd(used)
+
+
+def fmt_billed(billed: float | None, used: float | None, usd_per_hour: float | None) -> str:
+    """A finished run's cost: `$0.0016 billed (1-min minimum; $0.00087 used)` when the
+    minimum set the bill, else `$0.0020`."""
+    if billed is None:
+        return fmt_usd(None)
+    if minimum_charged(billed, used, usd_per_hour):
+        return f"{fmt_usd(billed)} billed (1-min minimum; {fmt_usd(used)} used)"
+    return fmt_usd(billed)
+
+
 def fmt_duration(seconds: float | None, empty: str = "—") -> str:
     """1h02m, 4m05s or 12s."""
     if seconds is None:

@@ -60,13 +60,22 @@ def parse_straggle(text: str) -> dict[int, float]:
 def add_embed_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags shared by ``python -m engine.embeddings`` and ``sentitop embed``.
 
-    Generated from :class:`EmbedConfig` (--input and --data exclusive); --straggle takes
-    RANK:FACTOR pairs and --nproc is the launcher's.
+    Generated from :class:`EmbedConfig` (--input and --data exclusive; --input takes one or
+    more paths and may repeat); --straggle takes RANK:FACTOR pairs and --nproc is the
+    launcher's.
     """
-    from engine.config_flags import add_config_flags
+    from engine.config_flags import add_config_flags, field_docs
 
     source = parser.add_mutually_exclusive_group()
-    add_config_flags(source, EmbedConfig, only=_SOURCE, aliases={"data_dir": "--data"})
+    source.add_argument(
+        "--input",
+        nargs="+",
+        action="extend",
+        metavar="PATH",
+        default=None,
+        help=field_docs(EmbedConfig)["input"],
+    )
+    add_config_flags(source, EmbedConfig, only=("data_dir",), aliases={"data_dir": "--data"})
     add_config_flags(parser, EmbedConfig, skip=_SOURCE)
     parser.add_argument("--nproc", type=int, default=1, help="local processes (ranks)")
     parser.add_argument(
@@ -89,7 +98,7 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
     if not data.get("run_dir"):
         raise ConfigError("--run-dir is required")
     if data.get("input") and data.get("data_dir"):
-        raise ConfigError("give --input FILE or --data DIR, not both")
+        raise ConfigError("give --input PATH... or --data DIR, not both")
     if not (data.get("input") or data.get("data_dir")):
         raise ConfigError("--input FILE or --data DIR is required")
     return EmbedConfig.from_dict(data)
@@ -107,25 +116,35 @@ def run_rank(cfg: EmbedConfig) -> int:
     from engine.rank_main import run_as_rank
     from engine.sentiment.dist_env import DistEnv
 
-    env = DistEnv.from_environ("cpu")
+    env = DistEnv.from_environ("cpu" if cfg.mode == "async" else cfg.device)
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
     emitter = rank_emitter(cfg.run_dir, env.rank, events_file=cfg.events_file)
 
     def work() -> None:
+        if env.device.type == "cuda":
+            torch.cuda.set_device(env.device)
         if env.world > 1:
-            dist.init_process_group("gloo")
+            dist.init_process_group(env.backend)
         run = EmbedRun(cfg, env, emitter)
         (run_async if cfg.mode == "async" else run_sync)(run)
 
     return run_as_rank(work, emitter)
 
 
-def check_nproc(cfg: EmbedConfig, nproc: int) -> None:
-    """ConfigError unless ``nproc`` ranks can run ``cfg.mode``."""
+def check_nproc(cfg: EmbedConfig, nproc: int) -> EmbedConfig:
+    """``cfg`` with its device resolved (cpu or cuda) for ``nproc`` local ranks; ConfigError
+    unless they can run ``cfg.mode`` there."""
+    from dataclasses import replace
+
+    from engine.embeddings.device import resolve_device
+
     if nproc < 1:
         raise ConfigError(f"--nproc = {nproc} must be >= 1")
     if cfg.mode == "async" and nproc < 2:
         raise ConfigError("--mode async needs --nproc >= 2 (one server + at least one worker)")
+    if cfg.device == "cpu":
+        return cfg
+    return replace(cfg, device=resolve_device(cfg, nproc))  # type: ignore[arg-type]
 
 
 def launch(
@@ -140,7 +159,7 @@ def launch(
     :func:`engine.launch.launch_ranks` (LaunchError names a failed rank; the others stop)."""
     from engine.launch import default_threads, launch_ranks
 
-    check_nproc(cfg, nproc)
+    cfg = check_nproc(cfg, nproc)
     config_path = Path(cfg.run_dir) / CONFIG_FILE
     config_path.write_text(json.dumps(cfg.to_dict(), indent=2), encoding="utf-8")
     launch_ranks(
@@ -178,7 +197,7 @@ def run_local(
     from engine.embeddings.prepare import prepare
     from engine.embeddings.runtime import SUMMARY_FILE
 
-    check_nproc(cfg, nproc)
+    cfg = check_nproc(cfg, nproc)
     sinks: list[EventSink] = [StreamSink() if on_line is None else _LineSink(on_line)]
     if cfg.events_file:
         sinks.append(JsonlFileSink(Path(cfg.run_dir) / "events.jsonl"))

@@ -10,6 +10,7 @@ from engine.errors import ConfigError
 
 Mode = Literal["sync", "async"]
 Encoder = Literal["word", "char"]
+Device = Literal["auto", "cpu", "cuda"]
 
 
 def _check(condition: bool, field_name: str, allowed: str, value: object) -> None:
@@ -23,12 +24,17 @@ class EmbedConfig:
 
     run_dir: str
     """Run folder: corpus.npz, reference.npz, events.jsonl, embeddings.npy, summary.json."""
-    input: str | None = None
-    """Raw JSON-lines reviews (plain or .gz; IMDB, McAuley...), cleaned here."""
+    input: str | list[str] | None = None
+    """Raw JSON-lines reviews (plain or .gz; McAuley 2014/2018, IMDB, Fine Food, Alexa, or any
+    records with a text field; ratings not needed), or folders of them: one path or several,
+    read in turn as one corpus, cleaned as preprocessing cleans."""
     data_dir: str | None = None
     """Or a preprocessed folder (dataset.h5 + vocab.json); its /train/tokens are the corpus."""
     mode: Mode = "sync"
     """sync = DDP all-reduce every step; async = parameter server on rank 0, workers 1..N-1."""
+    device: Device = "auto"
+    """Where sync ranks train: cuda (rank r on GPU r, NCCL), cpu (gloo), or auto = cuda when
+    every local rank can have a GPU of its own, else cpu. Async mode is CPU-only."""
     encoder: Encoder = "word"
     """word = an embedding table; char = a character LSTM whose last hidden state is the vector."""
     dim: int = 50
@@ -61,6 +67,8 @@ class EmbedConfig:
         default_factory=lambda: ["good", "bad", "movie", "actor", "funny", "boring"]
     )
     """Words whose nearest neighbours go into the summary (those in the vocabulary)."""
+    dedupe: bool = False
+    """Drop repeated documents (identical after cleaning), e.g. one review on many variants."""
     seed: int = 0
     """Seed of init, sub-sampling and negatives."""
     threads: int | None = None
@@ -79,7 +87,22 @@ class EmbedConfig:
             "exactly one of --input FILE or --data DIR",
             (self.input, self.data_dir),
         )
+        if isinstance(self.input, str):
+            self.input = [self.input]
+        _check(
+            self.input is None or (bool(self.input) and all(self.input)),
+            "input",
+            "one or more paths",
+            self.input,
+        )
         _check(self.mode in ("sync", "async"), "mode", "sync|async", self.mode)
+        _check(self.device in ("auto", "cpu", "cuda"), "device", "auto|cpu|cuda", self.device)
+        if self.mode == "async" and self.device == "cuda":
+            raise ConfigError(
+                "embed.device = cuda is not supported with mode = async (the parameter server "
+                "exchanges CPU tensors)",
+                hint="use --mode sync on a GPU, or --device cpu",
+            )
         _check(self.encoder in ("word", "char"), "encoder", "word|char", self.encoder)
         for name in ("dim", "batch", "epochs", "window", "negatives", "min_count", "log_every"):
             value = getattr(self, name)
@@ -93,6 +116,13 @@ class EmbedConfig:
         for rank, factor in self.straggle.items():
             _check(rank >= 0 and factor >= 1, "straggle", "RANK>=0:FACTOR>=1", (rank, factor))
 
+    @property
+    def inputs(self) -> list[str]:
+        """The --input paths as a list (empty with --data)."""
+        if self.input is None:
+            return []
+        return [self.input] if isinstance(self.input, str) else list(self.input)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (straggle keys become strings)."""
         return config_to_dict(self)
@@ -104,5 +134,9 @@ class EmbedConfig:
 
     def corpus_key(self) -> dict[str, Any]:
         """The settings the prepared corpus and reference depend on (cache key)."""
-        names = ("input", "data_dir", "min_count", "max_vocab", "max_docs", "window", "negatives")
-        return {n: getattr(self, n) for n in (*names, "eval_words", "dim")}
+        names = ("data_dir", "min_count", "max_vocab", "max_docs", "window", "negatives")
+        key = {n: getattr(self, n) for n in (*names, "eval_words", "dim")}
+        key["input"] = self.inputs or None
+        if self.dedupe:
+            key["dedupe"] = True
+        return key

@@ -209,17 +209,65 @@ def epoch_pairs(
     return centres[order], contexts[order], raw
 
 
-class NegativeSampler:
-    """Draws negatives from unigram^0.75 through a precomputed table (as word2vec does)."""
+class DevicePairs:
+    """Skip-gram pairs built on a torch device (a GPU): the corpus ids, document indexes and
+    keep probabilities are uploaded once; each epoch's sub-sampling, pairing and shuffle run
+    there, so the host does no per-epoch or per-step work. Same rules as :func:`epoch_pairs`
+    (a different random stream)."""
 
-    def __init__(self, counts: np.ndarray, seed: int, table_size: int = NEG_TABLE_SIZE) -> None:
+    def __init__(self, corpus: Corpus, doc_range: tuple[int, int], device: torch.device) -> None:
+        lo, hi = doc_range
+        start, stop = int(corpus.doc_starts[lo]), int(corpus.doc_starts[hi])
+        self.ids = torch.from_numpy(corpus.ids[start:stop].astype(np.int64)).to(device)
+        self.doc = torch.from_numpy(corpus.doc_of()[start:stop]).to(device)
+        self.counts = corpus.counts
+        self.keep_cache: dict[float, torch.Tensor] = {}
+        self.device = device
+        self.raw = round(corpus.raw_tokens * (stop - start) / max(1, len(corpus.ids)))
+
+    def epoch(
+        self, *, window: int, subsample: float, seed: int
+    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Shuffled (centres, contexts) on the device and the raw tokens they stand for."""
+        if subsample not in self.keep_cache:
+            keep_p = keep_probabilities(self.counts, subsample).astype(np.float32)
+            self.keep_cache[subsample] = torch.from_numpy(keep_p).to(self.device)
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        draw = torch.rand(len(self.ids), generator=gen, device=self.device)
+        keep = draw < self.keep_cache[subsample][self.ids]
+        ids, doc = self.ids[keep], self.doc[keep]
+        centres, contexts = [], []
+        for off in range(1, window + 1):
+            same = doc[:-off] == doc[off:]
+            left, right = ids[:-off][same], ids[off:][same]
+            centres += [left, right]
+            contexts += [right, left]
+        c, x = torch.cat(centres), torch.cat(contexts)
+        order = torch.randperm(len(c), generator=gen, device=self.device)
+        return c[order], x[order], self.raw
+
+
+class NegativeSampler:
+    """Draws negatives from unigram^0.75 through a precomputed table (as word2vec does), on
+    ``device`` (the table lives there; CPU by default)."""
+
+    def __init__(
+        self,
+        counts: np.ndarray,
+        seed: int,
+        table_size: int = NEG_TABLE_SIZE,
+        device: torch.device | None = None,
+    ) -> None:
         probs = counts.astype(np.float64) ** 0.75
         probs /= probs.sum()
         repeats = np.maximum(1, np.round(probs * table_size)).astype(np.int64)
-        self.table = torch.from_numpy(np.repeat(np.arange(len(counts)), repeats))
-        self.generator = torch.Generator().manual_seed(seed)
+        device = device or torch.device("cpu")
+        self.table = torch.from_numpy(np.repeat(np.arange(len(counts)), repeats)).to(device)
+        self.generator = torch.Generator(device=device).manual_seed(seed)
 
     def sample(self, batch: int, k: int) -> torch.Tensor:
         """(batch, k) int64 word ids."""
-        pick = torch.randint(len(self.table), (batch, k), generator=self.generator)
+        pick = torch.randint(
+            len(self.table), (batch, k), generator=self.generator, device=self.table.device
+        )
         return self.table[pick]

@@ -59,7 +59,7 @@ class CharEncoder(nn.Module):
         unique, inverse = torch.unique(ids, return_inverse=True)
         chars = self.embed(self.chars[unique])  # (U, L, c)
         packed = pack_padded_sequence(
-            chars, self.lengths[unique], batch_first=True, enforce_sorted=False
+            chars, self.lengths[unique].cpu(), batch_first=True, enforce_sorted=False
         )
         _, (h_n, _) = self.lstm(packed)  # h_n: (1, U, d), the state after each last character
         return h_n[0][inverse]  # type: ignore[no-any-return]

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from engine.embeddings.config import EmbedConfig
-from engine.embeddings.corpus import Corpus, build_corpus, read_dataset_docs, read_text_docs
+from engine.embeddings.corpus import Corpus, build_corpus, read_dataset_docs
 from engine.embeddings.evaluate import sppmi_reference
-from engine.errors import InputError
+from engine.embeddings.sources import Sources, SourceStats
 from engine.events import Emitter
 
 CORPUS_FILE = "corpus.npz"
@@ -21,16 +21,15 @@ REFERENCE_FILE = "reference.npz"
 KEY_FILE = "prepare.json"
 
 
-def load_docs_corpus(cfg: EmbedConfig) -> Corpus:
-    """Build the corpus from ``cfg.input`` (raw JSON lines) or ``cfg.data_dir`` (dataset.h5)."""
-    if cfg.input is not None:
-        if not Path(cfg.input).is_file():
-            raise InputError(f"{cfg.input} not found", hint="pass a JSON-lines file to --input")
-        if Path(cfg.input).stat().st_size == 0:
-            raise InputError(
-                f"{cfg.input} is empty", hint="pass a JSON-lines review file to --input"
-            )
-        docs = read_text_docs(cfg.input)
+def load_docs_corpus(cfg: EmbedConfig, sources: list[SourceStats] | None = None) -> Corpus:
+    """Build the corpus from ``cfg.input`` (raw JSON-lines files or folders, read in turn) or
+    ``cfg.data_dir`` (dataset.h5); ``sources``, when given, receives each input file's counts."""
+    docs: Any
+    if cfg.inputs:
+        docs = Sources(cfg.inputs, dedupe=cfg.dedupe)
+        if sources is not None:
+            sources.clear()
+            docs.stats = sources
     else:
         assert cfg.data_dir is not None  # EmbedConfig checks exactly one is set
         docs = read_dataset_docs(cfg.data_dir)
@@ -39,7 +38,7 @@ def load_docs_corpus(cfg: EmbedConfig) -> Corpus:
         min_count=cfg.min_count,
         max_vocab=cfg.max_vocab,
         max_docs=cfg.max_docs,
-        source=cfg.input or cfg.data_dir or "the input",
+        source=", ".join(cfg.inputs) or cfg.data_dir or "the input",
     )
 
 
@@ -56,19 +55,26 @@ def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
             return dict(recorded["stats"])
     start = time.perf_counter()
     emitter.emit("stage_start", stage="prepare", input=cfg.input or cfg.data_dir)
-    corpus = load_docs_corpus(cfg)
+    sources: list[SourceStats] = []
+    corpus = load_docs_corpus(cfg, sources)
     corpus.save(run_dir / CORPUS_FILE)
     t_ref = time.perf_counter()
     reference = sppmi_reference(corpus, cfg.eval_words, cfg.window, cfg.negatives, cfg.dim)
     np.savez(run_dir / REFERENCE_FILE, reference=reference)
-    stats = {
+    stats: dict[str, Any] = {
         "docs": corpus.num_docs,
         "raw_tokens": corpus.raw_tokens,
         "tokens": len(corpus.ids),
         "vocab": corpus.vocab_size,
         "eval_words": len(reference),
         "reference_s": time.perf_counter() - t_ref,
+        "read_s": t_ref - start,
     }
+    if sources:
+        stats["sources"] = [
+            {"path": s.path, "docs": s.docs, "skipped": s.skipped, "duplicates": s.duplicates}
+            for s in sources
+        ]
     key_path.write_text(json.dumps({"key": key, "stats": stats}), encoding="utf-8")
     emitter.emit("summary", stage="prepare", **stats)
     emitter.emit("stage_end", stage="prepare", status="ok", seconds=time.perf_counter() - start)

@@ -17,7 +17,13 @@ import numpy as np
 import torch
 
 from engine.embeddings.config import EmbedConfig
-from engine.embeddings.corpus import Corpus, NegativeSampler, epoch_pairs, shard_docs
+from engine.embeddings.corpus import (
+    Corpus,
+    DevicePairs,
+    NegativeSampler,
+    epoch_pairs,
+    shard_docs,
+)
 from engine.embeddings.evaluate import nearest_neighbours, pip_loss
 from engine.embeddings.models import SGNS, build_model
 from engine.embeddings.prepare import CORPUS_FILE, REFERENCE_FILE
@@ -46,6 +52,9 @@ class EpochStats:
     straggle: float = 0.0
     """Injected sleep seconds."""
     seconds: float = 0.0
+    sampling: float = 0.0
+    """Seconds building the epoch's pairs and drawing negatives (host work on CPU; on a GPU
+    both run there and this counts launch time only)."""
 
     def add(self, pairs: int, loss: float, words: float) -> None:
         """Count one step."""
@@ -66,6 +75,8 @@ class EmbedRun:
     reference: np.ndarray = field(init=False)
     model: SGNS = field(init=False)
     negatives: NegativeSampler = field(init=False)
+    device: torch.device = field(init=False)
+    device_pairs: DevicePairs | None = field(init=False, default=None)
     history: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.time)
 
@@ -74,21 +85,32 @@ class EmbedRun:
         self.corpus = Corpus.load(run_dir / CORPUS_FILE)
         with np.load(run_dir / REFERENCE_FILE) as z:
             self.reference = z["reference"]
+        self.device = self.env.device
         torch.manual_seed(self.cfg.seed)  # identical initial weights on every rank
         self.model = build_model(
             self.cfg.encoder, self.corpus.itos, self.cfg.dim, self.cfg.char_dim,
             self.cfg.max_word_len,
-        )  # fmt: skip
-        self.negatives = NegativeSampler(self.corpus.counts, self.cfg.seed * 1000 + self.env.rank)
+        ).to(self.device)  # fmt: skip
+        self.negatives = NegativeSampler(
+            self.corpus.counts, self.cfg.seed * 1000 + self.env.rank, device=self.device
+        )
 
     # ------------------------------------------------------------------ data
     def shard_pairs(
         self, epoch: int, shard: int, shards: int
     ) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """(centres, contexts) of this worker's documents for ``epoch`` and the raw words per
-        pair (sub-sampling is redrawn every epoch)."""
+        """(centres, contexts) of this worker's documents for ``epoch``, on the run's device,
+        and the raw words per pair (sub-sampling is redrawn every epoch). On a GPU the pairs
+        are built there (:class:`DevicePairs`), on CPU with numpy (:func:`epoch_pairs`)."""
         doc_range = shard_docs(self.corpus, shard, shards)
         seed = (self.cfg.seed * 1_000_003 + epoch) * 1009 + shard
+        if self.device.type != "cpu":
+            if self.device_pairs is None:
+                self.device_pairs = DevicePairs(self.corpus, doc_range, self.device)
+            c, x, raw = self.device_pairs.epoch(
+                window=self.cfg.window, subsample=self.cfg.subsample, seed=seed
+            )
+            return c, x, raw / max(1, len(c))
         centres, contexts, raw = epoch_pairs(
             self.corpus,
             doc_range,
@@ -100,9 +122,17 @@ class EmbedRun:
         return torch.from_numpy(centres), torch.from_numpy(contexts), words_per_pair
 
     # ------------------------------------------------------------------ one step
-    def loss(self, module: torch.nn.Module, centres: torch.Tensor, contexts: torch.Tensor) -> Any:
-        """The SGNS loss of a batch through ``module`` (the model or its DDP wrapper)."""
-        negatives = self.negatives.sample(len(centres), self.cfg.negatives)
+    def loss(
+        self,
+        module: torch.nn.Module,
+        centres: torch.Tensor,
+        contexts: torch.Tensor,
+        negatives: torch.Tensor | None = None,
+    ) -> Any:
+        """The SGNS loss of a batch through ``module`` (the model or its DDP wrapper);
+        negatives are drawn here unless given."""
+        if negatives is None:
+            negatives = self.negatives.sample(len(centres), self.cfg.negatives)
         return module(centres, contexts, negatives)
 
     def straggle(self, compute_s: float) -> float:
@@ -118,7 +148,8 @@ class EmbedRun:
     def eval_vectors(self) -> np.ndarray:
         """(n, d) vectors of the fixed evaluation words (ids 0..n-1, the most frequent)."""
         self.model.eval()
-        vectors = self.model.vectors(torch.arange(len(self.reference))).numpy()
+        ids = torch.arange(len(self.reference), device=self.device)
+        vectors = self.model.vectors(ids).cpu().numpy()
         self.model.train()
         return vectors
 
@@ -149,6 +180,7 @@ class EmbedRun:
                 comm=r.comm,
                 straggle=r.straggle,
                 seconds=r.seconds,
+                sampling=r.sampling,
                 steps=r.steps,
                 samples=r.pairs,
             )
@@ -169,6 +201,7 @@ class EmbedRun:
             workload="embeddings",
             mode=self.cfg.mode,
             encoder=self.cfg.encoder,
+            device=str(self.device),
             world_size=self.env.world,
             workers=workers,
             dim=self.cfg.dim,
@@ -185,7 +218,8 @@ class EmbedRun:
         """Rank 0: write the vectors and summary.json, emit `summary` and `stage_end`."""
         cfg = self.cfg
         self.model.eval()
-        vectors = self.model.vectors(torch.arange(self.corpus.vocab_size)).numpy()
+        ids = torch.arange(self.corpus.vocab_size, device=self.device)
+        vectors = self.model.vectors(ids).cpu().numpy()
         train_s = sum(r["seconds"] for r in self.history)
         words = sum(r["words_per_s"] * r["seconds"] for r in self.history)
         summary: dict[str, Any] = {
@@ -193,6 +227,7 @@ class EmbedRun:
             "workload": "embeddings",
             "mode": cfg.mode,
             "encoder": cfg.encoder,
+            "device": str(self.device),
             "dim": cfg.dim,
             "batch": cfg.batch,
             "world_size": self.env.world,

@@ -21,23 +21,33 @@ def run_sync(run: EmbedRun) -> dict[str, Any] | None:
     """Train ``run.cfg.epochs`` epochs; rank 0 returns the summary, other ranks None."""
     cfg, env = run.cfg, run.env
     main = env.rank == 0
-    module: nn.Module = run.model if env.world == 1 else DDP(run.model, forward_sync_buffers=False)
-    optimizer = torch.optim.Adam(run.model.parameters(), lr=cfg.lr)
+    cuda = run.device.type == "cuda"
+    module: nn.Module = run.model
+    if env.world > 1:
+        ids = [run.device.index] if cuda else None
+        module = DDP(run.model, device_ids=ids, forward_sync_buffers=False)
+    # one fused kernel per update on a GPU, as the sentiment trainer does
+    optimizer = torch.optim.Adam(run.model.parameters(), lr=cfg.lr, fused=True if cuda else None)
     pip0 = run.pip()
     if main:
         run.start_event(env.world, pip0)
     global_step, last_log, pairs_since_log = 0, time.perf_counter(), 0
     for epoch in range(cfg.epochs):
+        start = time.perf_counter()
         centres, contexts, words_per_pair = run.shard_pairs(epoch, env.rank, env.world)
-        steps = torch.tensor([len(centres) // cfg.batch])
+        steps = torch.tensor([len(centres) // cfg.batch], device=run.device)
         if env.world > 1:
             dist.all_reduce(steps, op=dist.ReduceOp.MIN)  # same step count on every rank
         stats = EpochStats(epoch)
-        start = time.perf_counter()
+        stats.sampling = time.perf_counter() - start
+        # the loss is summed where it is computed: no device-to-host sync every step
+        loss_sum = torch.zeros((), dtype=torch.float64, device=run.device)
         for step in range(int(steps)):
             lo, hi = step * cfg.batch, (step + 1) * cfg.batch
+            t_s = time.perf_counter()
+            negatives = run.negatives.sample(hi - lo, cfg.negatives)
             t0 = time.perf_counter()
-            loss = run.loss(module, centres[lo:hi], contexts[lo:hi])
+            loss = run.loss(module, centres[lo:hi], contexts[lo:hi], negatives)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # DDP all-reduces the gradient buckets here
             t1 = time.perf_counter()
@@ -46,7 +56,9 @@ def run_sync(run: EmbedRun) -> dict[str, Any] | None:
             optimizer.step()
             stats.comm += time.perf_counter() - t2
             stats.compute += t1 - t0
-            stats.add(hi - lo, float(loss.item()), (hi - lo) * words_per_pair)
+            stats.sampling += t0 - t_s
+            loss_sum += loss.detach() * (hi - lo)
+            stats.add(hi - lo, 0.0, (hi - lo) * words_per_pair)
             global_step += 1
             pairs_since_log += hi - lo
             if main and global_step % cfg.log_every == 0:
@@ -63,6 +75,9 @@ def run_sync(run: EmbedRun) -> dict[str, Any] | None:
                     lr=cfg.lr,
                 )
                 last_log, pairs_since_log = now, 0
+        stats.loss_sum = float(loss_sum.item())
+        if cuda:
+            torch.cuda.synchronize(run.device)
         stats.seconds = time.perf_counter() - start
         gathered = _gather(stats, env.world)
         if main:

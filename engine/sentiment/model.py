@@ -1,4 +1,4 @@
-"""LSTM sentiment classifier: embedding → LSTM over packed sequences → two FC layers → one logit,
+"""LSTM sentiment classifier: embedding → LSTM (packed on CPU, padded on GPU) → FC head → logit,
 plus an optional linear bag of unigrams and hashed bigrams added to the logit (wide & deep)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from engine.config import ModelConfig
 from engine.errors import ConfigError
+from engine.sentiment.padded_lstm import padded_lstm
 from engine.sentiment.presets import PRESETS
 from engine.sentiment.pretrained import Aligned, initial_table
 
@@ -157,12 +158,19 @@ class SentimentLSTM(nn.Module):
             if spec.ngram_buckets
             else None
         )
+        self.packing = "auto"
+        """How the LSTM meets padding: `packed` (pack_padded_sequence: skips padding, fastest
+        on a CPU), `padded` (engine/sentiment/padded_lstm.py: fixed shapes, fastest on a GPU;
+        the same outputs) or `auto` (padded for CUDA tensors, else packed)."""
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Logits (B,) for right-padded token ids (B, T) with true lengths (B,) (on the CPU)."""
         wide = self.wide(tokens, lengths.clamp(max=tokens.shape[1])) if self.wide else None
         lengths = lengths.clamp(min=1, max=tokens.shape[1])  # empty texts read one pad token
         emb = self.embed_dropout(self.embedding(tokens))  # (B, T, E)
+        if self.packing == "padded" or (self.packing == "auto" and tokens.is_cuda):
+            logits = self._head_padded(emb, lengths.to(tokens.device))
+            return logits if wide is None else logits + wide
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, (h_n, _) = self.lstm(packed)  # h_n: (layers * directions, B, H), in input order
         if self.spec.pool == "max":  # padding is -inf, so never the max
@@ -173,6 +181,18 @@ class SentimentLSTM(nn.Module):
         logits: torch.Tensor = self.head(features).squeeze(1)  # (B,)
         if wide is not None:
             logits = logits + wide  # float32 (a bf16 head under autocast is promoted)
+        return logits
+
+    def _head_padded(self, emb: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Logits through the unpacked LSTM (equal to the packed path; see padded_lstm)."""
+        out, last = padded_lstm(self.lstm, emb, lengths)
+        if self.spec.pool == "max":
+            steps = torch.arange(out.shape[1], device=out.device).unsqueeze(0)
+            pad = (steps >= lengths.unsqueeze(1)).unsqueeze(2)  # (B, T, 1)
+            features = out.masked_fill(pad, float("-inf")).max(dim=1).values
+        else:
+            features = last
+        logits: torch.Tensor = self.head(features).squeeze(1)
         return logits
 
 

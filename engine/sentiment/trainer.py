@@ -281,8 +281,11 @@ class Trainer:
         self.eval_criterion = nn.BCEWithLogitsLoss(pos_weight=pw, reduction="sum")
         self.base_lr = cfg.lr * cfg.batch_size / cfg.lr_reference_batch
         opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+        # one fused kernel for the whole update on a GPU instead of a launch per tensor (+40 %
+        # samples/s for the seed model at batch 2048 on an H100, BENCHMARKS.md "GPU path")
+        fused = {"fused": True} if self.device.type == "cuda" else {}
         self.optimizer = opt_cls[cfg.optimizer](
-            self.params, lr=self.base_lr, weight_decay=cfg.weight_decay
+            self.params, lr=self.base_lr, weight_decay=cfg.weight_decay, **fused
         )
         self.total_steps = cfg.epochs * -(-self.n_train // cfg.batch_size)
         self.sampler = PlanSampler(

@@ -3,14 +3,16 @@
 Each published run (1, 4 and 8 M60 GPUs, 10 epochs of the seed model) is predicted by the same
 formula the planner uses for GPU sets (remote.review.candidates) from the other runs only:
 
-- the 1-GPU run: the M60 rate is gone, so it comes from the development host's measured core
-  rate, transferred by memory bandwidth (remote.review.transfer);
+- the 1-GPU run: the M60 rate is gone, so it comes from the other measured GPU (the H100, by
+  sentitop's own Trainer, step curve over four batch sizes), its per-sample time scaled by
+  memory bandwidth (remote.review.transfer); note the H100 ran today's code (unpacked cuDNN
+  LSTM, fused Adam) and the M60 the old study's, so the error mixes hardware and software;
 - a multi-GPU run: the M60 rate from the 1-GPU run, the all-reduce cost from the other
   multi-GPU run.
 
 ``band`` is the planner's, from every back-test: it includes the left-out row's own error
 (in-sample). ``band_out`` leaves the row out of the back-tests too: for the 1-GPU run the
-device band then comes from the host's pairs alone (the host at three loads); for a
+device band then comes from the host/H100 pairs alone (no GPU pair is left); for a
 multi-GPU run none is left (the other multi-GPU run needs this one's all-reduce cost).
 """
 
@@ -93,7 +95,8 @@ def study_leave_one_out() -> list[LooRow]:
     est = transfer_rate(seed, "M60", host)
     predicted = one.epochs * STUDY_SAMPLES / est.samples_per_s
     without = tuple(r for r in device_rates() if r.device != "M60")
-    band_out = math.exp(band_logs(back_tests(without))["device"])
+    bands_out = band_logs(back_tests(without))
+    band_out = math.exp(bands_out["device_gpu"] or bands_out["device"])
     out.append(
         LooRow(one.run_id, 1, predicted, one.train_s, math.exp(est.band_log), band_out, est.basis)
     )

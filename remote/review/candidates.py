@@ -353,7 +353,7 @@ def cpu_target(
     seconds = job.epochs * job.n_train / (rate * units) + job.evals * job.n_test / (
         3 * rate * units
     )
-    band_log = bands["device"] + (0.0 if same else bands["workload"])
+    band_log = bands["device_cpu"] + (0.0 if same else bands["workload"])
     basis = (
         f"measured on one core of the development host ({anchor.where}): "
         f"{anchor.samples_per_s:,.0f} samples/s of the {anchor.workload.label}"

@@ -9,9 +9,14 @@ The rule, and why (numbers: BENCHMARKS.md "Planner: predictions for GPUs never r
   M60/host ratio within a factor ≈ 1.6, FP32 peak is off by ≈ 12× and "same speed everywhere"
   by ≈ 5×: a small LSTM (hidden 32-64) streams its weights and activations once per time step
   and does too little arithmetic per byte to reach any tensor-core or FP32 peak.
-- **Workload: multiply-accumulates per sample** of the LSTM layers (4 gates · H · (input + H)
-  per direction and layer, × sequence length); checked against the measured default/seed
-  ratio on one core. The batch size is not modelled (a larger batch helps a GPU more).
+- **Workload**: on a CPU, multiply-accumulates per sample of the LSTM layers (4 gates · H ·
+  (input + H) per direction and layer, × sequence length), checked against the measured
+  default/seed ratio on one core; on a GPU, sequential passes (layers × directions × sequence
+  length): these small LSTMs are launch-bound there, and the default model (3.5× the seed's
+  MACs, the same 2 passes) measured the seed's rate on the H100.
+- **Batch**: where a device was measured at several batch sizes, its step time is fitted as
+  overhead + batch × per-sample time (:func:`step_curve`); a transfer scales the per-sample
+  part by bandwidth and keeps the overhead. With one measured batch the batch is not modelled.
 - **Band**: the largest back-test error in log space of each step used (device transfer,
   workload transfer, worker-count scaling), added: a prediction that uses a transfer is
   ``[value / f, value · f]`` with ``f = exp(Σ |log error|)``. A 1-epoch run on the target
@@ -51,6 +56,12 @@ def lstm_macs(model: dict[str, Any]) -> float:
     return total
 
 
+def lstm_passes(model: dict[str, Any]) -> int:
+    """Sequential passes over the tokens (layers × directions): what a GPU step of a small LSTM
+    costs, since each time step is one launch-bound kernel step whatever the hidden size."""
+    return int(model["layers"]) * (2 if model["bidirectional"] else 1)
+
+
 def resolved_model(model_cfg: Any) -> dict[str, Any]:
     """The preset of an engine ModelConfig with its overrides (as engine.sentiment.model does)."""
     values = dict(PRESETS[model_cfg.preset])
@@ -72,8 +83,18 @@ class Workload:
 
     @property
     def cost(self) -> float:
-        """Relative cost of one sample (LSTM MACs per token × tokens)."""
+        """Relative cost of one sample on a CPU (LSTM MACs per token × tokens)."""
         return lstm_macs(self.model) * self.seq_len
+
+    @property
+    def gpu_cost(self) -> float:
+        """Relative cost of one sample on a GPU (sequential passes × tokens): on the H100 the
+        default model (3.5× the seed's MACs, the same 2 passes) runs at the seed's rate."""
+        return float(lstm_passes(self.model) * self.seq_len)
+
+    def cost_on(self, gpu: bool) -> float:
+        """:attr:`gpu_cost` on a GPU, else :attr:`cost`."""
+        return self.gpu_cost if gpu else self.cost
 
     @classmethod
     def of_preset(cls, preset: str, seq_len: int, batch: int) -> Workload:
@@ -128,40 +149,91 @@ RULES: dict[str, Callable[[DeviceRate, DeviceRate], float]] = {
 """Device rules the back-test compares (the planner uses memory bandwidth)."""
 
 
+def step_curve(rows: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """(overhead s/step, s/sample) of ``step = overhead + batch · per_sample`` fitted by least
+    squares to (batch, samples/s) measured on one device and workload at >= 2 batch sizes (None
+    with fewer). A GPU's step has a fixed part (kernel launches per time step, the optimizer,
+    synchronisation) that a larger batch amortises: on the H100 the seed model's step fits
+    10 ms + batch × 3.7 µs within 6 % from batch 512 to 32,768 (BENCHMARKS.md "GPU path")."""
+    points = sorted({(b, b / r) for b, r in rows})
+    if len({b for b, _ in points}) < 2:
+        return None
+    n = len(points)
+    mean_b = sum(b for b, _ in points) / n
+    mean_t = sum(t for _, t in points) / n
+    var = sum((b - mean_b) ** 2 for b, _ in points)
+    slope = sum((b - mean_b) * (t - mean_t) for b, t in points) / var
+    if slope <= 0:
+        return None
+    overhead = max(0.0, mean_t - slope * mean_b)
+    return overhead, slope
+
+
+def rate_at(rows: list[tuple[int, float]], batch: int, speedup: float) -> tuple[float, str]:
+    """Samples/s at ``batch`` on a device ``speedup`` × faster per sample than the measured one
+    (rows: its (batch, samples/s)); the per-step overhead is kept. One measured batch: its rate
+    × speedup, whatever the batch (the batch is then not modelled)."""
+    curve = step_curve(rows)
+    if curve is None:
+        return rows[0][1] * speedup, ""
+    overhead, per_sample = curve
+    note = (
+        f"step = {overhead * 1e3:.3g} ms + batch x {per_sample * 1e6:.3g} us fitted to "
+        f"{len(rows)} batch sizes, at batch {batch:,}"
+    )
+    return batch / (overhead + batch * per_sample / speedup), note
+
+
 def back_tests(rates: tuple[DeviceRate, ...] | None = None) -> list[BackTest]:
-    """Every bundled rate predicted from every other one that differs in one thing."""
+    """Every bundled rate predicted from every other device's rates of the same workload (at
+    the target's batch, through their step curve when they have one), and from the same
+    device's other workload at the same batch."""
     rates = rates if rates is not None else device_rates()
     out: list[BackTest] = []
-    for a in rates:
-        for b in rates:
-            if a is b:
+    for b in rates:
+        others = sorted({a.device for a in rates if a.device != b.device})
+        for device in others:
+            group = [
+                a
+                for a in rates
+                if a.device == device and (a.preset, a.seq_len) == (b.preset, b.seq_len)
+            ]
+            if not group:
                 continue
-            same_workload = (a.preset, a.seq_len) == (b.preset, b.seq_len)
-            if same_workload and a.device != b.device:
-                for rule, ratio in RULES.items():
-                    pred = a.samples_per_s * ratio(a, b)
-                    out.append(BackTest("device", a.device, b.device, pred, b.samples_per_s, rule))
-            elif a.device == b.device and not same_workload:
-                pred = a.samples_per_s * _workload(a).cost / _workload(b).cost
+            rows = [(a.batch, a.samples_per_s) for a in group]
+            for rule, ratio in RULES.items():
+                pred, _ = rate_at(rows, b.batch, ratio(group[0], b))
+                gpus = (device in gpu_table()) + (b.device in gpu_table())
+                kind = ("device_cpu", "device", "device_gpu")[gpus]
+                out.append(BackTest(kind, device, b.device, pred, b.samples_per_s, rule))
+        gpu = b.device in gpu_table()
+        for a in rates:
+            if a.device == b.device and a.batch == b.batch and a.preset != b.preset:
+                if a.seq_len != b.seq_len:
+                    continue
+                pred = a.samples_per_s * _workload(a).cost_on(gpu) / _workload(b).cost_on(gpu)
                 out.append(
                     BackTest(
-                        "workload",
+                        "workload_gpu" if gpu else "workload",
                         f"{a.preset} on {a.device}",
                         f"{b.preset} on {b.device}",
                         pred,
                         b.samples_per_s,
-                        "MACs per sample",
+                        "passes per sample" if gpu else "MACs per sample",
                     )
                 )
     return out
 
 
 def band_logs(tests: list[BackTest] | None = None) -> dict[str, float]:
-    """Largest |log error| of the planner's rules by kind ('device', 'workload')."""
+    """Largest |log error| of the planner's rules by kind: 'device_gpu' (GPU to GPU),
+    'device_cpu' (CPU host to CPU host), 'device' (a CPU on one side, a GPU on the other),
+    'workload' (CPU: MACs), 'workload_gpu' (GPU: passes)."""
     tests = tests if tests is not None else back_tests()
-    out = {"device": 0.0, "workload": 0.0}
+    kinds = ("device", "device_gpu", "device_cpu", "workload", "workload_gpu")
+    out = dict.fromkeys(kinds, 0.0)
     for t in tests:
-        if t.rule in ("memory bandwidth", "MACs per sample"):
+        if t.rule in ("memory bandwidth", "MACs per sample", "passes per sample"):
             out[t.kind] = max(out[t.kind], t.log_error)
     return out
 
@@ -208,21 +280,34 @@ def transfer_rate(workload: Workload, device: str, anchors: list[Anchor]) -> Rat
         )
 
     a = min(anchors, key=score)
-    ratio = a.workload.cost / workload.cost
-    out = a.samples_per_s * ratio
-    band = 0.0
-    steps = [
-        f"measured on {a.device} ({a.where}): "
-        f"{a.samples_per_s:,.0f} samples/s of the {a.workload.label}"
+    group = [
+        x
+        for x in anchors
+        if x.device == a.device
+        and x.where == a.where
+        and x.workload.model == a.workload.model
+        and x.workload.seq_len == a.workload.seq_len
     ]
+    gpu = a.device in gpu_table()  # a GPU anchor's workload scales as a GPU's does
+    ratio = a.workload.cost_on(gpu) / workload.cost_on(gpu)
+    speedup = target.mem_bw_gbs / a.mem_bw_gbs if a.device != device else 1.0
+    rows = [(x.workload.batch, x.samples_per_s) for x in group]
+    out, curve = rate_at(rows, workload.batch, speedup)
+    out *= ratio
+    band = 0.0
+    measured = ", ".join(f"{r:,.0f} at batch {b:,}" for b, r in sorted(rows))
+    steps = [f"measured on {a.device} ({a.where}): samples/s of the {a.workload.label}: {measured}"]
+    if curve:
+        steps.append(curve)
     if (a.workload.model, a.workload.seq_len) != (workload.model, workload.seq_len):
-        band += bands["workload"]
-        steps.append(f"scaled by MACs per sample to the {workload.label} (x{ratio:.3g})")
+        band += bands["workload_gpu" if gpu else "workload"]
+        rule = "sequential LSTM passes" if gpu else "MACs per sample"
+        steps.append(f"scaled by {rule} to the {workload.label} (x{ratio:.3g})")
     if a.device != device:
-        out *= target.mem_bw_gbs / a.mem_bw_gbs
-        band += bands["device"]
+        band += bands["device_gpu" if gpu else "device"]
+        what = "per-sample time" if curve else "rate"
         steps.append(
-            f"scaled by memory bandwidth to {device} "
+            f"{what} scaled by memory bandwidth to {device} "
             f"({a.mem_bw_gbs:g} -> {target.mem_bw_gbs:g} GB/s)"
         )
     return RateEstimate(out, "; ".join(steps), band, estimate=band > 0 or a.device != device)

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import torch
 
 from engine.events import read_events
 
@@ -82,3 +84,43 @@ def test_async_straggler_does_not_stall_the_other_worker(imdb_path: Path, tmp_pa
     # sync (control): the same straggler holds every rank back by nearly all of its sleep
     sleep = s[2]["straggle"]
     assert s[1]["seconds"] > s[2]["seconds"] - 0.2 * sleep and s[1]["seconds"] > 0.8 * sleep
+
+
+@pytest.mark.slow
+def test_one_rank_trains_on_several_real_inputs(imdb_path: Path, tmp_path: Path) -> None:
+    """IMDB and an Amazon file as one corpus (the Amazon reviews first), on the CPU when asked;
+    the prepare summary counts each file, the phase splits pair building from the model."""
+    amazon = imdb_path.parent / "amazon2018_Appliances_5.jsonl.gz"  # ≈ 130 distinct texts
+    run = tmp_path / "mixed"
+    cmd = [sys.executable, "-m", "tui.cli", "embed", "--input", str(amazon), str(imdb_path),
+           "--run-dir", str(run), "--device", "cpu", "--dedupe", "--max-docs", "400",
+           "--epochs", "2", "--batch", "256", "--threads", "1", "--eval-words", "150",
+           "--max-vocab", "3000", "--json"]  # fmt: skip
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=280)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["device"] == "cpu" and summary["pip_loss"] < summary["pip_loss_initial"]
+    events = list(read_events(run / "events.jsonl"))
+    prep = next(e for e in events if e["type"] == "summary" and e["stage"] == "prepare")
+    appliances, imdb = prep["sources"]
+    assert appliances["path"] == str(amazon) and appliances["duplicates"] > 1000  # variants
+    assert appliances["docs"] > 0 and imdb["docs"] > 0
+    assert appliances["docs"] + imdb["docs"] == prep["docs"] == 400
+    phase = next(e for e in events if e["type"] == "phase")
+    assert phase["sampling"] > 0 and phase["compute"] > 0
+    assert phase["sampling"] + phase["compute"] + phase["comm"] <= phase["seconds"] * 1.01
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (GPU boxes only)")
+def test_one_rank_trains_on_cuda(imdb_path: Path, tmp_path: Path) -> None:
+    """On a GPU box: pairs, negatives and the model live on the GPU; the run learns."""
+    summary = _embed(
+        imdb_path, tmp_path / "cuda", "--device", "cuda", "--max-docs", "2000",
+        "--epochs", "2", "--batch", "4096", "--log-every", "5",
+    )  # fmt: skip
+    assert summary["device"] == "cuda:0" and summary["epochs"] == 2
+    assert summary["pip_loss"] < summary["pip_loss_initial"]
+    assert summary["words_per_s"] > 0 and summary["neighbours"]
+    vectors = np.load(tmp_path / "cuda" / "embeddings.npy")
+    assert vectors.shape[0] == summary["vocab"] and np.isfinite(vectors).all()

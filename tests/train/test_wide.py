@@ -81,6 +81,17 @@ def test_padding_and_garbage_past_the_length_do_not_change_the_logit() -> None:
         assert wide(tokens, torch.tensor([0, 0, 0])).abs().max() == 0
 
 
+def test_the_padded_lstm_path_adds_the_same_wide_score() -> None:
+    """The GPU's padded LSTM path (forced here on the CPU) gives the packed path's logits."""
+    model = _randomised(build_model(resolve_spec(ModelConfig(ngram_buckets=50), vocab_size=30)))
+    tokens = torch.randint(2, 30, (4, 7), dtype=torch.int32)
+    lengths = torch.tensor([7, 3, 1, 0])
+    with torch.no_grad():
+        packed = model(tokens, lengths)
+        model.packing = "padded"
+        assert torch.allclose(model(tokens, lengths), packed, atol=1e-5)
+
+
 def test_bigram_order_matters_and_the_bag_is_normalised() -> None:
     wide = WideNgrams(vocab_size=10, buckets=1000)
     with torch.no_grad():

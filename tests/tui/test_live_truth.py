@@ -237,3 +237,30 @@ def test_cost_line_shows_the_minimum_only_while_it_applies(
     if finished:
         state.ingest({"type": "run_end", "t": 2.0, "status": "ok"})
     assert str(cost_text(state, state.projected_cost())) == shown
+
+
+async def test_runs_table_shows_folder_and_profile_names_verbatim(tmp_path: Any) -> None:
+    """A run folder and profile whose names hold markup-like brackets are shown as written."""
+    import shutil
+
+    from textual.widgets import DataTable
+
+    from tests.tui.fakes import RUNS_DIR
+
+    name = "20261124-[bold]x"  # no "/" in a folder name
+    run = tmp_path / name
+    shutil.copytree(RUNS_DIR / "20261120-single", run)
+    profile = "[red]p[/red]["
+    events = run / "events.jsonl"
+    text = events.read_text().replace('"profile":"one-t4"', f'"profile":"{profile}"')
+    events.write_text(text.replace('"run":"20261120-single"', f'"run":"{name}"'))
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(DataTable)
+        # what the table draws: a str cell goes through the markup parser, a Text does not
+        from textual.widgets._data_table import default_cell_formatter
+
+        cells = [str(default_cell_formatter(c)) for c in table.get_row_at(0)]
+        assert name in cells
+        assert any("[red]p[/red][" in c for c in cells), cells

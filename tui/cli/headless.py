@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from remote.streams import prefixed
-from tui.format import fmt, fmt_usd
+from tui.format import fmt, fmt_billed, fmt_usd
 
 
 class HeadlessProgress:
@@ -146,6 +146,7 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     ttt = summary.get("time_to_threshold_s")
+    rate = summary.get("usd_per_hour")
     rows = [
         ("profile", summary.get("profile")),
         ("world size", summary.get("world_size")),
@@ -157,7 +158,8 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
         ("time to threshold", "not reached" if ttt is None else f"{ttt:.1f} s"),
         (
             "cost",
-            f"{fmt_usd(summary.get('usd'))} at {fmt_usd(summary.get('usd_per_hour'))}/h",
+            f"{fmt_billed(summary.get('usd'), summary.get('accrued_usd'), rate)} at "
+            f"{fmt_usd(rate)}/h",
         ),
     ]
     majority = summary.get("majority_rate")

@@ -179,8 +179,8 @@ class PricesScreen(SentitopScreen):
             row.usd_per_epoch = per_epoch.get(row.instance)
         for row in self.visible_rows():
             table.add_row(
-                row.instance,
-                row.gpu_model or "—",
+                Text(row.instance),  # names from the price source are foreign text
+                Text(row.gpu_model or "—"),
                 str(row.gpus),
                 f"{row.gpu_memory_gib:g}" if row.gpu_memory_gib else "—",
                 str(row.vcpus),

@@ -110,8 +110,8 @@ class ProfilesScreen(SentitopScreen):
                 else Text(f"✗ {_short(row.errors[0])}", style="red")
             )
             table.add_row(
-                row.name,
-                row.cluster or "—",
+                Text(row.name),  # file names and YAML values are foreign text, not markup
+                Text(row.cluster or "—"),
                 str(row.nodes or "—"),
                 str(row.ranks or "—"),
                 Text(row.device or "—"),

@@ -149,8 +149,8 @@ class RunsScreen(SentitopScreen):
             )
             table.add_row(
                 mark,
-                row.run,
-                row.profile,
+                Text(row.run),  # folder names and statuses are foreign text, not markup
+                Text(row.profile),
                 str(row.gpus),
                 str(row.epochs),
                 f"{row.hours:.2f}",
@@ -158,7 +158,7 @@ class RunsScreen(SentitopScreen):
                 fmt(row.accuracy),
                 fmt(row.f1),
                 nice_number(row.samples_per_s) if row.samples_per_s else "—",
-                row.status,
+                Text(row.status),
                 key=row.path,
             )
         if self.shown:

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.text import Text
 
-from tui.format import fmt_duration, fmt_usd, nice_number
+from tui.format import fmt_duration, fmt_usd, minimum_charged, nice_number
 from tui.model import RunState
 from tui.widgets.tables import bar
 
@@ -104,10 +104,7 @@ def cost_text(st: RunState, projected: float | None) -> Text:
     """`$0.00081 (min. charge $0.0016) → projected $0.0021`: the dollars used so far, the
     one-minute minimum while it is above them, and the total at the ETA."""
     spent = st.spent
-    # billed tops used by more than whole-second rounding only under the one-minute minimum
-    rounding = (st.usd_per_hour or 0.0) * 1.01 / 3600.0
-    floor = st.accrued_usd is not None and st.usd - spent > rounding
-    floor = floor and fmt_usd(st.usd) != fmt_usd(spent)
+    floor = st.accrued_usd is not None and minimum_charged(st.usd, spent, st.usd_per_hour)
     if st.finished and floor:  # the bill is the minimum charge
         return Text.assemble(
             (fmt_usd(st.usd), "bold yellow"),

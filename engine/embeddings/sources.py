@@ -1,0 +1,137 @@
+"""The texts of an embeddings corpus: several review files or folders, ratings not needed.
+
+Each file's layout is detected as preprocessing detects it (McAuley 2014/2018, IMDB, Fine
+Food ``Text``, Alexa ``verified_reviews``...), falling back to a text-only layout for files
+without a rating; every text is cleaned by :func:`engine.preprocess.text.clean_text`, the
+cleaning the classifier's vocabulary comes from, so ``init_embeddings`` aligns word by word.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.errors import InputError
+
+SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson", ".ndjson.gz")
+"""File names a folder given to --input contributes (other files, e.g. README.md, are not read)."""
+TEXT_FIELDS = ("reviewText", "Text", "verified_reviews", "text", "review", "content", "body")
+"""Text fields tried, in order, for records without a rating (text-only files)."""
+
+
+def expand_inputs(paths: list[str]) -> list[str]:
+    """Files of ``paths``: a file stands for itself, a folder for its review files (sorted by
+    name); InputError naming a path that is missing, empty, or a folder without review files."""
+    files: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(SUFFIXES))
+            if not found:
+                raise InputError(
+                    f"{raw}: folder holds no review file ({', '.join(SUFFIXES)})",
+                    hint="pass JSON-lines review files or a folder of them to --input",
+                )
+            files += [str(p) for p in found]
+        elif not path.is_file():
+            raise InputError(f"{raw} not found", hint="pass a JSON-lines file to --input")
+        elif path.stat().st_size == 0:
+            raise InputError(f"{raw} is empty", hint="pass a JSON-lines review file to --input")
+        else:
+            files.append(raw)
+    return files
+
+
+def _text_field(path: str) -> tuple[str, str]:
+    """(record format, text field) of ``path``: preprocessing's detection, else the first of
+    TEXT_FIELDS present in the first records (InputError when none is)."""
+    from engine.config import PreprocessConfig
+    from engine.preprocess.readers import detect_spec, open_binary
+    from engine.preprocess.records import RecordSpec, parse_object
+
+    try:
+        spec = detect_spec(path, PreprocessConfig(inputs=[path], output="-"))
+        return spec.format, spec.text_field
+    except InputError:
+        pass
+    seen: set[str] = set()
+    with open_binary(path) as stream:
+        for n, raw in enumerate(stream):
+            if n >= 50:
+                break
+            obj = parse_object(raw.rstrip(b"\r\n"), RecordSpec())
+            if isinstance(obj, dict):
+                seen |= set(obj)
+                for name in TEXT_FIELDS:
+                    if isinstance(obj.get(name), str):
+                        return "mcauley", name
+    raise InputError(
+        f"{path}: no text field found (fields seen: {', '.join(sorted(seen)[:12]) or 'none'})",
+        hint=f"records need one of {', '.join(TEXT_FIELDS)}",
+    )
+
+
+@dataclass(slots=True)
+class SourceStats:
+    """Documents taken from one file and lines passed over."""
+
+    path: str
+    docs: int = 0
+    skipped: int = 0
+    duplicates: int = 0
+    text_field: str = ""
+
+
+def iter_file_texts(
+    path: str, fmt: str, text_field: str, max_line_bytes: int = 1 << 20
+) -> Iterator[bytes]:
+    """Cleaned ``text_field`` (ASCII bytes, words separated by one space) of each line of one
+    file; unreadable lines and records without text give b""."""
+    from engine.preprocess.readers import MapTask, is_gzip, iter_task_blocks
+    from engine.preprocess.records import RecordSpec, parse_object
+    from engine.preprocess.text import clean_text
+
+    spec = RecordSpec(format=fmt, text_field=text_field)
+    task = MapTask(0, path, 0, os.path.getsize(path), is_gzip(path), 0)
+    for lines, _too_long in iter_task_blocks(task, max_line_bytes):
+        for line in lines:
+            obj = parse_object(line, spec) if line.strip() else ""
+            text = obj.get(text_field) if isinstance(obj, dict) else None
+            yield clean_text(text) if isinstance(text, str) else b""
+
+
+@dataclass(slots=True)
+class Sources:
+    """Documents (word lists) of several inputs read in turn, with per-file counts."""
+
+    paths: list[str]
+    dedupe: bool = False
+    stats: list[SourceStats] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[list[str]]:
+        seen: set[bytes] = set()
+        for path in expand_inputs(self.paths):
+            fmt, text_field = _text_field(path)
+            stats = SourceStats(path, text_field=text_field)
+            self.stats.append(stats)
+            for cleaned in iter_file_texts(path, fmt, text_field):
+                if not cleaned:
+                    stats.skipped += 1
+                    continue
+                if self.dedupe:
+                    digest = hashlib.blake2b(cleaned, digest_size=12).digest()
+                    if digest in seen:
+                        stats.duplicates += 1
+                        continue
+                    seen.add(digest)
+                yield cleaned.decode().split()
+                stats.docs += 1  # after the yield: a consumer that stops early did not take it
+            if stats.docs + stats.duplicates == 0:
+                raise InputError(
+                    f"{path}: no usable review: no record with any word in its "
+                    f"`{stats.text_field}` field ({stats.skipped} line(s) passed over)",
+                    hint="pass review files with a text field to --input",
+                )
