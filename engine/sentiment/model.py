@@ -169,8 +169,8 @@ class SentimentLSTM(nn.Module):
         lengths = lengths.clamp(min=1, max=tokens.shape[1])  # empty texts read one pad token
         emb = self.embed_dropout(self.embedding(tokens))  # (B, T, E)
         if self.packing == "padded" or (self.packing == "auto" and tokens.is_cuda):
-            logits = self._head_padded(emb, lengths.to(tokens.device))
-            return logits if wide is None else logits + wide
+            deep = self._head_padded(emb, lengths.to(tokens.device))
+            return deep if wide is None else deep + wide
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, (h_n, _) = self.lstm(packed)  # h_n: (layers * directions, B, H), in input order
         if self.spec.pool == "max":  # padding is -inf, so never the max
