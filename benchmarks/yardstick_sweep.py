@@ -17,8 +17,8 @@ folder by default); ``--task-timeout S`` kills a task that runs longer.
 
     python benchmarks/yardstick_sweep.py --jobs 16 --device cuda --json sweep.json \\
         --variant 'name=default' \\
-        --variant 'name=all_words preprocess.preset=all_words' \\
-        --variant 'name=wide preprocess.preset=all_words model.ngram_buckets=200000' \\
+        --variant 'name=stopwords preprocess.preset=stopwords' \\
+        --variant 'name=narrow model.ngram_buckets=0' \\
         [--baseline | --baseline-json base.json] [--kinds loco,imdb,in_domain] [--only phones]
     python benchmarks/yardstick_sweep.py --table sweep.json [--baseline-json base.json]
 """

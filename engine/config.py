@@ -15,7 +15,7 @@ C = TypeVar("C")
 
 Runner = Literal["local", "inline", "spark", "hadoop", "emr"]
 InputFormat = Literal["auto", "mcauley", "jsonl"]
-PreprocessPreset = Literal["default", "seed", "all_words"]
+PreprocessPreset = Literal["default", "stopwords", "seed"]
 
 
 def _check(condition: bool, field_name: str, allowed: str, value: object) -> None:
@@ -35,9 +35,9 @@ class PreprocessConfig:
     """Where the MapReduce steps run: local (all cores), inline, spark, hadoop or emr."""
     workers: int | None = None
     """Worker processes for the local runner; None = all cores."""
-    vocab_size: int = 10_000
+    vocab_size: int = 30_000
     """Number of most frequent training words given ids (ids 2..vocab_size+1)."""
-    seq_len: int = 100
+    seq_len: int = 256
     """Tokens per sequence after padding/truncation."""
     test_fraction: float = 0.1
     """Fraction of distinct texts put in the test split (by a hash of the text)."""
@@ -50,10 +50,10 @@ class PreprocessConfig:
     append_summary: bool = False
     """Append the `summary` field to the review text."""
     preset: PreprocessPreset = "default"
-    """Text rules: `default` keeps negations (not/no/nor/n't forms) and drops the other
-    stopwords; `seed` is the seed system's exact rules (NLTK's English stopwords plus
-    product/would/get, negations dropped too); `all_words` removes no stopword at all (as the
-    TF-IDF baseline reads the text: "but", "too", "very", "only" kept)."""
+    """Text rules: `default` removes no word ("but", "too", "very", "only", "not" all carry
+    sentiment; measured best on the yardstick, BENCHMARKS.md); `stopwords` drops NLTK's English
+    stopwords but keeps negations (not/no/nor/n't forms: the default before 2026-11-24); `seed`
+    is the seed system's exact rules (NLTK's list plus product/would/get, negations dropped)."""
     keep_negations: bool | None = None
     """Override the preset's choice to keep not/no/nor/n't forms (None = the preset's)."""
     max_line_bytes: int = 1 << 20
@@ -101,9 +101,9 @@ class PreprocessConfig:
             self.format in ("auto", "mcauley", "jsonl"), "format", "auto|mcauley|jsonl", self.format
         )
         _check(
-            self.preset in ("default", "seed", "all_words"),
+            self.preset in ("default", "stopwords", "seed"),
             "preset",
-            "default|seed|all_words",
+            "default|stopwords|seed",
             self.preset,
         )
 
@@ -116,8 +116,8 @@ class PreprocessConfig:
 
     @property
     def stopwords_kept(self) -> bool:
-        """Whether the stopwords other than negations survive (only the `all_words` preset)."""
-        return self.preset == "all_words"
+        """Whether the stopwords other than negations survive (the `default` preset)."""
+        return self.preset == "default"
 
 
 @dataclass(kw_only=True, slots=True)

@@ -135,9 +135,9 @@ class PreprocessSpec(Section):
     workers: int | None = Field(default=None, ge=1)
     """Worker processes of the local runner (default: all cores)."""
     vocab_size: int | None = Field(default=None, ge=1)
-    """Words given ids (default 10000)."""
+    """Words given ids (default 30000)."""
     seq_len: int | None = Field(default=None, ge=1)
-    """Tokens per sequence (default 100)."""
+    """Tokens per sequence (default 256)."""
     test_fraction: float | None = Field(default=None, ge=0, lt=1)
     """Fraction of texts in the test split (default 0.1)."""
     format: Literal["auto", "mcauley", "jsonl"] | None = None
@@ -148,9 +148,9 @@ class PreprocessSpec(Section):
     """Rating field of generic JSON lines."""
     append_summary: bool | None = None
     """Append the summary field to the text."""
-    preset: Literal["default", "seed", "all_words"] | None = None
-    """Text rules: default (negations kept), seed (the seed's exact stopword rules) or
-    all_words (no stopword removed)."""
+    preset: Literal["default", "stopwords", "seed"] | None = None
+    """Text rules: default (every word kept), stopwords (NLTK's stopwords dropped, negations
+    kept) or seed (the seed's exact stopword rules)."""
     keep_negations: bool | None = None
     """Keep not/no/nor/n't instead of dropping them (default: the preset's choice)."""
     memory_budget: int | None = Field(default=None, ge=1 << 20)

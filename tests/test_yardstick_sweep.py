@@ -46,7 +46,7 @@ def test_sweep_runs_variants_and_baseline_and_records_a_failure(tmp_path: Path) 
     tiny += " train.lr_schedule=constant"
     args = [sys.executable, str(SWEEP), "--data-dir", str(data), "--categories"]
     args += [",".join(FILES), "--kinds", "loco,in_domain", "--jobs", "2", "--device", "cpu"]
-    args += ["--variant", f"name=small {tiny} model.hidden=8 preprocess.preset=all_words"]
+    args += ["--variant", f"name=small {tiny} model.hidden=8 preprocess.preset=stopwords"]
     args += ["--variant", f"name=wide {tiny} model.hidden=8 model.ngram_buckets=64"]
     args += ["--variant", f"name=broken {tiny} model.hidden=0"]
     args += ["--baseline", "--json", str(out), "--work", str(tmp_path / "work")]

@@ -17,7 +17,7 @@ accents, deletes apostrophes ("don't" → "dont"), turns every other non-alphanu
 space and lowercases (:mod:`.text`); de-duplication by cleaned text over all inputs keeps the
 most frequent rating, ties → the smaller; label = rating > negative_max (1-3★ negative, 4-5★
 positive; IMDB 1-10: 1-4 negative, 7-10 positive); stopwords (NLTK English + product/would/get,
-negations optionally kept; none with the ``all_words`` preset) are removed after de-duplication;
+negations optionally kept; none with the ``default`` preset) are removed after de-duplication;
 a distinct text left without words is skipped as ``only_stopwords``; test split = BLAKE2b of the
 cleaned text < test_fraction; vocabulary = most frequent training words, ties alphabetical, ids
 from 2 (0 pad, 1 unknown); rows ordered by a BLAKE2b key of the text, so every runner and worker

@@ -1,5 +1,5 @@
-"""Preprocessing presets: negations kept by default; `seed` reproduces the seed's rules exactly;
-`all_words` keeps every word."""
+"""Preprocessing presets: every word kept by default; `stopwords` drops stopwords but keeps
+negations; `seed` reproduces the seed's rules exactly."""
 
 from __future__ import annotations
 
@@ -46,14 +46,14 @@ def test_presets_resolve_negations() -> None:
     assert over.negations_kept is True
     with pytest.raises(ConfigError, match="preset"):
         PreprocessConfig(inputs=["x"], output="o", preset="bert")  # type: ignore[arg-type]
-    every = PreprocessConfig(inputs=["x"], output="o", preset="all_words")
-    assert every.negations_kept is True and every.stopwords_kept is True
-    for preset in ("default", "seed"):
+    every = PreprocessConfig(inputs=["x"], output="o")
+    assert every.preset == "default" and every.negations_kept and every.stopwords_kept
+    for preset in ("stopwords", "seed"):
         cfg = PreprocessConfig(inputs=["x"], output="o", preset=preset)  # type: ignore[arg-type]
         assert cfg.stopwords_kept is False
 
 
-def test_all_words_removes_no_stopword() -> None:
+def test_default_removes_no_stopword() -> None:
     assert stopwords(True, True) == frozenset()
     # negations dropped on request (the override), every other word kept
     only_negations = stopwords(False, True)
@@ -95,7 +95,7 @@ def test_seed_preset_dataset_matches_the_old_rules(tmp_path: Path, preprocess: R
     assert seed["vocab"]["settings"]["preset"] == "seed"
     assert seed["vocab"]["itos"][2:] == ["good", "buy", "recommend"]  # "no no no": only stopwords
     assert seed["stats"]["skipped"]["only_stopwords"] == 1
-    default = preprocess([path], test_fraction=0.0)
+    default = preprocess([path], test_fraction=0.0, preset="stopwords")
     assert {"not", "dont", "no"} <= set(default["vocab"]["itos"])
     assert default["stats"]["skipped"]["only_stopwords"] == 0
     assert default["vocab"]["settings"]["keep_negations"] is True
@@ -103,12 +103,12 @@ def test_seed_preset_dataset_matches_the_old_rules(tmp_path: Path, preprocess: R
     assert seed["vocab"]["settings"]["keep_stopwords"] is False
 
 
-def test_all_words_preset_dataset_keeps_every_word(tmp_path: Path, preprocess: Run) -> None:
+def test_default_preset_dataset_keeps_every_word(tmp_path: Path, preprocess: Run) -> None:
     texts = ["this is not too good but ok", "would not recommend this product", "no no no", "!!"]
     path = write_lines(tmp_path / "a.jsonl", [review(t, 1 + 4 * ("ok" in t)) for t in texts])
-    every = preprocess([path], test_fraction=0.0, preset="all_words")
+    every = preprocess([path], test_fraction=0.0)
     settings = every["vocab"]["settings"]
-    assert settings["preset"] == "all_words" and settings["stopwords"] == []
+    assert settings["preset"] == "default" and settings["stopwords"] == []
     assert settings["keep_negations"] is True and settings["keep_stopwords"] is True
     words = {w for t in texts for w in clean_text(t).decode().split()}
     assert set(every["vocab"]["itos"][2:]) == words
@@ -134,8 +134,9 @@ def test_cli_flags() -> None:
     assert dropped.negations_kept is False and dropped.preset == "default"
     with pytest.raises(SystemExit):
         parser.parse_args([*base, "--keep-negations", "--drop-negations"])
-    every = config_from_args(parser.parse_args([*base, "--preset", "all_words"]))
-    assert every.stopwords_kept and every.negations_kept
+    assert config_from_args(parser.parse_args(base)).stopwords_kept
+    dropping = config_from_args(parser.parse_args([*base, "--preset", "stopwords"]))
+    assert not dropping.stopwords_kept and dropping.negations_kept
 
 
 def test_seed_reproduction_profile_uses_the_seed_rules() -> None:

@@ -31,7 +31,12 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data, run = base / "data", base / "run"
     run_preprocess(
         PreprocessConfig(
-            inputs=[str(REAL)], output=str(data), workers=1, vocab_size=500, seq_len=40
+            inputs=[str(REAL)],
+            output=str(data),
+            workers=1,
+            vocab_size=500,
+            seq_len=40,
+            preset="stopwords",  # 40 content words: the 12-step hidden-8 model learns from them
         )
     )
     cfg = TrainConfig(

@@ -36,9 +36,10 @@ def _randomised(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def test_off_by_default_and_sized_when_on() -> None:
-    plain = resolve_spec(ModelConfig(), vocab_size=30)
+    plain = resolve_spec(ModelConfig(preset="seed"), vocab_size=30)
     assert plain.ngram_buckets == 0 and build_model(plain).wide is None
-    spec = resolve_spec(ModelConfig(ngram_buckets=64), vocab_size=30)
+    assert resolve_spec(ModelConfig(), vocab_size=30).ngram_buckets == 1_000_000  # default: on
+    spec = resolve_spec(ModelConfig(preset="seed", ngram_buckets=64), vocab_size=30)
     assert spec.ngram_buckets == 64
     model = build_model(spec)
     assert count_parameters(model) == count_parameters(build_model(plain)) + 30 + 64
