@@ -11,6 +11,7 @@ import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.emr.models import emr_backends
 
+from engine.config import PreprocessConfig
 from remote import aws
 from remote.emr import LIVE_CLUSTER_STATES
 from tests.remote.aws.conftest import REGION, live_clusters
@@ -19,6 +20,9 @@ from tests.remote.aws.test_emr import write_reviews
 from tui.cli import main
 
 pytestmark = pytest.mark.aws
+
+SEQ_LEN = PreprocessConfig(inputs=["x"], output="o").seq_len
+"""The engine's default sequence length (the CLI passes none)."""
 
 # moto only: its steps have no logs, and polling every 30 s would make each test minutes long
 MOTO_MRJOB_ARGS = [
@@ -98,7 +102,7 @@ def test_preprocess_cli_on_emr_prints_stats_writes_dataset_and_leaves_no_cluster
     assert stats["train"] + stats["test"] == stats["distinct"]
     with h5py.File(out / "dataset.h5") as h5:
         for split in ("train", "test"):
-            assert h5[split]["tokens"].shape == (stats[split], 100)  # --seq-len default
+            assert h5[split]["tokens"].shape == (stats[split], SEQ_LEN)  # --seq-len default
             assert h5[split]["labels"].shape == h5[split]["lengths"].shape == (stats[split],)
     assert "Traceback" not in captured.err
 
