@@ -265,18 +265,20 @@ class RateEstimate:
 def transfer_rate(workload: Workload, device: str, anchors: list[Anchor]) -> RateEstimate:
     """Rate of ``workload`` on one GPU ``device`` from the best of ``anchors``.
 
-    Preference: the same device, then any GPU, then the same workload, then list order (put
-    the runs store's measurements first). Raises KeyError for a GPU missing from the table.
+    Preference: the same device, then any GPU, then the same workload, then the same model
+    shape, then list order (put the runs store's measurements first). Raises KeyError for a
+    GPU missing from the table.
     """
     target = gpu_table()[device]
     bands = band_logs()
 
-    def score(a: Anchor) -> tuple[int, int, int]:
+    def score(a: Anchor) -> tuple[int, int, int, int]:
         same_wl = (a.workload.model, a.workload.seq_len) == (workload.model, workload.seq_len)
         return (
             0 if a.device == device else 1,
             0 if a.device in gpu_table() else 1,
             0 if same_wl else 1,
+            0 if a.workload.model == workload.model else 1,  # else the same shape, other length
         )
 
     a = min(anchors, key=score)

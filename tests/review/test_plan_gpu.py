@@ -346,3 +346,11 @@ def test_plan_help_states_the_default_spot_interruption_rate() -> None:
     parser = build_parser()
     plan = parser._subparsers._group_actions[0].choices["plan"]  # type: ignore[union-attr]
     assert f"(default {SPOT_INTERRUPTIONS_PER_HOUR:g};" in plan.format_help().replace("\n", " ")
+
+
+def test_transfer_prefers_an_anchor_of_the_same_model_at_another_length() -> None:
+    from remote.review.transfer import bundled_anchors, transfer_rate
+
+    est = transfer_rate(Workload.of_preset("default", 256, 1024), "A10G", bundled_anchors())
+    assert "samples/s of the default model, 100 tokens" in est.basis
+    assert "sequential LSTM passes to the default model, 256 tokens" in est.basis
