@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -174,14 +175,29 @@ def shard_docs(corpus: Corpus, index: int, count: int) -> tuple[int, int]:
     return cuts[index], max(cuts[index], cuts[index + 1])
 
 
-def skipgram_pairs(ids: np.ndarray, doc: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
-    """(centres, contexts) of every pair at distance 1..window inside one document."""
-    centres, contexts = [], []
+def _offset_pairs(ids: Any, doc: Any, window: int) -> tuple[list[Any], list[Any]]:
+    """Pieces of (centres, contexts) at distance 1..window inside one document, for numpy
+    arrays or torch tensors alike (the caller concatenates them)."""
+    centres: list[Any] = []
+    contexts: list[Any] = []
     for off in range(1, window + 1):
         same = doc[:-off] == doc[off:]
         left, right = ids[:-off][same], ids[off:][same]
         centres += [left, right]
         contexts += [right, left]
+    return centres, contexts
+
+
+def _token_span(corpus: Corpus, doc_range: tuple[int, int]) -> tuple[int, int, int]:
+    """(first token, end token, raw corpus tokens they stand for) of a document range."""
+    lo, hi = doc_range
+    start, stop = int(corpus.doc_starts[lo]), int(corpus.doc_starts[hi])
+    return start, stop, round(corpus.raw_tokens * (stop - start) / max(1, len(corpus.ids)))
+
+
+def skipgram_pairs(ids: np.ndarray, doc: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """(centres, contexts) of every pair at distance 1..window inside one document."""
+    centres, contexts = _offset_pairs(ids, doc, window)
     if not centres:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return np.concatenate(centres).astype(np.int64), np.concatenate(contexts).astype(np.int64)
@@ -197,15 +213,13 @@ def epoch_pairs(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Shuffled skip-gram pairs of the documents in ``doc_range`` after sub-sampling (drawn
     with ``seed``), and the raw corpus tokens that range stands for."""
-    lo, hi = doc_range
-    start, stop = int(corpus.doc_starts[lo]), int(corpus.doc_starts[hi])
+    start, stop, raw = _token_span(corpus, doc_range)
     ids = corpus.ids[start:stop]
     doc = corpus.doc_of()[start:stop]
     rng = np.random.default_rng(seed)
     keep = rng.random(len(ids)) < keep_probabilities(corpus.counts, subsample)[ids]
     centres, contexts = skipgram_pairs(ids[keep], doc[keep], window)
     order = rng.permutation(len(centres))
-    raw = round(corpus.raw_tokens * (stop - start) / max(1, len(corpus.ids)))
     return centres[order], contexts[order], raw
 
 
@@ -216,14 +230,12 @@ class DevicePairs:
     (a different random stream)."""
 
     def __init__(self, corpus: Corpus, doc_range: tuple[int, int], device: torch.device) -> None:
-        lo, hi = doc_range
-        start, stop = int(corpus.doc_starts[lo]), int(corpus.doc_starts[hi])
+        start, stop, self.raw = _token_span(corpus, doc_range)
         self.ids = torch.from_numpy(corpus.ids[start:stop].astype(np.int64)).to(device)
         self.doc = torch.from_numpy(corpus.doc_of()[start:stop]).to(device)
         self.counts = corpus.counts
         self.keep_cache: dict[float, torch.Tensor] = {}
         self.device = device
-        self.raw = round(corpus.raw_tokens * (stop - start) / max(1, len(corpus.ids)))
 
     def epoch(
         self, *, window: int, subsample: float, seed: int
@@ -235,13 +247,7 @@ class DevicePairs:
         gen = torch.Generator(device=self.device).manual_seed(seed)
         draw = torch.rand(len(self.ids), generator=gen, device=self.device)
         keep = draw < self.keep_cache[subsample][self.ids]
-        ids, doc = self.ids[keep], self.doc[keep]
-        centres, contexts = [], []
-        for off in range(1, window + 1):
-            same = doc[:-off] == doc[off:]
-            left, right = ids[:-off][same], ids[off:][same]
-            centres += [left, right]
-            contexts += [right, left]
+        centres, contexts = _offset_pairs(self.ids[keep], self.doc[keep], window)
         c, x = torch.cat(centres), torch.cat(contexts)
         order = torch.randperm(len(c), generator=gen, device=self.device)
         return c[order], x[order], self.raw
