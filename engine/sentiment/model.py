@@ -169,31 +169,32 @@ class SentimentLSTM(nn.Module):
         lengths = lengths.clamp(min=1, max=tokens.shape[1])  # empty texts read one pad token
         emb = self.embed_dropout(self.embedding(tokens))  # (B, T, E)
         if self.packing == "padded" or (self.packing == "auto" and tokens.is_cuda):
-            deep = self._head_padded(emb, lengths.to(tokens.device))
-            return deep if wide is None else deep + wide
-        packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, (h_n, _) = self.lstm(packed)  # h_n: (layers * directions, B, H), in input order
-        if self.spec.pool == "max":  # padding is -inf, so never the max
-            padded, _ = pad_packed_sequence(out, batch_first=True, padding_value=float("-inf"))
-            features = padded.max(dim=1).values  # (B, H * directions)
-        else:  # (B, H), or (B, 2H) = [forward at the end, backward at the start]
-            features = torch.cat([h_n[-2], h_n[-1]], dim=1) if self.spec.bidirectional else h_n[-1]
+            features = self._features_padded(emb, lengths.to(tokens.device))
+        else:
+            features = self._features_packed(emb, lengths)
         logits: torch.Tensor = self.head(features).squeeze(1)  # (B,)
         if wide is not None:
             logits = logits + wide  # float32 (a bf16 head under autocast is promoted)
         return logits
 
-    def _head_padded(self, emb: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Logits through the unpacked LSTM (equal to the packed path; see padded_lstm)."""
+    def _features_packed(self, emb: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """What the head reads, through the LSTM over packed sequences (the CPU path)."""
+        packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, (h_n, _) = self.lstm(packed)  # h_n: (layers * directions, B, H), in input order
+        if self.spec.pool == "max":  # padding is -inf, so never the max
+            padded, _ = pad_packed_sequence(out, batch_first=True, padding_value=float("-inf"))
+            return padded.max(dim=1).values  # (B, H * directions)
+        # (B, H), or (B, 2H) = [forward at the end, backward at the start]
+        return torch.cat([h_n[-2], h_n[-1]], dim=1) if self.spec.bidirectional else h_n[-1]
+
+    def _features_padded(self, emb: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The same features through the unpacked LSTM (the GPU path; see padded_lstm)."""
         out, last = padded_lstm(self.lstm, emb, lengths)
-        if self.spec.pool == "max":
-            steps = torch.arange(out.shape[1], device=out.device).unsqueeze(0)
-            pad = (steps >= lengths.unsqueeze(1)).unsqueeze(2)  # (B, T, 1)
-            features = out.masked_fill(pad, float("-inf")).max(dim=1).values
-        else:
-            features = last
-        logits: torch.Tensor = self.head(features).squeeze(1)
-        return logits
+        if self.spec.pool != "max":
+            return last
+        steps = torch.arange(out.shape[1], device=out.device).unsqueeze(0)
+        pad = (steps >= lengths.unsqueeze(1)).unsqueeze(2)  # (B, T, 1)
+        return out.masked_fill(pad, float("-inf")).max(dim=1).values
 
 
 def build_model(spec: ModelShape, embeddings: np.ndarray | None = None) -> SentimentLSTM:

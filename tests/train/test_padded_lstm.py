@@ -77,8 +77,8 @@ def test_auto_packing_uses_the_packed_path_on_a_cpu() -> None:
     model = _model("seed", None, None).eval()
     tokens, lengths = _batch(3)
     calls = []
-    original = model._head_padded
-    model._head_padded = lambda *a: calls.append(1) or original(*a)  # type: ignore[method-assign]
+    original = model._features_padded
+    model._features_padded = lambda *a: calls.append(1) or original(*a)  # type: ignore[method-assign]
     model(tokens, lengths)
     assert model.packing == "auto" and calls == []
     model.packing = "padded"
