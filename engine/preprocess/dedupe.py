@@ -55,12 +55,6 @@ def is_test(cleaned: bytes, test_fraction: float) -> bool:
     return bool(text_keys(cleaned, test_fraction)[1])
 
 
-def text_partition(cleaned: bytes, partitions: int) -> int:
-    """Reduce partition of a cleaned text: partition_of(order_key(cleaned), partitions)."""
-    digest = hashlib.blake2b(cleaned, digest_size=16).digest()
-    return (int.from_bytes(digest[:8], "big") * partitions) >> 64
-
-
 def partition_of(order: int, partitions: int) -> int:
     """Reduce partition of an order key: contiguous key ranges, so concatenating partitions in
     order yields the global order whatever the partition count."""

@@ -25,17 +25,10 @@ Pending = dict[str, int]
 Cache = dict[str, Any]
 """raw text → (its aggregation, its cleaned text), kept by a worker across blocks (values typed
 loosely so callers may pass a plain new dict)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Routing:
-    """Where a map worker among several counts each text (see engine.preprocess.run_local)."""
-
-    route: Callable[[bytes], Agg]
-    """cleaned text → the aggregation of its reduce partition."""
-    defer: Callable[[str], Pending | None]
-    """raw text → the pending counts of the worker that cleans it, or None to clean it here
-    (only texts that cannot clean to nothing may be deferred: skips keep their line numbers)."""
+Defer = Callable[[str], Pending | None]
+"""For a map worker among several (see engine.preprocess.run_local): raw text → the pending
+counts of the worker that cleans it, or None to clean it here (only texts that cannot clean to
+nothing may be deferred: skips keep their line numbers)."""
 
 
 @dataclass(slots=True)
@@ -93,15 +86,14 @@ def map_lines(
     agg: Agg,
     stats: MapStats,
     cache: Cache | None = None,
-    routing: Routing | None = None,
+    defer: Defer | None = None,
     cache_entries: int = CACHE_ENTRIES,
 ) -> None:
     """Parse a block of lines into `agg` (text → packed counts) and `stats`. `first_line` is
     the 1-based number of lines[0] within the task's split. `cache` (raw text → aggregation and
-    cleaned text, kept by the caller across blocks) saves cleaning and routing again the many
-    exact duplicates (cleared when it holds `cache_entries`). `routing`, when given, picks the
-    aggregation of each text instead of `agg` (a worker's reduce partitions, so no pass over
-    the texts is needed afterwards)."""
+    cleaned text, kept by the caller across blocks) saves cleaning again the many
+    exact duplicates (cleared when it holds `cache_entries`). `defer`, when given, hands the raw
+    texts another worker cleans to that worker's pending counts instead of `agg`."""
     incs: dict[float, int] = {
         r: 1 << (SLOT_BITS * (r - spec.rating_min))
         for r in range(spec.rating_min, spec.rating_max + 1)
@@ -111,8 +103,6 @@ def map_lines(
     if cache is None:
         cache = {}
     loads, cache_get = orjson.loads, cache.get
-    route = routing.route if routing else None
-    defer = routing.defer if routing else None
     slow: list[int] = []
     hit: Any  # (Agg, cleaned bytes), or (Pending, raw str) for a deferred text
     for i, line in enumerate(lines):
@@ -127,11 +117,7 @@ def map_lines(
                     hit = cache_get(text)
                     if hit is None:
                         pending = defer(text) if defer else None
-                        if pending is not None:
-                            hit = (pending, text)
-                        else:
-                            cleaned = clean_text(text)
-                            hit = (route(cleaned) if cleaned and route else agg, cleaned)
+                        hit = (agg, clean_text(text)) if pending is None else (pending, text)
                         if len(cache) >= cache_entries:
                             cache.clear()
                         cache[text] = hit
@@ -154,8 +140,7 @@ def map_lines(
             stats.skip(parsed, task.file_index, task.split_no, line_no)
         else:
             key, rating = parsed
-            target = route(key) if route else agg
-            target[key] = target.get(key, 0) + incs[rating]
+            agg[key] = agg.get(key, 0) + incs[rating]
 
 
 def map_task(
@@ -166,18 +151,18 @@ def map_task(
     stats: MapStats,
     cache: Cache | None = None,
     progress: Callable[[int, int], None] | None = None,
-    routing: Routing | None = None,
+    defer: Defer | None = None,
     cache_entries: int = CACHE_ENTRIES,
 ) -> int:
-    """Run one task into `agg`/`stats` (or the aggregations `routing` picks, see map_lines);
-    returns the number of lines read. `progress` gets (input bytes, lines) after every block;
-    its bytes add up to task.nbytes."""
+    """Run one task into `agg`/`stats` (with `defer`, see map_lines); returns the number of
+    lines read. `progress` gets (input bytes, lines) after every block; its bytes add up to
+    task.nbytes."""
     line_no = 1
     cache = {} if cache is None else cache
     cursor, reported = [0], 0
     for lines, too_long in iter_task_blocks(task, max_line_bytes, cursor=cursor):
         map_lines(
-            lines, too_long, line_no, task, spec, max_line_bytes, agg, stats, cache, routing,
+            lines, too_long, line_no, task, spec, max_line_bytes, agg, stats, cache, defer,
             cache_entries,
         )  # fmt: skip
         line_no += len(lines)

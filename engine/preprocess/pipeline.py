@@ -227,8 +227,9 @@ def _run_runner(
     mrjob_args: list[str] | None,
 ) -> LocalResult:
     if cfg.runner == "local":
-        # ~16 ranges per worker: the last ranges to finish are small, so workers end together
-        tasks = plan_tasks(cfg.inputs, [sizes[p] for p in cfg.inputs], workers * 4)
+        # ~16 ranges per worker, the last ones small, so that the workers end their map together
+        together = workers if workers > 1 else 0
+        tasks = plan_tasks(cfg.inputs, [sizes[p] for p in cfg.inputs], workers * 4, together)
         return run_local(tasks, job, min(workers, len(tasks)), progress)
     if cfg.runner == "spark":
         from engine.preprocess.run_spark import run_spark

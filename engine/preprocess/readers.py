@@ -100,18 +100,30 @@ def open_binary(path: str) -> IO[bytes]:
     return open(path, "rb")
 
 
-def plan_tasks(paths: list[str], sizes: list[int], workers: int) -> list[MapTask]:
+def plan_tasks(
+    paths: list[str], sizes: list[int], workers: int, finish_together: int = 0
+) -> list[MapTask]:
     """Split plain files into line-aligned ranges (about 4 per worker, within
-    MIN/MAX_SPLIT_BYTES), gzip files whole."""
+    MIN/MAX_SPLIT_BYTES), gzip files whole. With `finish_together` (the number of processes
+    that take the ranges from one queue, largest first), the end of each file is cut into
+    shrinking ranges (guided scheduling, down to a quarter of MIN_SPLIT_BYTES), so the last
+    ranges taken are small and the processes end their map at nearly the same time."""
     total = sum(sizes)
     target = min(MAX_SPLIT_BYTES, max(MIN_SPLIT_BYTES, total // max(1, workers * 4)))
+    smallest = max(1, MIN_SPLIT_BYTES // 4)
     tasks = []
     for index, (path, size) in enumerate(zip(paths, sizes, strict=True)):
         if is_gzip(path) or size <= target:
             tasks.append(MapTask(index, path, 0, size, is_gzip(path), 0))
             continue
-        for split_no, start in enumerate(range(0, size, target)):
-            tasks.append(MapTask(index, path, start, min(size, start + target), False, split_no))
+        start = split_no = 0
+        while start < size:
+            step = target
+            if finish_together:
+                step = min(target, max(smallest, (size - start) // (2 * finish_together)))
+            end = min(size, start + step)
+            tasks.append(MapTask(index, path, start, end, False, split_no))
+            start, split_no = end, split_no + 1
     return tasks
 
 

@@ -160,19 +160,21 @@ def reduce_texts(
     test_fraction: float,
     seq_len: int = 0,
     table: WordTable | None = None,
+    keys: dict[bytes, tuple[int, int]] | None = None,
 ) -> ReducedPart:
     """Reduce (text, packed counts) pairs of distinct texts into a sorted part: mode rating,
     label, split; texts with only stopwords dropped; training words counted; with seq_len,
     also the first seq_len content words of each row as part-local ids (see write_part).
     Word work is batched: one join + split per batch, ids through a C-level map. With `table`
     (kept by the caller across parts) the local ids are the table's, and the training word
-    counts are left as `id_counts` (by table id) instead of `train_words`."""
+    counts are left as `id_counts` (by table id) instead of `train_words`. `keys`, when given,
+    holds every text's text_keys(text, test_fraction), computed earlier (no digest again)."""
     part = ReducedPart()
     candidates: list[Row] = []
     for text, packed in items:
         rating, total = mode_rating(packed, rule.rating_min, rule.rating_max)
         part.counts.duplicates += total - 1
-        key, test = text_keys(text, test_fraction)
+        key, test = keys[text] if keys is not None else text_keys(text, test_fraction)
         candidates.append((key, text, rule.label(rating), test))
     shared = table is not None
     table = table if table is not None else WordTable(stop)

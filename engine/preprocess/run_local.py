@@ -27,7 +27,7 @@ from typing import Any
 from engine import errors
 from engine.errors import SentitopError
 from engine.preprocess.buckets import encode_buckets, reduce_buckets
-from engine.preprocess.dedupe import text_partition
+from engine.preprocess.dedupe import partition_of, text_keys
 from engine.preprocess.job import JobSettings
 from engine.preprocess.mapper import (
     CACHE_ENTRIES,
@@ -35,7 +35,6 @@ from engine.preprocess.mapper import (
     Cache,
     MapStats,
     Pending,
-    Routing,
     map_task,
 )
 from engine.preprocess.readers import MapTask
@@ -108,36 +107,50 @@ def _map_into(
     return agg, stats
 
 
-class _WorkerRouting:
-    """A worker's aggregations: one per reduce partition (by cleaned text), and one pending
-    dict per other worker for the raw texts that worker cleans (by raw text hash; fork keeps
-    str hashes equal across workers), so a text seen by every worker is cleaned once."""
+Keys = dict[bytes, tuple[int, int]]
+"""cleaned text → text_keys(text, test_fraction): (order key, 1 if test else 0)."""
+
+
+class _WorkerState:
+    """A worker's aggregation of the texts it cleans, and one pending dict per other worker for
+    the raw texts that worker cleans (by raw text hash; fork keeps str hashes equal across
+    workers), so a text seen by every worker is cleaned once. Once the raw texts are handed
+    over, the aggregation is split by reduce partition, each text's keys computed once for
+    both the partition and the reduce."""
 
     def __init__(self, wid: int, workers: int) -> None:
         self.wid, self.workers = wid, workers
-        self.parts: list[Agg] = [{} for _ in range(workers)]
-        self.pending: list[Pending] = [{} for _ in range(workers)]
-        self.routing = Routing(self.route, self.defer)
-
-    def route(self, key: bytes) -> Agg:
-        return self.parts[text_partition(key, self.workers)]
+        self.agg: Agg = {}
+        self.pending: list[Any] = [{} for _ in range(workers)]
 
     def defer(self, text: str) -> Pending | None:
         owner = hash(text) % self.workers
         if owner == self.wid or "&" in text or not _HAS_WORD(text):
             return None  # cleaned here: its own, or it might clean to nothing (a skip)
-        return self.pending[owner]
+        pending: Pending = self.pending[owner]
+        return pending
 
     def resolve(self, received: Pending, cache: Cache) -> None:
         """Count raw texts sent by other workers (cleaned here, or found in the cache)."""
+        agg = self.agg
+        get = agg.get
         for text, packed in received.items():
             hit = cache.get(text)
-            if hit is None or type(hit[1]) is not bytes:
-                key = clean_text(text)
-                target = self.route(key)
-            else:
-                target, key = hit
-            target[key] = target.get(key, 0) + packed
+            key = hit[1] if hit is not None and type(hit[1]) is bytes else clean_text(text)
+            agg[key] = get(key, 0) + packed
+
+    def partitions(self, test_fraction: float) -> list[Any]:
+        """(counts, keys) of each reduce partition (contiguous order-key ranges); empties the
+        aggregation."""
+        parts: list[tuple[Agg, Keys]] = [({}, {}) for _ in range(self.workers)]
+        workers = self.workers
+        for text, packed in self.agg.items():
+            keys = text_keys(text, test_fraction)
+            counts, part_keys = parts[partition_of(keys[0], workers)]
+            counts[text] = packed
+            part_keys[text] = keys
+        self.agg = {}
+        return list(parts)
 
 
 _HAS_WORD = re.compile("[A-Za-z0-9]").search
@@ -150,7 +163,7 @@ def _send(buckets: list[Any], tmp: str, kind: str, wid: int) -> None:
         if p != wid:
             with open(os.path.join(tmp, f"{kind}-{wid}-{p}.marshal"), "wb") as fh:
                 marshal.dump(bucket, fh)
-            buckets[p] = {}
+            buckets[p] = None
 
 
 def _received(tmp: str, kind: str, workers: int, wid: int) -> Iterator[Any]:
@@ -164,15 +177,17 @@ def _received(tmp: str, kind: str, workers: int, wid: int) -> Iterator[Any]:
             yield bucket
 
 
-def _merge(own: Agg, buckets: Iterator[Agg]) -> Agg:
+def _merge(own: tuple[Agg, Keys], received: Iterator[tuple[Agg, Keys]]) -> tuple[Agg, Keys]:
     """The worker's own partition merged with what the other workers sent for it."""
-    for bucket in buckets:
-        if len(bucket) > len(own):
-            own, bucket = bucket, own
-        get = own.get
-        for text, packed in bucket.items():
-            own[text] = get(text, 0) + packed
-    return own
+    counts, keys = own
+    for other, other_keys in received:
+        if len(other) > len(counts):
+            counts, other, keys, other_keys = other, counts, other_keys, keys
+        get = counts.get
+        for text, packed in other.items():
+            counts[text] = get(text, 0) + packed
+        keys.update(other_keys)
+    return counts, keys
 
 
 def encode_part(part: ReducedPart, vocab: list[str], job: JobSettings, p: int) -> str:
@@ -267,7 +282,9 @@ class _Worker:
     def __init__(self, wid: int, workers: int, job: JobSettings) -> None:
         self.wid, self.workers, self.job = wid, workers, job
         self.clock = _Clock()
-        self.routing: _WorkerRouting | None = _WorkerRouting(wid, workers)
+        self.state: _WorkerState | None = _WorkerState(wid, workers)
+        self.parts: list[Any] = []
+        """(counts, keys) of each reduce partition, between the shuffle and the reduce."""
         self.stats = MapStats()
         self.cache: Cache = {}
         self.part: ReducedPart | None = None
@@ -279,25 +296,24 @@ class _Worker:
     def map(self, tasks: Iterator[MapTask], report: Progress) -> None:
         """Map tasks until there are none left (spilling its state to a run whenever it passes
         the worker's budget), then hand other workers their raw texts."""
-        routing = self.routing
-        assert routing is not None
-        agg = routing.parts[self.wid]
+        state = self.state
+        assert state is not None
         spiller = self.spiller
         entries = self.job.spill.cache_entries if self.job.spill else CACHE_ENTRIES
 
         def check(nbytes: int, lines: int) -> None:
             report(nbytes, lines)
-            if spiller and spiller.over([*routing.parts, *routing.pending]):
-                spiller.spill(routing.parts, routing.pending)
+            if spiller and spiller.over([state.agg, *state.pending]):
+                spiller.spill([state.agg], state.pending)  # in place: the cache points at them
 
         for task in tasks:
             spec = self.job.specs[task.file_index]
             limit = self.job.max_line_bytes
             map_task(
-                task, spec, limit, agg, self.stats, self.cache, check, routing.routing, entries
+                task, spec, limit, state.agg, self.stats, self.cache, check, state.defer, entries
             )
         self.clock.lap("map")
-        _send(routing.pending, self.job.tmp, "raw", self.wid)
+        _send(state.pending, self.job.tmp, "raw", self.wid)
         self.clock.lap("shuffle")
 
     @property
@@ -308,17 +324,19 @@ class _Worker:
     def shuffle(self, spill_mode: bool) -> None:
         """Count the raw texts handed over, then hand other workers their partitions (or, in
         spill mode, write everything left as one more run)."""
-        assert self.routing is not None
+        state = self.state
+        assert state is not None
         for received in _received(self.job.tmp, "raw", self.workers, self.wid):
-            self.routing.resolve(received, self.cache)
+            state.resolve(received, self.cache)
         self.cache.clear()
+        self.state = None
         self.spill_mode = spill_mode
         if spill_mode:
             assert self.spiller is not None
-            self.spiller.spill(self.routing.parts)
-            self.routing = None
+            self.spiller.spill([state.agg])
         else:
-            _send(self.routing.parts, self.job.tmp, "map", self.wid)
+            self.parts = state.partitions(self.job.test_fraction)
+            _send(self.parts, self.job.tmp, "map", self.wid)
         self.clock.lap("shuffle")
 
     def reduce(self) -> tuple[ReduceCounts, Counter[bytes]]:
@@ -327,14 +345,13 @@ class _Worker:
             counts, words, self.stashed = reduce_buckets(self.job, self.wid)
             self.clock.lap("reduce")
             return counts, words
-        assert self.routing is not None
-        own = self.routing.parts[self.wid]
-        items = _merge(own, _received(self.job.tmp, "map", self.workers, self.wid))
-        self.routing = None
+        own, self.parts = self.parts[self.wid], []
+        items, keys = _merge(own, _received(self.job.tmp, "map", self.workers, self.wid))
         self.clock.lap("shuffle")
         job = self.job
-        part = reduce_texts(items.items(), job.rule, job.stop, job.test_fraction, job.seq_len)
-        del items
+        rule, stop, fraction, seq_len = job.rule, job.stop, job.test_fraction, job.seq_len
+        part = reduce_texts(items.items(), rule, stop, fraction, seq_len, keys=keys)
+        del items, keys
         words, part.train_words = part.train_words, Counter()
         self.part = part
         self.clock.lap("reduce")

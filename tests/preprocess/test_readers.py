@@ -34,9 +34,28 @@ def test_ranges_cover_every_line_once(
     for split in (5, 64, 333, size):
         monkeypatch.setattr(readers, "MIN_SPLIT_BYTES", split)
         monkeypatch.setattr(readers, "MAX_SPLIT_BYTES", split)
-        tasks = plan_tasks([str(path)], [size], workers=2)
-        for block in (3, 50, 1 << 20):
-            assert _lines_of(path, tasks, 10_000, block) == lines, (split, block)
+        for together in (0, 2, 3):
+            tasks = plan_tasks([str(path)], [size], workers=2, finish_together=together)
+            for block in (3, 50, 1 << 20):
+                assert _lines_of(path, tasks, 10_000, block) == lines, (split, block, together)
+
+
+def test_ranges_shrink_at_the_end_when_workers_share_a_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(readers, "MIN_SPLIT_BYTES", 4000)
+    monkeypatch.setattr(readers, "MAX_SPLIT_BYTES", 4000)
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"".join(b"%06d\n" % i for i in range(20_000)))  # 140,000 bytes
+    size = path.stat().st_size
+    even = plan_tasks([str(path)], [size], workers=2)
+    tapered = plan_tasks([str(path)], [size], workers=2, finish_together=2)
+    assert {t.nbytes for t in even[:-1]} == {4000}
+    sizes = [t.nbytes for t in tapered]
+    assert sizes == sorted(sizes, reverse=True)  # largest first, as the queue hands them out
+    assert sizes[0] == 4000 and max(sizes[-4:]) <= 1000  # the last ones: a quarter or less
+    assert sum(sizes) == size and [t.start for t in tapered[1:]] == [t.end for t in tapered[:-1]]
+    assert [t.split_no for t in tapered] == list(range(len(tapered)))
 
 
 def test_too_long_lines_are_replaced_not_held() -> None:
