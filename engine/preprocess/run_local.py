@@ -125,8 +125,11 @@ class _WorkerState:
 
     def defer(self, text: str) -> Pending | None:
         owner = hash(text) % self.workers
-        if owner == self.wid or "&" in text or not _HAS_WORD(text):
+        if owner == self.wid or "&" in text:
             return None  # cleaned here: its own, or it might clean to nothing (a skip)
+        first = text[:1]  # most texts start with a letter: no regex search for them
+        if not (first.isascii() and first.isalnum()) and not _HAS_WORD(text):
+            return None
         pending: Pending = self.pending[owner]
         return pending
 
