@@ -30,7 +30,6 @@ from engine.preprocess.writer import (
     FORMAT_VERSION,
     combine_parts,
     publish_dataset,
-    write_json_atomic,
 )
 
 STAGE = "preprocess"
@@ -272,9 +271,9 @@ def _finish(
     stats["memory_budget"] = job.memory_budget
     stats["spill"] = result.spill or None
     stats["warnings"] = warnings
-    write_json_atomic(out / "vocab.json", vocab_doc)
-    write_json_atomic(out / "stats.json", stats)
-    publish_dataset(tmp_h5, out / "dataset.h5")
+    publish_dataset(
+        tmp_h5, out / "dataset.h5", {out / "vocab.json": vocab_doc, out / "stats.json": stats}
+    )
     return stats
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -175,8 +176,28 @@ def write_json_atomic(path: str | Path, data: Any) -> None:
             tmp.unlink()
 
 
-def publish_dataset(tmp_h5: str | Path, final_h5: str | Path) -> None:
-    """fsync the finished dataset file and rename it into place (the last step of a run)."""
-    with open(tmp_h5, "rb+") as fh:
-        os.fsync(fh.fileno())
+def publish_dataset(
+    tmp_h5: str | Path, final_h5: str | Path, beside: Mapping[Path, Any] | None = None
+) -> None:
+    """The last step of a run: write the JSON files `beside` (path → content, each atomically)
+    while another thread fsyncs the finished dataset file, then rename the dataset into place
+    (it appears last, so a dataset never sits next to older JSON files)."""
+    failed: list[BaseException] = []
+
+    def sync() -> None:
+        try:
+            with open(tmp_h5, "rb+") as fh:
+                os.fsync(fh.fileno())
+        except BaseException as exc:  # raised again below, in the caller's thread
+            failed.append(exc)
+
+    syncing = threading.Thread(target=sync, name="fsync-dataset")
+    syncing.start()
+    try:
+        for path, data in (beside or {}).items():
+            write_json_atomic(path, data)
+    finally:
+        syncing.join()
+    if failed:
+        raise failed[0]
     os.replace(tmp_h5, final_h5)

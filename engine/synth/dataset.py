@@ -22,7 +22,6 @@ from engine.preprocess.writer import (
     SPLITS,
     create_split,
     publish_dataset,
-    write_json_atomic,
 )
 
 BLOCK_ROWS = 1 << 15
@@ -179,9 +178,8 @@ def write_synthetic_dataset(
                 "rows_per_s": round(total / max(seconds, 1e-9)),
             },
         }
-        write_json_atomic(out / "vocab.json", vocab_doc)
-        write_json_atomic(out / "stats.json", stats)
-        publish_dataset(tmp_h5, out / "dataset.h5")
+        docs = {out / "vocab.json": vocab_doc, out / "stats.json": stats}
+        publish_dataset(tmp_h5, out / "dataset.h5", docs)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return stats

@@ -202,6 +202,33 @@ def test_atomic_write_leaves_no_dataset_on_crash(
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
 
 
+def test_publish_writes_the_json_files_then_the_dataset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.preprocess import writer
+
+    tmp_h5, final = tmp_path / "tmp.h5", tmp_path / "dataset.h5"
+    tmp_h5.write_bytes(b"h5")
+    docs = {tmp_path / "vocab.json": {"a": 1}, tmp_path / "stats.json": {"b": 2}}
+    writer.publish_dataset(tmp_h5, final, docs)
+    assert final.read_bytes() == b"h5" and not tmp_h5.exists()
+    assert json.loads((tmp_path / "stats.json").read_text()) == {"b": 2}
+
+    tmp_h5.write_bytes(b"new")
+    real_fsync = writer.os.fsync
+
+    def fsync(fd: int) -> None:  # the dataset's fsync fails (a full disk), the JSON ones do not
+        if writer.os.path.realpath(f"/proc/self/fd/{fd}") == str(tmp_h5.resolve()):
+            raise OSError(28, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(writer.os, "fsync", fsync)
+    with pytest.raises(OSError, match="No space left"):
+        writer.publish_dataset(tmp_h5, final, docs)
+    assert final.read_bytes() == b"h5"  # the failed dataset never replaced the published one
+    assert tmp_h5.read_bytes() == b"new"
+
+
 def test_events_are_emitted(tmp_path: Path) -> None:
     events: list[dict[str, Any]] = []
 
