@@ -377,7 +377,7 @@ def _child(
     wid: int,
     workers: int,
     job: JobSettings,
-    tasks: Any,
+    tasks: _TaskList,
     commands: Any,
     results: Any,
     barrier: Any,
@@ -390,7 +390,7 @@ def _child(
         def report(nbytes: int, lines: int) -> None:
             results.put(("progress", nbytes, lines))
 
-        worker.map(iter(tasks.get, None), report)
+        worker.map(iter(tasks.take, None), report)
         results.put(("mapped", wid, (worker.stats, worker.spilled)))
         barrier.wait()  # every worker has written its raw texts
         worker.shuffle(commands.get())  # spill mode, when any worker spilled
@@ -416,6 +416,27 @@ BARRIER_TIMEOUT_S = 60.0
 wait this long means a worker died in between."""
 
 
+class _TaskList:
+    """The map tasks, largest first, each taken by whichever worker asks next: a counter in
+    shared memory (the list itself reaches the forked workers with no pickling and no queue)."""
+
+    def __init__(self, tasks: list[MapTask], ctx: Any) -> None:
+        self.tasks = sorted(tasks, key=lambda t: -t.nbytes)
+        self.taken = ctx.Value("q", 0)
+
+    def take(self) -> MapTask | None:
+        """The next task, or None when all are taken."""
+        lock = self.taken.get_lock()
+        if not lock.acquire(timeout=BARRIER_TIMEOUT_S):  # its holder died while holding it
+            raise RuntimeError("a preprocess worker stopped while taking a map task")
+        try:
+            index = self.taken.value
+            self.taken.value = index + 1
+        finally:
+            lock.release()
+        return self.tasks[index] if index < len(self.tasks) else None
+
+
 class _Pool:
     """The parent is worker 0; workers 1.. are forked processes, driven phase by phase."""
 
@@ -426,14 +447,14 @@ class _Pool:
 
     def run(self, tasks: list[MapTask], progress: Progress | None) -> LocalResult:
         start_cpu = time.process_time()
-        task_q = self.ctx.Queue()
+        task_list = _TaskList(tasks, self.ctx)
         result_q = self.ctx.Queue()
         commands = [self.ctx.Queue() for _ in range(self.workers)]
         barrier = self.ctx.Barrier(self.workers)
         procs = [
             self.ctx.Process(
                 target=_child,
-                args=(w, self.workers, self.job, task_q, commands[w], result_q, barrier),
+                args=(w, self.workers, self.job, task_list, commands[w], result_q, barrier),
                 daemon=True,
                 name=f"preprocess-{w}",
             )
@@ -444,10 +465,6 @@ class _Pool:
             proc.start()
         done = False
         try:
-            for task in sorted(tasks, key=lambda t: -t.nbytes):
-                task_q.put(task)
-            for _ in range(self.workers):
-                task_q.put(None)
             own = _Worker(0, self.workers, self.job)
 
             def report(nbytes: int, lines: int) -> None:
@@ -455,7 +472,7 @@ class _Pool:
                     progress(nbytes, lines)
                 self._drain(result_q, progress)
 
-            own.map(iter(task_q.get, None), report)
+            own.map(iter(task_list.take, None), report)
             stats = own.stats
             spill_mode = own.spilled
             for _, (got, spilled) in self._collect(result_q, procs, "mapped", progress):

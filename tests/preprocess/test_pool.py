@@ -52,6 +52,31 @@ def assert_clean(out: Path) -> None:
     assert not (out / "dataset.h5").exists()
 
 
+def _take_all(tasks: Any, out: Any) -> None:
+    for task in iter(tasks.take, None):
+        out.put(task.start)
+        time.sleep(0.001)  # let the other process take some too
+    out.put(None)
+
+
+def test_each_map_task_is_taken_once_largest_first() -> None:
+    from engine.preprocess.readers import MapTask
+
+    ctx = mp.get_context("fork")
+    tasks = run_local._TaskList(
+        [MapTask(0, "f", i * 10, i * 10 + 1 + i % 7, False, i) for i in range(60)], ctx
+    )
+    assert [t.nbytes for t in tasks.tasks] == sorted((t.nbytes for t in tasks.tasks), reverse=True)
+    out = ctx.Queue()
+    other = ctx.Process(target=_take_all, args=(tasks, out))
+    other.start()
+    theirs = [out.get()]  # the other process has taken its first task
+    mine = [task.start for task in iter(tasks.take, None)]
+    theirs += list(iter(out.get, None))
+    other.join()
+    assert sorted(mine + theirs) == [i * 10 for i in range(60)]
+
+
 def test_two_workers_match_one(corpus: Path, tmp_path: Path) -> None:
     run_preprocess(PreprocessConfig(inputs=[str(corpus)], output=str(tmp_path / "a"), workers=1))
     run_two_workers(corpus, tmp_path / "b")
