@@ -1,11 +1,12 @@
 """The default `local` runner: map, shuffle by key range, reduce and encode on all cores.
 
 Same MapReduce shape and pure functions as the mrjob job, without mrjob's sort: each worker
-aggregates text → rating counts in one dict per reduce partition (in-mapper combining, the
-partition found once per distinct raw text; raw texts another worker cleans are counted raw and
-handed to it), hands the other workers their partitions as one marshal file each, merges what it
-got into its own, then reduces it and writes one HDF5 part. The calling process is worker 0 and
-forks the others (one cold process fewer: a fresh worker faults all its memory in)."""
+aggregates cleaned text → rating counts in one dict (in-mapper combining; raw texts another
+worker cleans are counted raw and handed to it), then splits it by reduce partition with each
+text's keys (one digest per text, reused by the reduce), hands the other workers their
+partitions as one marshal file each, merges what it got into its own, then reduces it and
+writes one HDF5 part. The calling process is worker 0 and forks the others (one cold process
+fewer: a fresh worker faults all its memory in)."""
 
 from __future__ import annotations
 
