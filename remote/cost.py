@@ -6,7 +6,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -71,6 +71,19 @@ class _Running:
         return self.line.total_usd_per_hour * max(0.0, end - self.started_at) / 3600.0
 
 
+def peak_rate(spans: Iterable[tuple[float, float, float]]) -> float:
+    """The largest sum of rates over (start, stop, rate) spans that overlap in time; a span
+    that stops when another starts does not overlap it."""
+    changes = sorted(
+        (t, delta) for start, stop, rate in spans for t, delta in ((start, rate), (stop, -rate))
+    )  # at equal times the stop (negative) comes first
+    peak = running = 0.0
+    for _, delta in changes:
+        running += delta
+        peak = max(peak, running)
+    return peak
+
+
 class CostMeter:
     """Σ over machine groups of price x billed seconds; thread-safe.
 
@@ -125,6 +138,18 @@ class CostMeter:
                 r.line.total_usd_per_hour for r in self._lines.values() if r.stopped_at is None
             )
 
+    def peak_usd_per_hour(self, now: float | None = None) -> float:
+        """The most USD per hour of groups running at the same time so far: the cluster's
+        price, not the sum over every group ever started (a replaced node or an EMR cluster
+        that finished before training are not billed beside what replaced or followed them)."""
+        now = self._now(now)
+        with self._lock:
+            spans = [
+                (r.started_at, r.stopped_at if r.stopped_at is not None else now, r.line)
+                for r in self._lines.values()
+            ]
+        return peak_rate((start, stop, line.total_usd_per_hour) for start, stop, line in spans)
+
     def elapsed_s(self, now: float | None = None) -> float:
         """Seconds since the first group started (0 before)."""
         now = self._now(now)
@@ -159,6 +184,7 @@ class CostMeter:
         now = self._now(now)
         with self._lock:
             total = sum(r.usd(now) for r in self._lines.values())
+            first = min((r.started_at for r in self._lines.values()), default=now)
             lines: list[dict[str, Any]] = [
                 {
                     "name": key,
@@ -170,6 +196,8 @@ class CostMeter:
                     "price_source": r.line.source,
                     "billed_s": r.billed_s(now),
                     "usd": round(r.usd(now), 6),
+                    "start_s": round(r.started_at - first, 3),
+                    "stop_s": round((r.stopped_at or now) - first, 3),
                 }
                 for key, r in self._lines.items()
             ]

@@ -337,7 +337,7 @@ def _summary(
     cost = meter.summary()
     summary["usd"] = cost["usd"]
     summary["accrued_usd"] = round(meter.accrued_usd(), 6)  # without the 1-min minimum
-    summary["usd_per_hour"] = round(sum(line["usd_per_hour"] for line in cost["lines"]), 6)
+    summary["usd_per_hour"] = round(meter.peak_usd_per_hour(), 6)  # replaced nodes not added
     summary["cost"] = cost
     summary["train"] = train
     summary["warnings"] = progress.warnings

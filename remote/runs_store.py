@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from engine.errors import InputError
 from engine.events import read_events
+from remote.cost import peak_rate
 from remote.pricing import Catalog, load_catalog
 from remote.run_folder import SUMMARY_FILE, resolve_run_dir, runs_root
 
@@ -278,9 +279,14 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
     ]
     lines = (summary.get("cost") or {}).get("lines") or []
     rate = _num(summary, "usd_per_hour") or 0.0
-    train_rate = sum(
-        float(x.get("usd_per_hour", 0)) for x in lines if x.get("stage") != "preprocess"
-    )
+    train_lines = [x for x in lines if x.get("stage") != "preprocess"]
+    if all("start_s" in x and "stop_s" in x for x in train_lines):  # the concurrent peak
+        train_rate = peak_rate(
+            (float(x["start_s"]), float(x["stop_s"]), float(x.get("usd_per_hour", 0)))
+            for x in train_lines
+        )
+    else:  # summaries written before the lines had times
+        train_rate = sum(float(x.get("usd_per_hour", 0)) for x in train_lines)
     sweep = _read_json(folder / SWEEP_FILE) if (folder / SWEEP_FILE).is_file() else {}
     workload, data_key = embeddings_keys(summary) if embeddings else workload_keys(config)
     record = RunRecord(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 import threading
 import time
@@ -73,6 +74,41 @@ def test_groups_count_emr_surcharge_and_stop_independently() -> None:
     assert {x["name"]: x["billed_s"] for x in summary["lines"]} == {"train": 3600, "emr": 1800}
     with pytest.raises(ValueError):
         meter.start(line("train"), at=10.0)
+
+
+def test_the_hourly_price_of_a_run_is_its_peak_not_every_group_ever_started(
+    tmp_path: Path,
+) -> None:
+    """A lost node and its replacement are never billed at once, nor an EMR cluster that
+    finished before training started: summary.json's usd_per_hour is the concurrent peak,
+    and the runs table reads the same figure back from the lines' times."""
+    from remote.runs_store import load_run
+
+    meter = CostMeter()
+    meter.start(line("emr", usd=0.5, count=3), at=0.0)
+    meter.stop("emr", at=600.0)
+    meter.start(line("nodes[0]", usd=1.0, count=2), at=600.0)
+    meter.start(line("node-b", usd=1.0), at=600.0)
+    meter.stop("node-b", at=1200.0)  # lost
+    meter.start(line("node-b-r1", usd=1.0), at=1250.0)  # its replacement
+    assert meter.peak_usd_per_hour(now=3000.0) == pytest.approx(3.0)
+    assert meter.usd_per_hour() == pytest.approx(3.0)  # running now: 2 + the replacement
+    assert sum(x["usd_per_hour"] for x in meter.summary(now=3000.0)["lines"]) == 5.5  # the old sum
+    lines = meter.summary(now=3000.0)["lines"]
+    times = {x["name"]: (x["start_s"], x["stop_s"]) for x in lines}
+    assert times == {
+        "emr": (0, 600),
+        "nodes[0]": (600, 3000),
+        "node-b": (600, 1200),
+        "node-b-r1": (1250, 3000),
+    }
+    for x in lines:
+        x["stage"] = "preprocess" if x["name"] == "emr" else "train"
+    folder = tmp_path / "run-1"
+    folder.mkdir()
+    summary = {"status": "ok", "usd_per_hour": 3.0, "cost": {"lines": lines}}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    assert load_run(folder).usd_per_hour == pytest.approx(3.0)
 
 
 def test_would_exceed_looks_ahead() -> None:

@@ -16,6 +16,7 @@ from engine.errors import ConfigError
 from engine.sentiment.model import (
     ModelShape,
     WideNgrams,
+    bigram_buckets,
     build_model,
     count_parameters,
     resolve_spec,
@@ -165,3 +166,38 @@ def test_two_process_gloo_run_with_the_wide_path(tiny_data: Path, tmp_path: Path
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["world_size"] == 2 and summary["accuracy"] > 0.8
     assert json.loads((run / "model.json").read_text())["ngram_buckets"] == 256
+
+
+def test_bigram_hash_spreads_like_a_random_function() -> None:
+    """350 k distinct bigrams of a Zipf-like vocabulary fill (almost) as many of 1 M buckets as
+    a random function would; hash 1 (kept for old runs) reduced to 3a + b and collided."""
+    gen = torch.Generator().manual_seed(0)
+    ranks = torch.arange(1, 30_001, dtype=torch.float64)
+    pick = torch.multinomial(1.0 / ranks, 1_400_000, replacement=True, generator=gen)
+    pairs = torch.unique((pick[:-1] + 2) * 40_000 + (pick[1:] + 2))
+    first, second = pairs // 40_000, pairs % 40_000
+    n, buckets = len(pairs), 1_000_000
+    random_fill = buckets * (1 - (1 - 1 / buckets) ** n)
+    new = len(torch.unique(bigram_buckets(first, second, buckets, 2)))
+    old = len(torch.unique(bigram_buckets(first, second, buckets, 1)))
+    assert n > 200_000
+    assert new >= 0.98 * random_fill
+    assert old < 0.5 * random_fill
+    assert int(bigram_buckets(first, second, buckets, 2).min()) >= 0
+
+
+def test_new_models_use_hash_2_and_old_runs_keep_hash_1() -> None:
+    spec = resolve_spec(ModelConfig(ngram_buckets=1000), vocab_size=30)
+    assert spec.ngram_hash == 2 and build_model(spec).wide.hash_version == 2  # type: ignore[union-attr]
+    old = spec.to_dict()
+    del old["ngram_hash"]  # model.json written before hash 2
+    old_model = _randomised(build_model(ModelShape.from_dict(old)))
+    assert old_model.wide.hash_version == 1  # type: ignore[union-attr]
+    tokens = torch.tensor([[4, 7, 9]])
+    rows, _ = old_model.wide.ids(tokens, torch.tensor([3]))  # type: ignore[union-attr]
+    assert rows[0, 3:].tolist() == [
+        30 + (4 * 1_000_003 + 7) % 1000,
+        30 + (7 * 1_000_003 + 9) % 1000,
+    ]
+    with pytest.raises(ConfigError, match="ngram_hash"):
+        build_model(ModelShape.from_dict({**old, "ngram_hash": 3}))

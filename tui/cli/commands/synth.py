@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, ProgressColumn
 
 
 def register(subparsers: Any) -> None:
@@ -55,16 +58,26 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _progress(quiet: bool, *amount: ProgressColumn) -> Progress:
+    """A progress bar on stderr (description, bar, ``amount`` columns, time left), shown only
+    on a terminal and never with --json."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TimeRemainingColumn
+
+    console = Console(stderr=True)
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        *amount,
+        TimeRemainingColumn(),
+        console=console,
+        disable=quiet or not console.is_terminal,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Generate the file with a progress bar, then print a summary (or JSON)."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
+    from rich.progress import DownloadColumn, TransferSpeedColumn
     from rich.table import Table
     from rich.text import Text
 
@@ -85,16 +98,7 @@ def run(args: argparse.Namespace) -> int:
             f"--malformed-rate: must be between 0 and 1, got {args.malformed_rate}",
             hint="for example --malformed-rate 0.001",
         )
-    console = Console(stderr=True)
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        disable=args.json or not console.is_terminal,
-    ) as bar:
+    with _progress(args.json, DownloadColumn(), TransferSpeedColumn()) as bar:
         task = bar.add_task("synth", total=size)
         stats = generate(
             args.output,
@@ -129,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_dataset(args: argparse.Namespace) -> int:
     """`--dataset DIR --reviews N`: write the dataset folder directly, then print its stats."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    from rich.progress import MofNCompleteColumn
 
     from engine.errors import InputError
     from engine.synth import parse_size
@@ -149,14 +153,7 @@ def _run_dataset(args: argparse.Namespace) -> int:
         raise InputError(f"--test-fraction: must be within 0..1, got {args.test_fraction}")
     n_test = round(reviews * args.test_fraction)
     console = Console(stderr=True)
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        disable=args.json or not console.is_terminal,
-    ) as bar:
+    with _progress(args.json, MofNCompleteColumn()) as bar:
         task = bar.add_task("synth dataset", total=reviews)
         stats = write_synthetic_dataset(
             args.dataset,
