@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from typing import TypeVar
 
 SLOT_BITS = 40
 """Bits per rating in a packed count (a Python int: slot r - rating_min holds rating r's count)."""
 _SLOT_MASK = (1 << SLOT_BITS) - 1
 _TWO64 = float(1 << 64)
+K = TypeVar("K")
 
 
 def pack_counts(counts: list[int]) -> int:
@@ -16,6 +18,14 @@ def pack_counts(counts: list[int]) -> int:
     for slot, n in enumerate(counts):
         packed |= n << (SLOT_BITS * slot)
     return packed
+
+
+def add_counts(into: dict[K, int], other: dict[K, int]) -> None:
+    """Add `other`'s packed counts into `into` (keys in both are few: summed in Python, the
+    rest inserted by one C-level update; `other` is changed: read it no more)."""
+    for key in other.keys() & into.keys():
+        other[key] += into[key]
+    into.update(other)
 
 
 def unpack_counts(packed: int, slots: int) -> list[int]:

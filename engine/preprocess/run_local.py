@@ -28,7 +28,7 @@ from typing import Any
 from engine import errors
 from engine.errors import SentitopError
 from engine.preprocess.buckets import encode_buckets, reduce_buckets
-from engine.preprocess.dedupe import partition_of, text_keys
+from engine.preprocess.dedupe import add_counts, partition_of, text_keys
 from engine.preprocess.job import JobSettings
 from engine.preprocess.mapper import (
     CACHE_ENTRIES,
@@ -187,9 +187,7 @@ def _merge(own: tuple[Agg, Keys], received: Iterator[tuple[Agg, Keys]]) -> tuple
     for other, other_keys in received:
         if len(other) > len(counts):
             counts, other, keys, other_keys = other, counts, other_keys, keys
-        get = counts.get
-        for text, packed in other.items():
-            counts[text] = get(text, 0) + packed
+        add_counts(counts, other)
         keys.update(other_keys)
     return counts, keys
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from engine.errors import InputError, StorageError
 from engine.preprocess.budget import MIN_BUDGET
+from engine.preprocess.dedupe import add_counts
 from engine.preprocess.mapper import CACHE_ENTRIES, Agg, Pending
 from engine.preprocess.reduce import ReducedPart
 from engine.preprocess.text import clean_text
@@ -240,9 +241,7 @@ class RunReader:
                 part: Agg = marshal.loads(fh.read(offsets[b + 1] - offsets[b]))
             if len(part) > len(merged):
                 merged, part = part, merged
-            get = merged.get
-            for key, packed in part.items():
-                merged[key] = get(key, 0) + packed
+            add_counts(merged, part)
         return merged
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from engine.preprocess.dedupe import (
+    add_counts,
     is_test,
     mode_rating,
     order_key,
@@ -48,6 +49,17 @@ def test_packed_counts_round_trip_and_add() -> None:
     assert unpack_counts(pack_counts(a) + pack_counts(b), 5) == [
         x + y for x, y in zip(a, b, strict=True)
     ]
+
+
+def test_add_counts_sums_shared_keys_and_inserts_the_rest() -> None:
+    into = {b"a": pack_counts([1, 0, 0, 0, 2]), b"b": pack_counts([0, 1, 0, 0, 0])}
+    other = {b"b": pack_counts([0, 2, 0, 0, 1]), b"c": pack_counts([0, 0, 4, 0, 0])}
+    add_counts(into, other)
+    assert {k: unpack_counts(v, 5) for k, v in into.items()} == {
+        b"a": [1, 0, 0, 0, 2],
+        b"b": [0, 3, 0, 0, 1],
+        b"c": [0, 0, 4, 0, 0],
+    }
 
 
 def test_split_is_stable_and_near_the_fraction() -> None:
