@@ -104,6 +104,11 @@ def test_vocab_most_frequent_first_ties_alphabetical() -> None:
     assert select_vocab(counts, 3) == ["c", "a", "b"]
     assert word_index(select_vocab(counts, 3)) == {b"c": 2, b"a": 3, b"b": 4}
     assert select_vocab(counts, 100) == ["c", "a", "b", "e", "d"]
+    rng = np.random.default_rng(3)  # many ties: equal to ranking by (-count, word)
+    words = [bytes(rng.integers(97, 100, 4).tolist()) for _ in range(80)]
+    many = Counter({w: int(rng.integers(1, 6)) for w in words})
+    ranked = sorted(many.items(), key=lambda item: (-item[1], item[0]))
+    assert select_vocab(many, 50) == [w.decode() for w, _ in ranked[:50]]
 
 
 def test_encode_drops_stopwords_pads_truncates_and_marks_unknown() -> None:
