@@ -126,11 +126,13 @@ class _WorkerState:
 
     def defer(self, text: str) -> Pending | None:
         owner = hash(text) % self.workers
-        if owner == self.wid or "&" in text:
-            return None  # cleaned here: its own, or it might clean to nothing (a skip)
-        first = text[:1]  # most texts start with a letter: no regex search for them
-        if not (first.isascii() and first.isalnum()) and not _HAS_WORD(text):
-            return None
+        if owner == self.wid:
+            return None  # its own: cleaned here
+        if "&" in text:
+            if not _HAS_WORD(_ENTITIES("", text)):
+                return None  # it might clean to nothing (a skip, counted here with its line)
+        elif not (text[:1].isascii() and text[:1].isalnum()) and not _HAS_WORD(text):
+            return None  # (most texts start with a letter: no regex search for them)
         pending: Pending = self.pending[owner]
         return pending
 
@@ -158,7 +160,11 @@ class _WorkerState:
 
 
 _HAS_WORD = re.compile("[A-Za-z0-9]").search
-"""A text without "&" and with an ASCII letter or digit never cleans to nothing."""
+"""A text with an ASCII letter or digit outside its character references never cleans to
+nothing."""
+_ENTITIES = re.compile(r"&#?[^\t\n\f <&;]*;?").sub
+"""Removes every span html.unescape may replace (its pattern's matches, each extended to the
+next delimiter), so that what is left passes through cleaning unchanged."""
 
 
 def _send(buckets: list[Any], tmp: str, kind: str, wid: int) -> None:

@@ -77,6 +77,29 @@ def test_each_map_task_is_taken_once_largest_first() -> None:
     assert sorted(mine + theirs) == [i * 10 for i in range(60)]
 
 
+def test_a_deferred_raw_text_never_cleans_to_nothing() -> None:
+    """Only texts that keep a word are handed to another worker: a skip must be counted where
+    its line number is known. Random texts of entity pieces, letters and other characters."""
+    import random
+
+    from engine.preprocess.text import clean_text
+
+    pieces = ["&", "#", ";", "a", "A", "1", "x", " ", "é", "amp", "quot", "#65", "#x41", "\n", "<"]
+    pieces += ["'", "\u2019", "!", "ß", "\uff21"]
+    rng = random.Random(5)
+    state, handed = run_local._WorkerState(1, 2), 0
+    for _ in range(50_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 7)))
+        if state.defer(text) is not None:
+            handed += 1
+            assert clean_text(text), text
+    assert handed > 10_000
+    # texts with "&" are handed over too when a word lies outside every character reference
+    for text, handed_over in (("ok &amp; fine", True), ("&amp;&#65;", False), ("&quot;", False)):
+        other = run_local._WorkerState(1 - hash(text) % 2, 2)  # a worker that does not own it
+        assert (other.defer(text) is not None) is handed_over, text
+
+
 def test_two_workers_match_one(corpus: Path, tmp_path: Path) -> None:
     run_preprocess(PreprocessConfig(inputs=[str(corpus)], output=str(tmp_path / "a"), workers=1))
     run_two_workers(corpus, tmp_path / "b")
