@@ -164,7 +164,7 @@ _HAS_WORD = re.compile("[A-Za-z0-9]").search
 nothing."""
 _ENTITIES = re.compile(r"&#?[^\t\n\f <&;]*;?").sub
 """Removes every span html.unescape may replace (its pattern's matches, each extended to the
-next delimiter), so that what is left passes through cleaning unchanged."""
+next delimiter): an ASCII letter or digit left over survives unescaping and cleaning."""
 
 
 def _send(buckets: list[Any], tmp: str, kind: str, wid: int) -> None:
