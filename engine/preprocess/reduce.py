@@ -215,7 +215,7 @@ def reduce_texts(
         part.train_words = Counter(dict(zip(words, train_counts[nonzero].tolist(), strict=True)))
     if seq_len:
         picked = np.asarray(order, dtype=np.int64)
-        part.local_tokens = np.concatenate(tokens)[picked] if tokens else None
+        part.local_tokens = _gather_rows(tokens, picked, seq_len) if tokens else None
         part.lengths = np.minimum(n_content[picked], seq_len).astype(np.int32)
         part.words = table.words
     return part
@@ -233,6 +233,23 @@ def select_vocab(counts: Counter[bytes] | dict[bytes, int], size: int) -> list[s
 def token_dtype(num_ids: int) -> Any:
     """uint16 when every id fits, else int32."""
     return np.uint16 if num_ids <= 1 << 16 else np.int32
+
+
+def _gather_rows(blocks: list[np.ndarray], picked: np.ndarray, seq_len: int) -> np.ndarray:
+    """``np.concatenate(blocks)[picked]`` without the concatenation: each block's rows go to
+    their places in the output and the block is released (``blocks`` is emptied), so the peak
+    is the output plus the blocks not yet placed, not three matrices of the output's size."""
+    dest = np.full(sum(len(b) for b in blocks), -1, dtype=np.int64)
+    dest[picked] = np.arange(len(picked))
+    out = np.empty((len(picked), seq_len), dtype=np.int32)
+    offset = 0
+    for i, block in enumerate(blocks):
+        to = dest[offset : offset + len(block)]
+        inside = to >= 0
+        out[to[inside]] = block[inside]
+        offset += len(block)
+        blocks[i] = block[:0]  # released
+    return out
 
 
 def encode_texts(

@@ -181,3 +181,22 @@ def test_mode_rating_of_a_single_rating(slot: int, n: int) -> None:
     counts = [0] * 5
     counts[slot] = n
     assert mode_rating(pack_counts(counts), 1, 5) == (slot + 1, n)
+
+
+def test_row_gathering_and_id_translation_equal_the_whole_matrix_forms() -> None:
+    """The blockwise forms that keep 256-token preprocessing's peak memory down give exactly
+    what the whole-matrix numpy expressions give."""
+    from engine.preprocess.reduce import _gather_rows
+    from engine.preprocess.writer import _translate_rows
+
+    rng = np.random.default_rng(0)
+    blocks = [rng.integers(-1, 50, size=(n, 7), dtype=np.int32) for n in (5, 0, 11, 3)]
+    whole = np.concatenate(blocks)
+    picked = rng.permutation(len(whole))[:13]
+    gathered = _gather_rows([b.copy() for b in blocks], picked, 7)
+    assert gathered.dtype == np.int32 and np.array_equal(gathered, whole[picked])
+    lut = rng.integers(0, 60_000, size=51).astype(np.uint16)
+    rows = np.flatnonzero(rng.random(len(whole)) < 0.5)
+    before = whole.copy()
+    assert np.array_equal(_translate_rows(whole, rows, lut), lut.take(whole[rows] + 1))
+    assert np.array_equal(whole, before)  # the part's ids are not changed in place
