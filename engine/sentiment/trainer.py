@@ -334,6 +334,11 @@ class Trainer:
                 init_embeddings=init and {"found": init.found, "missing": init.missing},
             )
 
+    def _positive_rate(self) -> float | None:
+        """Share of positive training labels (the prior the model's P(positive) is calibrated
+        to, with pos_weight; `sentitop eval --adapt-prior` reads it from summary.json)."""
+        return float(self.data.positives()) / self.n_train if self.n_train else None
+
     def _pos_weight(self) -> float | None:
         pw = self.cfg.pos_weight
         if pw == "none":
@@ -570,6 +575,7 @@ class Trainer:
             "global_batch": self.cfg.batch_size,
             "lr": self.base_lr,
             "pos_weight": self.pos_weight,
+            "train_positive_rate": self._positive_rate(),
             "model": self.spec.to_dict(),
             "params": count_parameters(self.model),
             "n_train": self.n_train,
