@@ -143,6 +143,10 @@ def _run_task(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
         run = Path(spec["run"])
         if not (spec.get("reuse") and (run / "model.pt").is_file()):
             run = train_on(Path(spec["data"]), run, spec["train"], spec["model"])
+        elif spec["train"].get("blend_paths", True):  # a run from before the blend: add it
+            from engine.sentiment.blend import blend_saved_run
+
+            blend_saved_run(run, spec["data"])
         device = spec["score_device"]
         if device == "auto":
             import torch
