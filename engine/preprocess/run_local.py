@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import marshal
+import mmap
 import multiprocessing as mp
 import os
 import queue
@@ -181,8 +182,8 @@ def _received(tmp: str, kind: str, workers: int, wid: int) -> Iterator[Any]:
     for other in range(workers):
         if other != wid:
             path = os.path.join(tmp, f"{kind}-{other}-{wid}.marshal")
-            with open(path, "rb") as fh:
-                bucket = marshal.loads(fh.read())  # load(fh) reads object by object: slow
+            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                bucket = marshal.loads(m)  # no copy of the file in fresh memory (load(fh): slow)
             os.unlink(path)
             yield bucket
 
@@ -454,7 +455,9 @@ class _Pool:
         start_cpu = time.process_time()
         task_list = _TaskList(tasks, self.ctx)
         result_q = self.ctx.Queue()
-        commands = [self.ctx.Queue() for _ in range(self.workers)]
+        # put() pickles and writes in the caller's thread: a Queue's feeder thread would wait
+        # for the GIL while the parent encodes, and the vocabulary reached worker 1 ≈ 10 ms late
+        commands = [self.ctx.SimpleQueue() for _ in range(self.workers)]
         barrier = self.ctx.Barrier(self.workers)
         procs = [
             self.ctx.Process(
