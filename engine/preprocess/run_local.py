@@ -4,9 +4,11 @@ Same MapReduce shape and pure functions as the mrjob job, without mrjob's sort: 
 aggregates cleaned text → rating counts in one dict (in-mapper combining; raw texts another
 worker cleans are counted raw and handed to it), then splits it by reduce partition with each
 text's keys (one digest per text, reused by the reduce), hands the other workers their
-partitions as one marshal file each, merges what it got into its own, then reduces it and
-writes one HDF5 part. The calling process is worker 0 and forks the others (one cold process
-fewer: a fresh worker faults all its memory in)."""
+partitions as one marshal file each (engine.preprocess.handover), merges what it got into its
+own, then reduces it and writes one HDF5 part; worker 0 instead writes dataset.h5 itself, its
+own rows from memory while the others still encode, theirs from their parts when due. The
+calling process is worker 0 and forks the others (one cold process fewer: a fresh worker
+faults all its memory in)."""
 
 from __future__ import annotations
 
