@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from yardstick_data import LabelledTexts, negation_probes
-from yardstick_metrics import best_threshold, scores
+from yardstick_metrics import adapted_scores, best_threshold, scores
 
 from engine.preprocess.dedupe import is_test
 
@@ -65,6 +65,7 @@ def tfidf_lr(
     return {
         **scores(p_test, y_test, 0.5),
         "tuned_threshold": {**scores(p_test, y_test, threshold), "threshold": threshold},
+        "prior_adapted": adapted_scores(p_test, y_test, float(y_fit.mean())),
         "C": clf.C,
         "min_df": vec.min_df,
         "valid_accuracy": round(valid_acc, 4),

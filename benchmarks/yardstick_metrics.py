@@ -32,3 +32,17 @@ def best_threshold(proba: np.ndarray, labels: np.ndarray) -> float:
     best = np.flatnonzero(correct == correct.max())
     k = best[np.argmin(np.abs(cuts[best] - 0.5))]
     return float(cuts[k])
+
+
+def adapted_scores(proba: np.ndarray, labels: np.ndarray, source_rate: float) -> dict[str, Any]:
+    """Scores after re-weighting to the test texts' positive rate as the model estimates it
+    from its own probabilities (EM, no labels: engine.sentiment.prior_shift), and that rate —
+    the same rule `sentitop eval --adapt-prior` applies; None where the estimate is refused."""
+    from engine.errors import InputError
+    from engine.sentiment.prior_shift import adapt
+
+    try:
+        adapted, estimate = adapt(proba, source_rate)
+    except InputError as exc:
+        return {"error": str(exc)}
+    return {**scores(adapted, labels), "estimated_rate": round(estimate.target_rate, 4)}

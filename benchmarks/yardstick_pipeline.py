@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from yardstick_data import LabelledTexts, negation_probes
-from yardstick_metrics import scores
+from yardstick_metrics import adapted_scores, scores
 
 from engine.config import ModelConfig, PreprocessConfig, TrainConfig
 from engine.events import Emitter
@@ -91,8 +91,17 @@ def score_run(run_dir: Path, test: LabelledTexts, device: str = "cpu") -> dict[s
     summary = json.loads((run_dir / "summary.json").read_text())
     probes = negation_probes()
     probe_pred = predict_proba(loaded, probes.texts) > threshold
+    from engine.errors import InputError
+    from engine.sentiment.evaluate import source_rate
+
+    labels = np.asarray(test.labels)
+    try:
+        prior = adapted_scores(proba, labels, source_rate(loaded))
+    except InputError as exc:  # a run that learned nothing has no prior to adapt
+        prior = {"error": str(exc)}
     return {
-        **scores(proba, np.asarray(test.labels), threshold),
+        **scores(proba, labels, threshold),
+        "prior_adapted": prior,
         "threshold": round(threshold, 4),
         "valid_accuracy": summary.get("accuracy"),
         "epochs": summary.get("epochs"),

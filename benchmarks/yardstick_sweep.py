@@ -130,13 +130,23 @@ def _run_task(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
     if kind == "prep":
         from yardstick_pipeline import preprocess_texts
 
-        data = preprocess_texts(_read_texts(spec["train"]), Path(spec["work"]), spec["preprocess"])
+        data = Path(spec["work"]) / "data"
+        if not (spec.get("reuse") and (data / "stats.json").is_file()):
+            data = preprocess_texts(
+                _read_texts(spec["train"]), Path(spec["work"]), spec["preprocess"]
+            )
         stats = json.loads((data / "stats.json").read_text())
         out = {"data": str(data), "vocab_size": stats["vocab_size"], "kept": stats["kept"]}
     elif kind == "train":
         from yardstick_pipeline import score_run, train_on
 
-        run = train_on(Path(spec["data"]), Path(spec["run"]), spec["train"], spec["model"])
+        run = Path(spec["run"])
+        if not (spec.get("reuse") and (run / "model.pt").is_file()):
+            run = train_on(Path(spec["data"]), run, spec["train"], spec["model"])
+        elif spec["train"].get("blend_paths", True):  # a run from before the blend: add it
+            from engine.sentiment.blend import blend_saved_run
+
+            blend_saved_run(run, spec["data"])
         device = spec["score_device"]
         if device == "auto":
             import torch
@@ -215,7 +225,12 @@ def plan_tasks(
             prep_work = work / "prep" / name / digest
             train_cost = fact["train_bytes"] * float(v.train.get("epochs", 3)) + fact["test_bytes"]
             if prep_key not in preps:
-                spec = {"train": str(train_file), "work": str(prep_work), "preprocess": pre}
+                spec = {
+                    "train": str(train_file),
+                    "work": str(prep_work),
+                    "preprocess": pre,
+                    "reuse": args.reuse,
+                }
                 preps[prep_key] = Task(prep_key, "prep", spec, PREP_FIRST, fold=name)
             preps[prep_key].cost = max(preps[prep_key].cost, PREP_FIRST + train_cost)
             cache = str(work / "cache")  # the trainer's dataset copies, removed with WORK
@@ -227,6 +242,7 @@ def plan_tasks(
                 "train": train,
                 "model": v.model,
                 "score_device": train["device"],
+                "reuse": args.reuse,
             }
             tasks.append(
                 Task(f"{v.name}/{name}", "train", spec, train_cost, prep_key, v.name, name)
@@ -364,6 +380,12 @@ def _mean_of_all(values: list[Any]) -> float | None:
     return None if any(v is None for v in values) else _mean(values)
 
 
+def _adapted(result: dict[str, Any]) -> float | None:
+    """Accuracy after prior adaptation (None where it was not measured or was refused)."""
+    value = (result.get("prior_adapted") or {}).get("accuracy")
+    return None if value is None else float(value)
+
+
 def _fmt(value: float | None, points: bool = False) -> str:
     if value is None:
         return "—"
@@ -396,6 +418,16 @@ def summary_rows(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> list[d
             _mean([ok[f]["accuracy"] - base[f]["accuracy"] for f in both]) if both else None
         )
         row["delta_folds"] = {f: ok[f]["accuracy"] - base[f]["accuracy"] for f in ok if f in base}
+        adapted = [_adapted(ok[f]) for f in done]
+        row["loco_adapted"] = None if None in adapted else _mean(adapted)  # type: ignore[arg-type]
+        pairs = [
+            (a, _adapted(base[f]) if f in base else None)
+            for a, f in zip(adapted, done, strict=True)
+        ]
+        complete = pairs and all(a is not None and b is not None for a, b in pairs)
+        row["delta_loco_adapted"] = (
+            _mean([a - b for a, b in pairs]) if complete else None  # type: ignore[operator]
+        )
         f1_gaps = [(ok[f]["f1"] - base[f]["f1"], f) for f in both if "f1" in base[f]]
         row["worst_f1"] = min(f1_gaps) if f1_gaps else None  # target: within 1 point on each
         row["at_or_below_majority"] = [f for f in ok if ok[f]["accuracy"] <= facts[f]["majority"]]
@@ -418,7 +450,8 @@ def seed_means(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         avg = _mean_of_all
         mean: dict[str, Any] = {"variant": f"{name}@mean", "loco_folds": group[0]["loco_folds"]}
-        for key in ("loco_accuracy", "loco_f1", "loco_auc", "delta_loco", "mean_train_s"):
+        keys = ("loco_accuracy", "loco_f1", "loco_auc", "delta_loco", "mean_train_s")
+        for key in (*keys, "loco_adapted", "delta_loco_adapted"):
             mean[key] = avg([g[key] for g in group])
         for key in ("folds", "delta_folds"):
             common = set.intersection(*(set(g[key]) for g in group))
@@ -437,7 +470,8 @@ def table(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> str:
     facts = doc["folds"]
     loco = [f for f, x in facts.items() if x["kind"] == "loco"]
     other = [f for f, x in facts.items() if x["kind"] != "loco"]
-    head = ["variant", "loco acc", "Δ loco", "loco F1", "loco AUC", *loco, *other]
+    head = ["variant", "loco acc", "Δ loco", "loco F1", "loco AUC", "loco adapted", "Δ adapted"]
+    head += [*loco, *other]
     head += [f"Δ {f}" for f in other] + ["worst ΔF1 loco", "≤ majority", "probes min/mean/max"]
     head += ["train s", "errors"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -449,6 +483,8 @@ def table(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> str:
             _fmt(row["delta_loco"], points=True),
             _fmt(row["loco_f1"]),
             _fmt(row["loco_auc"]),
+            _fmt(row["loco_adapted"]),
+            _fmt(row["delta_loco_adapted"], points=True),
             *[_fmt(row["folds"].get(f)) for f in loco + other],
             *[_fmt(row["delta_folds"].get(f), points=True) for f in other],
             f"{100 * worst[0]:+.2f} {worst[1]}" if (worst := row["worst_f1"]) else "—",
@@ -460,7 +496,8 @@ def table(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     majority = [_fmt(facts[f]["majority"]) for f in loco + other]
     loco_major = _mean([facts[f]["majority"] for f in loco])
-    cells = ["majority", _fmt(loco_major), "", "", "", *majority, *[""] * (len(other) + 5)]
+    cells = ["majority", _fmt(loco_major), "", "", "", "", "", *majority]
+    cells += [""] * (len(other) + 5)
     lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -488,6 +525,11 @@ def main() -> None:
     )
     parser.add_argument("--json", help="results file, rewritten after every task")
     parser.add_argument("--work", help="keep folds, datasets, runs and logs here (default: temp)")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the datasets and finished runs already under --work: only score them again",
+    )
     parser.add_argument("--task-timeout", type=float, help="kill a task after this many seconds")
     parser.add_argument("--table", metavar="JSON", help="only print the table of a sweep JSON")
     args = parser.parse_args()

@@ -225,6 +225,10 @@ class TrainConfig:
     keep_best: bool = True
     """Finish with the weights of the evaluated epoch with the highest held-out accuracy (ties:
     lower loss); model.pt and the summary's metrics are that epoch's (`best_epoch`)."""
+    blend_paths: bool = True
+    """With a wide path and an unweighted loss: after training, fit the deep and wide paths'
+    weights and a bias on the validation split (logistic regression of 3 numbers), kept when
+    it lowers the validation log-loss (engine/sentiment/blend.py; BENCHMARKS.md)."""
     patience: int = 0
     """Stop after this many evaluations without a new best held-out accuracy (0 = run every
     epoch)."""

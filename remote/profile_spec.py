@@ -268,6 +268,9 @@ class TrainSpec(Section):
     """Evaluate every N epochs and after the last (default 1)."""
     keep_best: bool | None = None
     """Finish with the weights of the epoch with the best held-out accuracy (default true)."""
+    blend_paths: bool | None = None
+    """Fit the deep and wide paths' mix and a bias on the validation split after training
+    (default true)."""
     patience: int | None = Field(default=None, ge=0)
     """Stop after N evaluations without a new best held-out accuracy (0 = never; default 0)."""
     log_every: int | None = Field(default=None, ge=1)

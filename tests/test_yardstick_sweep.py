@@ -109,6 +109,10 @@ def test_table_means_seeds_and_measures_against_the_baseline() -> None:
         },
     }
     base = {"a": res(0.82, 0.88), "b": res(0.91, 0.94), "imdb": res(0.75, 0.75)}
+    for result, adapted in ((doc["variants"]["w@s0"]["results"]["a"], 0.86), (base["a"], 0.84)):
+        result["prior_adapted"] = {"accuracy": adapted}  # type: ignore[assignment]
+    doc["variants"]["w@s0"]["results"]["b"]["prior_adapted"] = {"accuracy": 0.92}  # type: ignore[assignment]
+    base["b"]["prior_adapted"] = {"error": "refused"}  # type: ignore[assignment]
     base["not_run_here"] = res(0.5, 0.5)  # a baseline file of a wider run
     rows = {r["variant"]: r for r in summary_rows(doc, base)}
     assert rows["w@s0"]["loco_accuracy"] == pytest.approx(0.85)
@@ -119,6 +123,12 @@ def test_table_means_seeds_and_measures_against_the_baseline() -> None:
     assert rows["bad"]["loco_folds"] == "1/2" and rows["bad"]["errors"] == ["a"]
     assert rows["bad"]["at_or_below_majority"] == ["b"]
     assert rows["baseline"]["delta_loco"] == 0
+    assert rows["w@s0"]["loco_adapted"] == pytest.approx(0.89)
+    assert rows["w@s0"]["delta_loco_adapted"] is None  # the baseline's b was refused
+    base["b"]["prior_adapted"] = {"accuracy": 0.90}  # type: ignore[assignment]
+    rows = {r["variant"]: r for r in summary_rows(doc, base)}
+    assert rows["w@s0"]["delta_loco_adapted"] == pytest.approx(0.02)  # (0.02 + 0.02) / 2
+    assert rows["w@s1"]["loco_adapted"] is None and rows["w@mean"]["loco_adapted"] is None
     text = table(doc, base)
     assert "| w@mean (2/2) | 0.8650 | +0.00 |" in text
     assert "| majority | 0.7500 |" in text

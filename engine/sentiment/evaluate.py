@@ -15,6 +15,13 @@ from engine.errors import InputError
 from engine.sentiment import checkpoint as ckpt
 from engine.sentiment.metrics import score_labels
 from engine.sentiment.model import ModelShape, SentimentLSTM, build_model
+from engine.sentiment.prior_shift import (
+    MIN_TEXTS,
+    PriorEstimate,
+    adapt,
+    estimate_rate,
+    source_rate_of,
+)
 
 _BATCH = 1024
 
@@ -132,8 +139,47 @@ def read_labelled(run: LoadedRun, paths: Iterable[str]) -> tuple[list[str], np.n
     return texts, np.asarray(labels, dtype=np.int64)
 
 
-def evaluate_files(run: LoadedRun, paths: Sequence[str]) -> dict[str, Any]:
+def source_rate(run: LoadedRun) -> float:
+    """The training prior the run's probabilities are calibrated to (from its summary.json)."""
+    path = run.run_dir / ckpt.SUMMARY
+    if not path.is_file():
+        raise InputError(
+            f"{path} not found: the run has not finished, so its training prior is unknown",
+            hint="score without --adapt-prior, or wait for the run to finish",
+        )
+    return source_rate_of(json.loads(path.read_text()))
+
+
+def batch_prior(
+    run: LoadedRun, proba: np.ndarray, adapt_prior: bool
+) -> tuple[np.ndarray, PriorEstimate | None]:
+    """(probabilities to decide on, the batch's estimated positive rate): re-weighted to that
+    rate with ``adapt_prior``; without it the estimate is made when it can be (a finished run,
+    enough texts) so a caller can warn about a prior shift, and the probabilities are kept."""
+    if adapt_prior:
+        return adapt(proba, source_rate(run))
+    if len(proba) < MIN_TEXTS or not (run.run_dir / ckpt.SUMMARY).is_file():
+        return proba, None
+    try:
+        return proba, estimate_rate(proba, source_rate(run))
+    except InputError:
+        return proba, None
+
+
+def evaluate_files(
+    run: LoadedRun, paths: Sequence[str], adapt_prior: bool = False
+) -> dict[str, Any]:
     """accuracy, precision, recall, f1, ROC AUC, n, the confusion matrix and the majority
-    rate (with whether the model beats it) on raw review files."""
+    rate (with whether the model beats it) on raw review files; ``prior`` holds the files'
+    positive rate as the model estimates it without their labels, and with ``adapt_prior``
+    the decisions use probabilities re-weighted to that rate (``unadapted_accuracy`` is the
+    accuracy without)."""
     texts, labels = read_labelled(run, paths)
-    return score_labels(predict_proba(run, texts), labels)
+    raw = predict_proba(run, texts)
+    proba, estimate = batch_prior(run, raw, adapt_prior)
+    metrics = score_labels(proba, labels)
+    metrics["prior"] = None if estimate is None else estimate.to_dict()
+    metrics["prior_adapted"] = adapt_prior
+    if adapt_prior:
+        metrics["unadapted_accuracy"] = float(((raw > 0.5) == labels.astype(bool)).mean())
+    return metrics

@@ -55,6 +55,9 @@ class ModelShape:
     ngram_hash: int = 1
     """How bigrams map to buckets (see :func:`bigram_buckets`): 2 for every model built now;
     1, the first rule, only to load runs saved before version 2 (their model.json lacks it)."""
+    blend: tuple[float, float, float] | None = None
+    """(deep weight, wide weight, bias) of the logit, fitted on the validation split after
+    training (engine/sentiment/blend.py); None = the plain sum the paths were trained as."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (stored in checkpoints and RUN_DIR/model.json)."""
@@ -63,7 +66,8 @@ class ModelShape:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelShape:
         """Inverse of :meth:`to_dict`."""
-        return cls(**data)
+        blend = data.get("blend")
+        return cls(**{**data, "blend": None if blend is None else tuple(blend)})
 
 
 def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None) -> ModelShape:
@@ -192,6 +196,18 @@ class SentimentLSTM(nn.Module):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Logits (B,) for right-padded token ids (B, T) with true lengths (B,) (on the CPU)."""
+        deep, wide = self.parts(tokens, lengths)
+        if wide is None:
+            return deep
+        if self.spec.blend is not None:
+            w_deep, w_wide, bias = self.spec.blend
+            return w_deep * deep + w_wide * wide + bias
+        return deep + wide  # float32 (a bf16 head under autocast is promoted)
+
+    def parts(
+        self, tokens: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(the LSTM head's logit, the wide path's logit or None without one), each (B,)."""
         wide = self.wide(tokens, lengths.clamp(max=tokens.shape[1])) if self.wide else None
         lengths = lengths.clamp(min=1, max=tokens.shape[1])  # empty texts read one pad token
         emb = self.embed_dropout(self.embedding(tokens))  # (B, T, E)
@@ -200,9 +216,7 @@ class SentimentLSTM(nn.Module):
         else:
             features = self._features_packed(emb, lengths)
         logits: torch.Tensor = self.head(features).squeeze(1)  # (B,)
-        if wide is not None:
-            logits = logits + wide  # float32 (a bf16 head under autocast is promoted)
-        return logits
+        return logits, wide
 
     def _features_packed(self, emb: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """What the head reads, through the LSTM over packed sequences (the CPU path)."""

@@ -67,6 +67,17 @@ class TrainData:
         """Positive training labels (one pass over the mapped labels)."""
         return int(np.count_nonzero(self.train.labels))
 
+    def positive_rate(self) -> float | None:
+        """Share of positive training labels (the prior the model's P(positive) is calibrated
+        to, with pos_weight; `sentitop eval --adapt-prior` reads it from summary.json)."""
+        return self.positives() / self.n_train if self.n_train else None
+
+    def balancing_weight(self) -> float | None:
+        """negatives / positives of the training labels (pos_weight auto; None with one class)."""
+        positives = self.positives()
+        negatives = self.n_train - positives
+        return negatives / positives if positives and negatives else None
+
     def batches(
         self,
         sampler: PlanSampler,

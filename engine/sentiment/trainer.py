@@ -26,6 +26,7 @@ from engine.errors import TrainError
 from engine.events import Emitter, rank_emitter
 from engine.procstats import rss_anon_bytes, storage_read_bytes
 from engine.sentiment import checkpoint as ckpt
+from engine.sentiment.blend import BlendFit, blend_run
 from engine.sentiment.data import Batch, PlanSampler, StepPlan, even_plan, to_device
 from engine.sentiment.dist_env import DistEnv
 from engine.sentiment.evaluate import confusion_stats
@@ -336,13 +337,19 @@ class Trainer:
 
     def _pos_weight(self) -> float | None:
         pw = self.cfg.pos_weight
-        if pw == "none":
-            return None
-        if pw == "auto":
-            positives = float(self.data.positives())
-            negatives = self.n_train - positives
-            return negatives / positives if positives and negatives else None
+        if pw in ("none", "auto"):
+            return self.data.balancing_weight() if pw == "auto" else None
         return float(pw)
+
+    def _blend(self) -> BlendFit | None:
+        """Rank 0, a wide path, an unweighted loss: the paths' blend fitted on validation."""
+        if not (self.main and self.cfg.blend_paths and self.model.wide and not self.pos_weight):
+            return None
+        eval_bs = self.cfg.eval_batch_size
+        batches = (to_device(b, self.device) for b in self.data.eval_batches(0, 1, eval_bs))
+        fit = blend_run(self.model, batches, self.device, self.cfg.run_dir)
+        self.spec = self.model.spec
+        return fit
 
     # ------------------------------------------------------------------ step helpers
     def _batches(self, first: int, stop: int) -> Iterator[tuple[Batch, float]]:
@@ -550,6 +557,8 @@ class Trainer:
         """Rank 0 writes model.pt and summary.json and emits `summary`; returns the summary."""
         best = self.best.restore(self.model) if self.cfg.keep_best else None
         test = best or self.last_test or {}
+        blend = self._blend()
+        test = {**test, **blend.metrics} if blend and blend.metrics else test
         wall = self.prior_wall_s + time.time() - self.wall_start
         summary = {
             "status": "ok",
@@ -570,6 +579,8 @@ class Trainer:
             "global_batch": self.cfg.batch_size,
             "lr": self.base_lr,
             "pos_weight": self.pos_weight,
+            "train_positive_rate": self.data.positive_rate(),
+            "blend": blend.summary() if blend else None,
             "model": self.spec.to_dict(),
             "params": count_parameters(self.model),
             "n_train": self.n_train,

@@ -102,3 +102,40 @@ def test_eval_names_a_missing_run_folder(tmp_path: Path) -> None:
         timeout=120,
     )
     assert out.returncode == 2 and "model.json" in out.stderr
+
+
+def test_adapting_a_model_that_learned_nothing_is_refused(trained_run: Path) -> None:
+    """The module's tiny model does not beat its validation majority: eval still scores, names
+    no prior, and --adapt-prior is a clear error rather than a batch called all-negative."""
+    plain = json.loads(_cli("eval", str(trained_run), "--input", str(REAL), "--json"))
+    assert plain["prior"] is None or abs(plain["prior"]["target_rate"] - 0.5) < 0.5
+    out = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "eval", str(trained_run), "--input", str(REAL),
+         "--adapt-prior"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert out.returncode == 2 and "does not beat the majority rate" in out.stderr
+
+
+def test_predict_scores_a_file_and_names_bad_lines(trained_run: Path, tmp_path: Path) -> None:
+    lines = tmp_path / "texts.txt"
+    lines.write_text("".join(f"review {i}: works great, love it\n\n" for i in range(60)))
+    scored = _cli("predict", str(trained_run), "one more", "--input", str(lines))
+    rows = scored.splitlines()
+    assert (
+        len(rows) == 61
+        and rows[0].endswith("one more")
+        and rows[-1].endswith("review 59: works great, love it")
+    )
+    (tmp_path / "latin1.txt").write_bytes(b"ok\ncaf\xe9\n")
+    garbled = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "predict", str(trained_run), "--input",
+         str(tmp_path / "latin1.txt")],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert garbled.returncode == 2 and "latin1.txt, line 2: not UTF-8" in garbled.stderr
+    empty = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "predict", str(trained_run)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert empty.returncode == 2 and "no text to score" in empty.stderr

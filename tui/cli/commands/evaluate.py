@@ -25,6 +25,13 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="raw review files (McAuley JSON / JSON lines, optionally .gz)",
     )
+    parser.add_argument(
+        "--adapt-prior",
+        action="store_true",
+        help="re-weight the probabilities to the files' positive rate as the model estimates "
+        "it without their labels (EM; for reviews whose share of positives differs from the "
+        "training data's, e.g. another product category)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -34,15 +41,49 @@ def run(args: argparse.Namespace) -> int:
     from engine.sentiment.evaluate import evaluate_files, load_run
     from tui.cli.commands import train_folder
 
-    metrics = evaluate_files(load_run(train_folder(args.run_dir)), args.input)
+    metrics = evaluate_files(
+        load_run(train_folder(args.run_dir)), args.input, adapt_prior=args.adapt_prior
+    )
     if args.json:
         print(json.dumps(metrics))
     else:
         print("\n".join(report_lines(metrics)))
-    warning = majority_warning(metrics)
-    if warning:
-        print(warning, file=sys.stderr)
+    for warning in (majority_warning(metrics), prior_warning(metrics)):
+        if warning:
+            print(warning, file=sys.stderr)
     return 0
+
+
+def prior_warning(metrics: dict[str, Any]) -> str | None:
+    """A warning when the files' estimated positive rate is far from the training data's and
+    the probabilities were not adapted to it."""
+    from engine.sentiment.prior_shift import PriorEstimate, shift_warning
+
+    if metrics.get("prior_adapted") or not metrics.get("prior"):
+        return None
+    return shift_warning(PriorEstimate(**metrics["prior"]))
+
+
+def prior_line(metrics: dict[str, Any]) -> str | None:
+    """The estimated positive rate of the files, and what adapting to it changed."""
+    prior = metrics.get("prior")
+    if not prior:
+        return None
+    line = (
+        f"positive rate: training {prior['source_rate']:.4f}, these files "
+        f"{prior['target_rate']:.4f} as the model estimates it (true "
+        f"{_true_rate(metrics):.4f})"
+    )
+    if metrics.get("prior_adapted"):
+        line += (
+            f"; decisions re-weighted to it (accuracy without: {metrics['unadapted_accuracy']:.4f})"
+        )
+    return line
+
+
+def _true_rate(metrics: dict[str, Any]) -> float:
+    rate = float(metrics["majority_rate"])
+    return rate if metrics["majority_label"] else 1.0 - rate
 
 
 def report_lines(metrics: dict[str, Any]) -> list[str]:
@@ -56,6 +97,7 @@ def report_lines(metrics: dict[str, Any]) -> list[str]:
         f"roc_auc {'n/a (one class)' if auc is None else f'{auc:.4f}'}",
         f"majority rate {metrics['majority_rate']:.4f} (always {name}); accuracy "
         f"{100 * (metrics['accuracy'] - metrics['majority_rate']):+.2f} points over it",
+        *filter(None, [prior_line(metrics)]),
         "confusion (rows = true, columns = predicted)",
         f"            pred neg  pred pos\ntrue neg  {tn:>9} {fp:>9}\ntrue pos  {fn:>9} {tp:>9}",
     ]

@@ -1,0 +1,107 @@
+"""`sentitop eval/predict` on reviews whose positive rate differs from the training data's:
+the model's own estimate of the rate, the warning, and --adapt-prior, end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+GOOD = ["great", "love", "superb", "perfect", "happy"]
+BAD = ["awful", "broke", "junk", "returned", "useless"]
+
+
+def _reviews(path: Path, n: int, positive: float, seed: int) -> float:
+    """n reviews, ``positive`` of them 5★ with good words, the rest 1★; returns the share."""
+    rng = np.random.default_rng(seed)
+    pos_n = 0
+    with open(path, "w") as fh:
+        for i in range(n):
+            pos = bool(rng.random() < positive)
+            pos_n += pos
+            words = rng.choice(GOOD if pos else BAD, 2)
+            text = f"{words[0]} cable {i} {words[1]} item number {i % 41}"
+            fh.write(json.dumps({"text": text, "rating": 5 if pos else 1}) + "\n")
+    return pos_n / n
+
+
+def _cli(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert out.returncode == code, out.stderr
+    return out
+
+
+def test_eval_sees_a_shifted_batch_and_adapts_to_it(tmp_path: Path) -> None:
+    from engine.config import ModelConfig, PreprocessConfig, TrainConfig
+    from engine.preprocess import run_preprocess
+    from engine.sentiment.trainer import DistEnv, Trainer
+
+    train = tmp_path / "train.jsonl"
+    _reviews(train, 600, 0.8, seed=0)
+    run_preprocess(PreprocessConfig(inputs=[str(train)], output=str(tmp_path / "d"), workers=1))
+    cfg = TrainConfig(
+        data_dir=str(tmp_path / "d"),
+        run_dir=str(tmp_path / "run"),
+        epochs=8,
+        batch_size=32,
+        lr=2e-2,
+        warmup_steps=1,
+        lr_schedule="constant",
+        model=ModelConfig(hidden=8, embedding_dim=8, ngram_buckets=4096),
+        checkpoint_every_min=0,
+        pos_weight="none",
+        events_file=False,
+        seed=1,
+    )
+    Trainer(cfg, env=DistEnv()).fit()
+    run = str(tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["train_positive_rate"] == pytest.approx(0.8, abs=0.05)
+
+    shifted = tmp_path / "shifted.jsonl"
+    truth = _reviews(shifted, 400, 0.3, seed=5)
+    out = _cli("eval", run, "--input", str(shifted), "--json")
+    plain = json.loads(out.stdout)
+    assert plain["prior"]["source_rate"] == pytest.approx(summary["train_positive_rate"])
+    assert plain["prior"]["target_rate"] == pytest.approx(truth, abs=0.1)
+    assert "look" in out.stderr and "--adapt-prior" in out.stderr
+    adapted = json.loads(
+        _cli("eval", run, "--input", str(shifted), "--json", "--adapt-prior").stdout
+    )
+    assert (
+        adapted["prior_adapted"]
+        and "look" not in _cli("eval", run, "--input", str(shifted), "--adapt-prior").stderr
+    )
+    assert adapted["unadapted_accuracy"] == pytest.approx(plain["accuracy"])
+    assert adapted["accuracy"] >= plain["accuracy"]
+
+    same = tmp_path / "same.jsonl"
+    _reviews(same, 400, 0.8, seed=6)
+    quiet = _cli("eval", run, "--input", str(same), "--json")
+    assert abs(json.loads(quiet.stdout)["prior"]["target_rate"] - 0.8) < 0.1
+    assert "look" not in quiet.stderr
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text(
+        "".join(json.loads(line)["text"] + "\n\n" for line in shifted.read_text().splitlines())
+    )
+    scored = _cli("predict", run, "--input", str(texts), "--adapt-prior", "--json")
+    rows = json.loads(scored.stdout)
+    assert len(rows) == 400 and "re-weighted" in scored.stderr
+    assert np.mean([r["p_positive"] > 0.5 for r in rows]) == pytest.approx(truth, abs=0.1)
+
+    few = tmp_path / "few.txt"
+    few.write_text("great item\nbroke after a week\n")
+    refused = _cli("predict", run, "--input", str(few), "--adapt-prior", code=2)
+    assert "at least 50 texts" in refused.stderr
