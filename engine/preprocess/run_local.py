@@ -154,8 +154,8 @@ def run_local(
     progress: Progress | None = None,
     target: DatasetTarget | None = None,
 ) -> LocalResult:
-    """Run the whole job with `workers` processes (1: in this process). With `target`, several
-    workers may write the dataset file themselves (see LocalResult.dataset)."""
+    """Run the whole job with `workers` processes (1: in this process). With `target` and
+    several workers (not spilling), worker 0 writes the dataset itself (LocalResult.dataset)."""
     keep_freed_memory()
     was_enabled = gc.isenabled()
     gc.disable()  # the job makes no reference cycles; collections only re-walk the caches
