@@ -28,6 +28,7 @@ from engine.preprocess.spill import likely_to_spill, make_tmp, plan_spill, scrat
 from engine.preprocess.text import stopwords
 from engine.preprocess.writer import (
     FORMAT_VERSION,
+    DatasetTarget,
     combine_parts,
     publish_dataset,
 )
@@ -229,7 +230,11 @@ def _run_runner(
         # ~16 ranges per worker, the last ones small, so that the workers end their map together
         together = workers if workers > 1 else 0
         tasks = plan_tasks(cfg.inputs, [sizes[p] for p in cfg.inputs], workers * 4, together)
-        return run_local(tasks, job, min(workers, len(tasks)), progress)
+        target = DatasetTarget(
+            os.path.join(job.tmp, "dataset.h5"),
+            lambda vocab: _dataset_attrs(cfg, _vocab_doc(cfg, job, vocab)),
+        )
+        return run_local(tasks, job, min(workers, len(tasks)), progress, target)
     if cfg.runner == "spark":
         from engine.preprocess.run_spark import run_spark
 
@@ -250,23 +255,16 @@ def _finish(
 ) -> dict[str, Any]:
     warnings = check_preprocess(cfg, build_stats(cfg, result, 0.0))  # raises before writing
     finish_cpu = time.process_time()
-    num_ids = len(result.vocab) + 2
-    dtype = token_dtype(num_ids)
     vocab_doc = _vocab_doc(cfg, job, result.vocab)
-    vocab_bytes = json.dumps(vocab_doc, sort_keys=True).encode()
-    attrs = {
-        "vocab_size": len(result.vocab),
-        "num_ids": num_ids,
-        "seq_len": cfg.seq_len,
-        "pad_id": PAD_ID,
-        "unk_id": UNK_ID,
-        "format_version": FORMAT_VERSION,
-        "vocab_sha256": hashlib.sha256(vocab_bytes).hexdigest(),
-    }
     tmp_h5 = os.path.join(tmp, "dataset.h5")
-    combine_parts(result.parts, tmp_h5, cfg.seq_len, dtype, attrs)
+    if result.dataset is None:  # else the runner wrote it
+        dtype = token_dtype(len(result.vocab) + 2)
+        attrs = _dataset_attrs(cfg, vocab_doc)
+        combine_parts(result.parts, tmp_h5, cfg.seq_len, dtype, attrs)
+    elif result.dataset != tmp_h5:
+        raise AssertionError(f"the runner wrote {result.dataset}, not {tmp_h5}")
     if result.cpu:
-        result.cpu["combine"] = time.process_time() - finish_cpu
+        result.cpu["combine"] = result.cpu.get("combine", 0.0) + time.process_time() - finish_cpu
     stats = build_stats(cfg, result, time.time() - start)
     stats["memory_budget"] = job.memory_budget
     stats["spill"] = result.spill or None
@@ -275,6 +273,20 @@ def _finish(
         tmp_h5, out / "dataset.h5", {out / "vocab.json": vocab_doc, out / "stats.json": stats}
     )
     return stats
+
+
+def _dataset_attrs(cfg: PreprocessConfig, vocab_doc: dict[str, Any]) -> dict[str, Any]:
+    """dataset.h5's attributes (the ids and the hash of vocab.json's content)."""
+    vocab_bytes = json.dumps(vocab_doc, sort_keys=True).encode()
+    return {
+        "vocab_size": vocab_doc["vocab_size"],
+        "num_ids": vocab_doc["vocab_size"] + 2,
+        "seq_len": cfg.seq_len,
+        "pad_id": PAD_ID,
+        "unk_id": UNK_ID,
+        "format_version": FORMAT_VERSION,
+        "vocab_sha256": hashlib.sha256(vocab_bytes).hexdigest(),
+    }
 
 
 def _vocab_doc(cfg: PreprocessConfig, job: JobSettings, vocab: list[str]) -> dict[str, Any]:

@@ -4,19 +4,19 @@ Same MapReduce shape and pure functions as the mrjob job, without mrjob's sort: 
 aggregates cleaned text → rating counts in one dict (in-mapper combining; raw texts another
 worker cleans are counted raw and handed to it), then splits it by reduce partition with each
 text's keys (one digest per text, reused by the reduce), hands the other workers their
-partitions as one marshal file each, merges what it got into its own, then reduces it and
-writes one HDF5 part. The calling process is worker 0 and forks the others (one cold process
-fewer: a fresh worker faults all its memory in)."""
+partitions as one marshal file each (engine.preprocess.handover), merges what it got into its
+own, then reduces it and writes one HDF5 part; worker 0 instead writes dataset.h5 itself, its
+own rows from memory while the others still encode, theirs from their parts when due. The
+calling process is worker 0 and forks the others (one cold process fewer: a fresh worker
+faults all its memory in)."""
 
 from __future__ import annotations
 
 import ctypes
 import gc
-import marshal
 import multiprocessing as mp
 import os
 import queue
-import re
 import threading
 import time
 import traceback
@@ -28,14 +28,13 @@ from typing import Any
 from engine import errors
 from engine.errors import SentitopError
 from engine.preprocess.buckets import encode_buckets, reduce_buckets
-from engine.preprocess.dedupe import add_counts, partition_of, text_keys
+from engine.preprocess.handover import WorkerState, merge, received, send
 from engine.preprocess.job import JobSettings
 from engine.preprocess.mapper import (
     CACHE_ENTRIES,
     Agg,
     Cache,
     MapStats,
-    Pending,
     map_task,
 )
 from engine.preprocess.readers import MapTask
@@ -52,8 +51,14 @@ from engine.preprocess.spill import (
     plan_spill,
     scratch_error,
 )
-from engine.preprocess.text import clean_text
-from engine.preprocess.writer import write_part
+from engine.preprocess.writer import (
+    DatasetTarget,
+    Part,
+    PartArrays,
+    combine_parts,
+    encode_arrays,
+    write_part,
+)
 
 Progress = Callable[[int, int], None]
 """Called with (input bytes done since last call, lines read since last call)."""
@@ -73,6 +78,8 @@ class LocalResult:
     """runs, bytes and buckets spilled to disk (zeros when everything fitted in memory)."""
     workers: int = 0
     """Worker processes (0: one per part)."""
+    dataset: str | None = None
+    """dataset.h5, when the runner combined the parts itself (else the caller combines them)."""
 
 
 class _Clock:
@@ -108,96 +115,6 @@ def _map_into(
     return agg, stats
 
 
-Keys = dict[bytes, tuple[int, int]]
-"""cleaned text → text_keys(text, test_fraction): (order key, 1 if test else 0)."""
-
-
-class _WorkerState:
-    """A worker's aggregation of the texts it cleans, and one pending dict per other worker for
-    the raw texts that worker cleans (by raw text hash; fork keeps str hashes equal across
-    workers), so a text seen by every worker is cleaned once. Once the raw texts are handed
-    over, the aggregation is split by reduce partition, each text's keys computed once for
-    both the partition and the reduce."""
-
-    def __init__(self, wid: int, workers: int) -> None:
-        self.wid, self.workers = wid, workers
-        self.agg: Agg = {}
-        self.pending: list[Any] = [{} for _ in range(workers)]
-
-    def defer(self, text: str) -> Pending | None:
-        owner = hash(text) % self.workers
-        if owner == self.wid:
-            return None  # its own: cleaned here
-        if "&" in text:
-            if not _HAS_WORD(_ENTITIES("", text)):
-                return None  # it might clean to nothing (a skip, counted here with its line)
-        elif not (text[:1].isascii() and text[:1].isalnum()) and not _HAS_WORD(text):
-            return None  # (most texts start with a letter: no regex search for them)
-        pending: Pending = self.pending[owner]
-        return pending
-
-    def resolve(self, received: Pending, cache: Cache) -> None:
-        """Count raw texts sent by other workers (cleaned here, or found in the cache)."""
-        agg = self.agg
-        get = agg.get
-        for text, packed in received.items():
-            hit = cache.get(text)
-            key = hit[1] if hit is not None and type(hit[1]) is bytes else clean_text(text)
-            agg[key] = get(key, 0) + packed
-
-    def partitions(self, test_fraction: float) -> list[Any]:
-        """(counts, keys) of each reduce partition (contiguous order-key ranges); empties the
-        aggregation."""
-        parts: list[tuple[Agg, Keys]] = [({}, {}) for _ in range(self.workers)]
-        workers = self.workers
-        for text, packed in self.agg.items():
-            keys = text_keys(text, test_fraction)
-            counts, part_keys = parts[partition_of(keys[0], workers)]
-            counts[text] = packed
-            part_keys[text] = keys
-        self.agg = {}
-        return list(parts)
-
-
-_HAS_WORD = re.compile("[A-Za-z0-9]").search
-"""A text with an ASCII letter or digit outside its character references never cleans to
-nothing."""
-_ENTITIES = re.compile(r"&#?[^\t\n\f <&;]*;?").sub
-"""Removes every span html.unescape may replace (its pattern's matches, each extended to the
-next delimiter): an ASCII letter or digit left over survives unescaping and cleaning."""
-
-
-def _send(buckets: list[Any], tmp: str, kind: str, wid: int) -> None:
-    """Write every bucket but the worker's own for the worker it belongs to; frees them."""
-    for p, bucket in enumerate(buckets):
-        if p != wid:
-            with open(os.path.join(tmp, f"{kind}-{wid}-{p}.marshal"), "wb") as fh:
-                marshal.dump(bucket, fh)
-            buckets[p] = None
-
-
-def _received(tmp: str, kind: str, workers: int, wid: int) -> Iterator[Any]:
-    """The buckets the other workers wrote for this one (files removed once read)."""
-    for other in range(workers):
-        if other != wid:
-            path = os.path.join(tmp, f"{kind}-{other}-{wid}.marshal")
-            with open(path, "rb") as fh:
-                bucket = marshal.loads(fh.read())  # load(fh) reads object by object: slow
-            os.unlink(path)
-            yield bucket
-
-
-def _merge(own: tuple[Agg, Keys], received: Iterator[tuple[Agg, Keys]]) -> tuple[Agg, Keys]:
-    """The worker's own partition merged with what the other workers sent for it."""
-    counts, keys = own
-    for other, other_keys in received:
-        if len(other) > len(counts):
-            counts, other, keys, other_keys = other, counts, other_keys, keys
-        add_counts(counts, other)
-        keys.update(other_keys)
-    return counts, keys
-
-
 def encode_part(part: ReducedPart, vocab: list[str], job: JobSettings, p: int) -> str:
     path = os.path.join(job.tmp, f"part-{p:05d}.h5")
     write_part(path, part, word_index(vocab), job.stop, job.seq_len, token_dtype(len(vocab) + 2))
@@ -231,21 +148,30 @@ def release_freed_memory() -> None:
 
 
 def run_local(
-    tasks: list[MapTask], job: JobSettings, workers: int, progress: Progress | None = None
+    tasks: list[MapTask],
+    job: JobSettings,
+    workers: int,
+    progress: Progress | None = None,
+    target: DatasetTarget | None = None,
 ) -> LocalResult:
-    """Run the whole job with `workers` processes (1: in this process)."""
+    """Run the whole job with `workers` processes (1: in this process). With `target` and
+    several workers (not spilling), worker 0 writes the dataset itself (LocalResult.dataset)."""
     keep_freed_memory()
     was_enabled = gc.isenabled()
     gc.disable()  # the job makes no reference cycles; collections only re-walk the caches
     try:
-        return _run_local(tasks, job, workers, progress)
+        return _run_local(tasks, job, workers, progress, target)
     finally:
         if was_enabled:
             gc.enable()
 
 
 def _run_local(
-    tasks: list[MapTask], job: JobSettings, workers: int, progress: Progress | None
+    tasks: list[MapTask],
+    job: JobSettings,
+    workers: int,
+    progress: Progress | None,
+    target: DatasetTarget | None,
 ) -> LocalResult:
     if job.memory_budget is not None:
         job.spill = plan_spill(job.memory_budget, workers, job.input_bytes, job.seq_len)
@@ -271,7 +197,7 @@ def _run_local(
         path = encode_part(part, vocab, job, 0)
         clock.lap("encode")
         return LocalResult(stats, part.counts, vocab, [path], clock.cpu, spill_counts(job, None))
-    return _Pool(job, workers).run(tasks, progress)
+    return _Pool(job, workers).run(tasks, progress, target)
 
 
 def spill_counts(job: JobSettings, spiller: Spiller | None) -> dict[str, int]:
@@ -290,7 +216,7 @@ class _Worker:
     def __init__(self, wid: int, workers: int, job: JobSettings) -> None:
         self.wid, self.workers, self.job = wid, workers, job
         self.clock = _Clock()
-        self.state: _WorkerState | None = _WorkerState(wid, workers)
+        self.state: WorkerState | None = WorkerState(wid, workers)
         self.parts: list[Any] = []
         """(counts, keys) of each reduce partition, between the shuffle and the reduce."""
         self.stats = MapStats()
@@ -321,7 +247,7 @@ class _Worker:
                 task, spec, limit, state.agg, self.stats, self.cache, check, state.defer, entries
             )
         self.clock.lap("map")
-        _send(state.pending, self.job.tmp, "raw", self.wid)
+        send(state.pending, self.job.tmp, "raw", self.wid)
         self.clock.lap("shuffle")
 
     @property
@@ -334,8 +260,8 @@ class _Worker:
         spill mode, write everything left as one more run)."""
         state = self.state
         assert state is not None
-        for received in _received(self.job.tmp, "raw", self.workers, self.wid):
-            state.resolve(received, self.cache)
+        for raw in received(self.job.tmp, "raw", self.workers, self.wid):
+            state.resolve(raw, self.cache)
         self.cache.clear()
         self.state = None
         self.spill_mode = spill_mode
@@ -344,7 +270,7 @@ class _Worker:
             self.spiller.spill([state.agg])
         else:
             self.parts = state.partitions(self.job.test_fraction)
-            _send(self.parts, self.job.tmp, "map", self.wid)
+            send(self.parts, self.job.tmp, "map", self.wid)
         self.clock.lap("shuffle")
 
     def reduce(self) -> tuple[ReduceCounts, Counter[bytes]]:
@@ -354,7 +280,7 @@ class _Worker:
             self.clock.lap("reduce")
             return counts, words
         own, self.parts = self.parts[self.wid], []
-        items, keys = _merge(own, _received(self.job.tmp, "map", self.workers, self.wid))
+        items, keys = merge(own, received(self.job.tmp, "map", self.workers, self.wid))
         self.clock.lap("shuffle")
         job = self.job
         rule, stop, fraction, seq_len = job.rule, job.stop, job.test_fraction, job.seq_len
@@ -376,6 +302,16 @@ class _Worker:
         self.part = None
         self.clock.lap("encode")
         return [path]
+
+    def encode_arrays(self, vocab: list[str]) -> PartArrays:
+        """This worker's part encoded in memory (not in spill mode)."""
+        assert self.part is not None
+        job = self.job
+        index, dtype = word_index(vocab), token_dtype(len(vocab) + 2)
+        arrays = encode_arrays(self.part, index, job.stop, job.seq_len, dtype)
+        self.part = None
+        self.clock.lap("encode")
+        return arrays
 
 
 def _child(
@@ -450,11 +386,15 @@ class _Pool:
         self.ctx: Any = mp.get_context("fork" if os.name == "posix" else "spawn")
         self.early: list[tuple[Any, ...]] = []  # phase messages seen while draining progress
 
-    def run(self, tasks: list[MapTask], progress: Progress | None) -> LocalResult:
+    def run(
+        self, tasks: list[MapTask], progress: Progress | None, target: DatasetTarget | None
+    ) -> LocalResult:
         start_cpu = time.process_time()
         task_list = _TaskList(tasks, self.ctx)
         result_q = self.ctx.Queue()
-        commands = [self.ctx.Queue() for _ in range(self.workers)]
+        # put() pickles and writes in the caller's thread: a Queue's feeder thread would wait
+        # for the GIL while the parent encodes, and the vocabulary reached worker 1 ≈ 10 ms late
+        commands = [self.ctx.SimpleQueue() for _ in range(self.workers)]
         barrier = self.ctx.Barrier(self.workers)
         procs = [
             self.ctx.Process(
@@ -496,22 +436,43 @@ class _Pool:
             vocab = select_vocab(words, self.job.vocab_size)
             for cmd in commands[1:]:
                 cmd.put(vocab)
-            parts = {0: own.encode(vocab)}
-            cpu = dict(own.clock.cpu)
             spill = spill_counts(self.job, own.spiller)
-            for wid, (paths, worker_cpu, spilled) in self._collect(
-                result_q, procs, "encoded", None
-            ):
-                parts[wid] = paths
-                for stage, seconds in worker_cpu.items():
+            encoded: dict[int, list[str]] = {}
+            worker_cpu: list[dict[str, float]] = []
+
+            def finished() -> dict[int, list[str]]:
+                """Every other worker's part paths, once all have written theirs."""
+                if not encoded:
+                    for wid, (paths, used, spilled) in self._collect(
+                        result_q, procs, "encoded", None
+                    ):
+                        encoded[wid] = paths
+                        worker_cpu.append(used)
+                        spill["runs"] += spilled["runs"]
+                        spill["bytes"] += spilled["bytes"]
+                        spill["buckets"] = max(spill["buckets"], spilled["buckets"])
+                return encoded
+
+            dataset: str | None = None
+            if target is None or spill_mode:
+                ordered = own.encode(vocab)
+                ordered += [path for w in range(1, self.workers) for path in finished()[w]]
+            else:  # worker 0 writes its rows into the dataset while the others encode theirs
+                parts: list[Part] = [own.encode_arrays(vocab)]
+                parts += [_part_of(finished, w) for w in range(1, self.workers)]
+                dtype, seq_len = token_dtype(len(vocab) + 2), self.job.seq_len
+                totals = {"train": counts.train, "test": counts.test}
+                combine_parts(parts, target.path, seq_len, dtype, target.attrs(vocab), totals)
+                own.clock.lap("combine")
+                finished()  # (when no row was due, not asked for yet)
+                dataset, ordered = target.path, []
+            cpu = dict(own.clock.cpu)
+            for used in worker_cpu:
+                for stage, seconds in used.items():
                     cpu[stage] = cpu.get(stage, 0.0) + seconds
-                spill["runs"] += spilled["runs"]
-                spill["bytes"] += spilled["bytes"]
-                spill["buckets"] = max(spill["buckets"], spilled["buckets"])
             cpu["parent"] = time.process_time() - start_cpu - sum(own.clock.cpu.values())
             done = True
-            ordered = [path for w in range(self.workers) for path in parts[w]]
-            return LocalResult(stats, counts, vocab, ordered, cpu, spill, self.workers)
+            return LocalResult(stats, counts, vocab, ordered, cpu, spill, self.workers, dataset)
         finally:
             if done:  # parts are written: let the workers free their memory and exit meanwhile
                 threading.Thread(target=_join_all, args=(procs,), daemon=True).start()
@@ -572,6 +533,11 @@ class _Pool:
             else:
                 self._handle(msg, progress)
         return got
+
+
+def _part_of(finished: Callable[[], dict[int, list[str]]], wid: int) -> Callable[[], str]:
+    """Worker `wid`'s part file, waiting for the workers to finish when first asked."""
+    return lambda: finished()[wid][0]
 
 
 def _join_all(procs: list[Any]) -> None:

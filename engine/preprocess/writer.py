@@ -6,7 +6,9 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,45 @@ CHUNK_BYTES = 1 << 20
 """Target size of one tokens chunk (a block of whole rows)."""
 
 
+PartArrays = Mapping[str, Mapping[str, np.ndarray]]
+"""split → "tokens", "labels", "lengths" → array: one encoded part held in memory."""
+Part = str | Path | PartArrays | Callable[[], "str | Path | PartArrays"]
+"""A part for combine_parts: an HDF5 part file, arrays, or a callable returning either when the
+part's rows are first needed."""
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetTarget:
+    """Where a runner may write dataset.h5 itself (combining its parts as they come in)."""
+
+    path: str
+    attrs: Callable[[list[str]], dict[str, Any]]
+    """The file's attributes for a vocabulary."""
+
+
+def encode_arrays(
+    part: ReducedPart,
+    index: dict[bytes, int],
+    stop: frozenset[bytes],
+    seq_len: int,
+    dtype: Any,
+) -> dict[str, dict[str, np.ndarray]]:
+    """The arrays of a reduced part (write_part's content), per split."""
+    out = {}
+    lut = local_lut(part.words, index, dtype) if part.local_tokens is not None else None
+    for split, flag in (("train", 0), ("test", 1)):
+        rows = [r for r in part.rows if r[3] == flag]
+        if lut is not None and part.local_tokens is not None and part.lengths is not None:
+            mask = np.fromiter((r[3] == flag for r in part.rows), bool, len(part.rows))
+            tokens = _translate_rows(part.local_tokens, np.flatnonzero(mask), lut)
+            lengths = part.lengths[mask]
+        else:
+            tokens, lengths = encode_texts([r[1] for r in rows], index, stop, seq_len, dtype)
+        labels = np.fromiter((r[2] for r in rows), dtype=np.uint8, count=len(rows))
+        out[split] = {"tokens": tokens, "labels": labels, "lengths": lengths}
+    return out
+
+
 def write_part(
     path: str | Path,
     part: ReducedPart,
@@ -33,21 +74,12 @@ def write_part(
 ) -> dict[str, int]:
     """Encode a reduced part and write it as an HDF5 part file; returns rows per split."""
     sizes = {}
-    lut = local_lut(part.words, index, dtype) if part.local_tokens is not None else None
     with h5py.File(path, "w") as h5:
-        for split, flag in (("train", 0), ("test", 1)):
-            rows = [r for r in part.rows if r[3] == flag]
-            if lut is not None and part.local_tokens is not None and part.lengths is not None:
-                mask = np.fromiter((r[3] == flag for r in part.rows), bool, len(part.rows))
-                tokens = _translate_rows(part.local_tokens, np.flatnonzero(mask), lut)
-                lengths = part.lengths[mask]
-            else:
-                tokens, lengths = encode_texts([r[1] for r in rows], index, stop, seq_len, dtype)
+        for split, arrays in encode_arrays(part, index, stop, seq_len, dtype).items():
             group = h5.create_group(split)
-            group["tokens"] = tokens
-            group["labels"] = np.fromiter((r[2] for r in rows), dtype=np.uint8, count=len(rows))
-            group["lengths"] = lengths
-            sizes[split] = len(rows)
+            for name in ("tokens", "labels", "lengths"):
+                group[name] = arrays[name]
+            sizes[split] = len(arrays["labels"])
     return sizes
 
 
@@ -123,18 +155,30 @@ def create_split(group: Any, n: int, seq_len: int, dtype: Any) -> None:
 
 
 def combine_parts(
-    parts: Sequence[str | Path],
+    parts: Sequence[Part],
     out_path: str | Path,
     seq_len: int,
     dtype: Any,
     attrs: dict[str, Any],
+    totals: Mapping[str, int] | None = None,
 ) -> None:
-    """Concatenate part files (in the given order) into one chunked dataset file."""
-    totals = dict.fromkeys(SPLITS, 0)
-    for part in parts:
-        with h5py.File(part, "r") as h5:
-            for split in SPLITS:
-                totals[split] += h5[split]["labels"].shape[0]
+    """Concatenate parts (in the given order) into one chunked dataset file. With `totals`
+    (rows per split of all parts), a part given as a callable is asked for only when its first
+    rows are due: the rows before it are written meanwhile."""
+    got: dict[int, str | Path | PartArrays] = {}
+
+    def part(i: int) -> str | Path | PartArrays:
+        if i not in got:
+            p = parts[i]
+            got[i] = p() if callable(p) else p
+        return got[i]
+
+    if totals is None:
+        totals = dict.fromkeys(SPLITS, 0)
+        for i in range(len(parts)):
+            with _opened(part(i)) as src:
+                for split in SPLITS:
+                    totals[split] += src[split]["labels"].shape[0]
     with h5py.File(out_path, "w") as out:
         for key, value in attrs.items():
             out.attrs[key] = value
@@ -142,7 +186,17 @@ def combine_parts(
             group = out.create_group(split)
             create_split(group, totals[split], seq_len, dtype)
             for name in ("tokens", "labels", "lengths"):
-                _copy_rows(group[name], parts, split, name)
+                _copy_rows(group[name], [partial(part, i) for i in range(len(parts))], split, name)
+
+
+@contextlib.contextmanager
+def _opened(part: str | Path | PartArrays) -> Iterator[Any]:
+    """A part's splits: its arrays, or its HDF5 part file open for reading."""
+    if isinstance(part, Mapping):
+        yield part
+    else:
+        with h5py.File(part, "r") as h5:
+            yield h5
 
 
 COPY_BYTES = 8 << 20
@@ -150,7 +204,9 @@ COPY_BYTES = 8 << 20
 where the parts' boundaries fall: the same rows give the same bytes)."""
 
 
-def _copy_rows(dst: Any, parts: Sequence[str | Path], split: str, name: str) -> None:
+def _copy_rows(
+    dst: Any, parts: Sequence[Callable[[], str | Path | PartArrays]], split: str, name: str
+) -> None:
     """Concatenate /split/name of the parts into dst, written in whole-chunk blocks."""
     if not dst.shape[0]:
         return
@@ -160,12 +216,15 @@ def _copy_rows(dst: Any, parts: Sequence[str | Path], split: str, name: str) -> 
     buf = np.empty((step, *dst.shape[1:]), dtype=dst.dtype)
     fill = at = 0
     for part in parts:
-        with h5py.File(part, "r") as h5:
+        with _opened(part()) as h5:
             src = h5[split][name]
             n, i = src.shape[0], 0
             while i < n:
                 k = min(n - i, step - fill)
-                src.read_direct(buf, np.s_[i : i + k], np.s_[fill : fill + k])
+                if isinstance(src, np.ndarray):
+                    buf[fill : fill + k] = src[i : i + k]
+                else:
+                    src.read_direct(buf, np.s_[i : i + k], np.s_[fill : fill + k])
                 fill, i = fill + k, i + k
                 if fill == step:
                     dst[at : at + step] = buf

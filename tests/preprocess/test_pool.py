@@ -6,13 +6,17 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import h5py
+import numpy as np
 import pytest
 
 from engine.config import PreprocessConfig
-from engine.preprocess import readers, run_local
+from engine.preprocess import readers, run_local, writer
+from engine.preprocess.handover import WorkerState
 from engine.preprocess.pipeline import run_preprocess
 from tests.preprocess.conftest import assert_same_dataset, load_dataset, review, write_lines
 
@@ -87,7 +91,7 @@ def test_a_deferred_raw_text_never_cleans_to_nothing() -> None:
     pieces = ["&", "#", ";", "a", "A", "1", "x", " ", "é", "amp", "quot", "#65", "#x41", "\n", "<"]
     pieces += ["'", "\u2019", "!", "ß", "\uff21"]
     rng = random.Random(5)
-    state, handed = run_local._WorkerState(1, 2), 0
+    state, handed = WorkerState(1, 2), 0
     for _ in range(50_000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 7)))
         if state.defer(text) is not None:
@@ -96,7 +100,7 @@ def test_a_deferred_raw_text_never_cleans_to_nothing() -> None:
     assert handed > 10_000
     # texts with "&" are handed over too when a word lies outside every character reference
     for text, handed_over in (("ok &amp; fine", True), ("&amp;&#65;", False), ("&quot;", False)):
-        other = run_local._WorkerState(1 - hash(text) % 2, 2)  # a worker that does not own it
+        other = WorkerState(1 - hash(text) % 2, 2)  # a worker that does not own it
         assert (other.defer(text) is not None) is handed_over, text
 
 
@@ -108,6 +112,57 @@ def test_two_workers_match_one(corpus: Path, tmp_path: Path) -> None:
     for key in ("read", "kept", "duplicates", "train", "test", "skipped"):
         assert one["stats"][key] == two["stats"][key], key
     assert set(two["stats"]["cpu_seconds"]) >= {"map", "shuffle", "reduce", "encode", "parent"}
+    # worker 0 wrote dataset.h5 itself (its rows from memory, worker 1's from its part file,
+    # asked for when due): the very bytes of the pipeline's combine of one worker's part
+    assert (tmp_path / "a" / "dataset.h5").read_bytes() == (
+        tmp_path / "b" / "dataset.h5"
+    ).read_bytes()
+
+
+def test_combining_files_arrays_or_late_parts_writes_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """combine_parts takes HDF5 part files, arrays, or a callable asked for a part once its
+    rows are due (with the totals known up front): the file's bytes do not depend on which."""
+    rng = np.random.default_rng(3)
+    parts: list[dict[str, dict[str, np.ndarray]]] = []
+    for rows in ((3000, 400), (2500, 0), (1700, 300)):
+        parts.append(
+            {
+                split: {
+                    "tokens": rng.integers(0, 900, (n, 64), dtype=np.uint16),
+                    "labels": rng.integers(0, 2, n, dtype=np.uint8),
+                    "lengths": rng.integers(1, 64, n, dtype=np.int32),
+                }
+                for split, n in zip(("train", "test"), rows, strict=True)
+            }
+        )
+    files = []
+    for i, arrays in enumerate(parts):
+        files.append(tmp_path / f"part-{i}.h5")
+        with h5py.File(files[-1], "w") as h5:
+            for split, named in arrays.items():
+                for name, values in named.items():
+                    h5[f"{split}/{name}"] = values
+    asked: list[int] = []
+
+    def late(i: int) -> Callable[[], Path]:
+        def get() -> Path:
+            asked.append(i)
+            return files[i]
+
+        return get
+
+    totals = {"train": 7200, "test": 700}
+    attrs = {"seq_len": 64}
+    monkeypatch.setattr(writer, "COPY_BYTES", 64 << 10)  # several blocks per part
+    writer.combine_parts(files, tmp_path / "a.h5", 64, np.uint16, attrs)
+    writer.combine_parts(parts, tmp_path / "b.h5", 64, np.uint16, attrs, totals)
+    late_parts = [parts[0], late(1), late(2)]
+    writer.combine_parts(late_parts, tmp_path / "c.h5", 64, np.uint16, attrs, totals)
+    assert asked == [1, 2]  # each asked for once, in order
+    a = (tmp_path / "a.h5").read_bytes()
+    assert a == (tmp_path / "b.h5").read_bytes() == (tmp_path / "c.h5").read_bytes()
 
 
 @pytest.mark.parametrize("phase", PHASES)
