@@ -278,9 +278,14 @@ class Cluster(ABC):
         streams = self._require_started()
         key = f"{node}/{stage}"
         await self.stop_side(key)
-        proc = await self._spawn(node, command, stage, f"st-{secrets.token_hex(12)}")
-        task = asyncio.create_task(self._supervise(node, proc, time.monotonic(), on_line))
-        self._side[key] = (proc, task)
+        token = f"st-{secrets.token_hex(12)}"
+
+        async def spawn() -> None:
+            proc = await self._spawn(node, command, stage, token)
+            task = asyncio.create_task(self._supervise(node, proc, time.monotonic(), on_line))
+            self._side[key] = (proc, task)
+
+        await finish_despite_cancel(spawn(), "starting a side command")  # see _spawn_running
         streams.note(node, f"{stage}: started {' '.join(command.argv)}")
 
     async def stop_side(self, key: str) -> None:
@@ -364,7 +369,7 @@ class Cluster(ABC):
                 streams.note(node, f"{stage}: starting {' '.join(command.argv)}")
                 started = time.monotonic()
                 token = f"st-{secrets.token_hex(12)}"
-                self._running[node] = proc = await self._spawn(node, command, stage, token)
+                proc = await self._spawn_running(node, command, stage, token)
                 streams.emit(
                     "node", node=node, status="running", stage=stage, detail=self.describe(node)
                 )
@@ -400,6 +405,24 @@ class Cluster(ABC):
                     task.cancel()
                 self._runs.discard(current)
                 await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _spawn_running(
+        self, node: str, command: Command, stage: str, token: str
+    ) -> NodeProcess:
+        """Spawn ``node``'s command and register it in ``_running``, even across a cancel.
+
+        A Ctrl-C that lands while asyncio is still creating a process would otherwise leave it
+        unregistered (never killed), and on CPython 3.11 can hang the creation for good (its
+        transport waits for pipes that never connect), so the spawn is finished first and the
+        cancellation re-raised after: ``run()``'s teardown then stops the process.
+        """
+
+        async def spawn() -> NodeProcess:
+            proc = await self._spawn(node, command, stage, token)
+            self._running[node] = proc
+            return proc
+
+        return await finish_despite_cancel(spawn(), "starting node processes")
 
     def _root_cause(self, failed: list[NodeResult]) -> NodeResult:
         """The failure that caused the others: not a lost peer if possible, else the first."""

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -214,6 +215,39 @@ async def test_cancelling_the_run_kills_the_whole_process_group(tmp_path: Path) 
         with pytest.raises(asyncio.CancelledError):
             await task
     assert not alive(grandchild)
+
+
+class SlowSpawnCluster(LocalCluster):
+    """A LocalCluster whose process creation is still in progress when the test says so."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.spawning = asyncio.Event()
+        self.release = asyncio.Event()
+        self.pids: list[int] = []
+
+    async def _spawn(self, node: str, command: Command, stage: str, token: str) -> Any:
+        self.spawning.set()
+        await self.release.wait()
+        proc = await super()._spawn(node, command, stage, token)
+        self.pids.append(proc.proc.pid)
+        return proc
+
+
+async def test_a_cancel_during_process_creation_still_stops_that_process(tmp_path: Path) -> None:
+    """Ctrl-C while asyncio creates the process: creation ends, then teardown kills it."""
+    async with SlowSpawnCluster(["n0"]) as cluster:
+        await cluster.start(tmp_path / "runs" / "cancel-spawn")
+        task = asyncio.create_task(cluster.run({"n0": Command(argv=("sleep", "300"))}))
+        await cluster.spawning.wait()
+        task.cancel()
+        await asyncio.sleep(0.05)
+        assert not task.done()  # the creation is finished first, not abandoned
+        cluster.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 30)
+        (pid,) = cluster.pids
+        assert not alive(pid)  # killed by run()'s teardown, not left for the watchdog
 
 
 async def test_stopping_reaches_children_that_left_the_process_group(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ train:
   checkpoint_every_min: 0
   checkpoint_every_steps: {every}
   threads: 1
+  balance: {{emulate_s: 0.01}}  # sleep-based device time: the kill lands mid-epoch under load
 recovery: {{on_node_loss: {policy}}}
 """
 
