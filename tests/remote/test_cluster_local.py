@@ -230,13 +230,14 @@ class SlowSpawnCluster(LocalCluster):
         self.spawning.set()
         await self.release.wait()
         proc = await super()._spawn(node, command, stage, token)
-        self.pids.append(proc.proc.pid)
+        self.pids.append(proc.proc.pid)  # type: ignore[attr-defined]
         return proc
 
 
 async def test_a_cancel_during_process_creation_still_stops_that_process(tmp_path: Path) -> None:
     """Ctrl-C while asyncio creates the process: creation ends, then teardown kills it."""
-    async with SlowSpawnCluster(["n0"]) as cluster:
+    cluster = SlowSpawnCluster(["n0"])
+    async with cluster:
         await cluster.start(tmp_path / "runs" / "cancel-spawn")
         task = asyncio.create_task(cluster.run({"n0": Command(argv=("sleep", "300"))}))
         await cluster.spawning.wait()
