@@ -29,34 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from yardstick_baseline import C_GRID, split_validation
 from yardstick_data import CATEGORIES, make_folds, negation_probes
 
-NEGATIONS = frozenset(
-    [
-        "not",
-        "no",
-        "never",
-        "nor",
-        "cannot",
-        "cant",
-        "dont",
-        "doesnt",
-        "didnt",
-        "isnt",
-        "wasnt",
-        "wont",
-        "wouldnt",
-        "couldnt",
-        "shouldnt",
-        "arent",
-        "werent",
-        "havent",
-        "hasnt",
-        "hadnt",
-        "aint",
-        "nothing",
-        "without",
-    ]
-)
-CLAUSE = frozenset(["but", "however", "although", "though", "yet"])
+from engine.sentiment.negation import SCOPE_CLAUSE, SCOPE_NEGATIONS
+
+NEGATIONS, CLAUSE = SCOPE_NEGATIONS, SCOPE_CLAUSE  # the words the model's wide path uses
 
 
 def mark(text: str, scope: int) -> str:

@@ -207,9 +207,13 @@ class ModelSpec(Section):
     """Dropout on the embedded tokens."""
     ngram_buckets: int | None = Field(default=None, ge=0)
     """Wide path: hash buckets of a linear bag of unigrams and bigrams added to the LSTM's
-    logit (0 = off, the default)."""
+    logit (0 = off; the default preset has 1 M, the seed preset none)."""
     ngram_scale: float | None = Field(default=None, gt=0)
-    """Multiplier of the wide path's score: its learning rate relative to the LSTM's (default 1)."""
+    """Multiplier of the wide path's score: its learning rate relative to the LSTM's (default
+    preset 10)."""
+    negation_scope: int | None = Field(default=None, ge=0)
+    """Wide path: words after a negation counted as negated features, "not_bad" apart from
+    "bad" (0 = off)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run whose vectors initialise the embedding table
     (aligned by word; embedding_dim follows the run's)."""

@@ -3,6 +3,7 @@ plus an optional linear bag of unigrams and hashed bigrams added to the logit (w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -13,9 +14,10 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from engine.config import ModelConfig
 from engine.errors import ConfigError
+from engine.sentiment.negation import negated_mask, scope_ids
 from engine.sentiment.padded_lstm import padded_lstm
 from engine.sentiment.presets import PRESETS
-from engine.sentiment.pretrained import Aligned, initial_table
+from engine.sentiment.pretrained import Aligned, dataset_itos, initial_table
 
 __all__ = [
     "PRESETS",
@@ -55,6 +57,13 @@ class ModelShape:
     ngram_hash: int = 1
     """How bigrams map to buckets (see :func:`bigram_buckets`): 2 for every model built now;
     1, the first rule, only to load runs saved before version 2 (their model.json lacks it)."""
+    negation_scope: int = 0
+    """Words after a negation whose unigrams and bigrams count as separate, negated features
+    in the wide path (engine/sentiment/negation.py; 0 = off, the layout of older runs)."""
+    negation_ids: tuple[int, ...] = ()
+    """Token ids of the vocabulary's negation words (with negation_scope)."""
+    clause_ids: tuple[int, ...] = ()
+    """Token ids of the vocabulary's clause words, which end a negation scope."""
     blend: tuple[float, float, float] | None = None
     """(deep weight, wide weight, bias) of the logit, fitted on the validation split after
     training (engine/sentiment/blend.py); None = the plain sum the paths were trained as."""
@@ -67,12 +76,21 @@ class ModelShape:
     def from_dict(cls, data: dict[str, Any]) -> ModelShape:
         """Inverse of :meth:`to_dict`."""
         blend = data.get("blend")
-        return cls(**{**data, "blend": None if blend is None else tuple(blend)})
+        ids: dict[str, tuple[int, ...]] = {
+            k: tuple(data[k]) for k in ("negation_ids", "clause_ids") if k in data
+        }
+        return cls(**{**data, **ids, "blend": None if blend is None else tuple(blend)})
 
 
-def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None) -> ModelShape:
+def resolve_spec(
+    cfg: ModelConfig,
+    vocab_size: int,
+    init_dim: int | None = None,
+    words: Sequence[str] | None = None,
+) -> ModelShape:
     """The preset of ``cfg`` with its overrides applied, sized for ``vocab_size`` ids
-    (``init_dim``: the size of initial vectors, used unless embedding_dim is set)."""
+    (``init_dim``: the size of initial vectors, used unless embedding_dim is set; ``words``:
+    the vocabulary's id → word list, where the negation scope finds its words)."""
     if cfg.preset not in PRESETS:
         raise ConfigError(
             f"model.preset = {cfg.preset!r} is not allowed; expected one of {', '.join(PRESETS)}"
@@ -81,16 +99,25 @@ def resolve_spec(cfg: ModelConfig, vocab_size: int, init_dim: int | None = None)
     if init_dim is not None:
         values["embedding_dim"] = init_dim
     overridable = ("embedding_dim", "hidden", "layers", "bidirectional", "dropout", "embed_dropout")
-    for name in (*overridable, "ngram_buckets", "ngram_scale"):
+    for name in (*overridable, "ngram_buckets", "ngram_scale", "negation_scope"):
         override = getattr(cfg, name)
         if override is not None:
             values[name] = override
+    if values.get("negation_scope") and values.get("ngram_buckets"):
+        values["negation_ids"], values["clause_ids"] = scope_ids(words or [])
     spec = ModelShape(vocab_size=vocab_size, ngram_hash=NGRAM_HASH, **values)
     for name in ("vocab_size", "embedding_dim", "hidden", "layers", "fc_hidden"):
         if getattr(spec, name) < 1:
             raise ConfigError(f"model.{name} = {getattr(spec, name)} must be >= 1")
     if spec.ngram_buckets < 0:
         raise ConfigError(f"model.ngram_buckets = {spec.ngram_buckets} must be >= 0 (0 = off)")
+    if spec.negation_scope < 0:
+        raise ConfigError(f"model.negation_scope = {spec.negation_scope} must be >= 0 (0 = off)")
+    if spec.negation_scope and not spec.ngram_buckets:
+        raise ConfigError(
+            f"model.negation_scope = {spec.negation_scope} marks the wide path's words; "
+            "it needs model.ngram_buckets > 0"
+        )
     if not spec.ngram_scale > 0:
         raise ConfigError(f"model.ngram_scale = {spec.ngram_scale} must be > 0")
     if spec.pool not in ("last", "max"):
@@ -128,8 +155,16 @@ class WideNgrams(nn.Module):
     per id or bucket, summed over the text's n-grams and divided by the square root of their
     count (as an L2-normalised bag of words weighs them); padding past the length counts nothing."""
 
+    negation_ids: torch.Tensor
+    clause_ids: torch.Tensor
+
     def __init__(
-        self, vocab_size: int, buckets: int, scale: float = 1.0, hash_version: int = NGRAM_HASH
+        self,
+        vocab_size: int,
+        buckets: int,
+        scale: float = 1.0,
+        hash_version: int = NGRAM_HASH,
+        negation: tuple[int, tuple[int, ...], tuple[int, ...]] = (0, (), ()),
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
@@ -138,7 +173,11 @@ class WideNgrams(nn.Module):
         if hash_version not in (1, 2):
             raise ConfigError(f"model ngram_hash = {hash_version} is unknown; expected 1 or 2")
         self.hash_version = hash_version
-        self.weight = nn.Embedding(vocab_size + buckets, 1)
+        self.scope, negation_ids, clause_ids = negation
+        self.unigrams = vocab_size * (2 if self.scope else 1)  # ids, then negated ids
+        self.register_buffer("negation_ids", torch.tensor(negation_ids, dtype=torch.long), False)
+        self.register_buffer("clause_ids", torch.tensor(clause_ids, dtype=torch.long), False)
+        self.weight = nn.Embedding(self.unigrams + buckets, 1)
         nn.init.zeros_(self.weight.weight)  # starts as the LSTM alone
 
     def ids(self, tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,8 +185,11 @@ class WideNgrams(nn.Module):
         tok = tokens.long()
         steps = torch.arange(tok.shape[1], device=tok.device)
         inside = steps.unsqueeze(0) < lengths.to(tok.device).unsqueeze(1)  # (B, T)
+        if self.scope and len(self.negation_ids):
+            negated = negated_mask(tok, self.scope, self.negation_ids, self.clause_ids)
+            tok = tok + negated * self.vocab_size  # "not_bad" is another word than "bad"
         bigram = bigram_buckets(tok[:, :-1], tok[:, 1:], self.buckets, self.hash_version)
-        bigram = bigram + self.vocab_size
+        bigram = bigram + self.unigrams
         rows = torch.cat([tok, bigram], dim=1)
         mask = torch.cat([inside, inside[:, 1:]], dim=1)  # a bigram needs its second token inside
         return rows.masked_fill(~mask, 0), mask
@@ -185,7 +227,13 @@ class SentimentLSTM(nn.Module):
             nn.Linear(spec.fc_hidden, 1),
         )
         self.wide = (
-            WideNgrams(spec.vocab_size, spec.ngram_buckets, spec.ngram_scale, spec.ngram_hash)
+            WideNgrams(
+                spec.vocab_size,
+                spec.ngram_buckets,
+                spec.ngram_scale,
+                spec.ngram_hash,
+                (spec.negation_scope, spec.negation_ids, spec.clause_ids),
+            )
             if spec.ngram_buckets
             else None
         )
@@ -259,7 +307,11 @@ def model_for(
     """(shape, fresh model, alignment) for a dataset: the table initialised from
     ``cfg.init_embeddings`` when set (seed torch first for a reproducible init)."""
     init = initial_table(cfg, data_dir, seed)
-    spec = resolve_spec(cfg, vocab_size, init.dim if init else None)
+    scope = cfg.negation_scope
+    if scope is None:
+        scope = PRESETS.get(cfg.preset, {}).get("negation_scope", 0)
+    words = dataset_itos(data_dir) if scope else None
+    spec = resolve_spec(cfg, vocab_size, init.dim if init else None, words)
     return spec, build_model(spec, init.table if init else None), init
 
 
