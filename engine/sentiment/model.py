@@ -103,6 +103,8 @@ def resolve_spec(
         override = getattr(cfg, name)
         if override is not None:
             values[name] = override
+    if cfg.negation_scope is None and not values.get("ngram_buckets"):
+        values["negation_scope"] = 0  # the preset's scope goes with its wide path
     if values.get("negation_scope") and values.get("ngram_buckets"):
         values["negation_ids"], values["clause_ids"] = scope_ids(words or [])
     spec = ModelShape(vocab_size=vocab_size, ngram_hash=NGRAM_HASH, **values)
