@@ -186,7 +186,8 @@ class ModelConfig:
     negation_scope: int | None = None
     """Words after a negation (not, no, never, n't forms; a clause word such as `but` ends it
     early) whose wide-path unigrams and bigrams count as negated features, "not_bad" apart from
-    "bad" (0 = off; None = the preset's). Needs the wide path."""
+    "bad" (0 = off; None = the preset's: 3 in `default`, with its wide path). Needs the wide
+    path."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run: its vectors initialise the embedding table,
     aligned by word (words it lacks start random; embedding_dim follows the run's)."""

@@ -213,7 +213,7 @@ class ModelSpec(Section):
     preset 10)."""
     negation_scope: int | None = Field(default=None, ge=0)
     """Wide path: words after a negation counted as negated features, "not_bad" apart from
-    "bad" (0 = off)."""
+    "bad" (0 = off; the default preset has 3)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run whose vectors initialise the embedding table
     (aligned by word; embedding_dim follows the run's)."""

@@ -107,7 +107,7 @@ def test_resolve_needs_a_wide_path_and_records_the_ids() -> None:
         resolve_spec(ModelConfig(preset="seed", negation_scope=3), len(WORDS), words=WORDS)
     with pytest.raises(ConfigError, match="negation_scope = -1"):
         resolve_spec(ModelConfig(negation_scope=-1), len(WORDS), words=WORDS)
-    assert resolve_spec(ModelConfig(), len(WORDS)).negation_ids == ()
+    assert resolve_spec(ModelConfig(negation_scope=0), len(WORDS)).negation_ids == ()
 
 
 def test_model_json_round_trip_rebuilds_the_same_model() -> None:
@@ -190,3 +190,11 @@ def test_a_trained_run_learns_negated_words_and_predict_reloads_it(tmp_path: Pat
     assert weights[v + bad] > 0 > weights[bad]
     proba = predict_proba(loaded, ["not really good cable", "not really bad cable"])
     assert proba[0] < 0.5 < proba[1]
+
+
+def test_the_default_preset_has_a_scope_that_goes_with_its_wide_path() -> None:
+    spec = resolve_spec(ModelConfig(), len(WORDS), words=WORDS)
+    assert spec.negation_scope == 3 and spec.negation_ids == (2, 8, 11)
+    assert resolve_spec(ModelConfig(ngram_buckets=0), len(WORDS), words=WORDS).negation_scope == 0
+    assert resolve_spec(ModelConfig(negation_scope=0), len(WORDS), words=WORDS).negation_ids == ()
+    assert resolve_spec(ModelConfig(preset="seed"), len(WORDS), words=WORDS).negation_scope == 0
