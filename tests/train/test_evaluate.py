@@ -139,3 +139,11 @@ def test_predict_scores_a_file_and_names_bad_lines(trained_run: Path, tmp_path: 
         cwd=ROOT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert empty.returncode == 2 and "no text to score" in empty.stderr
+    # texts may follow the options too; an unknown option is still an error
+    after = json.loads(_cli("predict", str(trained_run), "--json", "one more", "and another"))
+    assert [row["text"] for row in after] == ["one more", "and another"]
+    unknown = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "predict", str(trained_run), "fine", "--bogus"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert unknown.returncode == 2 and "unrecognized arguments: --bogus" in unknown.stderr

@@ -55,7 +55,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_dashboard()
     parser = build_parser()
-    args = parser.parse_args(args_list)
+    args, extra = parser.parse_known_args(args_list)
+    trailing = getattr(args, "trailing_positionals", None)  # e.g. predict RUN --json TEXT...
+    if extra and trailing and not any(item.startswith("-") and item != "-" for item in extra):
+        setattr(args, trailing, [*getattr(args, trailing), *extra])
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
         "it (EM over all the texts given; needs at least 50)",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON list")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, trailing_positionals="texts")  # texts after options too
 
 
 def read_lines(path: str) -> list[str]:
