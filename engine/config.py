@@ -188,6 +188,9 @@ class ModelConfig:
     early) whose wide-path unigrams and bigrams count as negated features, "not_bad" apart from
     "bad" (0 = off; None = the preset's: 3 in `default`, with its wide path). Needs the wide
     path."""
+    lexicon_prior: bool | None = None
+    """The wide path also reads each text's sentiment-lexicon valence, flipped inside a negation
+    scope (engine/sentiment/lexicon.py; None = the preset's). Needs the wide path."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run: its vectors initialise the embedding table,
     aligned by word (words it lacks start random; embedding_dim follows the run's)."""

@@ -214,6 +214,9 @@ class ModelSpec(Section):
     negation_scope: int | None = Field(default=None, ge=0)
     """Wide path: words after a negation counted as negated features, "not_bad" apart from
     "bad" (0 = off; the default preset has 3)."""
+    lexicon_prior: bool | None = None
+    """Wide path: each text's sentiment-lexicon valence, flipped inside a negation scope, as
+    three more features (default: off)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run whose vectors initialise the embedding table
     (aligned by word; embedding_dim follows the run's)."""

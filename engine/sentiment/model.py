@@ -14,6 +14,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from engine.config import ModelConfig
 from engine.errors import ConfigError
+from engine.sentiment.lexicon import FEATURES, lexicon_features, valences
 from engine.sentiment.negation import negated_mask, scope_ids
 from engine.sentiment.padded_lstm import padded_lstm
 from engine.sentiment.presets import PRESETS
@@ -64,6 +65,9 @@ class ModelShape:
     """Token ids of the vocabulary's negation words (with negation_scope)."""
     clause_ids: tuple[int, ...] = ()
     """Token ids of the vocabulary's clause words, which end a negation scope."""
+    lexicon_prior: bool = False
+    """The wide path also reads each text's lexicon valence, flipped in a negation scope
+    (engine/sentiment/lexicon.py; the per-id valences are a buffer saved with the weights)."""
     blend: tuple[float, float, float] | None = None
     """(deep weight, wide weight, bias) of the logit, fitted on the validation split after
     training (engine/sentiment/blend.py); None = the plain sum the paths were trained as."""
@@ -99,12 +103,14 @@ def resolve_spec(
     if init_dim is not None:
         values["embedding_dim"] = init_dim
     overridable = ("embedding_dim", "hidden", "layers", "bidirectional", "dropout", "embed_dropout")
-    for name in (*overridable, "ngram_buckets", "ngram_scale", "negation_scope"):
+    for name in (*overridable, "ngram_buckets", "ngram_scale", "negation_scope", "lexicon_prior"):
         override = getattr(cfg, name)
         if override is not None:
             values[name] = override
     if cfg.negation_scope is None and not values.get("ngram_buckets"):
         values["negation_scope"] = 0  # the preset's scope goes with its wide path
+    if cfg.lexicon_prior is None and not values.get("ngram_buckets"):
+        values["lexicon_prior"] = False  # so does its lexicon prior
     if values.get("negation_scope") and values.get("ngram_buckets"):
         values["negation_ids"], values["clause_ids"] = scope_ids(words or [])
     spec = ModelShape(vocab_size=vocab_size, ngram_hash=NGRAM_HASH, **values)
@@ -119,6 +125,10 @@ def resolve_spec(
         raise ConfigError(
             f"model.negation_scope = {spec.negation_scope} marks the wide path's words; "
             "it needs model.ngram_buckets > 0"
+        )
+    if spec.lexicon_prior and not spec.ngram_buckets:
+        raise ConfigError(
+            "model.lexicon_prior adds to the wide path's score; it needs model.ngram_buckets > 0"
         )
     if not spec.ngram_scale > 0:
         raise ConfigError(f"model.ngram_scale = {spec.ngram_scale} must be > 0")
@@ -159,6 +169,7 @@ class WideNgrams(nn.Module):
 
     negation_ids: torch.Tensor
     clause_ids: torch.Tensor
+    valence: torch.Tensor
 
     def __init__(
         self,
@@ -167,6 +178,7 @@ class WideNgrams(nn.Module):
         scale: float = 1.0,
         hash_version: int = NGRAM_HASH,
         negation: tuple[int, tuple[int, ...], tuple[int, ...]] = (0, (), ()),
+        lexicon_prior: bool = False,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
@@ -181,12 +193,25 @@ class WideNgrams(nn.Module):
         self.register_buffer("clause_ids", torch.tensor(clause_ids, dtype=torch.long), False)
         self.weight = nn.Embedding(self.unigrams + buckets, 1)
         nn.init.zeros_(self.weight.weight)  # starts as the LSTM alone
+        self.lexicon: nn.Linear | None = None
+        if lexicon_prior:  # valence per id: filled by build_model, or loaded with the weights
+            self.register_buffer("valence", torch.zeros(vocab_size))
+            self.lexicon = nn.Linear(FEATURES, 1, bias=False)
+            nn.init.zeros_(self.lexicon.weight)
 
     def ids(self, tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(rows (B, 2T-1) of the unigrams then the bigrams, mask of those inside the length)."""
+        rows, mask, _ = self._rows(tokens, lengths)
+        return rows, mask
+
+    def _rows(
+        self, tokens: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """ids(), and the negated positions (B, T) (None without a negation scope)."""
         tok = tokens.long()
         steps = torch.arange(tok.shape[1], device=tok.device)
         inside = steps.unsqueeze(0) < lengths.to(tok.device).unsqueeze(1)  # (B, T)
+        negated = None
         if self.scope and len(self.negation_ids):
             negated = negated_mask(tok, self.scope, self.negation_ids, self.clause_ids)
             tok = tok + negated * self.vocab_size  # "not_bad" is another word than "bad"
@@ -194,14 +219,18 @@ class WideNgrams(nn.Module):
         bigram = bigram + self.unigrams
         rows = torch.cat([tok, bigram], dim=1)
         mask = torch.cat([inside, inside[:, 1:]], dim=1)  # a bigram needs its second token inside
-        return rows.masked_fill(~mask, 0), mask
+        return rows.masked_fill(~mask, 0), mask, negated
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The wide logit (B,) of right-padded token ids (B, T) with true lengths (B,)."""
-        rows, mask = self.ids(tokens, lengths)
+        rows, mask, negated = self._rows(tokens, lengths)
         weights = self.weight(rows).squeeze(2) * mask  # (B, 2T-1)
         count = mask.sum(dim=1).clamp(min=1)
         logit: torch.Tensor = weights.sum(dim=1) * self.scale / count.to(weights.dtype).sqrt()
+        if self.lexicon is not None:
+            inside = mask[:, : tokens.shape[1]]
+            features = lexicon_features(tokens.long(), inside, negated, self.valence)
+            logit = logit + self.lexicon(features.to(weights.dtype)).squeeze(1) * self.scale
         return logit
 
 
@@ -235,6 +264,7 @@ class SentimentLSTM(nn.Module):
                 spec.ngram_scale,
                 spec.ngram_hash,
                 (spec.negation_scope, spec.negation_ids, spec.clause_ids),
+                spec.lexicon_prior,
             )
             if spec.ngram_buckets
             else None
@@ -288,10 +318,20 @@ class SentimentLSTM(nn.Module):
         return out.masked_fill(pad, float("-inf")).max(dim=1).values
 
 
-def build_model(spec: ModelShape, embeddings: np.ndarray | None = None) -> SentimentLSTM:
+def build_model(
+    spec: ModelShape,
+    embeddings: np.ndarray | None = None,
+    words: Sequence[str] | None = None,
+) -> SentimentLSTM:
     """A freshly initialised model for ``spec`` (seed torch first for reproducibility), its
-    embedding table copied from ``embeddings`` (vocab_size × embedding_dim) when given."""
+    embedding table copied from ``embeddings`` (vocab_size × embedding_dim) when given, and
+    with a lexicon prior its valences looked up for ``words`` (the vocabulary's id → word
+    list; without it they stay 0 until saved weights are loaded)."""
     model = SentimentLSTM(spec)
+    if model.wide is not None and model.wide.lexicon is not None and words is not None:
+        listed = valences(words[: spec.vocab_size])
+        with torch.no_grad():
+            model.wide.valence[: len(listed)] = torch.tensor(listed)
     if embeddings is not None:
         want = (spec.vocab_size, spec.embedding_dim)
         if embeddings.shape != want:
@@ -309,12 +349,12 @@ def model_for(
     """(shape, fresh model, alignment) for a dataset: the table initialised from
     ``cfg.init_embeddings`` when set (seed torch first for a reproducible init)."""
     init = initial_table(cfg, data_dir, seed)
-    scope = cfg.negation_scope
-    if scope is None:
-        scope = PRESETS.get(cfg.preset, {}).get("negation_scope", 0)
-    words = dataset_itos(data_dir) if scope else None
+    preset = PRESETS.get(cfg.preset, {})
+    scope = preset.get("negation_scope", 0) if cfg.negation_scope is None else cfg.negation_scope
+    lexicon = preset.get("lexicon_prior", False) if cfg.lexicon_prior is None else cfg.lexicon_prior
+    words = dataset_itos(data_dir) if scope or lexicon else None
     spec = resolve_spec(cfg, vocab_size, init.dim if init else None, words)
-    return spec, build_model(spec, init.table if init else None), init
+    return spec, build_model(spec, init.table if init else None, words), init
 
 
 def count_parameters(model: nn.Module) -> int:
