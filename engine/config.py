@@ -190,7 +190,8 @@ class ModelConfig:
     path."""
     lexicon_prior: bool | None = None
     """The wide path also reads each text's sentiment-lexicon valence, flipped inside a negation
-    scope (engine/sentiment/lexicon.py; None = the preset's). Needs the wide path."""
+    scope (engine/sentiment/lexicon.py; None = the preset's: on in `default`, with its wide
+    path). Needs the wide path."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run: its vectors initialise the embedding table,
     aligned by word (words it lacks start random; embedding_dim follows the run's)."""

@@ -18,8 +18,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
     # One bidirectional layer, max-pooled over time, light dropout, plus a linear bag of
     # unigrams and hashed bigrams added to the logit (the "wide" path) whose words within 3
-    # after a negation count apart ("not_good"): measured against `seed` and TF-IDF + LR on
-    # the real Amazon files in BENCHMARKS.md "Accuracy yardstick".
+    # after a negation count apart ("not_good") and which reads each text's lexicon valence:
+    # measured against `seed` and TF-IDF + LR on the real Amazon files in BENCHMARKS.md
+    # "Accuracy yardstick" and "Lexicon prior".
     "default": dict(
         embedding_dim=100,
         hidden=64,
@@ -31,5 +32,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         ngram_buckets=1_000_000,
         ngram_scale=10.0,
         negation_scope=3,
+        lexicon_prior=True,
     ),
 }

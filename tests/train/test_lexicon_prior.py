@@ -60,13 +60,14 @@ def test_a_negation_turns_a_negative_word_positive_and_padding_counts_nothing() 
     assert torch.all(_features([["cable"]])[0] == 0)  # no listed word: all zero, no NaN
 
 
-def test_the_prior_lives_in_the_wide_path_and_is_off_unless_asked_for() -> None:
-    assert not resolve_spec(ModelConfig(), len(WORDS), words=WORDS).lexicon_prior
-    spec = resolve_spec(ModelConfig(lexicon_prior=True), len(WORDS), words=WORDS)
-    assert spec.lexicon_prior
+def test_the_prior_is_in_the_default_preset_and_goes_with_its_wide_path() -> None:
+    assert resolve_spec(ModelConfig(), len(WORDS), words=WORDS).lexicon_prior
+    assert not resolve_spec(ModelConfig(lexicon_prior=False), len(WORDS)).lexicon_prior
+    assert not resolve_spec(ModelConfig(ngram_buckets=0), len(WORDS)).lexicon_prior
+    assert not resolve_spec(ModelConfig(preset="seed"), len(WORDS)).lexicon_prior
     with pytest.raises(ConfigError, match=r"lexicon_prior .* needs model\.ngram_buckets"):
         resolve_spec(ModelConfig(preset="seed", lexicon_prior=True), len(WORDS))
-    plain = build_model(resolve_spec(ModelConfig(ngram_buckets=64), len(WORDS)))
+    plain = build_model(resolve_spec(ModelConfig(lexicon_prior=False), len(WORDS)))
     assert plain.wide is not None and plain.wide.lexicon is None
     assert not any("valence" in key or "lexicon" in key for key in plain.state_dict())
 
