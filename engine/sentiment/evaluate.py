@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from engine.errors import InputError
+from engine.preprocess.reduce import UNK_ID
 from engine.sentiment import checkpoint as ckpt
 from engine.sentiment.metrics import score_labels
 from engine.sentiment.model import ModelShape, SentimentLSTM, build_model
@@ -96,11 +97,21 @@ def load_run(run_dir: str | Path) -> LoadedRun:
 
 def predict_proba(run: LoadedRun, texts: Sequence[str], batch_size: int = _BATCH) -> np.ndarray:
     """P(positive) of each raw text, encoded exactly as the training data was."""
+    return score_texts(run, texts, batch_size)[0]
+
+
+def score_texts(
+    run: LoadedRun, texts: Sequence[str], batch_size: int = _BATCH
+) -> tuple[np.ndarray, np.ndarray]:
+    """predict_proba(), and how many of each text's tokens are words of the run's vocabulary
+    (0: the model read nothing it knows, so its score is only the learned bias)."""
     out = np.empty(len(texts), dtype=np.float64)
+    known = np.empty(len(texts), dtype=np.int64)
     device = next(run.model.parameters()).device  # the model's (CPU unless moved)
     for lo in range(0, len(texts), batch_size):
         chunk = list(texts[lo : lo + batch_size])
         tokens, lengths = run.encoder.encode_texts(chunk)
+        known[lo : lo + len(chunk)] = (tokens > UNK_ID).sum(axis=1)
         width = max(1, int(lengths.max(initial=1)))
         with torch.no_grad():
             logits = run.model(
@@ -108,7 +119,7 @@ def predict_proba(run: LoadedRun, texts: Sequence[str], batch_size: int = _BATCH
                 torch.from_numpy(lengths.astype(np.int64)),
             )
         out[lo : lo + len(chunk)] = torch.sigmoid(logits.float()).cpu().numpy()
-    return out
+    return out, known
 
 
 def read_labelled(run: LoadedRun, paths: Iterable[str]) -> tuple[list[str], np.ndarray]:

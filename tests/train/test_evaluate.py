@@ -147,3 +147,20 @@ def test_predict_scores_a_file_and_names_bad_lines(trained_run: Path, tmp_path: 
         cwd=ROOT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert unknown.returncode == 2 and "unrecognized arguments: --bogus" in unknown.stderr
+
+
+def test_predict_warns_about_texts_with_no_word_the_model_knows(trained_run: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "predict", str(trained_run), "--json",
+         "works great, love it", "qwxz zzvq", "!!!"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [row["known_words"] > 0 for row in rows] == [True, False, False]
+    assert "2 of 3 texts have no word the model knows (texts 2, 3)" in out.stderr
+    quiet = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "predict", str(trained_run), "works great, love it"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert quiet.returncode == 0 and "no word the model knows" not in quiet.stderr

@@ -56,7 +56,7 @@ def read_lines(path: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Print one probability per text (and the batch's estimated positive rate when asked)."""
     from engine.errors import InputError
-    from engine.sentiment.evaluate import batch_prior, load_run, predict_proba
+    from engine.sentiment.evaluate import batch_prior, load_run, score_texts
     from engine.sentiment.prior_shift import shift_warning
     from tui.cli.commands import train_folder
 
@@ -64,16 +64,23 @@ def run(args: argparse.Namespace) -> int:
     if not texts:
         raise InputError("no text to score", hint="give TEXT arguments or --input FILE")
     loaded = load_run(train_folder(args.run_dir))
-    proba, estimate = batch_prior(loaded, predict_proba(loaded, texts), args.adapt_prior)
+    raw, known = score_texts(loaded, texts)
+    proba, estimate = batch_prior(loaded, raw, args.adapt_prior)
     if args.json:
         print(
             json.dumps(
-                [{"text": t, "p_positive": float(p)} for t, p in zip(texts, proba, strict=True)]
+                [
+                    {"text": t, "p_positive": float(p), "known_words": int(n)}
+                    for t, p, n in zip(texts, proba, known, strict=True)
+                ]
             )
         )
     else:
         for text, p in zip(texts, proba, strict=True):
             print(f"{p:.4f}  {text}")
+    blind = [i + 1 for i, n in enumerate(known) if n == 0]
+    if blind:
+        print(unread_warning(blind, len(texts)), file=sys.stderr)
     if estimate is not None:
         note = (
             f"positive rate: training {estimate.source_rate:.4f}, this batch "
@@ -85,3 +92,13 @@ def run(args: argparse.Namespace) -> int:
         if warning:
             print(warning, file=sys.stderr)
     return 0
+
+
+def unread_warning(numbers: list[int], total: int) -> str:
+    """The warning for texts with no word of the model's vocabulary (1-based numbers)."""
+    shown = ", ".join(map(str, numbers[:10])) + (", …" if len(numbers) > 10 else "")
+    which = f"text {shown}" if len(numbers) == 1 else f"texts {shown}"
+    return (
+        f"warning: {len(numbers)} of {total} texts have no word the model knows ({which}): "
+        "their scores say nothing about what they mean"
+    )
