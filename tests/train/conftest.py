@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -52,6 +53,37 @@ def write_dataset(
     words.update({f"w{i}": i for i in range(4, ids)})
     (folder / "vocab.json").write_text(json.dumps({"words": words, "settings": {}}))
     return folder
+
+
+def train_on_reviews(
+    folder: Path, reviews: list[tuple[str, bool]], model: Any, epochs: int
+) -> tuple[Path, Path, dict[str, Any]]:
+    """Preprocess (text, positive) reviews and train a small model on them in one process:
+    (data folder, run folder, the fit's summary)."""
+    from engine.config import PreprocessConfig, TrainConfig
+    from engine.preprocess import run_preprocess
+    from engine.sentiment.trainer import DistEnv, Trainer
+
+    raw = folder / "reviews.jsonl"
+    raw.write_text(
+        "".join(json.dumps({"text": t, "rating": 5 if pos else 1}) + "\n" for t, pos in reviews)
+    )
+    data, run = folder / "data", folder / "run"
+    run_preprocess(PreprocessConfig(inputs=[str(raw)], output=str(data), workers=1))
+    cfg = TrainConfig(
+        data_dir=str(data),
+        run_dir=str(run),
+        epochs=epochs,
+        batch_size=32,
+        lr=2e-2,
+        warmup_steps=1,
+        lr_schedule="constant",
+        model=model,
+        checkpoint_every_min=0,
+        events_file=False,
+        seed=1,
+    )
+    return data, run, Trainer(cfg, env=DistEnv()).fit()
 
 
 @pytest.fixture

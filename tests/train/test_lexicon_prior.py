@@ -16,6 +16,7 @@ from engine.preprocess.text import clean_text
 from engine.sentiment.lexicon import lexicon, lexicon_features, valences
 from engine.sentiment.model import ModelShape, build_model, model_for, resolve_spec
 from engine.sentiment.negation import negated_mask, scope_ids
+from tests.train.conftest import train_on_reviews
 
 WORDS = ["", "<unk>", "not", "bad", "at", "all", "but", "good", "great", "cable", "no"]
 ID = {w: i for i, w in enumerate(WORDS)}
@@ -105,39 +106,19 @@ def test_an_old_model_json_loads_without_the_prior() -> None:
 @pytest.mark.slow
 def test_a_trained_run_learns_to_trust_the_prior_and_predict_reloads_it(tmp_path: Path) -> None:
     """Preprocess text whose labels follow the lexicon, train with the prior, reload the run."""
-    from engine.config import PreprocessConfig, TrainConfig
-    from engine.preprocess import run_preprocess
     from engine.sentiment.evaluate import load_run, predict_proba
-    from engine.sentiment.trainer import DistEnv, Trainer
 
     rng = random.Random(0)
     table = lexicon()
     positive = [w for w, v in sorted(table.items()) if v >= 2.0][:60]
     negative = [w for w, v in sorted(table.items()) if v <= -2.0][:60]
-    reviews = tmp_path / "reviews.jsonl"
-    with open(reviews, "w") as fh:
-        for i in range(600):
-            pos = rng.random() < 0.5
-            word = rng.choice(positive if pos else negative)
-            text = f"the {word} cable {i} item number {i % 37}"
-            fh.write(json.dumps({"text": text, "rating": 5 if pos else 1}) + "\n")
-    data = tmp_path / "data"
-    run_preprocess(PreprocessConfig(inputs=[str(reviews)], output=str(data), workers=1))
-    run = tmp_path / "run"
-    cfg = TrainConfig(
-        data_dir=str(data),
-        run_dir=str(run),
-        epochs=4,
-        batch_size=32,
-        lr=2e-2,
-        warmup_steps=1,
-        lr_schedule="constant",
-        model=ModelConfig(hidden=8, embedding_dim=8, ngram_buckets=4096, lexicon_prior=True),
-        checkpoint_every_min=0,
-        events_file=False,
-        seed=1,
-    )
-    summary = Trainer(cfg, env=DistEnv()).fit()
+    reviews = []
+    for i in range(600):
+        pos = rng.random() < 0.5
+        word = rng.choice(positive if pos else negative)
+        reviews.append((f"the {word} cable {i} item number {i % 37}", pos))
+    model = ModelConfig(hidden=8, embedding_dim=8, ngram_buckets=4096, lexicon_prior=True)
+    _, run, summary = train_on_reviews(tmp_path, reviews, model, epochs=4)
     assert summary["accuracy"] > 0.9
     assert json.loads((run / "model.json").read_text())["lexicon_prior"] is True
     loaded = load_run(run)

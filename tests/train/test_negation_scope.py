@@ -14,6 +14,7 @@ from engine.config import ModelConfig
 from engine.errors import ConfigError
 from engine.sentiment.model import ModelShape, WideNgrams, build_model, model_for, resolve_spec
 from engine.sentiment.negation import SCOPE_CLAUSE, SCOPE_NEGATIONS, negated_mask, scope_ids
+from tests.train.conftest import train_on_reviews
 
 WORDS = ["", "<unk>", "not", "bad", "at", "all", "but", "good", "never", "again", "buy", "no"]
 ID = {w: i for i, w in enumerate(WORDS)}
@@ -146,37 +147,19 @@ def test_model_for_reads_the_datasets_vocabulary(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_trained_run_learns_negated_words_and_predict_reloads_it(tmp_path: Path) -> None:
     """Preprocess real text, train with a scope, reload the run as `sentitop predict` does."""
-    from engine.config import PreprocessConfig, TrainConfig
-    from engine.preprocess import run_preprocess
     from engine.sentiment.evaluate import load_run, predict_proba
-    from engine.sentiment.trainer import DistEnv, Trainer
 
     rng = random.Random(0)
-    reviews = tmp_path / "reviews.jsonl"
-    with open(reviews, "w") as fh:
-        for i in range(800):
-            pos = rng.random() < 0.5
-            flip = rng.random() < 0.5  # half the texts say it through a negation
-            word = ("bad" if pos else "good") if flip else ("good" if pos else "bad")
-            text = f"{'not really ' if flip else ''}{word} cable {i} item number {i % 37}"
-            fh.write(json.dumps({"text": text, "rating": 5 if pos else 1}) + "\n")
-    data = tmp_path / "data"
-    run_preprocess(PreprocessConfig(inputs=[str(reviews)], output=str(data), workers=1))
-    run = tmp_path / "run"
-    cfg = TrainConfig(
-        data_dir=str(data),
-        run_dir=str(run),
-        epochs=6,
-        batch_size=32,
-        lr=2e-2,
-        warmup_steps=1,
-        lr_schedule="constant",
-        model=ModelConfig(hidden=8, embedding_dim=8, ngram_buckets=4096, negation_scope=3),
-        checkpoint_every_min=0,
-        events_file=False,
-        seed=1,
-    )
-    summary = Trainer(cfg, env=DistEnv()).fit()
+    reviews = []
+    for i in range(800):
+        pos = rng.random() < 0.5
+        flip = rng.random() < 0.5  # half the texts say it through a negation
+        word = ("bad" if pos else "good") if flip else ("good" if pos else "bad")
+        reviews.append(
+            (f"{'not really ' if flip else ''}{word} cable {i} item number {i % 37}", pos)
+        )
+    model = ModelConfig(hidden=8, embedding_dim=8, ngram_buckets=4096, negation_scope=3)
+    data, run, summary = train_on_reviews(tmp_path, reviews, model, epochs=6)
     assert summary["accuracy"] > 0.9
     saved = json.loads((run / "model.json").read_text())
     words = json.loads((data / "vocab.json").read_text())["itos"]
