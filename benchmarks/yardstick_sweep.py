@@ -210,6 +210,12 @@ def write_folds(folds: list[Any], work: Path) -> dict[str, dict[str, Any]]:
     return facts
 
 
+def _per_fold(value: Any, fold: str) -> Any:
+    """A string override with ``{fold}`` names each fold's own file (e.g. embeddings built
+    without the left-out category: ``model.init_embeddings=DIR/{fold}``)."""
+    return value.replace("{fold}", fold) if isinstance(value, str) else value
+
+
 def plan_tasks(
     variants: list[Variant], facts: dict[str, dict[str, Any]], work: Path, args: argparse.Namespace
 ) -> list[Task]:
@@ -240,7 +246,7 @@ def plan_tasks(
                 "run": str(work / "runs" / v.name / name),
                 "test": str(test_file),
                 "train": train,
-                "model": v.model,
+                "model": {k: _per_fold(value, name) for k, value in v.model.items()},
                 "score_device": train["device"],
                 "reuse": args.reuse,
             }

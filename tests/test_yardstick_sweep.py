@@ -132,3 +132,21 @@ def test_table_means_seeds_and_measures_against_the_baseline() -> None:
     text = table(doc, base)
     assert "| w@mean (2/2) | 0.8650 | +0.00 |" in text
     assert "| majority | 0.7500 |" in text
+
+
+def test_a_fold_placeholder_gives_each_fold_its_own_file(tmp_path: Path) -> None:
+    sys.path.insert(0, str(SWEEP.parent))
+    import argparse
+
+    from yardstick_sweep import parse_variant, plan_tasks
+
+    v = parse_variant("name=e model.init_embeddings=/emb/{fold} model.hidden=8", 0)
+    facts = {name: {"train_bytes": 10, "test_bytes": 1} for name in ("phones", "office")}
+    args = argparse.Namespace(reuse=False, device="cpu", baseline=False)
+    tasks = [t for t in plan_tasks([v], facts, tmp_path, args) if t.kind == "train"]
+    got = {t.fold: t.spec["model"] for t in tasks}
+    assert got == {
+        "phones": {"init_embeddings": "/emb/phones", "hidden": 8},
+        "office": {"init_embeddings": "/emb/office", "hidden": 8},
+    }
+    assert v.model["init_embeddings"] == "/emb/{fold}"  # the variant itself is unchanged
