@@ -116,6 +116,8 @@ def run_rank(cfg: EmbedConfig) -> int:
     from engine.rank_main import run_as_rank
     from engine.sentiment.dist_env import DistEnv
 
+    if cfg.mode == "svd":
+        raise ConfigError("--mode svd has no ranks", hint="run it without --rank")
     env = DistEnv.from_environ("cpu" if cfg.mode == "async" else cfg.device)
     torch.set_num_threads(cfg.threads or default_threads(env.local_world))
     emitter = rank_emitter(cfg.run_dir, env.rank, events_file=cfg.events_file)
@@ -140,6 +142,12 @@ def check_nproc(cfg: EmbedConfig, nproc: int) -> EmbedConfig:
 
     if nproc < 1:
         raise ConfigError(f"--nproc = {nproc} must be >= 1")
+    if cfg.mode == "svd" and nproc != 1:
+        raise ConfigError(
+            f"--mode svd runs in one process; --nproc = {nproc}", hint="leave --nproc out"
+        )
+    if cfg.mode == "svd":
+        return replace(cfg, device="cpu")
     if cfg.mode == "async" and nproc < 2:
         raise ConfigError("--mode async needs --nproc >= 2 (one server + at least one worker)")
     if cfg.device == "cpu":
@@ -204,6 +212,11 @@ def run_local(
     emitter = Emitter(FanoutSink(*sinks), rank=0)
     try:
         prepare(cfg, emitter)
+        if cfg.mode == "svd":  # no ranks: the vectors are computed here
+            from engine.embeddings.svd import run_svd
+
+            Path(cfg.run_dir, CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2))
+            return run_svd(cfg, emitter)
     finally:
         emitter.close()
     launch(cfg, nproc, on_line=on_line)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from engine.config import config_from_dict, config_to_dict
 from engine.errors import ConfigError
 
-Mode = Literal["sync", "async"]
+Mode = Literal["sync", "async", "svd"]
 Encoder = Literal["word", "char"]
 Device = Literal["auto", "cpu", "cuda"]
 
@@ -31,7 +31,9 @@ class EmbedConfig:
     data_dir: str | None = None
     """Or a preprocessed folder (dataset.h5 + vocab.json); its /train/tokens are the corpus."""
     mode: Mode = "sync"
-    """sync = DDP all-reduce every step; async = parameter server on rank 0, workers 1..N-1."""
+    """sync = DDP all-reduce every step; async = parameter server on rank 0, workers 1..N-1;
+    svd = no training: the truncated SVD of the corpus's PPMI matrix, seconds on one CPU process
+    (engine/embeddings/svd.py)."""
     device: Device = "auto"
     """Where sync ranks train: cuda (rank r on GPU r, NCCL), cpu (gloo), or auto = cuda when
     every local rank can have a GPU of its own, else cpu. Async mode is CPU-only."""
@@ -95,7 +97,7 @@ class EmbedConfig:
             "one or more paths",
             self.input,
         )
-        _check(self.mode in ("sync", "async"), "mode", "sync|async", self.mode)
+        _check(self.mode in ("sync", "async", "svd"), "mode", "sync|async|svd", self.mode)
         _check(self.device in ("auto", "cpu", "cuda"), "device", "auto|cpu|cuda", self.device)
         if self.mode == "async" and self.device == "cuda":
             raise ConfigError(
