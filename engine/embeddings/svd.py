@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
+import scipy.sparse as sp
 
 from engine.embeddings.config import EmbedConfig
 from engine.embeddings.corpus import Corpus
@@ -32,15 +32,13 @@ POWER_ITERATIONS = 4
 """Power iterations of the randomized SVD (the PPMI spectrum decays slowly)."""
 
 
-def cooccurrence(corpus: Corpus, window: int, chunk: int = CHUNK_TOKENS) -> torch.Tensor:
-    """Symmetric (V, V) weighted counts (a coalesced sparse COO tensor, float64) of the word
-    pairs within ``window`` of each other in one document; a pair at distance d counts
-    (window − d + 1) / window."""
+def cooccurrence(corpus: Corpus, window: int, chunk: int = CHUNK_TOKENS) -> sp.csr_matrix:
+    """Symmetric (V, V) weighted counts of the word pairs within ``window`` of each other in
+    one document; a pair at distance d counts (window − d + 1) / window."""
     ids = corpus.ids.astype(np.int64)
     doc = corpus.doc_of()
     size = corpus.vocab_size
-    nothing = torch.zeros((2, 0), dtype=torch.long)
-    total = _sparse(nothing, torch.zeros(0, dtype=torch.float64), size)
+    total = sp.csr_matrix((size, size), dtype=np.float64)
     for start in range(0, len(ids), chunk):
         stop = min(len(ids), start + chunk)
         for d in range(1, window + 1):
@@ -49,45 +47,37 @@ def cooccurrence(corpus: Corpus, window: int, chunk: int = CHUNK_TOKENS) -> torc
             if not same.any():
                 continue
             left, right = ids[start : end - d][same], ids[start + d : end][same]
-            index = torch.from_numpy(np.stack([np.concatenate([left, right]),
-                                               np.concatenate([right, left])]))  # fmt: skip
-            weight = torch.full((index.shape[1],), (window - d + 1) / window, dtype=torch.float64)
-            total = (total + _sparse(index, weight, size)).coalesce()
-    return total
+            weight = np.full(len(left), (window - d + 1) / window)
+            total = total + sp.coo_matrix((weight, (left, right)), (size, size)).tocsr()
+    return (total + total.T).tocsr()
 
 
-def _sparse(index: torch.Tensor, values: torch.Tensor, size: int) -> torch.Tensor:
-    """A coalesced sparse (size, size) COO tensor (duplicate entries summed)."""
-    shape = (size, size)
-    return torch.sparse_coo_tensor(index, values, shape, check_invariants=False).coalesce()
-
-
-def ppmi(counts: torch.Tensor, alpha: float = CDS_ALPHA) -> torch.Tensor:
-    """max(PMI_α(w, c), 0) of the nonzero counts of a coalesced sparse (V, V) tensor (context
-    counts smoothed by ^alpha), as a coalesced sparse COO tensor."""
-    (row, col), values = counts.indices(), counts.values()
-    word = torch.zeros(counts.shape[0], dtype=torch.float64).index_add_(0, row, values)
+def ppmi(counts: sp.csr_matrix, alpha: float = CDS_ALPHA) -> sp.csr_matrix:
+    """max(PMI_α(w, c), 0) of the nonzero counts (context counts smoothed by ^alpha)."""
+    if counts.nnz == 0:
+        return sp.csr_matrix(counts.shape, dtype=np.float64)
+    coo = counts.tocoo()
+    word = np.asarray(counts.sum(axis=1)).ravel()
     ctx = word**alpha
-    pmi = values.log() + ctx.sum().log() - word[row].log() - ctx[col].log()
+    pmi = np.log(coo.data) + np.log(ctx.sum()) - np.log(word[coo.row]) - np.log(ctx[coo.col])
     keep = pmi > 0
-    return _sparse(torch.stack([row[keep], col[keep]]), pmi[keep], counts.shape[0])
+    kept = (pmi[keep], (coo.row[keep], coo.col[keep]))
+    return sp.coo_matrix(kept, counts.shape).tocsr()
 
 
-def randomized_svd(matrix: torch.Tensor, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def randomized_svd(matrix: sp.csr_matrix, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(U (n, k), singular values (k,)) of the top k = min(dim, n) singular directions of a
-    coalesced sparse COO (n, n) tensor (Halko, Martinsson & Tropp 2011)."""
+    sparse (n, n) matrix (Halko, Martinsson & Tropp 2011)."""
     n = matrix.shape[0]
     k = min(dim, n)
-    gen = torch.Generator().manual_seed(seed)
-    probe = torch.randn((n, min(k + OVERSAMPLE, n)), generator=gen, dtype=torch.float64)
-    transposed = matrix.t().coalesce()
-    basis, _ = torch.linalg.qr(torch.sparse.mm(matrix, probe))
+    probe = np.random.default_rng(seed).standard_normal((n, min(k + OVERSAMPLE, n)))
+    transposed = matrix.T.tocsr()
+    basis, _ = np.linalg.qr(matrix @ probe)
     for _ in range(POWER_ITERATIONS):
-        basis, _ = torch.linalg.qr(torch.sparse.mm(transposed, basis))
-        basis, _ = torch.linalg.qr(torch.sparse.mm(matrix, basis))
-    small = torch.sparse.mm(transposed, basis).T  # basisᵀ · matrix
-    u_small, singular, _ = torch.linalg.svd(small, full_matrices=False)
-    return (basis @ u_small)[:, :k].numpy(), singular[:k].numpy()
+        basis, _ = np.linalg.qr(transposed @ basis)
+        basis, _ = np.linalg.qr(matrix @ basis)
+    u_small, singular, _ = np.linalg.svd((transposed @ basis).T, full_matrices=False)
+    return (basis @ u_small)[:, :k], singular[:k]
 
 
 def svd_vectors(corpus: Corpus, window: int, dim: int, seed: int) -> tuple[np.ndarray, int]:
@@ -95,7 +85,7 @@ def svd_vectors(corpus: Corpus, window: int, dim: int, seed: int) -> tuple[np.nd
     columns past the matrix's rank (tiny corpora) are zero."""
     matrix = ppmi(cooccurrence(corpus, window))
     vectors = np.zeros((corpus.vocab_size, dim))
-    nonzeros = int(matrix.values().numel())
+    nonzeros = int(matrix.nnz)
     if nonzeros:
         u, singular = randomized_svd(matrix, dim, seed)
         vectors[:, : u.shape[1]] = u * np.sqrt(singular)
