@@ -63,9 +63,13 @@ async def _commands(
     run_dir = ctx.run_dir
     data_paths = await cluster.put_data(data.dataset_dir)
     base = ctx.train
+    init = base.model.init_embeddings  # an embeddings run folder here: each node reads its copy
+    init_paths = await cluster.put_data(Path(init).expanduser()) if init else {}
     args: dict[str, list[str]] = {}
     for node in cluster.nodes:
         node_cfg = train_config_dict(base, data_paths[node], f"{cluster.node_dir(node)}/train")
+        if init:
+            node_cfg["model"]["init_embeddings"] = init_paths[node]
         local = make_private_dir(run_dir / "config") / f"train-{node}.json"
         write_private_file(local, json.dumps(node_cfg, indent=2))
         remote_path = (await cluster.put_data(local))[node]

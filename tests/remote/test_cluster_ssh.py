@@ -436,3 +436,33 @@ def test_interrupted_or_killed_launcher_leaves_nothing_on_the_nodes(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_init_embeddings_folder_reaches_each_node_as_its_own_copy(
+    sshd: LoopbackSSHD, tmp_path: Path, dataset: Path
+) -> None:
+    """A profile's train.model.init_embeddings names a folder on this machine: every node's
+    config must name the node's copy, not a path that exists only here."""
+    import json
+
+    from engine.config import ModelConfig, TrainConfig
+    from remote.datasets import PreparedData
+    from remote.train_stage import TrainContext, _commands
+    from tests.train.test_init_embeddings import write_embed_run
+
+    emb = tmp_path / "here" / "emb-run"
+    write_embed_run(emb, ["good", "bad"], dim=4)
+    train = TrainConfig(data_dir="", run_dir="", model=ModelConfig(init_embeddings=str(emb)))
+    run_dir = tmp_path / "runs" / "r"
+    run_dir.mkdir(parents=True)
+    ctx = TrainContext(None, train, run_dir, None, None, None, None, None, None)  # type: ignore[arg-type]
+    async with make_cluster(sshd, tmp_path) as cluster:
+        await cluster.start(run_dir)
+        await _commands(ctx, cluster, PreparedData(dataset, False, {}), resume=False)
+    for node in ("a", "b"):
+        cfg = json.loads((run_dir / "config" / f"train-{node}.json").read_text())
+        copy = Path(cfg["model"]["init_embeddings"])
+        assert copy != emb and str(tmp_path / "workdir") in str(copy)
+        assert (copy / "embeddings.npy").read_bytes() == (emb / "embeddings.npy").read_bytes()
+        assert (copy / "corpus.npz").read_bytes() == (emb / "corpus.npz").read_bytes()
+    assert train.model.init_embeddings == str(emb)  # the shared config is left as it was
