@@ -16,6 +16,8 @@ C = TypeVar("C")
 Runner = Literal["local", "inline", "spark", "hadoop", "emr"]
 InputFormat = Literal["auto", "mcauley", "jsonl"]
 PreprocessPreset = Literal["default", "stopwords", "seed"]
+OWN_TEXT_SVD = "svd"
+"""ModelConfig.init_embeddings value: vectors from the training split's own text, not a folder."""
 
 
 def _check(condition: bool, field_name: str, allowed: str, value: object) -> None:
@@ -194,7 +196,10 @@ class ModelConfig:
     path). Needs the wide path."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run: its vectors initialise the embedding table,
-    aligned by word (words it lacks start random; embedding_dim follows the run's)."""
+    aligned by word (words it lacks start random; embedding_dim follows the run's). Or `svd`:
+    vectors from the training split's own text (the truncated SVD of its PPMI matrix, computed
+    by rank 0 at training start, seconds; engine/sentiment/own_text.py). A folder named svd is
+    written ./svd."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -219,7 +219,8 @@ class ModelSpec(Section):
     three more features (default: off)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run whose vectors initialise the embedding table
-    (aligned by word; embedding_dim follows the run's)."""
+    (aligned by word; embedding_dim follows the run's; copied to every node), or `svd`: vectors
+    from the training split's own text, computed at training start."""
 
 
 class BalanceSpec(Section):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.config import TrainConfig, config_to_dict
+from engine.config import OWN_TEXT_SVD, TrainConfig, config_to_dict
 from engine.errors import LaunchError
 from engine.events import Emitter
 from remote.checkpoint_keeper import CheckpointKeeper
@@ -64,6 +64,8 @@ async def _commands(
     data_paths = await cluster.put_data(data.dataset_dir)
     base = ctx.train
     init = base.model.init_embeddings  # an embeddings run folder here: each node reads its copy
+    if init == OWN_TEXT_SVD:
+        init = None  # not a folder: rank 0 computes the table from the data it trains on
     init_paths = await cluster.put_data(Path(init).expanduser()) if init else {}
     args: dict[str, list[str]] = {}
     for node in cluster.nodes:

@@ -11,6 +11,8 @@ from engine.errors import ConfigError
 Mode = Literal["sync", "async", "svd"]
 Encoder = Literal["word", "char"]
 Device = Literal["auto", "cpu", "cuda"]
+DEFAULT_WINDOW = 5
+"""Context window (words either side) unless a run sets its own."""
 
 
 def _check(condition: bool, field_name: str, allowed: str, value: object) -> None:
@@ -45,7 +47,7 @@ class EmbedConfig:
     """Positive (centre, context) pairs per step per worker (each with `negatives` negatives)."""
     epochs: int = 3
     """Passes over the corpus."""
-    window: int = 5
+    window: int = DEFAULT_WINDOW
     """Context words on each side (skip-gram pairs and the SPPMI counts)."""
     negatives: int = 10
     """Negative samples per positive pair, drawn from unigram^0.75 (also the SPPMI shift k)."""

@@ -12,10 +12,11 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from engine.config import ModelConfig
+from engine.config import OWN_TEXT_SVD, ModelConfig
 from engine.errors import ConfigError
 from engine.sentiment.lexicon import FEATURES, lexicon_features, valences
 from engine.sentiment.negation import negated_mask, scope_ids
+from engine.sentiment.own_text import own_text_table
 from engine.sentiment.padded_lstm import padded_lstm
 from engine.sentiment.presets import PRESETS
 from engine.sentiment.pretrained import Aligned, dataset_itos, initial_table
@@ -344,16 +345,21 @@ def build_model(
 
 
 def model_for(
-    cfg: ModelConfig, vocab_size: int, data_dir: str, seed: int
+    cfg: ModelConfig, vocab_size: int, data_dir: str, seed: int, main: bool = True
 ) -> tuple[ModelShape, SentimentLSTM, Aligned | None]:
     """(shape, fresh model, alignment) for a dataset: the table initialised from
-    ``cfg.init_embeddings`` when set (seed torch first for a reproducible init)."""
-    init = initial_table(cfg, data_dir, seed)
+    ``cfg.init_embeddings`` when set (seed torch first for a reproducible init). With
+    `svd` only the ``main`` rank computes the table (DDP hands rank 0's weights to the rest)."""
     preset = PRESETS.get(cfg.preset, {})
     scope = preset.get("negation_scope", 0) if cfg.negation_scope is None else cfg.negation_scope
     lexicon = preset.get("lexicon_prior", False) if cfg.lexicon_prior is None else cfg.lexicon_prior
     words = dataset_itos(data_dir) if scope or lexicon else None
-    spec = resolve_spec(cfg, vocab_size, init.dim if init else None, words)
+    if cfg.init_embeddings == OWN_TEXT_SVD:
+        spec = resolve_spec(cfg, vocab_size, None, words)
+        init = own_text_table(data_dir, vocab_size, spec.embedding_dim, seed) if main else None
+    else:
+        init = initial_table(cfg, data_dir, seed)
+        spec = resolve_spec(cfg, vocab_size, init.dim if init else None, words)
     return spec, build_model(spec, init.table if init else None, words), init
 
 

@@ -269,7 +269,9 @@ class Trainer:
         self.data = TrainData.open(cfg)
         self.n_train = self.data.n_train
         torch.manual_seed(cfg.seed)
-        self.spec, model, init = model_for(cfg.model, self.data.vocab_size, cfg.data_dir, cfg.seed)
+        self.spec, model, init = model_for(
+            cfg.model, self.data.vocab_size, cfg.data_dir, cfg.seed, main=env.rank == 0
+        )
         self.model: SentimentLSTM = model.to(self.device)
         self.params = list(self.model.parameters())
         self.ddp: nn.Module = self.model

@@ -418,3 +418,32 @@ def test_single_node_runs_its_ranks_through_the_launcher() -> None:
     assert "--master" not in argv and argv[argv.index("--nproc") + 1] == "2"
     assert argv[-3:] == ["engine.sentiment.train", "--config", "c.json"]
     assert command.env["SENTITOP_NODE"] == "local"
+
+
+@pytest.mark.parametrize("init", ["svd", "folder"])
+async def test_node_configs_name_the_init_embeddings_each_node_reads(
+    tmp_path: Path, init: str
+) -> None:
+    """`svd` is not a folder (rank 0 computes it): it is passed on as is, never copied."""
+    import json
+
+    from engine.config import ModelConfig, TrainConfig
+    from remote.datasets import PreparedData
+    from remote.train_stage import TrainContext, _commands
+    from tests.train.conftest import write_dataset
+    from tests.train.test_init_embeddings import write_embed_run
+
+    data = write_dataset(tmp_path / "data", n_train=32, n_test=8)
+    if init == "folder":
+        write_embed_run(tmp_path / "emb", ["good"], dim=4)
+    value = "svd" if init == "svd" else str(tmp_path / "emb")
+    train = TrainConfig(data_dir="", run_dir="", model=ModelConfig(init_embeddings=value))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    ctx = TrainContext(None, train, run_dir, None, None, None, None, None, None)  # type: ignore[arg-type]
+    async with LocalCluster(["a", "b"]) as cluster:
+        await cluster.start(run_dir)
+        await _commands(ctx, cluster, PreparedData(data, False, {}), resume=False)
+    for node in ("a", "b"):
+        cfg = json.loads((run_dir / "config" / f"train-{node}.json").read_text())
+        assert cfg["model"]["init_embeddings"] == value  # local nodes read the folder in place
