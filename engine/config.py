@@ -18,6 +18,8 @@ InputFormat = Literal["auto", "mcauley", "jsonl"]
 PreprocessPreset = Literal["default", "stopwords", "seed"]
 OWN_TEXT_SVD = "svd"
 """ModelConfig.init_embeddings value: vectors from the training split's own text, not a folder."""
+NO_INIT = "none"
+"""ModelConfig.init_embeddings value: a random table, whatever the preset's."""
 
 
 def _check(condition: bool, field_name: str, allowed: str, value: object) -> None:
@@ -198,8 +200,9 @@ class ModelConfig:
     """Folder of a finished `sentitop embed` run: its vectors initialise the embedding table,
     aligned by word (words it lacks start random; embedding_dim follows the run's). Or `svd`:
     vectors from the training split's own text (the truncated SVD of its PPMI matrix, computed
-    by rank 0 at training start, seconds; engine/sentiment/own_text.py). A folder named svd is
-    written ./svd."""
+    by rank 0 at training start, seconds; engine/sentiment/own_text.py), or `none`: a random
+    table. None = the preset's (`svd` in default, random in seed). A folder named svd or none
+    is written ./svd or ./none."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -21,6 +21,7 @@ from typing import Any
 from engine.config import OWN_TEXT_SVD, TrainConfig, config_to_dict
 from engine.errors import LaunchError
 from engine.events import Emitter
+from engine.sentiment.presets import init_embeddings_of
 from remote.checkpoint_keeper import CheckpointKeeper
 from remote.clusters import LOST, Cluster, Command, LineCallback, LocalCluster, NodeFailedError
 from remote.cost import CostMeter
@@ -63,7 +64,7 @@ async def _commands(
     run_dir = ctx.run_dir
     data_paths = await cluster.put_data(data.dataset_dir)
     base = ctx.train
-    init = base.model.init_embeddings  # an embeddings run folder here: each node reads its copy
+    init = init_embeddings_of(base.model)  # an embeddings run folder: each node reads its copy
     if init == OWN_TEXT_SVD:
         init = None  # not a folder: rank 0 computes the table from the data it trains on
     init_paths = await cluster.put_data(Path(init).expanduser()) if init else {}

@@ -18,7 +18,7 @@ from engine.sentiment.lexicon import FEATURES, lexicon_features, valences
 from engine.sentiment.negation import negated_mask, scope_ids
 from engine.sentiment.own_text import own_text_table
 from engine.sentiment.padded_lstm import padded_lstm
-from engine.sentiment.presets import PRESETS
+from engine.sentiment.presets import PRESETS, init_embeddings_of
 from engine.sentiment.pretrained import Aligned, dataset_itos, initial_table
 
 __all__ = [
@@ -354,11 +354,12 @@ def model_for(
     scope = preset.get("negation_scope", 0) if cfg.negation_scope is None else cfg.negation_scope
     lexicon = preset.get("lexicon_prior", False) if cfg.lexicon_prior is None else cfg.lexicon_prior
     words = dataset_itos(data_dir) if scope or lexicon else None
-    if cfg.init_embeddings == OWN_TEXT_SVD:
+    start = init_embeddings_of(cfg)
+    if start == OWN_TEXT_SVD:
         spec = resolve_spec(cfg, vocab_size, None, words)
         init = own_text_table(data_dir, vocab_size, spec.embedding_dim, seed) if main else None
     else:
-        init = initial_table(cfg, data_dir, seed)
+        init = initial_table(start, cfg.embedding_dim, data_dir, seed)
         spec = resolve_spec(cfg, vocab_size, init.dim if init else None, words)
     return spec, build_model(spec, init.table if init else None, words), init
 

@@ -73,9 +73,11 @@ def own_text_table(data_dir: str | Path, vocab_size: int, dim: int, seed: int) -
     corpus = read_corpus(data_dir, vocab_size)
     # BLAS gets the rank's thread count: its own pool beside the other ranks' threads made the
     # factorisation 6x slower on 2 busy cores (4.8 s against 0.8 s for a 5 k-word vocabulary)
-    with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
-        vectors, _ = svd_vectors(corpus, DEFAULT_WINDOW, dim, seed)
     seen = corpus.counts > 0
+    vectors = np.zeros((corpus.vocab_size, dim), np.float32)
+    if seen.any():  # (no word in the sample: every row starts random)
+        with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
+            vectors, _ = svd_vectors(corpus, DEFAULT_WINDOW, dim, seed)
     rng = np.random.default_rng(seed)
     sigma = float(vectors[seen].std()) if seen.any() else 1.0
     table = rng.normal(0.0, sigma or 1.0, size=(vocab_size, dim)).astype(np.float32)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.config import NO_INIT, OWN_TEXT_SVD, ModelConfig
+
 PRESETS: dict[str, dict[str, Any]] = {
     # The old system's model: embedding 100, 2-layer LSTM hidden 32, two FC layers.
     "seed": dict(
@@ -35,3 +37,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         lexicon_prior=True,
     ),
 }
+
+PRESET_INIT: dict[str, str | None] = {"seed": None, "default": OWN_TEXT_SVD}
+"""Each preset's embedding table start when `model.init_embeddings` is unset: the seed's
+random table, or vectors from the training split's own text (BENCHMARKS.md "Own-text SVD
+table")."""
+
+
+def init_embeddings_of(cfg: ModelConfig) -> str | None:
+    """Where the embedding table starts: an embeddings run folder, OWN_TEXT_SVD, or None
+    (random): the setting, else its preset's; `none` turns the preset's off."""
+    value = cfg.init_embeddings
+    if value is None:
+        return PRESET_INIT.get(cfg.preset)
+    return None if value == NO_INIT else value

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.config import ModelConfig
 from engine.errors import ConfigError
 
 VECTORS_FILE = "embeddings.npy"
@@ -125,12 +124,12 @@ def align(pre: Pretrained, itos: list[str], seed: int, dim: int | None = None) -
     return Aligned(table, found, max(0, len(itos) - 2) - found)
 
 
-def initial_table(model: ModelConfig, data_dir: str, seed: int) -> Aligned | None:
-    """The aligned table for ``train.model.init_embeddings`` (None when it is unset)."""
-    if not model.init_embeddings:
+def initial_table(folder: str | None, dim: int | None, data_dir: str, seed: int) -> Aligned | None:
+    """The table aligned from the embeddings run in ``folder`` (``train.model.init_embeddings``;
+    None: nothing to load); ``dim`` is ``train.model.embedding_dim`` when set."""
+    if not folder:
         return None
-    pre = load_pretrained(model.init_embeddings)
-    return align(pre, dataset_itos(data_dir), seed, model.embedding_dim)
+    return align(load_pretrained(folder), dataset_itos(data_dir), seed, dim)
 
 
 def dataset_itos(data_dir: str | Path) -> list[str]:

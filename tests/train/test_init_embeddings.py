@@ -108,7 +108,7 @@ def test_dataset_vocab_in_either_layout(tmp_path: Path) -> None:
     (tmp_path / "e").mkdir()
     (tmp_path / "e" / "vocab.json").write_text(json.dumps({"itos": ["<pad>", "<unk>", "x"]}))
     assert dataset_itos(tmp_path / "e") == ["<pad>", "<unk>", "x"]
-    assert initial_table(ModelConfig(), str(data), 0) is None  # unset: nothing loaded
+    assert initial_table(None, None, str(data), 0) is None  # no folder: nothing loaded
 
 
 class _Events:
@@ -131,7 +131,7 @@ def test_training_starts_from_the_run_vectors(tmp_path: Path) -> None:
     itos = dataset_itos(data)
     vectors = write_embed_run(tmp_path / "emb", ["bad", "good", *itos[6:]], dim=6)
     model_cfg = ModelConfig(init_embeddings=str(tmp_path / "emb"), hidden=4)
-    init = initial_table(model_cfg, str(data), seed=0)
+    init = initial_table(model_cfg.init_embeddings, None, str(data), seed=0)
     assert init is not None and init.missing == 2  # w4, w5
     spec = resolve_spec(model_cfg, len(itos), init.dim)
     assert spec.embedding_dim == 6  # follows the run, not the preset's 100

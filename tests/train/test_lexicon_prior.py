@@ -77,7 +77,7 @@ def test_model_for_looks_the_datasets_words_up_and_a_saved_model_reloads_them(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "vocab.json").write_text(json.dumps({"itos": WORDS}))
-    cfg = ModelConfig(lexicon_prior=True, ngram_buckets=64)
+    cfg = ModelConfig(lexicon_prior=True, ngram_buckets=64, init_embeddings="none")  # no dataset.h5
     spec, model, _ = model_for(cfg, len(WORDS), str(tmp_path), 0)
     assert model.wide is not None and model.wide.lexicon is not None
     assert model.wide.valence.tolist() == pytest.approx(valences(WORDS))

@@ -139,7 +139,8 @@ def test_an_old_model_json_loads_without_a_scope() -> None:
 
 def test_model_for_reads_the_datasets_vocabulary(tmp_path: Path) -> None:
     (tmp_path / "vocab.json").write_text(json.dumps({"itos": WORDS}))
-    spec, model, _ = model_for(ModelConfig(negation_scope=3), len(WORDS), str(tmp_path), 0)
+    cfg = ModelConfig(negation_scope=3, init_embeddings="none")  # (no dataset.h5 to read)
+    spec, model, _ = model_for(cfg, len(WORDS), str(tmp_path), 0)
     assert spec.negation_ids == (2, 8, 11)
     assert model.wide is not None and model.wide.scope == 3
 

@@ -114,3 +114,24 @@ def test_two_process_gloo_run_starts_from_the_own_text_table(tmp_path: Path) -> 
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     start = next(e for e in events if e["type"] == "train_start")
     assert start["init_embeddings"]["found"] == 50  # every word occurs in the training rows
+
+
+def test_the_default_preset_starts_from_own_text_and_none_turns_it_off() -> None:
+    from engine.sentiment.presets import init_embeddings_of
+
+    assert init_embeddings_of(ModelConfig()) == "svd"
+    assert init_embeddings_of(ModelConfig(preset="seed")) is None  # the old system: random
+    assert init_embeddings_of(ModelConfig(init_embeddings="none")) is None
+    assert init_embeddings_of(ModelConfig(preset="seed", init_embeddings="svd")) == "svd"
+    assert init_embeddings_of(ModelConfig(init_embeddings="runs/emb")) == "runs/emb"
+
+
+def test_a_split_with_no_known_word_gives_a_random_table_not_nan(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "d", n_train=16, n_test=4, vocab_size=3)
+    with h5py.File(data / "dataset.h5", "r+") as fh:
+        tokens = fh["train/tokens"]
+        tokens[...] = np.where(tokens[...] > 0, 1, 0)  # every word unknown
+    got = own_text_table(data, vocab_size=5, dim=8, seed=0)
+    assert (got.found, got.missing) == (0, 3)
+    assert np.isfinite(got.table).all() and not got.table[0].any()
+    assert own_text_table(data, vocab_size=2, dim=8, seed=0).table.shape == (2, 8)  # no words
