@@ -22,6 +22,7 @@ import yaml
 
 from engine.errors import SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
+from engine.sentiment.pretrained import check_init_embeddings
 from engine.sentiment.splits import check_dataset
 from remote.advice import priced_advice
 from remote.cluster_factory import make_cluster
@@ -282,6 +283,7 @@ async def _supervise(
 
 
 async def _stages(ctx: TrainContext) -> None:
+    check_init_embeddings(ctx.train.model)  # a missing embeddings run: exit 2, nothing started
     emr_keys = []
     if ctx.profile.preprocess.runner == "emr":
         lines = [line for line in ctx.profile.cost_lines(ctx.book) if line.stage == "preprocess"]

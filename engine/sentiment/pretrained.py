@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.config import OWN_TEXT_SVD, ModelConfig
 from engine.errors import ConfigError
+from engine.sentiment.presets import init_embeddings_of
 
 VECTORS_FILE = "embeddings.npy"
 CORPUS_FILE = "corpus.npz"
@@ -130,6 +132,14 @@ def initial_table(folder: str | None, dim: int | None, data_dir: str, seed: int)
     if not folder:
         return None
     return align(load_pretrained(folder), dataset_itos(data_dir), seed, dim)
+
+
+def check_init_embeddings(model: ModelConfig) -> None:
+    """Before any rank starts: the embeddings run folder `model.init_embeddings` names, if
+    any, holds readable vectors (ConfigError naming the file, exit 2, otherwise)."""
+    folder = init_embeddings_of(model)
+    if folder and folder != OWN_TEXT_SVD:
+        load_pretrained(folder)
 
 
 def dataset_itos(data_dir: str | Path) -> list[str]:

@@ -114,6 +114,20 @@ def test_missing_input_file_exits_2(tmp_path, run_env) -> None:
     assert '{"type"' not in result.stdout + result.stderr  # the message, not raw event lines
 
 
+def test_missing_init_embeddings_run_exits_2_before_training(tmp_path, run_env) -> None:
+    profile = tmp_path / "emb.yaml"
+    missing = tmp_path / "no-such-embed-run"
+    profile.write_text(
+        "name: emb\nprovider: local\ndata:\n  synthetic: {size: 200KB}\n"
+        f"train:\n  model:\n    init_embeddings: {missing}\n"
+    )
+    result = sentitop("run", str(profile), "--json", env=run_env, timeout=120)
+    assert result.returncode == 2, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["status"] == "failed" and str(missing) in summary["reason"]
+    assert summary["train"] == {} and summary["preprocess"] == {}  # refused before any stage
+
+
 def test_launch_refused_above_max_usd_per_hour(tmp_path, run_env) -> None:
     profile = tmp_path / "pricey.yaml"
     profile.write_text(

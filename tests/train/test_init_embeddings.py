@@ -169,3 +169,17 @@ def test_train_command_exits_2_naming_the_missing_file(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "embeddings.npy not found" in proc.stdout + proc.stderr
+
+
+def test_sentitop_train_refuses_a_missing_run_before_any_rank_starts(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "data", n_train=64, n_test=32)
+    run = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "train", "--data", str(data), "--run-dir", str(run),
+         "--model-init-embeddings", str(tmp_path / "missing"), "--nproc", "2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "init_embeddings" in proc.stderr and "no such folder" in proc.stderr
+    assert "launch" not in proc.stdout + proc.stderr  # refused here, not by a failing rank
+    assert not (run / "train_config.json").exists()

@@ -68,6 +68,7 @@ class _Printer:
 def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError
+    from engine.sentiment.pretrained import check_init_embeddings
     from engine.sentiment.splits import check_dataset
     from engine.sentiment.train import config_from_args, launch_local
 
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
             hint="run `sentitop preprocess` first, or pass --data",
         )
     check_dataset(cfg.data_dir, cfg.max_train_samples)  # empty or one-class split: exit 2
+    check_init_embeddings(cfg.model)  # a missing embeddings run: exit 2, no rank started
     printer = _Printer(quiet=args.json)
     launch_local(cfg, args.nproc, on_line=printer)
     summary = printer.summary or json.loads((Path(cfg.run_dir) / "summary.json").read_text())
