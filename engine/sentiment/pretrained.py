@@ -104,12 +104,7 @@ class Aligned:
 def align(pre: Pretrained, itos: list[str], seed: int, dim: int | None = None) -> Aligned:
     """Rows for ``itos`` (0 = padding, 1 = unknown, then words) from ``pre``; ``dim`` is the
     model's embedding size when it is fixed (ConfigError when it differs from the run's)."""
-    if dim is not None and dim != pre.dim:
-        raise ConfigError(
-            f"train.model.embedding_dim = {dim} but {pre.path / VECTORS_FILE} holds vectors of "
-            f"dimension {pre.dim}",
-            hint=f"leave embedding_dim unset (it follows the run) or set it to {pre.dim}",
-        )
+    _check_dim(pre, dim)
     index = {w: i for i, w in enumerate(pre.words)}
     sigma = float(pre.vectors.std()) or 1.0
     rng = np.random.default_rng(seed)
@@ -134,12 +129,21 @@ def initial_table(folder: str | None, dim: int | None, data_dir: str, seed: int)
     return align(load_pretrained(folder), dataset_itos(data_dir), seed, dim)
 
 
+def _check_dim(pre: Pretrained, dim: int | None) -> None:
+    if dim is not None and dim != pre.dim:
+        raise ConfigError(
+            f"train.model.embedding_dim = {dim} but {pre.path / VECTORS_FILE} holds vectors of "
+            f"dimension {pre.dim}",
+            hint=f"leave embedding_dim unset (it follows the run) or set it to {pre.dim}",
+        )
+
+
 def check_init_embeddings(model: ModelConfig) -> None:
     """Before any rank starts: the embeddings run folder `model.init_embeddings` names, if
-    any, holds readable vectors (ConfigError naming the file, exit 2, otherwise)."""
+    any, holds readable vectors of the model's size (ConfigError naming the file, exit 2)."""
     folder = init_embeddings_of(model)
     if folder and folder != OWN_TEXT_SVD:
-        load_pretrained(folder)
+        _check_dim(load_pretrained(folder), model.embedding_dim)
 
 
 def dataset_itos(data_dir: str | Path) -> list[str]:

@@ -183,3 +183,12 @@ def test_sentitop_train_refuses_a_missing_run_before_any_rank_starts(tmp_path: P
     assert "init_embeddings" in proc.stderr and "no such folder" in proc.stderr
     assert "launch" not in proc.stdout + proc.stderr  # refused here, not by a failing rank
     assert not (run / "train_config.json").exists()
+    write_embed_run(tmp_path / "emb", ["good"], dim=4)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "train", "--data", str(data), "--run-dir", str(run),
+         "--model-init-embeddings", str(tmp_path / "emb"), "--model-embedding-dim", "8"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "embedding_dim = 8" in proc.stderr and "dimension 4" in proc.stderr
+    assert not (run / "train_config.json").exists()
