@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.config import OWN_TEXT_SVD, TrainConfig, config_to_dict
+from engine.config import TrainConfig, config_to_dict
 from engine.errors import LaunchError
 from engine.events import Emitter
-from engine.sentiment.presets import init_embeddings_of
+from engine.sentiment.presets import embeddings_folder_of
 from remote.checkpoint_keeper import CheckpointKeeper
 from remote.clusters import LOST, Cluster, Command, LineCallback, LocalCluster, NodeFailedError
 from remote.cost import CostMeter
@@ -64,9 +64,7 @@ async def _commands(
     run_dir = ctx.run_dir
     data_paths = await cluster.put_data(data.dataset_dir)
     base = ctx.train
-    init = init_embeddings_of(base.model)  # an embeddings run folder: each node reads its copy
-    if init == OWN_TEXT_SVD:
-        init = None  # not a folder: rank 0 computes the table from the data it trains on
+    init = embeddings_folder_of(base.model)  # each node reads its own copy (svd: no folder)
     init_paths = await cluster.put_data(Path(init).expanduser()) if init else {}
     args: dict[str, list[str]] = {}
     for node in cluster.nodes:

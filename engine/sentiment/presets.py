@@ -51,3 +51,9 @@ def init_embeddings_of(cfg: ModelConfig) -> str | None:
     if value is None:
         return PRESET_INIT.get(cfg.preset)
     return None if value == NO_INIT else value
+
+
+def embeddings_folder_of(cfg: ModelConfig) -> str | None:
+    """The embeddings run folder the table starts from, if it starts from one."""
+    start = init_embeddings_of(cfg)
+    return None if start == OWN_TEXT_SVD else start

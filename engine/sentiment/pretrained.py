@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.config import OWN_TEXT_SVD, ModelConfig
+from engine.config import ModelConfig
 from engine.errors import ConfigError
-from engine.sentiment.presets import init_embeddings_of
+from engine.sentiment.presets import embeddings_folder_of
 
 VECTORS_FILE = "embeddings.npy"
 CORPUS_FILE = "corpus.npz"
@@ -141,8 +141,8 @@ def _check_dim(pre: Pretrained, dim: int | None) -> None:
 def check_init_embeddings(model: ModelConfig) -> None:
     """Before any rank starts: the embeddings run folder `model.init_embeddings` names, if
     any, holds readable vectors of the model's size (ConfigError naming the file, exit 2)."""
-    folder = init_embeddings_of(model)
-    if folder and folder != OWN_TEXT_SVD:
+    folder = embeddings_folder_of(model)
+    if folder:
         _check_dim(load_pretrained(folder), model.embedding_dim)
 
 

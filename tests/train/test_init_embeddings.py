@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -171,24 +172,27 @@ def test_train_command_exits_2_naming_the_missing_file(tmp_path: Path) -> None:
     assert "embeddings.npy not found" in proc.stdout + proc.stderr
 
 
+def _sentitop_train(data: Path, run: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    from tests.run.conftest import sentitop
+
+    args = ["train", "--data", str(data), "--run-dir", str(run), *flags]
+    return sentitop(*args, env=dict(os.environ), timeout=120)
+
+
 def test_sentitop_train_refuses_a_missing_run_before_any_rank_starts(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "data", n_train=64, n_test=32)
     run = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "train", "--data", str(data), "--run-dir", str(run),
-         "--model-init-embeddings", str(tmp_path / "missing"), "--nproc", "2"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = _sentitop_train(
+        data, run, "--model-init-embeddings", str(tmp_path / "missing"), "--nproc", "2"
+    )
     assert proc.returncode == 2, proc.stderr
     assert "init_embeddings" in proc.stderr and "no such folder" in proc.stderr
     assert "launch" not in proc.stdout + proc.stderr  # refused here, not by a failing rank
     assert not (run / "train_config.json").exists()
     write_embed_run(tmp_path / "emb", ["good"], dim=4)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "train", "--data", str(data), "--run-dir", str(run),
-         "--model-init-embeddings", str(tmp_path / "emb"), "--model-embedding-dim", "8"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = _sentitop_train(
+        data, run, "--model-init-embeddings", str(tmp_path / "emb"), "--model-embedding-dim", "8"
+    )
     assert proc.returncode == 2, proc.stderr
     assert "embedding_dim = 8" in proc.stderr and "dimension 4" in proc.stderr
     assert not (run / "train_config.json").exists()

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import h5py
@@ -14,9 +13,8 @@ import pytest
 from engine.config import ModelConfig
 from engine.sentiment.model import model_for
 from engine.sentiment.own_text import own_text_table, read_corpus
+from tests.run.conftest import sentitop
 from tests.train.conftest import write_dataset
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rows(data: Path, split: str) -> list[list[int]]:
@@ -101,13 +99,7 @@ def test_two_process_gloo_run_starts_from_the_own_text_table(tmp_path: Path) -> 
     run = tmp_path / "run"
     args = ["train", "--data", str(data), "--run-dir", str(run), "--nproc", "2", "--epochs", "2"]
     args += ["--batch-size", "64", "--lr", "0.01", "--json", "--model-init-embeddings", "svd"]
-    out = subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    out = sentitop(*args, env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["world_size"] == 2 and summary["accuracy"] > 0.8
