@@ -196,6 +196,9 @@ class ModelConfig:
     """The wide path also reads each text's sentiment-lexicon valence, flipped inside a negation
     scope (engine/sentiment/lexicon.py; None = the preset's: on in `default`, with its wide
     path). Needs the wide path."""
+    lexicon_tokens: bool | None = None
+    """The LSTM also reads each token's lexicon valence and whether it sits in a negation scope
+    (three numbers beside its embedding; None = the preset's). Needs the lexicon prior."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run: its vectors initialise the embedding table,
     aligned by word (words it lacks start random; embedding_dim follows the run's). Or `svd`:

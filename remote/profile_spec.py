@@ -217,6 +217,9 @@ class ModelSpec(Section):
     lexicon_prior: bool | None = None
     """Wide path: each text's sentiment-lexicon valence, flipped inside a negation scope, as
     three more features (default: off)."""
+    lexicon_tokens: bool | None = None
+    """LSTM: each token's lexicon valence and negation-scope flag beside its embedding (needs
+    lexicon_prior)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run whose vectors initialise the embedding table
     (aligned by word; embedding_dim follows the run's; copied to every node), or `svd`: vectors

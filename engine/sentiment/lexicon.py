@@ -23,6 +23,10 @@ COMPOUND_ALPHA = 15.0
 """VADER's normalisation of the summed valence s: s / sqrt(s² + alpha), in (-1, 1)."""
 FEATURES = 3
 """Numbers per text: normalised sum, positive share, negative share."""
+TOKEN_FEATURES = 3
+"""Numbers per token (model.lexicon_tokens): valence, negated, valence as the scope leaves it."""
+MAX_VALENCE = 4.0
+"""The lexicon's scale: valences lie in [-4, 4]."""
 
 
 @lru_cache(maxsize=1)
@@ -57,3 +61,15 @@ def lexicon_features(
     mass = positive + negative + 1.0
     compound = total / torch.sqrt(total * total + COMPOUND_ALPHA)
     return torch.stack([compound, positive / mass, negative / mass], dim=1)
+
+
+def token_lexicon_features(
+    tokens: torch.Tensor, negated: torch.Tensor, table: torch.Tensor
+) -> torch.Tensor:
+    """(B, T, TOKEN_FEATURES) of token ids (B, T) with their negation-scope mask (B, T) and the
+    valence per id: the valence / MAX_VALENCE, 1.0 where negated, and the valence after the
+    scope's flip / MAX_VALENCE (what the lexicon says this occurrence means)."""
+    value = table[tokens] / MAX_VALENCE
+    flag = negated.to(value.dtype)
+    signed = torch.where(negated, value * NEGATED_FACTOR, value)
+    return torch.stack([value, flag, signed], dim=2)

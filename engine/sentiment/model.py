@@ -14,7 +14,13 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from engine.config import OWN_TEXT_SVD, ModelConfig
 from engine.errors import ConfigError
-from engine.sentiment.lexicon import FEATURES, lexicon_features, valences
+from engine.sentiment.lexicon import (
+    FEATURES,
+    TOKEN_FEATURES,
+    lexicon_features,
+    token_lexicon_features,
+    valences,
+)
 from engine.sentiment.negation import negated_mask, scope_ids
 from engine.sentiment.own_text import own_text_table
 from engine.sentiment.padded_lstm import padded_lstm
@@ -69,6 +75,10 @@ class ModelShape:
     lexicon_prior: bool = False
     """The wide path also reads each text's lexicon valence, flipped in a negation scope
     (engine/sentiment/lexicon.py; the per-id valences are a buffer saved with the weights)."""
+    lexicon_tokens: bool = False
+    """The LSTM also reads, per token, its lexicon valence, whether it sits in a negation scope
+    and the valence that scope leaves (TOKEN_FEATURES numbers beside the embedding; needs the
+    lexicon prior, whose valences it reads)."""
     blend: tuple[float, float, float] | None = None
     """(deep weight, wide weight, bias) of the logit, fitted on the validation split after
     training (engine/sentiment/blend.py); None = the plain sum the paths were trained as."""
@@ -104,7 +114,8 @@ def resolve_spec(
     if init_dim is not None:
         values["embedding_dim"] = init_dim
     overridable = ("embedding_dim", "hidden", "layers", "bidirectional", "dropout", "embed_dropout")
-    for name in (*overridable, "ngram_buckets", "ngram_scale", "negation_scope", "lexicon_prior"):
+    wide_settings = ("ngram_buckets", "ngram_scale", "negation_scope", "lexicon_prior")
+    for name in (*overridable, *wide_settings, "lexicon_tokens"):
         override = getattr(cfg, name)
         if override is not None:
             values[name] = override
@@ -112,6 +123,8 @@ def resolve_spec(
         values["negation_scope"] = 0  # the preset's scope goes with its wide path
     if cfg.lexicon_prior is None and not values.get("ngram_buckets"):
         values["lexicon_prior"] = False  # so does its lexicon prior
+    if cfg.lexicon_tokens is None and not values.get("lexicon_prior"):
+        values["lexicon_tokens"] = False  # and the LSTM's reading of that lexicon
     if values.get("negation_scope") and values.get("ngram_buckets"):
         values["negation_ids"], values["clause_ids"] = scope_ids(words or [])
     spec = ModelShape(vocab_size=vocab_size, ngram_hash=NGRAM_HASH, **values)
@@ -130,6 +143,11 @@ def resolve_spec(
     if spec.lexicon_prior and not spec.ngram_buckets:
         raise ConfigError(
             "model.lexicon_prior adds to the wide path's score; it needs model.ngram_buckets > 0"
+        )
+    if spec.lexicon_tokens and not spec.lexicon_prior:
+        raise ConfigError(
+            "model.lexicon_tokens reads the lexicon prior's valences; it needs "
+            "model.lexicon_prior (and the wide path)"
         )
     if not spec.ngram_scale > 0:
         raise ConfigError(f"model.ngram_scale = {spec.ngram_scale} must be > 0")
@@ -222,6 +240,15 @@ class WideNgrams(nn.Module):
         mask = torch.cat([inside, inside[:, 1:]], dim=1)  # a bigram needs its second token inside
         return rows.masked_fill(~mask, 0), mask, negated
 
+    def token_features(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(B, T, TOKEN_FEATURES) per-token lexicon numbers of token ids (B, T), for the LSTM
+        (padding has valence 0 and is never negated)."""
+        tok = tokens.long()
+        negated = torch.zeros_like(tok, dtype=torch.bool)
+        if self.scope and len(self.negation_ids):
+            negated = negated_mask(tok, self.scope, self.negation_ids, self.clause_ids)
+        return token_lexicon_features(tok, negated, self.valence)
+
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The wide logit (B,) of right-padded token ids (B, T) with true lengths (B,)."""
         rows, mask, negated = self._rows(tokens, lengths)
@@ -245,7 +272,7 @@ class SentimentLSTM(nn.Module):
         self.embedding = nn.Embedding(spec.vocab_size, spec.embedding_dim, padding_idx=0)
         self.embed_dropout = nn.Dropout(spec.embed_dropout)
         self.lstm = nn.LSTM(
-            spec.embedding_dim,
+            spec.embedding_dim + (TOKEN_FEATURES if spec.lexicon_tokens else 0),
             spec.hidden,
             num_layers=spec.layers,
             batch_first=True,
@@ -292,6 +319,9 @@ class SentimentLSTM(nn.Module):
         wide = self.wide(tokens, lengths.clamp(max=tokens.shape[1])) if self.wide else None
         lengths = lengths.clamp(min=1, max=tokens.shape[1])  # empty texts read one pad token
         emb = self.embed_dropout(self.embedding(tokens))  # (B, T, E)
+        if self.spec.lexicon_tokens and self.wide is not None:
+            lex = self.wide.token_features(tokens).to(emb.dtype)
+            emb = torch.cat([emb, lex], dim=2)  # (B, T, E + TOKEN_FEATURES)
         if self.packing == "padded" or (self.packing == "auto" and tokens.is_cuda):
             features = self._features_padded(emb, lengths.to(tokens.device))
         else:

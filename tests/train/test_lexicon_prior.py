@@ -1,4 +1,4 @@
-"""Lexicon prior of the wide path (model.lexicon_prior): the shipped lexicon, the features with
+"""Lexicon prior (model.lexicon_prior, model.lexicon_tokens): the shipped lexicon, the features with
 and without a negation, the config rules, saved runs reloading it, and a real training run."""
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ import torch
 from engine.config import ModelConfig
 from engine.errors import ConfigError
 from engine.preprocess.text import clean_text
-from engine.sentiment.lexicon import lexicon, lexicon_features, valences
+from engine.sentiment.lexicon import (
+    NEGATED_FACTOR,
+    TOKEN_FEATURES,
+    lexicon,
+    lexicon_features,
+    token_lexicon_features,
+    valences,
+)
 from engine.sentiment.model import ModelShape, build_model, model_for, resolve_spec
 from engine.sentiment.negation import negated_mask, scope_ids
 from tests.train.conftest import train_on_reviews
@@ -127,3 +134,43 @@ def test_a_trained_run_learns_to_trust_the_prior_and_predict_reloads_it(tmp_path
     assert wide.lexicon.weight[0, 0] > 0  # a higher normalised valence means more positive
     proba = predict_proba(loaded, [f"the {positive[0]} cable", f"the {negative[0]} cable"])
     assert proba[0] > 0.5 > proba[1]
+
+
+def test_token_features_mark_the_negated_words_and_flip_their_valence() -> None:
+    tokens = torch.tensor([[ID["not"], ID["bad"], ID["cable"], 0], [ID["good"], 0, 0, 0]])
+    neg, clause = scope_ids(WORDS)
+    negated = negated_mask(tokens, 3, torch.tensor(neg), torch.tensor(clause))
+    feats = token_lexicon_features(tokens, negated, torch.tensor(valences(WORDS)))
+    assert feats.shape == (2, 4, TOKEN_FEATURES)
+    bad, good = lexicon()["bad"], lexicon()["good"]
+    assert feats[0, 1].tolist() == pytest.approx([bad / 4, 1.0, bad / 4 * NEGATED_FACTOR])
+    assert feats[0, 1, 2] > 0  # "not bad": the occurrence reads positive
+    assert feats[1, 0].tolist() == pytest.approx([good / 4, 0.0, good / 4])
+    assert feats[0, 2, 1] == 1.0 and feats[0, 2, 0] == 0  # "cable": negated, no valence
+    assert not feats[1, 1:].any()  # padding: nothing
+
+
+def test_lexicon_tokens_feed_the_lstm_and_need_the_prior() -> None:
+    base = dict(ngram_buckets=64, init_embeddings="none", embedding_dim=8, hidden=8)
+    with pytest.raises(ConfigError, match=r"lexicon_tokens .* needs model\.lexicon_prior"):
+        resolve_spec(ModelConfig(lexicon_tokens=True, lexicon_prior=False, **base), len(WORDS))
+    assert not resolve_spec(ModelConfig(**base), len(WORDS), words=WORDS).lexicon_tokens
+    spec = resolve_spec(ModelConfig(lexicon_tokens=True, **base), len(WORDS), words=WORDS)
+    torch.manual_seed(0)
+    model = build_model(spec, words=WORDS).eval()
+    assert model.lstm.input_size == 8 + TOKEN_FEATURES
+    with torch.no_grad():
+        model.embedding.weight.zero_()  # every word looks alike to the LSTM but for the lexicon
+    tokens = torch.tensor(
+        [[ID["cable"], ID["bad"]], [ID["cable"], ID["good"]], [ID["not"], ID["bad"]]]
+    )
+    lengths = torch.tensor([2, 2, 2])
+    with torch.no_grad():
+        deep, _ = model.parts(tokens, lengths)
+        model.packing = "padded"
+        padded, _ = model.parts(tokens, lengths)
+    assert torch.allclose(deep, padded, atol=1e-6)  # the GPU path reads them too
+    assert len({round(v, 6) for v in deep.tolist()}) == 3  # bad, good and "not bad" differ
+    old = spec.to_dict()
+    del old["lexicon_tokens"]  # a run saved before the setting: the LSTM reads embeddings only
+    assert build_model(ModelShape.from_dict(old)).lstm.input_size == 8
