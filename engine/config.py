@@ -249,6 +249,10 @@ class TrainConfig:
     """With a wide path and an unweighted loss: after training, fit the deep and wide paths'
     weights and a bias on the validation split (logistic regression of 3 numbers), kept when
     it lowers the validation log-loss (engine/sentiment/blend.py; BENCHMARKS.md)."""
+    lexicon_phrases: float = 0.0
+    """Weight of an auxiliary loss on short phrases built from the sentiment lexicon ("bad",
+    "not bad", "never too loud") with the lexicon's reading as soft targets, so a negated
+    negative word reads positive (engine/sentiment/lexicon_phrases.py; 0 = off)."""
     patience: int = 0
     """Stop after this many evaluations without a new best held-out accuracy (0 = run every
     epoch)."""
@@ -319,6 +323,7 @@ class TrainConfig:
         _check(self.weight_decay >= 0, "train.weight_decay", ">= 0", self.weight_decay)
         _check(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
         _check(self.patience >= 0, "train.patience", ">= 0", self.patience)
+        _check(self.lexicon_phrases >= 0, "train.lexicon_phrases", ">= 0", self.lexicon_phrases)
         _check(self.log_every >= 1, "train.log_every", ">= 1", self.log_every)
         _check(self.eval_batch_size >= 1, "train.eval_batch_size", ">= 1", self.eval_batch_size)
         _check(

@@ -30,6 +30,7 @@ from engine.sentiment.blend import BlendFit, blend_run
 from engine.sentiment.data import Batch, PlanSampler, StepPlan, even_plan, to_device
 from engine.sentiment.dist_env import DistEnv
 from engine.sentiment.evaluate import confusion_stats
+from engine.sentiment.lexicon_phrases import forward_with_phrases, phrases_for
 from engine.sentiment.metrics import Confusion, ThresholdClock
 from engine.sentiment.model import SentimentLSTM, count_parameters, model_for
 from engine.sentiment.selection import BestEpoch
@@ -142,9 +143,8 @@ class Trainer:
         self.hooks = hooks or TrainHooks()
         self.main, self.device = self.env.rank == 0, self.env.device
         # progress (restored by --resume)
-        self.epoch = 0
-        self.resume_step = 0
-        """Steps of ``self.epoch`` already done (mid-epoch resume skips them)."""
+        self.epoch, self.resume_step = 0, 0
+        """Epoch, and steps of ``self.epoch`` already done (mid-epoch resume skips them)."""
         self.resumed_sampler = False
         """The sampler already holds the resumed epoch (set by :meth:`_resume`)."""
         self.global_step, self.samples_seen = 0, 0
@@ -210,11 +210,11 @@ class Trainer:
         self._set_lr()
         torch.manual_seed(hash((self.cfg.seed, self.env.rank, self.global_step)) & 0x7FFFFFFF)
         with self._sync_context():
-            with self._autocast():
-                logits = self.ddp(batch.tokens, batch.lengths)  # (B,)
+            with self._autocast():  # (B,) logits; lexicon phrases ride along in the forward
+                logits, phrase_loss = forward_with_phrases(self.ddp, self.phrases, batch)
             loss = self.criterion(logits.float(), batch.labels)
             timing.forward = clock.lap()
-            (loss * self.sampler.loss_scale(step)).backward()
+            (loss * self.sampler.loss_scale(step) + phrase_loss).backward()
             timing.backward = clock.lap()
             self.hooks.after_compute(timing)  # may sleep (straggler): counted as backward
             timing.backward += clock.lap()
@@ -305,6 +305,7 @@ class Trainer:
             )
         )
         self.clock, self.best = ThresholdClock(cfg.loss_threshold), BestEpoch(cfg.patience)
+        self.phrases = phrases_for(cfg, env.rank)
         self.last_checkpoint = time.monotonic()
         self.window = StepWindow(self.device, env.world, self.data.sample_bytes)
         self.steps_logged = False
