@@ -146,6 +146,8 @@ def make_folds(
 
 
 PROBES = Path(__file__).resolve().parent / "data" / "negation_probes.tsv"
+HELDOUT_PROBES = PROBES.with_name("negation_probes_heldout.tsv")
+"""A second probe set, written before any change aimed at the probes was tried."""
 
 
 def negation_probes(path: Path = PROBES) -> LabelledTexts:

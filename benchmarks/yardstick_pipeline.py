@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from yardstick_data import LabelledTexts, negation_probes
+from yardstick_data import HELDOUT_PROBES, PROBES, LabelledTexts, negation_probes
 from yardstick_metrics import adapted_scores, scores
 
 from engine.config import ModelConfig, PreprocessConfig, TrainConfig
@@ -89,8 +89,11 @@ def score_run(run_dir: Path, test: LabelledTexts, device: str = "cpu") -> dict[s
     proba = predict_proba(loaded, test.texts)
     threshold = float(getattr(loaded, "threshold", 0.5))
     summary = json.loads((run_dir / "summary.json").read_text())
-    probes = negation_probes()
-    probe_pred = predict_proba(loaded, probes.texts) > threshold
+    probe_scores = {}
+    for name, path in (("negation_probes", PROBES), ("negation_probes_heldout", HELDOUT_PROBES)):
+        probes = negation_probes(path)
+        right = (predict_proba(loaded, probes.texts) > threshold) == np.asarray(probes.labels)
+        probe_scores[name] = round(float(right.mean()), 4)
     from engine.errors import InputError
     from engine.sentiment.evaluate import source_rate
 
@@ -109,5 +112,5 @@ def score_run(run_dir: Path, test: LabelledTexts, device: str = "cpu") -> dict[s
         "train_s": round(summary.get("train_s", 0.0), 1),
         "n_train": summary.get("n_train"),
         "predict_s": round(time.perf_counter() - start, 1),
-        "negation_probes": round(float((probe_pred == np.asarray(probes.labels)).mean()), 4),
+        **probe_scores,
     }

@@ -417,8 +417,9 @@ def summary_rows(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> list[d
             row[f"loco_{key}"] = _mean(values) if len(values) == len(done) else None
         row["folds"] = {f: ok[f]["accuracy"] for f in facts if f in ok}
         row["errors"] = sorted(f for f, r in results.items() if "error" in r)
-        probes = [r["negation_probes"] for r in ok.values() if "negation_probes" in r]
-        row["probes"] = (min(probes), _mean(probes), max(probes)) if probes else None
+        for key, column in (("probes", "negation_probes"), ("heldout", "negation_probes_heldout")):
+            probes = [r[column] for r in ok.values() if column in r]
+            row[key] = (min(probes), _mean(probes), max(probes)) if probes else None
         both = [f for f in done if f in base]
         row["delta_loco"] = (
             _mean([ok[f]["accuracy"] - base[f]["accuracy"] for f in both]) if both else None
@@ -463,8 +464,9 @@ def seed_means(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             common = set.intersection(*(set(g[key]) for g in group))
             mean[key] = {f: avg([g[key][f] for g in group]) for f in common}
         mean["errors"] = sorted({e for g in group for e in g["errors"]})
-        probes = [g["probes"][1] for g in group if g["probes"]]
-        mean["probes"] = (min(probes), _mean(probes), max(probes)) if probes else None
+        for key in ("probes", "heldout"):
+            probes = [g[key][1] for g in group if g[key]]
+            mean[key] = (min(probes), _mean(probes), max(probes)) if probes else None
         mean["worst_f1"] = None  # per seed only
         mean["at_or_below_majority"] = sorted({f for g in group for f in g["at_or_below_majority"]})
         means.append(mean)
@@ -479,6 +481,7 @@ def table(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> str:
     head = ["variant", "loco acc", "Δ loco", "loco F1", "loco AUC", "loco adapted", "Δ adapted"]
     head += [*loco, *other]
     head += [f"Δ {f}" for f in other] + ["worst ΔF1 loco", "≤ majority", "probes min/mean/max"]
+    head += ["held-out probes"]
     head += ["train s", "errors"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in summary_rows(doc, base):
@@ -496,6 +499,7 @@ def table(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> str:
             f"{100 * worst[0]:+.2f} {worst[1]}" if (worst := row["worst_f1"]) else "—",
             ", ".join(row["at_or_below_majority"]) or "none",
             "/".join(f"{p:.2f}" for p in probes) if probes else "—",
+            "/".join(f"{p:.2f}" for p in held) if (held := row["heldout"]) else "—",
             f"{row['mean_train_s']:.0f}" if row["mean_train_s"] is not None else "—",
             ", ".join(row["errors"]) or "",
         ]

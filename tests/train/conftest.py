@@ -56,10 +56,10 @@ def write_dataset(
 
 
 def train_on_reviews(
-    folder: Path, reviews: list[tuple[str, bool]], model: Any, epochs: int
+    folder: Path, reviews: list[tuple[str, bool]], model: Any, epochs: int, **train: Any
 ) -> tuple[Path, Path, dict[str, Any]]:
     """Preprocess (text, positive) reviews and train a small model on them in one process:
-    (data folder, run folder, the fit's summary)."""
+    (data folder, run folder, the fit's summary); ``train``: more TrainConfig settings."""
     from engine.config import PreprocessConfig, TrainConfig
     from engine.preprocess import run_preprocess
     from engine.sentiment.trainer import DistEnv, Trainer
@@ -82,6 +82,7 @@ def train_on_reviews(
         checkpoint_every_min=0,
         events_file=False,
         seed=1,
+        **train,
     )
     return data, run, Trainer(cfg, env=DistEnv()).fit()
 
