@@ -32,6 +32,8 @@ FILLERS = ("a", "the", "too", "very", "so", "really", "at", "all", "it", "that")
 """Function words that may sit between the negation and the lexicon word."""
 WIDTH = 3
 """Tokens of the longest phrase: negation, filler, word."""
+PHRASE_STREAM = 0x50485253
+"""Third part of the phrase generator's seed, so its draws differ from the trainer's stream."""
 
 
 class LexiconPhrases:
@@ -47,7 +49,9 @@ class LexiconPhrases:
         self.word_valence = torch.tensor([v for _, v in chosen], dtype=torch.float32)
         self.negation_ids = torch.tensor(negations, dtype=torch.long)
         self.filler_ids = torch.tensor([index[w] for w in FILLERS if w in index], dtype=torch.long)
-        self.generator = torch.Generator().manual_seed(hash((seed, rank, "phrases")) & 0x7FFFFFFF)
+        # ints only: a str in the tuple would make the hash (and the phrases) differ per process
+        stream = hash((seed, rank, PHRASE_STREAM)) & 0x7FFFFFFF
+        self.generator = torch.Generator().manual_seed(stream)
         self.criterion = nn.BCEWithLogitsLoss()
 
     @property

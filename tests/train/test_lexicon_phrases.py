@@ -4,7 +4,10 @@ when a run has none, and a real training run that learns a litote its data never
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +43,24 @@ def test_a_steps_phrases_are_lexicon_words_alone_or_after_a_negation() -> None:
     again, _, _ = LexiconPhrases(WORDS, 0.5, seed=0, rank=0).draw(400)
     other, _, _ = LexiconPhrases(WORDS, 0.5, seed=0, rank=1).draw(400)
     assert torch.equal(tokens, again) and not torch.equal(tokens, other)
+
+
+def test_a_seeds_phrases_are_the_same_in_every_process() -> None:
+    """A run resumed, or a yardstick repeated, draws the same phrases: str hashes are salted
+    per process, so the generator's seed must not depend on one."""
+    code = (
+        "from engine.sentiment.lexicon_phrases import LexiconPhrases as L; "
+        f"print(L({WORDS!r}, 0.5, seed=3, rank=1).draw(64)[0].tolist())"
+    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True, text=True, check=True,
+            env={**os.environ, "PYTHONHASHSEED": salt}, cwd=Path(__file__).parents[2],
+        ).stdout
+        for salt in ("1", "2")
+    ]  # fmt: skip
+    assert runs[0] == runs[1] and runs[0].startswith("[[")
 
 
 def test_phrases_join_the_batch_as_extra_rows_of_its_dtype() -> None:
