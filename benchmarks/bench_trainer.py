@@ -39,9 +39,10 @@ from engine.sentiment.data import (
     load_split,
     read_info,
 )
+from engine.sentiment.hooks import StepTiming, TrainHooks
 from engine.sentiment.model import build_model, resolve_spec
 from engine.sentiment.store import CopyInfo
-from engine.sentiment.trainer import DistEnv, StepTiming, Trainer, TrainHooks
+from engine.sentiment.trainer import DistEnv, Trainer
 
 
 class InMemoryRows:

@@ -78,6 +78,36 @@ def train_pipeline(
     return train_on(preprocess_texts(train, work, preprocess), work / "run", train_cfg, model)
 
 
+def _without_companion(
+    loaded: Any, test: LabelledTexts, summary: dict[str, Any], threshold: float
+) -> dict[str, Any]:
+    """A run with a TF-IDF companion scored once more as the network alone (its own blend of
+    the deep and wide paths, as the run fitted it before adding the companion): the paired
+    figure that tells what the companion added. Empty for a run without one."""
+    from dataclasses import replace
+
+    from engine.sentiment.evaluate import predict_proba
+
+    facts = summary.get("companion") or {}
+    if not facts.get("applied"):
+        return {"companion": facts or None}
+    model = loaded.model
+    kept = (model.companion, model.spec)
+    blend = facts.get("network_blend")
+    model.companion = None
+    model.spec = replace(model.spec, blend=None if blend is None else tuple(blend))
+    try:
+        alone = scores(predict_proba(loaded, test.texts), np.asarray(test.labels), threshold)
+        probe_scores = {}
+        for name, path in (("probes", PROBES), ("probes_heldout", HELDOUT_PROBES)):
+            probes = negation_probes(path)
+            right = (predict_proba(loaded, probes.texts) > threshold) == np.asarray(probes.labels)
+            probe_scores[name] = round(float(right.mean()), 4)
+    finally:
+        model.companion, model.spec = kept
+    return {"companion": facts, "network_alone": {**alone, **probe_scores}}
+
+
 def score_run(run_dir: Path, test: LabelledTexts, device: str = "cpu") -> dict[str, Any]:
     """Metrics of a finished run on raw test texts at the run's own decision threshold (the
     model scores on ``device``: cpu, or cuda for a GPU)."""
@@ -104,6 +134,7 @@ def score_run(run_dir: Path, test: LabelledTexts, device: str = "cpu") -> dict[s
         prior = {"error": str(exc)}
     return {
         **scores(proba, labels, threshold),
+        **_without_companion(loaded, test, summary, threshold),
         "prior_adapted": prior,
         "threshold": round(threshold, 4),
         "valid_accuracy": summary.get("accuracy"),

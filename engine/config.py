@@ -199,6 +199,12 @@ class ModelConfig:
     lexicon_tokens: bool | None = None
     """The LSTM also reads each token's lexicon valence and whether it sits in a negation scope
     (three numbers beside its embedding; None = the preset's). Needs the lexicon prior."""
+    companion: bool | None = None
+    """After training, fit a TF-IDF logistic regression over the training rows' word and
+    word-pair ids (negations marked as in the wide path) and blend it with the network on the
+    validation split; kept only where it lowers the validation log-loss
+    (engine/sentiment/companion.py; None = the preset's: on in `default`). Needs the blend
+    (a wide path, train.blend_paths, no pos_weight)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run: its vectors initialise the embedding table,
     aligned by word (words it lacks start random; embedding_dim follows the run's). Or `svd`:

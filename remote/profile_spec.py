@@ -216,10 +216,13 @@ class ModelSpec(Section):
     "bad" (0 = off; the default preset has 3)."""
     lexicon_prior: bool | None = None
     """Wide path: each text's sentiment-lexicon valence, flipped inside a negation scope, as
-    three more features (default: off)."""
+    three more features (on in the default preset)."""
     lexicon_tokens: bool | None = None
     """LSTM: each token's lexicon valence and negation-scope flag beside its embedding (needs
     lexicon_prior)."""
+    companion: bool | None = None
+    """After training: a TF-IDF logistic regression over the training rows' word and word-pair
+    ids, blended with the network on validation (on in the default preset)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run whose vectors initialise the embedding table
     (aligned by word; embedding_dim follows the run's; copied to every node), or `svd`: vectors

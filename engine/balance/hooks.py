@@ -14,7 +14,7 @@ from typing import Any
 from engine.balance.balancer import Balancer, SplitPlan
 from engine.config import BalanceConfig, TrainConfig
 from engine.sentiment.data import StepPlan
-from engine.sentiment.trainer import HookContext, StepTiming, TrainHooks
+from engine.sentiment.hooks import HookContext, StepTiming, TrainHooks
 
 
 class BalanceHooks(TrainHooks):

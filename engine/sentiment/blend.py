@@ -11,13 +11,14 @@ threshold. It is kept only where it lowers the validation log-loss with both wei
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from engine.sentiment import checkpoint as ckpt
 from engine.sentiment.metrics import Confusion
@@ -38,8 +39,8 @@ class BlendFit:
     applied: bool
     reason: str
     """Why the blend is used or not (a sentence for summary.json)."""
-    weights: tuple[float, float, float] | None = None
-    """(deep weight, wide weight, bias)."""
+    weights: tuple[float, ...] | None = None
+    """(deep weight, wide weight, bias), or (deep, wide, companion, bias)."""
     n: int = 0
     log_loss_before: float | None = None
     log_loss_after: float | None = None
@@ -57,30 +58,34 @@ class BlendFit:
 
 
 def path_logits(
-    model: SentimentLSTM, batches: Iterable[Any], device: torch.device
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(deep logits, wide logits, labels) of ``model`` (a SentimentLSTM with a wide path) on
-    the batches (engine.sentiment.data.Batch), as float64 arrays."""
-    deep, wide, labels = [], [], []
+    model: SentimentLSTM,
+    batches: Iterable[Any],
+    device: torch.device,
+    companion: nn.Module | None = None,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """([deep logits, wide logits, and the companion's when given], labels) of ``model`` (a
+    SentimentLSTM with a wide path) on the batches (engine.sentiment.data.Batch), float64."""
+    paths: list[list[np.ndarray]] = [[], [], []] if companion is not None else [[], []]
+    labels = []
     was_training = model.training
     model.eval()
     with torch.no_grad():
         for batch in batches:
-            d, w = model.parts(batch.tokens.to(device), batch.lengths)
+            tokens = batch.tokens.to(device)
+            d, w = model.parts(tokens, batch.lengths)
             if w is None:
                 raise ValueError("path_logits needs a model with a wide path")
-            deep.append(d.float().cpu().numpy())
-            wide.append(w.float().cpu().numpy())
+            paths[0].append(d.float().cpu().numpy())
+            paths[1].append(w.float().cpu().numpy())
+            if companion is not None:
+                paths[2].append(companion(tokens, batch.lengths).float().cpu().numpy())
             labels.append(batch.labels.float().cpu().numpy())
     model.train(was_training)
     if not labels:
-        empty = np.zeros(0)
-        return empty, empty, empty
-    cat = np.concatenate
+        return [np.zeros(0) for _ in paths], np.zeros(0)
     return (
-        cat(deep).astype(np.float64),
-        cat(wide).astype(np.float64),
-        cat(labels).astype(np.float64),
+        [np.concatenate(p).astype(np.float64) for p in paths],
+        np.concatenate(labels).astype(np.float64),
     )
 
 
@@ -89,27 +94,32 @@ def _log_loss(z: np.ndarray, y: np.ndarray) -> float:
 
 
 def fit_weights(
-    deep: np.ndarray, wide: np.ndarray, labels: np.ndarray, iterations: int = 100
-) -> tuple[float, float, float]:
-    """(deep weight, wide weight, bias) of the logistic regression of ``labels`` on the two
-    logits, by Newton's method from the plain sum (1, 1, 0), weights L2-penalised by RIDGE."""
-    x = np.stack([deep, wide, np.ones_like(deep)], axis=1)
+    paths: Sequence[np.ndarray], labels: np.ndarray, iterations: int = 100
+) -> tuple[float, ...]:
+    """(a weight per path, then a bias) of the logistic regression of ``labels`` on the paths'
+    logits, by Newton's method from the plain sum (1, …, 1, 0), weights L2-penalised by RIDGE."""
+    k = len(paths)
+    x = np.stack([*paths, np.ones_like(labels)], axis=1)
     n = len(labels)
-    penalty = np.diag([RIDGE, RIDGE, 0.0]) * n
-    beta = np.array([1.0, 1.0, 0.0])
+    penalty = np.diag([RIDGE] * k + [0.0]) * n
+    beta = np.array([1.0] * k + [0.0])
     for _ in range(iterations):
         p = np.exp(-np.logaddexp(0.0, -(x @ beta)))  # sigmoid without overflow
         grad = x.T @ (p - labels) + penalty @ beta
-        hess = (x * (p * (1.0 - p))[:, None]).T @ x + penalty + 1e-9 * np.eye(3)
+        hess = (x * (p * (1.0 - p))[:, None]).T @ x + penalty + 1e-9 * np.eye(k + 1)
         step = np.linalg.solve(hess, grad)
         beta = beta - step
         if np.abs(step).max() < 1e-10:
             break
-    return float(beta[0]), float(beta[1]), float(beta[2])
+    return tuple(float(b) for b in beta)
 
 
-def fit_blend(deep: np.ndarray, wide: np.ndarray, labels: np.ndarray) -> BlendFit:
-    """The blend of the two paths on validation logits, or why there is none."""
+def fit_blend(
+    paths: Sequence[np.ndarray], labels: np.ndarray, to_beat: float | None = None
+) -> BlendFit:
+    """The blend of the paths' validation logits (deep, wide, maybe the companion), or why
+    there is none: kept when every weight is positive and the log-loss falls below that of
+    the plain sum of the first two paths (or below ``to_beat``, when given)."""
     n = len(labels)
     positives = int(labels.sum())
     if n < MIN_SAMPLES or min(positives, n - positives) < MIN_PER_CLASS:
@@ -119,16 +129,16 @@ def fit_blend(deep: np.ndarray, wide: np.ndarray, labels: np.ndarray) -> BlendFi
             f"needs {MIN_SAMPLES} with {MIN_PER_CLASS} of each label)",
             n=n,
         )
-    plain = deep + wide
-    weights = fit_weights(deep, wide, labels)
-    blended = weights[0] * deep + weights[1] * wide + weights[2]
+    plain = paths[0] + paths[1]
+    weights = fit_weights(paths, labels)
+    blended = np.stack(paths, axis=1) @ np.asarray(weights[:-1]) + weights[-1]
     before, after = _log_loss(plain, labels), _log_loss(blended, labels)
     acc_before = float(((plain > 0) == (labels > 0.5)).mean())
     acc_after = float(((blended > 0) == (labels > 0.5)).mean())
     fit = BlendFit(False, "", weights, n, before, after, acc_before, acc_after)
-    if not np.all(np.isfinite(weights)) or min(weights[0], weights[1]) <= 0:
+    if not np.all(np.isfinite(weights)) or min(weights[:-1]) <= 0:
         fit.reason = "a path got a weight <= 0 on validation: kept the plain sum"
-    elif after >= before:
+    elif after >= (before if to_beat is None else to_beat):
         fit.reason = "the blend did not lower the validation log-loss: kept the plain sum"
     else:
         conf = Confusion()
@@ -138,17 +148,23 @@ def fit_blend(deep: np.ndarray, wide: np.ndarray, labels: np.ndarray) -> BlendFi
     return fit
 
 
+def set_blend(model: SentimentLSTM, fit: BlendFit, run_dir: str) -> None:
+    """Put a kept blend into the model's shape and rewrite RUN_DIR/model.json."""
+    from dataclasses import replace
+
+    if fit.applied:
+        model.spec = replace(model.spec, blend=fit.weights)
+        ckpt.write_json(f"{run_dir}/{ckpt.MODEL_SPEC}", model.spec.to_dict())
+
+
 def blend_run(
     model: SentimentLSTM, batches: Iterable[Any], device: torch.device, run_dir: str
 ) -> BlendFit:
     """Fit the blend of ``model`` (a SentimentLSTM with a wide path) on the validation
     batches; when it is kept, set it in the model's shape and rewrite RUN_DIR/model.json."""
-    from dataclasses import replace
-
-    fit = fit_blend(*path_logits(model, batches, device))
-    if fit.applied:
-        model.spec = replace(model.spec, blend=fit.weights)
-        ckpt.write_json(f"{run_dir}/{ckpt.MODEL_SPEC}", model.spec.to_dict())
+    paths, labels = path_logits(model, batches, device)
+    fit = fit_blend(paths, labels)
+    set_blend(model, fit, run_dir)
     return fit
 
 

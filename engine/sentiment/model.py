@@ -14,6 +14,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from engine.config import OWN_TEXT_SVD, ModelConfig
 from engine.errors import ConfigError
+from engine.sentiment.companion import Companion, Marking
 from engine.sentiment.lexicon import (
     FEATURES,
     TOKEN_FEATURES,
@@ -79,9 +80,13 @@ class ModelShape:
     """The LSTM also reads, per token, its lexicon valence, whether it sits in a negation scope
     and the valence that scope leaves (TOKEN_FEATURES numbers beside the embedding; needs the
     lexicon prior, whose valences it reads)."""
-    blend: tuple[float, float, float] | None = None
-    """(deep weight, wide weight, bias) of the logit, fitted on the validation split after
-    training (engine/sentiment/blend.py); None = the plain sum the paths were trained as."""
+    companion_features: int = 0
+    """Features of the TF-IDF companion fitted after training (engine/sentiment/companion.py;
+    0 = none): its buffers are saved with the weights."""
+    blend: tuple[float, ...] | None = None
+    """(deep weight, wide weight, bias), or (deep, wide, companion weight, bias) with a
+    companion, of the logit, fitted on the validation split after training
+    (engine/sentiment/blend.py); None = the plain sum the paths were trained as."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (stored in checkpoints and RUN_DIR/model.json)."""
@@ -179,6 +184,13 @@ def bigram_buckets(
     mixed = (first * 0x9E3779B1) % 2**32
     mixed = (torch.bitwise_xor(mixed, second) * 0x7FEB352D) % 2**32
     return mixed % buckets
+
+
+def companion_marking(spec: ModelShape) -> Marking:
+    """How the companion turns a model's token ids into features: the wide path's negation
+    marking, when it has one."""
+    scope = spec.negation_scope if spec.ngram_buckets else 0
+    return Marking(spec.vocab_size, scope, spec.negation_ids, spec.clause_ids)
 
 
 class WideNgrams(nn.Module):
@@ -297,6 +309,11 @@ class SentimentLSTM(nn.Module):
             if spec.ngram_buckets
             else None
         )
+        self.companion = (
+            Companion(spec.companion_features, companion_marking(spec))
+            if spec.companion_features
+            else None
+        )
         self.packing = "auto"
         """How the LSTM meets padding: `packed` (pack_padded_sequence: skips padding, fastest
         on a CPU), `padded` (engine/sentiment/padded_lstm.py: fixed shapes, fastest on a GPU;
@@ -307,10 +324,13 @@ class SentimentLSTM(nn.Module):
         deep, wide = self.parts(tokens, lengths)
         if wide is None:
             return deep
-        if self.spec.blend is not None:
-            w_deep, w_wide, bias = self.spec.blend
-            return w_deep * deep + w_wide * wide + bias
-        return deep + wide  # float32 (a bf16 head under autocast is promoted)
+        blend = self.spec.blend
+        if blend is None:
+            return deep + wide  # float32 (a bf16 head under autocast is promoted)
+        logit = blend[0] * deep + blend[1] * wide + blend[-1]
+        if len(blend) == 4 and self.companion is not None:
+            logit = logit + blend[2] * self.companion(tokens, lengths)
+        return logit
 
     def parts(
         self, tokens: torch.Tensor, lengths: torch.Tensor

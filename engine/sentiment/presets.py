@@ -44,6 +44,16 @@ random table, or vectors from the training split's own text (BENCHMARKS.md "Own-
 table")."""
 
 
+PRESET_COMPANION: dict[str, bool] = {"seed": False, "default": True}
+"""Whether each preset fits the TF-IDF companion after training when `model.companion` is
+unset (BENCHMARKS.md "TF-IDF companion")."""
+
+
+def companion_of(cfg: ModelConfig) -> bool:
+    """Whether a run fits the TF-IDF companion: the setting, else its preset's."""
+    return PRESET_COMPANION.get(cfg.preset, False) if cfg.companion is None else cfg.companion
+
+
 def init_embeddings_of(cfg: ModelConfig) -> str | None:
     """Where the embedding table starts: an embeddings run folder, OWN_TEXT_SVD, or None
     (random): the setting, else its preset's; `none` turns the preset's off."""

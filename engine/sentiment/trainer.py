@@ -13,7 +13,6 @@ import math
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,10 +25,12 @@ from engine.errors import TrainError
 from engine.events import Emitter, rank_emitter
 from engine.procstats import rss_anon_bytes, storage_read_bytes
 from engine.sentiment import checkpoint as ckpt
-from engine.sentiment.blend import BlendFit, blend_run
-from engine.sentiment.data import Batch, PlanSampler, StepPlan, even_plan, to_device
+from engine.sentiment.after_training import fit_after_training
+from engine.sentiment.blend import BlendFit
+from engine.sentiment.data import Batch, PlanSampler, even_plan, to_device
 from engine.sentiment.dist_env import DistEnv
 from engine.sentiment.evaluate import confusion_stats
+from engine.sentiment.hooks import PHASES, HookContext, StepTiming, TrainHooks
 from engine.sentiment.lexicon_phrases import forward_with_phrases, phrases_for
 from engine.sentiment.metrics import Confusion, ThresholdClock
 from engine.sentiment.model import SentimentLSTM, count_parameters, model_for
@@ -37,76 +38,6 @@ from engine.sentiment.selection import BestEpoch
 from engine.sentiment.splits import majority_check
 from engine.sentiment.step_stats import StepWindow
 from engine.sentiment.train_data import TrainData
-
-PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt")
-"""Per-step phases timed on every rank (plus ``eval`` per epoch)."""
-
-
-@dataclass(slots=True)
-class StepTiming:
-    """Seconds of one step on this rank (CUDA work is synchronised at each boundary)."""
-
-    epoch: int
-    step: int
-    samples: int
-    data: float = 0.0
-    h2d: float = 0.0
-    forward: float = 0.0
-    backward: float = 0.0
-    allreduce_opt: float = 0.0
-    loss: float = 0.0
-
-    @property
-    def compute(self) -> float:
-        """Forward + backward seconds (what the balancer divides by the samples)."""
-        return self.forward + self.backward
-
-
-@dataclass(slots=True)
-class HookContext:
-    """What hooks may read: the run's shape and its event emitter."""
-
-    cfg: TrainConfig
-    rank: int
-    world: int
-    num_samples: int
-    global_batch: int
-    emitter: Emitter
-
-
-class TrainHooks:
-    """Seams for the load balancer. The defaults give the even split and do nothing else.
-
-    Every rank calls every hook with identical arguments except ``after_compute``, so plans
-    computed from the gathered windows agree without more communication.
-    """
-
-    def setup(self, ctx: HookContext) -> None:
-        """Called once before training."""
-        self.ctx = ctx
-
-    def next_plan(self, epoch: int, start: int) -> StepPlan:
-        """The plan covering epoch positions from ``start`` (to the end or a chunk of steps)."""
-        c = self.ctx
-        return even_plan(c.num_samples - start, c.world, c.global_batch, start)
-
-    def after_compute(self, timing: StepTiming) -> None:
-        """After forward+backward, before gradient sync (may sleep: straggler injection)."""
-
-    def end_plan(self, epoch: int, plan: StepPlan, windows: list[dict[str, float]]) -> None:
-        """After a plan's steps; ``windows[r]`` = rank r's samples/compute/forward/allreduce
-        seconds over them (gathered from every rank)."""
-
-    def summary(self) -> dict[str, Any]:
-        """Extra keys for summary.json (the balancer's split and advice)."""
-        return {}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Saved in checkpoints."""
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restored on resume."""
 
 
 class _Clock:
@@ -344,15 +275,19 @@ class Trainer:
             return self.data.balancing_weight() if pw == "auto" else None
         return float(pw)
 
-    def _blend(self) -> BlendFit | None:
-        """Rank 0, a wide path, an unweighted loss: the paths' blend fitted on validation."""
-        if not (self.main and self.cfg.blend_paths and self.model.wide and not self.pos_weight):
-            return None
-        eval_bs = self.cfg.eval_batch_size
-        batches = (to_device(b, self.device) for b in self.data.eval_batches(0, 1, eval_bs))
-        fit = blend_run(self.model, batches, self.device, self.cfg.run_dir)
+    def _blend(self) -> tuple[BlendFit | None, dict[str, Any] | None]:
+        """Rank 0: the paths' blend fitted on validation, with the TF-IDF companion when the run
+        asks for it (engine/sentiment/after_training.py), and the companion's facts."""
+        if not self.main:
+            return None, None
+        size, device = self.cfg.eval_batch_size, self.device
+
+        def valid() -> Iterator[Batch]:
+            return (to_device(b, device) for b in self.data.eval_batches(0, 1, size))
+
+        fitted = fit_after_training(self.model, self.cfg, valid, device, bool(self.pos_weight))
         self.spec = self.model.spec
-        return fit
+        return fitted
 
     # ------------------------------------------------------------------ step helpers
     def _batches(self, first: int, stop: int) -> Iterator[tuple[Batch, float]]:
@@ -560,7 +495,7 @@ class Trainer:
         """Rank 0 writes model.pt and summary.json and emits `summary`; returns the summary."""
         best = self.best.restore(self.model) if self.cfg.keep_best else None
         test = best or self.last_test or {}
-        blend = self._blend()
+        blend, companion = self._blend()
         test = {**test, **blend.metrics} if blend and blend.metrics else test
         wall = self.prior_wall_s + time.time() - self.wall_start
         summary = {
@@ -584,6 +519,7 @@ class Trainer:
             "pos_weight": self.pos_weight,
             "train_positive_rate": self.data.positive_rate(),
             "blend": blend.summary() if blend else None,
+            "companion": companion,
             "model": self.spec.to_dict(),
             "params": count_parameters(self.model),
             "n_train": self.n_train,

@@ -13,7 +13,7 @@ from engine.balance.balancer import advise_from_summary
 from engine.balance.hooks import BalanceHooks, make_train_hooks
 from engine.config import BalanceConfig, TrainConfig
 from engine.events import Emitter
-from engine.sentiment.trainer import HookContext, StepTiming, TrainHooks
+from engine.sentiment.hooks import HookContext, StepTiming, TrainHooks
 
 
 class ListSink:

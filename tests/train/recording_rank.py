@@ -19,7 +19,8 @@ from engine.config import TrainConfig, config_from_dict
 from engine.events import Emitter, StreamSink
 from engine.rank_main import exit_rank, run_as_rank
 from engine.sentiment.data import Batch
-from engine.sentiment.trainer import DistEnv, StepTiming, Trainer
+from engine.sentiment.hooks import StepTiming
+from engine.sentiment.trainer import DistEnv, Trainer
 
 
 class RecordingTrainer(Trainer):

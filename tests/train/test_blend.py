@@ -25,9 +25,9 @@ def _paths(n: int, weights: tuple[float, float, float], seed: int = 0) -> tuple[
 
 def test_the_fit_recovers_the_mix_that_made_the_labels() -> None:
     deep, wide, labels = _paths(40_000, (0.7, 1.4, 0.3))
-    got = fit_weights(deep, wide, labels)
+    got = fit_weights([deep, wide], labels)
     assert got == pytest.approx((0.7, 1.4, 0.3), abs=0.06)
-    fit = fit_blend(deep, wide, labels)
+    fit = fit_blend([deep, wide], labels)
     assert fit.applied and fit.log_loss_after < fit.log_loss_before  # type: ignore[operator]
     blended = got[0] * deep + got[1] * wide + got[2]
     assert fit.metrics is not None and fit.metrics["n"] == 40_000
@@ -36,14 +36,14 @@ def test_the_fit_recovers_the_mix_that_made_the_labels() -> None:
 
 def test_no_blend_where_it_cannot_be_trusted() -> None:
     deep, wide, labels = _paths(MIN_SAMPLES - 1, (1.0, 1.0, 0.0))
-    small = fit_blend(deep, wide, labels)
+    small = fit_blend([deep, wide], labels)
     assert not small.applied and "too small" in small.reason
     deep, wide, labels = _paths(5_000, (1.0, 1.0, 0.0))
-    one_class = fit_blend(deep, wide, np.ones_like(labels))
+    one_class = fit_blend([deep, wide], np.ones_like(labels))
     assert not one_class.applied and "too small" in one_class.reason
     # a wide path that points the wrong way gets a negative weight: keep the plain sum
     deep, wide, labels = _paths(5_000, (1.0, -1.0, 0.0), seed=2)
-    wrong = fit_blend(deep, wide, labels)
+    wrong = fit_blend([deep, wide], labels)
     assert not wrong.applied and "weight <= 0" in wrong.reason and wrong.metrics is None
 
 

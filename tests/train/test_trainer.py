@@ -11,7 +11,8 @@ import torch
 
 from engine.config import ModelConfig, TrainConfig
 from engine.events import read_events
-from engine.sentiment.trainer import DistEnv, StepTiming, Trainer, TrainHooks
+from engine.sentiment.hooks import StepTiming, TrainHooks
+from engine.sentiment.trainer import DistEnv, Trainer
 
 
 class _Killed(Exception):

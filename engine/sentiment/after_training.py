@@ -1,0 +1,65 @@
+"""What rank 0 fits once training is over: the TF-IDF companion, then the blend of the paths."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from itertools import islice
+from typing import Any
+
+import torch
+
+from engine.config import TrainConfig
+from engine.sentiment.blend import BlendFit, fit_blend, path_logits, set_blend
+from engine.sentiment.companion import MAX_ROWS, fit_companion, training_blocks
+from engine.sentiment.data import Batch
+from engine.sentiment.model import SentimentLSTM, companion_marking
+from engine.sentiment.presets import companion_of
+
+VALID_BATCHES = 64
+"""Validation batches the companion's C is picked on at most (the blend reads them all)."""
+
+
+def fit_after_training(
+    model: SentimentLSTM,
+    cfg: TrainConfig,
+    valid: Callable[[], Iterator[Batch]],
+    device: torch.device,
+    weighted: bool,
+) -> tuple[BlendFit | None, dict[str, Any] | None]:
+    """The blend of ``model``'s paths on the validation batches (``valid()`` gives them; read
+    twice with a companion), with the TF-IDF companion as a third path where the run asks for
+    one and it lowers the validation log-loss below the two paths' blend. The model's shape
+    (and RUN_DIR/model.json) gets what is kept; returns the blend and the companion's facts
+    (None when not asked for). No blend (None) without a wide path, with train.blend_paths off
+    or with a ``weighted`` loss (pos_weight), whose shifted logit the blend would undo."""
+    wanted = companion_of(cfg.model)
+    if not (cfg.blend_paths and model.wide is not None and not weighted):
+        why = "needs the blend: a wide path, train.blend_paths and no pos_weight"
+        return None, {"applied": False, "reason": why} if wanted else None
+    companion, facts = None, None
+    if wanted:
+        marking = companion_marking(model.spec)
+        rows = min(MAX_ROWS, cfg.max_train_samples or MAX_ROWS)
+        fitted = fit_companion(
+            lambda: training_blocks(cfg.data_dir, rows), islice(valid(), VALID_BATCHES), marking
+        )
+        if fitted is None:
+            facts = {"applied": False, "reason": "no word occurs in 2 training rows"}
+        else:
+            companion, facts = fitted.module(marking).to(device), fitted.summary()
+    paths, labels = path_logits(model, valid(), device, companion)
+    fit = fit_blend(paths[:2], labels)
+    if companion is not None and facts is not None:
+        beat = fit.log_loss_after if fit.applied else fit.log_loss_before
+        with_companion = fit_blend(paths, labels, to_beat=beat)
+        facts["applied"], facts["reason"] = with_companion.applied, with_companion.reason
+        # the network's own blend, so a run can still be scored without its companion
+        facts["network_blend"] = list(fit.weights) if fit.applied and fit.weights else None
+        if with_companion.applied:
+            model.companion = companion
+            features = int(companion.vocab.numel())
+            model.spec = replace(model.spec, companion_features=features)
+            fit = with_companion
+    set_blend(model, fit, cfg.run_dir)
+    return fit, facts
