@@ -11,7 +11,7 @@ import torch
 
 from engine.config import TrainConfig
 from engine.sentiment.blend import BlendFit, fit_blend, path_logits, set_blend
-from engine.sentiment.companion import MAX_ROWS, fit_companion, training_blocks
+from engine.sentiment.companion import BLOCK_ROWS, MAX_ROWS, fit_companion, training_blocks
 from engine.sentiment.data import Batch
 from engine.sentiment.model import SentimentLSTM, companion_marking
 from engine.sentiment.presets import companion_of
@@ -38,8 +38,10 @@ def fit_after_training(
         why = "needs the blend: a wide path, train.blend_paths and no pos_weight"
         return None, {"applied": False, "reason": why} if wanted else None
     companion, facts = None, None
-    if wanted:
-        marking = companion_marking(model.spec)
+    marking = companion_marking(model.spec)
+    if wanted and marking.key_limit * BLOCK_ROWS >= 2**63:
+        facts = {"applied": False, "reason": f"{marking.num_ids} ids: too many for pair keys"}
+    elif wanted:
         rows = min(MAX_ROWS, cfg.max_train_samples or MAX_ROWS)
         fitted = fit_companion(
             lambda: training_blocks(cfg.data_dir, rows), islice(valid(), VALID_BATCHES), marking
@@ -53,7 +55,12 @@ def fit_after_training(
     if companion is not None and facts is not None:
         beat = fit.log_loss_after if fit.applied else fit.log_loss_before
         with_companion = fit_blend(paths, labels, to_beat=beat)
-        facts["applied"], facts["reason"] = with_companion.applied, with_companion.reason
+        facts["applied"] = with_companion.applied
+        facts["reason"] = (
+            f"kept: validation log-loss {beat:.4f} -> {with_companion.log_loss_after:.4f}"
+            if with_companion.applied
+            else f"left out: {with_companion.reason.split(':')[0]}"
+        )
         # the network's own blend, so a run can still be scored without its companion
         facts["network_blend"] = list(fit.weights) if fit.applied and fit.weights else None
         if with_companion.applied:
