@@ -53,6 +53,7 @@ SUMMARY_KEYS = (
     "n_train",
     "n_test",
     "majority_rate",
+    "companion",
 )
 """Training results copied to the top level of a run's summary.json."""
 

@@ -35,7 +35,9 @@ def fit_after_training(
     or with a ``weighted`` loss (pos_weight), whose shifted logit the blend would undo."""
     wanted = companion_of(cfg.model)
     if not (cfg.blend_paths and model.wide is not None and not weighted):
-        why = "needs the blend: a wide path, train.blend_paths and no pos_weight"
+        why = (
+            "not fitted: it joins the blend, which needs a wide path, blend_paths and no pos_weight"
+        )
         return None, {"applied": False, "reason": why} if wanted else None
     companion, facts = None, None
     marking = companion_marking(model.spec)

@@ -53,3 +53,20 @@ def test_summary_table_shows_foreign_text_verbatim() -> None:
     for expected in ("r[bold]1", "[red]p", *MARKUP_PIECES, "drop [/x] rank 1", "[link=x]0.5"):
         assert expected in text
     assert "— failed, 1 warning(s)" in text
+
+
+def test_summary_table_says_what_became_of_the_companion() -> None:
+    kept = {"applied": True, "features": 175_833, "rows": 29_034, "c": 16.0,
+            "valid_accuracy": 0.89244, "reason": "kept"}  # fmt: skip
+    left = {"applied": False, "reason": "left out: a path got a weight [bold]<= 0"}
+    for facts, expected in (
+        (kept, "kept: 175,833 features from 29,034 rows, C 16.0, its own validation accuracy "
+               "0.8924"),
+        (left, "left out: a path got a weight [bold]<= 0"),
+    ):  # fmt: skip
+        console, out = _console()
+        console.print(summary_table({"run": "r", "status": "ok", "companion": facts}))
+        assert "TF-IDF companion" in out.getvalue() and expected in out.getvalue()
+    console, out = _console()
+    console.print(summary_table({"run": "r", "status": "ok", "companion": None}))
+    assert "companion" not in out.getvalue()

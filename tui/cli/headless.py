@@ -173,6 +173,9 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
                 f"{fmt_usd(summary.get('usd_lost'))} lost)",
             )
         )
+    companion = summary.get("companion")
+    if isinstance(companion, Mapping):
+        rows.append(("TF-IDF companion", companion_line(companion)))
     if summary.get("checkpoints"):
         rows.append(("checkpoints", str(summary["checkpoints"])))
     advice = summary.get("advice")
@@ -189,6 +192,17 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
         message = warning.get("message") if isinstance(warning, Mapping) else warning
         table.add_row(Text("warning", "bold yellow"), Text(str(message), "yellow", justify="left"))
     return table
+
+
+def companion_line(facts: Mapping[str, Any]) -> str:
+    """What became of the run's TF-IDF companion (plain text)."""
+    if not facts.get("applied"):
+        return str(facts.get("reason") or "not kept")
+    return (
+        f"kept: {fmt(facts.get('features'), ',')} features from {fmt(facts.get('rows'), ',')} "
+        f"rows, C {facts.get('c')}, its own validation accuracy "
+        f"{fmt(facts.get('valid_accuracy'), '.4f')}"
+    )
 
 
 def recovery_line(event: Mapping[str, Any]) -> str:
