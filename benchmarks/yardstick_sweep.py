@@ -34,7 +34,6 @@ import shlex
 import sys
 import tempfile
 import time
-import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -42,6 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # this checkout's engine
+
+from yardstick_child import run_child
 
 SECTIONS = ("preprocess", "train", "model")
 SLOW_BASELINE_FOLDS = ("instruments", "office")
@@ -106,78 +107,6 @@ class Task:
     """Key of the prep task whose data folder this task reads."""
     variant: str | None = None
     fold: str = ""
-
-
-# ---------------------------------------------------------------- the child side
-
-
-def _read_texts(path: str) -> Any:
-    from yardstick_data import LabelledTexts
-
-    texts, labels, ratings = [], [], []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            texts.append(row["text"])
-            labels.append(row["label"])
-            ratings.append(row["rating"])
-    return LabelledTexts(texts, labels, ratings)
-
-
-def _run_task(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The work of one task (in the child process)."""
-    start = time.time()
-    if kind == "prep":
-        from yardstick_pipeline import preprocess_texts
-
-        data = Path(spec["work"]) / "data"
-        if not (spec.get("reuse") and (data / "stats.json").is_file()):
-            data = preprocess_texts(
-                _read_texts(spec["train"]), Path(spec["work"]), spec["preprocess"]
-            )
-        stats = json.loads((data / "stats.json").read_text())
-        out = {"data": str(data), "vocab_size": stats["vocab_size"], "kept": stats["kept"]}
-    elif kind == "train":
-        from yardstick_pipeline import score_run, train_on
-
-        run = Path(spec["run"])
-        if not (spec.get("reuse") and (run / "model.pt").is_file()):
-            run = train_on(Path(spec["data"]), run, spec["train"], spec["model"])
-        elif spec["train"].get("blend_paths", True):  # a run from before the blend: add it
-            from engine.sentiment.blend import blend_saved_run
-
-            blend_saved_run(run, spec["data"])
-        device = spec["score_device"]
-        if device == "auto":
-            import torch
-
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        out = score_run(run, _read_texts(spec["test"]), device)
-    else:
-        from yardstick_baseline import tfidf_lr
-
-        out = tfidf_lr(_read_texts(spec["train"]), _read_texts(spec["test"]))
-    return {**out, "wall_s": round(time.time() - start, 1)}
-
-
-def _child(kind: str, spec: dict[str, Any], result: str, log: str) -> None:
-    """Process entry: output to the task's log, the result (or the error) to a JSON file."""
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
-        os.environ.pop(var, None)  # every task is a one-rank run, whatever launched the sweep
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    try:
-        out: dict[str, Any] = {"ok": True, "result": _run_task(kind, spec)}
-    except BaseException as exc:  # recorded, never lost: the sweep goes on
-        traceback.print_exc()
-        out = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": _tb()}
-    Path(result + ".tmp").write_text(json.dumps(out))
-    os.replace(result + ".tmp", result)
-
-
-def _tb() -> str:
-    return "".join(traceback.format_exc().splitlines(keepends=True)[-12:])
 
 
 # ---------------------------------------------------------------- the parent side
@@ -249,6 +178,7 @@ def plan_tasks(
                 "model": {k: _per_fold(value, name) for k, value in v.model.items()},
                 "score_device": train["device"],
                 "reuse": args.reuse,
+                "refit": args.refit,
             }
             tasks.append(
                 Task(f"{v.name}/{name}", "train", spec, train_cost, prep_key, v.name, name)
@@ -297,7 +227,7 @@ class Sweep:
             self._record(task, {"ok": False, "error": error}, 0.0)
             return
         result, log = self._paths(task)
-        proc = self.ctx.Process(target=_child, args=(task.kind, task.spec, result, log))
+        proc = self.ctx.Process(target=run_child, args=(task.kind, task.spec, result, log))
         proc.start()
         self.running[proc.sentinel] = (task, proc, time.time())
 
@@ -539,6 +469,12 @@ def main() -> None:
         "--reuse",
         action="store_true",
         help="keep the datasets and finished runs already under --work: only score them again",
+    )
+    parser.add_argument(
+        "--refit",
+        action="store_true",
+        help="with --reuse: fit each finished run's blend and companion again with this code "
+        "(engine.sentiment.after_training.refit_saved_run) before scoring it",
     )
     parser.add_argument("--task-timeout", type=float, help="kill a task after this many seconds")
     parser.add_argument("--table", metavar="JSON", help="only print the table of a sweep JSON")

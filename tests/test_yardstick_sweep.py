@@ -142,7 +142,7 @@ def test_a_fold_placeholder_gives_each_fold_its_own_file(tmp_path: Path) -> None
 
     v = parse_variant("name=e model.init_embeddings=/emb/{fold} model.hidden=8", 0)
     facts = {name: {"train_bytes": 10, "test_bytes": 1} for name in ("phones", "office")}
-    args = argparse.Namespace(reuse=False, device="cpu", baseline=False)
+    args = argparse.Namespace(reuse=False, device="cpu", baseline=False, refit=False)
     tasks = [t for t in plan_tasks([v], facts, tmp_path, args) if t.kind == "train"]
     got = {t.fold: t.spec["model"] for t in tasks}
     assert got == {

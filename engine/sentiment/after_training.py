@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -71,4 +73,43 @@ def fit_after_training(
             model.spec = replace(model.spec, companion_features=features)
             fit = with_companion
     set_blend(model, fit, cfg.run_dir)
+    return fit, facts
+
+
+def refit_saved_run(
+    run_dir: str | Path, data_dir: str | Path | None = None, batch_size: int = 1024
+) -> tuple[BlendFit | None, dict[str, Any] | None]:
+    """Fit a finished run's blend and companion again, as its trainer now would, on the whole
+    validation (test) split of ``data_dir`` (default: the run's own): for runs trained before
+    a change to this step. model.pt, model.json and summary.json are rewritten."""
+    from engine.config import config_from_dict
+    from engine.sentiment import checkpoint as ckpt
+    from engine.sentiment.data import eval_batches, load_split
+    from engine.sentiment.evaluate import load_run
+
+    run = Path(run_dir)
+    raw = json.loads((run / ckpt.TRAIN_CONFIG).read_text())
+    cfg = config_from_dict(TrainConfig, raw, str(run / ckpt.TRAIN_CONFIG))
+    cfg = replace(cfg, run_dir=str(run), data_dir=str(data_dir or cfg.data_dir))
+    summary = json.loads((run / ckpt.SUMMARY).read_text())
+    model = load_run(run).model
+    model.companion = None
+    model.spec = replace(model.spec, blend=None, companion_features=0)
+    split = load_split(cfg.data_dir, "test")
+    n = len(split.labels)
+
+    def valid() -> Iterator[Batch]:
+        return eval_batches(split, n, 0, n, batch_size)
+
+    weighted = bool(summary.get("pos_weight"))
+    fit, facts = fit_after_training(model, cfg, valid, torch.device("cpu"), weighted)
+    ckpt.write_json(run / ckpt.MODEL_SPEC, model.spec.to_dict())
+    ckpt.save_weights(str(run), model.state_dict())
+    summary["blend"], summary["companion"] = (fit.summary() if fit else None), facts
+    summary["model"] = model.spec.to_dict()
+    if fit and fit.metrics:
+        for key in ("accuracy", "precision", "recall", "f1", "confusion"):
+            summary[key] = fit.metrics[key]
+        summary["test_loss"] = fit.metrics["loss"]
+    ckpt.write_json(run / ckpt.SUMMARY, summary)
     return fit, facts

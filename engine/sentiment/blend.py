@@ -97,18 +97,33 @@ def fit_weights(
     paths: Sequence[np.ndarray], labels: np.ndarray, iterations: int = 100
 ) -> tuple[float, ...]:
     """(a weight per path, then a bias) of the logistic regression of ``labels`` on the paths'
-    logits, by Newton's method from the plain sum (1, …, 1, 0), weights L2-penalised by RIDGE."""
+    logits, weights L2-penalised by RIDGE: Newton's method from the plain sum of the first two
+    paths (any others start at 0), each step halved until the penalised loss falls (a full
+    step from far away, e.g. a third path with large logits, can overshoot and diverge)."""
     k = len(paths)
     x = np.stack([*paths, np.ones_like(labels)], axis=1)
     n = len(labels)
-    penalty = np.diag([RIDGE] * k + [0.0]) * n
-    beta = np.array([1.0] * k + [0.0])
+    ridge = np.array([RIDGE] * k + [0.0]) * n
+    beta = np.array([1.0, 1.0][:k] + [0.0] * (k - 2) + [0.0])
+
+    def objective(b: np.ndarray) -> float:
+        z = x @ b
+        return float(np.sum(np.logaddexp(0.0, z) - labels * z) + 0.5 * ridge @ (b * b))
+
+    current = objective(beta)
     for _ in range(iterations):
         p = np.exp(-np.logaddexp(0.0, -(x @ beta)))  # sigmoid without overflow
-        grad = x.T @ (p - labels) + penalty @ beta
-        hess = (x * (p * (1.0 - p))[:, None]).T @ x + penalty + 1e-9 * np.eye(k + 1)
+        grad = x.T @ (p - labels) + ridge * beta
+        hess = (x * (p * (1.0 - p))[:, None]).T @ x + np.diag(ridge) + 1e-9 * np.eye(k + 1)
         step = np.linalg.solve(hess, grad)
-        beta = beta - step
+        for _ in range(30):
+            trial = objective(beta - step)
+            if trial <= current:
+                break
+            step = step / 2
+        else:
+            break  # no step lowers the loss: at the optimum, to rounding
+        beta, current = beta - step, trial
         if np.abs(step).max() < 1e-10:
             break
     return tuple(float(b) for b in beta)

@@ -115,3 +115,21 @@ def test_a_training_run_fits_and_saves_the_blend(tmp_path: Path, blend_paths: bo
     else:
         assert spec["blend"] is None and blend["reason"]
     assert summary["blend"] == blend
+
+
+def test_a_third_path_with_large_logits_does_not_throw_the_fit_off() -> None:
+    """The companion's logits are larger than the network's; Newton's full step from the
+    plain sum diverged on such paths (weights in the thousands): steps are halved until the
+    loss falls."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    signal = rng.normal(0, 1.5, n)
+    deep, wide = signal + rng.normal(0, 1.5, n), signal + rng.normal(0, 1.5, n)
+    companion = 3.0 * signal + rng.normal(0, 3.0, n) + 2.0
+    z = 0.5 * deep + 0.5 * wide + 0.6 * (companion - 2.0)
+    labels = (rng.random(n) < 1 / (1 + np.exp(-z))).astype(np.float64)
+    fit = fit_blend([deep, wide, companion], labels)
+    assert fit.applied and fit.weights is not None
+    assert all(0.2 < w < 1.0 for w in fit.weights[:3]) and -3 < fit.weights[3] < 0
+    two = fit_blend([deep, wide], labels)
+    assert fit.log_loss_after < two.log_loss_after  # type: ignore[operator]

@@ -15,6 +15,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from engine.config import ModelConfig
+from engine.sentiment.after_training import refit_saved_run
 from engine.sentiment.companion import (
     MIN_DF,
     Marking,
@@ -154,6 +155,12 @@ def test_a_training_run_fits_blends_saves_and_reloads_the_companion(tmp_path: Pa
     assert proba[0] > 0.5 > proba[1]
     saved = json.loads((run / "summary.json").read_text())
     assert saved["companion"] == facts and saved["accuracy"] == summary["accuracy"]
+    # fitting them again on the saved run (refit_saved_run) gives what the trainer fitted
+    fit, again = refit_saved_run(run)
+    assert fit is not None and again is not None
+    assert {**again, "seconds": 0} == {**facts, "seconds": 0}
+    assert json.loads((run / "model.json").read_text()) == spec
+    assert predict_proba(load_run(run), texts) == pytest.approx(proba, abs=1e-6)
 
 
 @pytest.mark.slow
