@@ -200,8 +200,8 @@ class ModelConfig:
     """The LSTM also reads each token's lexicon valence and whether it sits in a negation scope
     (three numbers beside its embedding; None = the preset's). Needs the lexicon prior."""
     companion: bool | None = None
-    """After training, fit a TF-IDF logistic regression over the training rows' word and
-    word-pair ids (negations marked as in the wide path) and blend it with the network on the
+    """After training, fit a logistic regression over the training rows' word and word-pair ids
+    (NB-weighted, negations marked as in the wide path) and blend it with the network on the
     validation split; kept only where it lowers the validation log-loss
     (engine/sentiment/companion.py; None = the preset's: on in `default`). Needs the blend
     (a wide path, train.blend_paths, no pos_weight)."""

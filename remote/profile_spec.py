@@ -221,8 +221,8 @@ class ModelSpec(Section):
     """LSTM: each token's lexicon valence and negation-scope flag beside its embedding (needs
     lexicon_prior)."""
     companion: bool | None = None
-    """After training: a TF-IDF logistic regression over the training rows' word and word-pair
-    ids, blended with the network on validation (on in the default preset)."""
+    """After training: an NB-weighted logistic regression over the training rows' word and
+    word-pair ids, blended with the network on validation (on in the default preset)."""
     init_embeddings: str | None = None
     """Folder of a finished `sentitop embed` run whose vectors initialise the embedding table
     (aligned by word; embedding_dim follows the run's; copied to every node), or `svd`: vectors

@@ -1,4 +1,4 @@
-"""What rank 0 fits once training is over: the TF-IDF companion, then the blend of the paths."""
+"""What rank 0 fits once training is over: the linear companion, then the blend of the paths."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def fit_after_training(
     weighted: bool,
 ) -> tuple[BlendFit | None, dict[str, Any] | None]:
     """The blend of ``model``'s paths on the validation batches (``valid()`` gives them; read
-    twice with a companion), with the TF-IDF companion as a third path where the run asks for
+    twice with a companion), with the linear companion as a third path where the run asks for
     one and it lowers the validation log-loss below the two paths' blend. The model's shape
     (and RUN_DIR/model.json) gets what is kept; returns the blend and the companion's facts
     (None when not asked for). No blend (None) without a wide path, with train.blend_paths off

@@ -1,17 +1,21 @@
-"""The TF-IDF companion: a logistic regression over word and word-pair ids beside the network.
+"""The linear companion: an NB-weighted logistic regression over word and word-pair ids.
 
-A practitioner's strongest simple model for review sentiment is TF-IDF of word 1-2-grams with
-a logistic regression whose C is chosen on validation. It errs on other texts than the network
-does, so the two together beat either alone (BENCHMARKS.md "TF-IDF companion"). After training,
-rank 0 fits one on the training split's token ids — the same rows the network learned from, up
-to ``MAX_ROWS`` (rows are in hash order, so the first ones are a random sample) — with the
+A practitioner's strong simple models for review sentiment are linear models over word 1-2-grams;
+Wang & Manning's NBSVM (ACL 2012) weighs each binary feature by its Naive Bayes log-count ratio
+before the linear fit and beats TF-IDF on sentiment. Such a model errs on other texts than the
+network does, so the two together beat either alone (BENCHMARKS.md "Linear companion"). After
+training, rank 0 fits one on the training split's token ids — the rows the network learned from,
+up to ``MAX_ROWS`` (rows are in hash order, so the first ones are a random sample) — with the
 wide path's negation marking ("not_good" apart from "good"): each word id, and each pair of
-consecutive ids, is a feature when it occurs in at least ``MIN_DF`` training rows; a row's
-value is (1 + log count) × idf, L2-normalised per row (scikit-learn's
-``TfidfVectorizer(sublinear_tf=True)``). C is picked from ``C_GRID`` by validation accuracy
-(L-BFGS, warm-started along the grid), and the blend (engine/sentiment/blend.py) then weighs it
-against the network's two paths on the same validation split. The fitted model is three
-buffers saved with the weights: the sorted feature keys, their idf and their weights.
+consecutive ids, present in at least ``MIN_DF`` training rows is a feature; a row's value for it
+is r = log((p / |p|) / (q / |q|)), p and q the feature's positive and negative row counts plus
+``ALPHA``, and each row is L2-normalised. The L2 logistic regression's C is picked from
+``C_GRID`` by validation accuracy (L-BFGS, warm-started along the grid), and the blend
+(engine/sentiment/blend.py) weighs it against the network's two paths on the same validation
+split. As the companion this weighting beat TF-IDF (sublinear tf, smooth idf: the yardstick
+baseline's features) on the blend's validation log-loss on all 9 yardstick folds of a seed. The
+fitted model is three buffers saved with the weights:
+the sorted feature keys, their ratios and their weights.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ BLOCK_ROWS = 8_192
 """Rows turned into features at a time."""
 MIN_DF = 2
 """Training rows a feature must occur in."""
+ALPHA = 1.0
+"""Smoothing count added to each feature's positive and negative row counts (Wang & Manning's
+alpha)."""
 C_GRID = (1.0, 4.0, 16.0, 64.0)
 """Inverse L2 strengths tried (scikit-learn's C: C × summed log-loss + ½‖w‖²)."""
 MAX_ITER = 300
@@ -95,26 +102,26 @@ def ngram_keys(
     return torch.cat([uni_rows, bi_rows]), torch.cat([uni, bi[pair]])
 
 
-def _row_counts(
+def _present(
     rows: torch.Tensor, cols: torch.Tensor, n_cols: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(row, column, count) of each distinct (row, column) pair."""
-    pairs, counts = torch.unique(rows * n_cols + cols, return_counts=True)
-    return pairs // n_cols, pairs % n_cols, counts
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, column) of each distinct (row, column) pair: the binary features."""
+    pairs = torch.unique(rows * n_cols + cols)
+    return pairs // n_cols, pairs % n_cols
 
 
-def tfidf_entries(
-    rows: torch.Tensor, keys: torch.Tensor, vocab: torch.Tensor, idf: torch.Tensor, n_rows: int
+def feature_entries(
+    rows: torch.Tensor, keys: torch.Tensor, vocab: torch.Tensor, ratio: torch.Tensor, n_rows: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(row, column, value) of the L2-normalised sublinear TF-IDF matrix of these occurrences
-    over the sorted feature keys ``vocab`` (keys outside it are dropped)."""
+    """(row, column, value) of the rows' L2-normalised NB-weighted binary feature matrix over
+    the sorted feature keys ``vocab`` (keys outside it are dropped; ``ratio``: r per key)."""
     if len(vocab) == 0:
         empty = torch.zeros(0, dtype=torch.long, device=keys.device)
         return empty, empty, torch.zeros(0, device=keys.device)
     col = torch.searchsorted(vocab, keys).clamp(max=len(vocab) - 1)
     found = vocab[col] == keys
-    r, c, counts = _row_counts(rows[found], col[found], len(vocab))
-    value = (1.0 + torch.log(counts.to(idf.dtype))) * idf[c]
+    r, c = _present(rows[found], col[found], len(vocab))
+    value = ratio[c]
     norm = torch.zeros(n_rows, dtype=value.dtype, device=value.device)
     norm.index_add_(0, r, value * value)
     return r, c, value / norm.sqrt().clamp(min=1e-12)[r]
@@ -124,10 +131,10 @@ def tfidf_entries(
 
 
 class Companion(nn.Module):
-    """The fitted TF-IDF logistic regression: its logit (B,) of right-padded token ids."""
+    """The fitted NB-weighted logistic regression: its logit (B,) of right-padded token ids."""
 
     vocab: torch.Tensor
-    idf: torch.Tensor
+    ratio: torch.Tensor
     weight: torch.Tensor
     bias: torch.Tensor
 
@@ -135,14 +142,14 @@ class Companion(nn.Module):
         super().__init__()
         self.marking = marking
         self.register_buffer("vocab", torch.zeros(features, dtype=torch.long))
-        self.register_buffer("idf", torch.zeros(features))
+        self.register_buffer("ratio", torch.zeros(features))
         self.register_buffer("weight", torch.zeros(features))
         self.register_buffer("bias", torch.zeros(()))
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The companion's logit (B,) (float32)."""
         rows, keys = ngram_keys(tokens, lengths, self.marking)
-        r, c, value = tfidf_entries(rows, keys, self.vocab, self.idf, len(tokens))
+        r, c, value = feature_entries(rows, keys, self.vocab, self.ratio, len(tokens))
         logit = torch.zeros(len(tokens), device=value.device)
         logit.index_add_(0, r, value * self.weight[c])
         return logit + self.bias
@@ -163,7 +170,7 @@ class CompanionFit:
     accuracies: dict[str, float]
     """Validation accuracy per C tried."""
     vocab: np.ndarray
-    idf: np.ndarray
+    ratio: np.ndarray
     weight: np.ndarray
     bias: float
 
@@ -183,7 +190,7 @@ class CompanionFit:
         mod = Companion(self.features, marking)
         with torch.no_grad():
             mod.vocab.copy_(torch.from_numpy(self.vocab))
-            mod.idf.copy_(torch.from_numpy(self.idf))
+            mod.ratio.copy_(torch.from_numpy(self.ratio))
             mod.weight.copy_(torch.from_numpy(self.weight))
             mod.bias.fill_(self.bias)
         return mod
@@ -203,38 +210,48 @@ def training_blocks(data_dir: str | Path, max_rows: int = MAX_ROWS) -> Iterator[
             )
 
 
-def _document_frequencies(
+def _row_counts_by_label(
     blocks: Iterable[Batch], marking: Marking
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """(feature keys in at least MIN_DF rows, sorted; their row counts; rows read)."""
-    keys_seen: list[np.ndarray] = []
-    counts_seen: list[np.ndarray] = []
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(feature keys in at least MIN_DF rows, sorted; their positive and negative row counts;
+    rows read)."""
+    seen: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     n_rows = 0
     for batch in blocks:
         rows, keys = ngram_keys(batch.tokens, batch.lengths, marking)
         stride = marking.key_limit
         per_row = torch.unique(rows * stride + keys)  # each key once per row
-        distinct, df = torch.unique(per_row % stride, return_counts=True)
-        keys_seen.append(distinct.numpy())
-        counts_seen.append(df.numpy())
+        positive = batch.labels[per_row // stride] > 0.5
+        for label in (True, False):
+            distinct, count = torch.unique(per_row[positive == label] % stride, return_counts=True)
+            seen.append((distinct.numpy(), count.numpy(), np.full(len(count), label)))
         n_rows += len(batch.labels)
-    if not keys_seen:
-        return np.zeros(0, np.int64), np.zeros(0), 0
-    keys_all, where = np.unique(np.concatenate(keys_seen), return_inverse=True)
-    df_all = np.bincount(where, weights=np.concatenate(counts_seen))
-    keep = df_all >= MIN_DF
-    return keys_all[keep], df_all[keep], n_rows
+    if not seen:
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0), 0
+    keys_all, where = np.unique(np.concatenate([k for k, _, _ in seen]), return_inverse=True)
+    counts = np.concatenate([c for _, c, _ in seen]).astype(np.float64)
+    labels = np.concatenate([y for _, _, y in seen])
+    pos = np.bincount(where, weights=counts * labels, minlength=len(keys_all))
+    neg = np.bincount(where, weights=counts * ~labels, minlength=len(keys_all))
+    keep = pos + neg >= MIN_DF
+    return keys_all[keep], pos[keep], neg[keep], n_rows
+
+
+def nb_ratios(positive: np.ndarray, negative: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
+    """r = log((p / |p|₁) / (q / |q|₁)) with p, q the row counts plus ``alpha``."""
+    p, q = positive + alpha, negative + alpha
+    return np.asarray(np.log(p / p.sum()) - np.log(q / q.sum()))
 
 
 def _matrix(
-    blocks: Iterable[Batch], marking: Marking, vocab: torch.Tensor, idf: torch.Tensor
+    blocks: Iterable[Batch], marking: Marking, vocab: torch.Tensor, ratio: torch.Tensor
 ) -> tuple[Any, np.ndarray]:
-    """CSR TF-IDF matrix (float32) and labels of the blocks."""
+    """CSR feature matrix (float32) and labels of the blocks."""
     mats, labels = [], []
     for batch in blocks:
         rows, keys = ngram_keys(batch.tokens.cpu(), batch.lengths, marking)
         n = len(batch.labels)
-        r, c, value = tfidf_entries(rows, keys, vocab, idf, n)
+        r, c, value = feature_entries(rows, keys, vocab, ratio, n)
         entries = (value.numpy().astype(np.float32), (r.numpy(), c.numpy()))
         mats.append(sp.csr_matrix(entries, shape=(n, len(vocab))))
         labels.append(batch.labels.cpu().numpy())
@@ -269,13 +286,13 @@ def fit_companion(
     validation batches, C picked on validation accuracy (ties to the smaller C); None when no
     feature occurs in MIN_DF training rows."""
     start = time.perf_counter()
-    keys, df, n_rows = _document_frequencies(train(), marking)
+    keys, positive, negative, n_rows = _row_counts_by_label(train(), marking)
     if len(keys) == 0:
         return None
-    idf_np = np.log((1.0 + n_rows) / (1.0 + df)) + 1.0  # scikit-learn's smooth idf
-    vocab, idf = torch.from_numpy(keys), torch.from_numpy(idf_np)
-    x_fit, y_fit = _matrix(train(), marking, vocab, idf)
-    x_valid, y_valid = _matrix(valid, marking, vocab, idf)
+    ratio_np = nb_ratios(positive, negative)
+    vocab, ratio = torch.from_numpy(keys), torch.from_numpy(ratio_np)
+    x_fit, y_fit = _matrix(train(), marking, vocab, ratio)
+    x_valid, y_valid = _matrix(valid, marking, vocab, ratio)
     theta = np.zeros(len(keys) + 1)
     best: tuple[float, float, np.ndarray] | None = None
     accuracies: dict[str, float] = {}
@@ -299,7 +316,7 @@ def fit_companion(
         seconds=time.perf_counter() - start,
         accuracies=accuracies,
         vocab=keys.astype(np.int64),
-        idf=idf_np.astype(np.float32),
+        ratio=ratio_np.astype(np.float32),
         weight=theta[:-1].astype(np.float32),
         bias=float(theta[-1]),
     )

@@ -81,7 +81,7 @@ class ModelShape:
     and the valence that scope leaves (TOKEN_FEATURES numbers beside the embedding; needs the
     lexicon prior, whose valences it reads)."""
     companion_features: int = 0
-    """Features of the TF-IDF companion fitted after training (engine/sentiment/companion.py;
+    """Features of the linear companion fitted after training (engine/sentiment/companion.py;
     0 = none): its buffers are saved with the weights."""
     blend: tuple[float, ...] | None = None
     """(deep weight, wide weight, bias), or (deep, wide, companion weight, bias) with a

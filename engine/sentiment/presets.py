@@ -45,12 +45,12 @@ table")."""
 
 
 PRESET_COMPANION: dict[str, bool] = {"seed": False, "default": True}
-"""Whether each preset fits the TF-IDF companion after training when `model.companion` is
-unset (BENCHMARKS.md "TF-IDF companion")."""
+"""Whether each preset fits the linear companion after training when `model.companion` is
+unset (BENCHMARKS.md "Linear companion")."""
 
 
 def companion_of(cfg: ModelConfig) -> bool:
-    """Whether a run fits the TF-IDF companion: the setting, else its preset's."""
+    """Whether a run fits the linear companion: the setting, else its preset's."""
     return PRESET_COMPANION.get(cfg.preset, False) if cfg.companion is None else cfg.companion
 
 

@@ -276,7 +276,7 @@ class Trainer:
         return float(pw)
 
     def _blend(self) -> tuple[BlendFit | None, dict[str, Any] | None]:
-        """Rank 0: the paths' blend fitted on validation, with the TF-IDF companion when the run
+        """Rank 0: the paths' blend fitted on validation, with the linear companion when the run
         asks for it (engine/sentiment/after_training.py), and the companion's facts."""
         if not self.main:
             return None, None

@@ -66,7 +66,7 @@ def test_summary_table_says_what_became_of_the_companion() -> None:
     ):  # fmt: skip
         console, out = _console()
         console.print(summary_table({"run": "r", "status": "ok", "companion": facts}))
-        assert "TF-IDF companion" in out.getvalue() and expected in out.getvalue()
+        assert "linear companion" in out.getvalue() and expected in out.getvalue()
     console, out = _console()
     console.print(summary_table({"run": "r", "status": "ok", "companion": None}))
     assert "companion" not in out.getvalue()

@@ -1,6 +1,7 @@
-"""The TF-IDF companion: its features are scikit-learn's TF-IDF, its fit is scikit-learn's
-logistic regression, the module scores what the fit scored, and a real training run fits,
-blends, saves and reloads it (or says why not)."""
+"""The linear companion: its features are NB-weighted binary word and pair features (checked
+against scikit-learn's counts), its fit is scikit-learn's logistic regression, the module scores
+what the fit scored, and a real training run fits, blends, saves and reloads it (or says why
+not)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import normalize
 
 from engine.config import ModelConfig
 from engine.sentiment.after_training import refit_saved_run
 from engine.sentiment.companion import (
+    ALPHA,
     MIN_DF,
     Marking,
     _fit_lr,
@@ -47,14 +50,14 @@ def _words(tokens: torch.Tensor, lengths: torch.Tensor) -> list[list[str]]:
     return out
 
 
-def test_features_are_scikit_learns_tfidf_of_word_and_pair_ids() -> None:
+def test_features_are_nb_weighted_binary_word_and_pair_ids() -> None:
     tokens, lengths = _rows(400, 30, 60, seed=0)
-    labels = torch.zeros(400)
+    labels = torch.from_numpy((np.random.default_rng(5).random(400) < 0.6).astype(np.float32))
     marking = Marking(num_ids=60)
     fit = fit_companion(lambda: [Batch(tokens, lengths, labels)], [], marking)
     assert fit is not None
-    vec = TfidfVectorizer(analyzer=lambda row: row, sublinear_tf=True, min_df=MIN_DF)
-    expected = vec.fit_transform(_words(tokens, lengths))
+    vec = CountVectorizer(analyzer=lambda row: row, binary=True, min_df=MIN_DF)
+    counts = vec.fit_transform(_words(tokens, lengths))
     assert fit.features == len(vec.vocabulary_)
 
     def key(feature: str) -> int:
@@ -63,12 +66,17 @@ def test_features_are_scikit_learns_tfidf_of_word_and_pair_ids() -> None:
 
     order = np.argsort([key(f) for f in vec.get_feature_names_out()])
     assert np.array_equal(fit.vocab, np.sort([key(f) for f in vec.get_feature_names_out()]))
-    assert np.allclose(fit.idf, vec.idf_[order], rtol=1e-6)
+    y = labels.numpy() > 0.5
+    p = np.asarray(counts[y].sum(axis=0)).ravel()[order] + ALPHA
+    q = np.asarray(counts[~y].sum(axis=0)).ravel()[order] + ALPHA
+    ratio = np.log((p / p.sum()) / (q / q.sum()))  # Wang & Manning's r
+    assert np.allclose(fit.ratio, ratio, rtol=1e-5, atol=1e-6)
+    expected = normalize(counts[:, order].multiply(ratio).tocsr())
     ours, _ = _matrix(
         [Batch(tokens, lengths, labels)], marking, torch.from_numpy(fit.vocab),
-        torch.from_numpy(fit.idf.astype(np.float64)),
+        torch.from_numpy(ratio),
     )  # fmt: skip
-    assert np.allclose(ours.toarray(), expected[:, order].toarray(), atol=1e-6)
+    assert np.allclose(ours.toarray(), expected.toarray(), atol=1e-6)
 
 
 def test_negated_words_and_their_pairs_are_features_of_their_own() -> None:
@@ -112,7 +120,7 @@ def test_the_module_scores_what_the_fit_scored(tmp_path: Path) -> None:
     tokens, lengths = blocks[0].tokens[:50], blocks[0].lengths[:50]
     x, _ = _matrix(
         [Batch(tokens, lengths, torch.zeros(50))], marking, torch.from_numpy(fit.vocab),
-        torch.from_numpy(fit.idf.astype(np.float64)),
+        torch.from_numpy(fit.ratio.astype(np.float64)),
     )  # fmt: skip
     expected = x @ fit.weight.astype(np.float64) + fit.bias
     assert module(tokens, lengths).numpy() == pytest.approx(expected, abs=1e-4)

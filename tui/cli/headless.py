@@ -175,7 +175,7 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
         )
     companion = summary.get("companion")
     if isinstance(companion, Mapping):
-        rows.append(("TF-IDF companion", companion_line(companion)))
+        rows.append(("linear companion", companion_line(companion)))
     if summary.get("checkpoints"):
         rows.append(("checkpoints", str(summary["checkpoints"])))
     advice = summary.get("advice")
@@ -195,7 +195,7 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
 
 
 def companion_line(facts: Mapping[str, Any]) -> str:
-    """What became of the run's TF-IDF companion (plain text)."""
+    """What became of the run's linear companion (plain text)."""
     if not facts.get("applied"):
         return str(facts.get("reason") or "not kept")
     return (
