@@ -92,9 +92,7 @@ def refit_saved_run(
     cfg = config_from_dict(TrainConfig, raw, str(run / ckpt.TRAIN_CONFIG))
     cfg = replace(cfg, run_dir=str(run), data_dir=str(data_dir or cfg.data_dir))
     summary = json.loads((run / ckpt.SUMMARY).read_text())
-    model = load_run(run).model
-    model.companion = None
-    model.spec = replace(model.spec, blend=None, companion_features=0)
+    model = load_run(run, network_only=True).model  # a companion of any past version dropped
     split = load_split(cfg.data_dir, "test")
     n = len(split.labels)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +66,9 @@ def confusion_stats(
     return stats
 
 
-def load_run(run_dir: str | Path) -> LoadedRun:
-    """Model weights (model.pt, else the latest checkpoint), shape and vocabulary of a run."""
+def load_run(run_dir: str | Path, network_only: bool = False) -> LoadedRun:
+    """Model weights (model.pt, else the latest checkpoint), shape and vocabulary of a run;
+    ``network_only`` leaves out what was fitted after training (blend and companion)."""
     from engine.preprocess.encode import load_encoder
 
     run = Path(run_dir)
@@ -89,8 +90,20 @@ def load_run(run_dir: str | Path) -> LoadedRun:
                 hint="wait for the first epoch to finish",
             )
         state = saved["model"]
+    if network_only:
+        spec = replace(spec, blend=None, companion_features=0)
+        state = {k: v for k, v in state.items() if not k.startswith("companion.")}
     model = build_model(spec)
-    model.load_state_dict(state)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:  # weights of another model shape or another version
+        first = str(exc).strip().splitlines()
+        raise InputError(
+            f"{weights if weights.is_file() else run}: the saved weights do not fit "
+            f"{spec_path.name}: {' '.join(line.strip() for line in first[:3])}",
+            hint="written by another version of sentitop? a run's blend and companion "
+            "can be fitted again: engine.sentiment.after_training.refit_saved_run",
+        ) from None
     model.eval()
     return LoadedRun(run, model, load_encoder(run))
 

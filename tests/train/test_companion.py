@@ -17,6 +17,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import normalize
 
 from engine.config import ModelConfig
+from engine.errors import InputError
 from engine.sentiment.after_training import refit_saved_run
 from engine.sentiment.companion import (
     ALPHA,
@@ -168,6 +169,14 @@ def test_a_training_run_fits_blends_saves_and_reloads_the_companion(tmp_path: Pa
     assert fit is not None and again is not None
     assert {**again, "seconds": 0} == {**facts, "seconds": 0}
     assert json.loads((run / "model.json").read_text()) == spec
+    assert predict_proba(load_run(run), texts) == pytest.approx(proba, abs=1e-6)
+    # weights from a past companion (it had an idf vector): a clear error, and a refit mends it
+    state = torch.load(run / "model.pt")
+    state["companion.idf"] = state.pop("companion.ratio")
+    torch.save(state, run / "model.pt")
+    with pytest.raises(InputError, match=r"model\.pt: the saved weights do not fit model\.json"):
+        load_run(run)
+    refit_saved_run(run)
     assert predict_proba(load_run(run), texts) == pytest.approx(proba, abs=1e-6)
 
 
