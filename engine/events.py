@@ -46,6 +46,8 @@ EVENT_TYPES: dict[str, str] = {
     "threshold": "smoothed train loss first fell below threshold: loss, epoch, step, seconds, "
     "threshold",
     "checkpoint": "checkpoint written (rank 0): epoch, step, global_step, path, seconds",
+    "after_training": "rank 0, after the last epoch, before the summary: fits (blend|companion), "
+    "valid_samples, companion_rows",
     "node": "a node's state changed: node, status, gpu, detail",
     "cost": "running cost: usd (billed, 60 s minimum), accrued_usd (no minimum), usd_per_hour, "
     "projected_usd, elapsed_s",

@@ -1,9 +1,10 @@
-"""Numbers for people, shared by the dashboard and the headless output: $, durations, ages, axes."""
+"""Numbers and one-line facts for people, shared by the dashboard and the headless output."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def fmt(value: object, spec: str = ".3f", empty: str = "—") -> str:
@@ -112,3 +113,24 @@ def fmt_ranks(ranks: Sequence[int], empty: str = "—") -> str:
         if rank is not None:
             start = prev = rank
     return ",".join(parts)
+
+
+def companion_line(facts: Mapping[str, Any]) -> str:
+    """What became of the run's linear companion (plain text)."""
+    if not facts.get("applied"):
+        return str(facts.get("reason") or "not kept")
+    return (
+        f"kept: {fmt(facts.get('features'), ',')} features from {fmt(facts.get('rows'), ',')} "
+        f"rows, C {facts.get('c')}, its own validation accuracy "
+        f"{fmt(facts.get('valid_accuracy'), '.4f')}"
+    )
+
+
+def after_training_line(event: Mapping[str, Any]) -> str:
+    """What rank 0 fits after the last epoch (an `after_training` event; plain text)."""
+    fits = [str(name) for name in event.get("fits") or []]
+    what = "the paths' blend" + (" and the linear companion" if "companion" in fits else "")
+    rows = event.get("companion_rows")
+    extra = f" (companion on {fmt(rows, ',')} training rows)" if "companion" in fits else ""
+    valid = fmt(event.get("valid_samples"), ",")
+    return f"after training: fitting {what} on {valid} validation samples{extra}"

@@ -22,6 +22,19 @@ VALID_BATCHES = 64
 """Validation batches the companion's C is picked on at most (the blend reads them all)."""
 
 
+def after_training_plan(model: SentimentLSTM, cfg: TrainConfig, weighted: bool) -> list[str]:
+    """What :func:`fit_after_training` fits for this run: [], ["blend"] or ["blend", "companion"]
+    (the companion joins the blend, so it needs one)."""
+    if not (cfg.blend_paths and model.wide is not None and not weighted):
+        return []
+    return ["blend", "companion"] if companion_of(cfg.model) else ["blend"]
+
+
+def companion_rows(cfg: TrainConfig) -> int:
+    """Training rows the companion is fitted on at most."""
+    return min(MAX_ROWS, cfg.max_train_samples or MAX_ROWS)
+
+
 def fit_after_training(
     model: SentimentLSTM,
     cfg: TrainConfig,
@@ -36,7 +49,7 @@ def fit_after_training(
     (None when not asked for). No blend (None) without a wide path, with train.blend_paths off
     or with a ``weighted`` loss (pos_weight), whose shifted logit the blend would undo."""
     wanted = companion_of(cfg.model)
-    if not (cfg.blend_paths and model.wide is not None and not weighted):
+    if not after_training_plan(model, cfg, weighted):
         why = (
             "not fitted: it joins the blend, which needs a wide path, blend_paths and no pos_weight"
         )
@@ -46,7 +59,7 @@ def fit_after_training(
     if wanted and marking.key_limit * BLOCK_ROWS >= 2**63:
         facts = {"applied": False, "reason": f"{marking.num_ids} ids: too many for pair keys"}
     elif wanted:
-        rows = min(MAX_ROWS, cfg.max_train_samples or MAX_ROWS)
+        rows = companion_rows(cfg)
         fitted = fit_companion(
             lambda: training_blocks(cfg.data_dir, rows), islice(valid(), VALID_BATCHES), marking
         )

@@ -25,7 +25,11 @@ from engine.errors import TrainError
 from engine.events import Emitter, rank_emitter
 from engine.procstats import rss_anon_bytes, storage_read_bytes
 from engine.sentiment import checkpoint as ckpt
-from engine.sentiment.after_training import fit_after_training
+from engine.sentiment.after_training import (
+    after_training_plan,
+    companion_rows,
+    fit_after_training,
+)
 from engine.sentiment.blend import BlendFit
 from engine.sentiment.data import Batch, PlanSampler, even_plan, to_device
 from engine.sentiment.dist_env import DistEnv
@@ -285,7 +289,18 @@ class Trainer:
         def valid() -> Iterator[Batch]:
             return (to_device(b, device) for b in self.data.eval_batches(0, 1, size))
 
-        fitted = fit_after_training(self.model, self.cfg, valid, device, bool(self.pos_weight))
+        weighted = bool(self.pos_weight)
+        fits = after_training_plan(self.model, self.cfg, weighted)
+        self.emitter.emit(
+            "after_training",
+            stage="train",
+            fits=fits,
+            valid_samples=self.data.eval_count,
+            companion_rows=min(companion_rows(self.cfg), self.n_train)
+            if "companion" in fits
+            else 0,
+        )
+        fitted = fit_after_training(self.model, self.cfg, valid, device, weighted)
         self.spec = self.model.spec
         return fitted
 

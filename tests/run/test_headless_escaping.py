@@ -70,3 +70,14 @@ def test_summary_table_says_what_became_of_the_companion() -> None:
     console, out = _console()
     console.print(summary_table({"run": "r", "status": "ok", "companion": None}))
     assert "companion" not in out.getvalue()
+
+
+def test_headless_output_says_what_is_fitted_after_training() -> None:
+    console, out = _console()
+    with HeadlessProgress(console, epochs=1) as display:
+        display.on_event({"type": "after_training", "fits": ["blend"], "valid_samples": 1200,
+                          "companion_rows": 0})  # fmt: skip
+        display.on_event({"type": "after_training", "fits": [], "valid_samples": 7})
+    text = out.getvalue()
+    assert "after training: fitting the paths' blend on 1,200 validation samples" in text
+    assert "companion" not in text and "on 7 validation" not in text

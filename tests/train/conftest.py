@@ -70,7 +70,9 @@ def train_on_reviews(
     )
     data, run = folder / "data", folder / "run"
     run_preprocess(PreprocessConfig(inputs=[str(raw)], output=str(data), workers=1))
-    settings: dict[str, Any] = {"batch_size": 32, "lr": 2e-2, "warmup_steps": 1, "seed": 1}
+    settings: dict[str, Any] = {
+        "batch_size": 32, "lr": 2e-2, "warmup_steps": 1, "seed": 1, "events_file": False
+    }  # fmt: skip
     cfg = TrainConfig(
         data_dir=str(data),
         run_dir=str(run),
@@ -78,7 +80,6 @@ def train_on_reviews(
         lr_schedule="constant",
         model=model,
         checkpoint_every_min=0,
-        events_file=False,
         **{**settings, **train},
     )
     return data, run, Trainer(cfg, env=DistEnv()).fit()

@@ -18,6 +18,7 @@ from sklearn.preprocessing import normalize
 
 from engine.config import ModelConfig
 from engine.errors import InputError
+from engine.events import read_events
 from engine.sentiment.after_training import refit_saved_run
 from engine.sentiment.companion import (
     ALPHA,
@@ -150,7 +151,13 @@ def test_a_training_run_fits_blends_saves_and_reloads_the_companion(tmp_path: Pa
     model = ModelConfig(hidden=4, embedding_dim=8, ngram_buckets=4, negation_scope=0,
                         lexicon_prior=False, init_embeddings="none")  # fmt: skip
     reviews = _pair_reviews(3000, seed=0)
-    _, run, summary = train_on_reviews(tmp_path, reviews, model, epochs=1, lr=1e-3)
+    _, run, summary = train_on_reviews(
+        tmp_path, reviews, model, epochs=1, lr=1e-3, events_file=True
+    )
+    events = [e for e in read_events(run / "events.jsonl") if e["type"] == "after_training"]
+    assert [(e["fits"], e["companion_rows"]) for e in events] == [
+        (["blend", "companion"], summary["n_train"])
+    ]
     facts = summary["companion"]
     assert facts["applied"], facts
     assert facts["rows"] == summary["n_train"] and facts["features"] > 0

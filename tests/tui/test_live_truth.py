@@ -81,6 +81,28 @@ def test_epochs_read_from_one_and_checkpoints_say_where_they_resume() -> None:
     ]
 
 
+def test_the_log_says_what_is_fitted_after_training_and_what_became_of_it() -> None:
+    """The quiet seconds after the last epoch (rank 0 fitting the blend and the companion) are
+    explained in the log, and the summary says whether the companion was kept, verbatim."""
+    state = RunState()
+    _start(state)
+    state.ingest({"type": "after_training", "t": 20.0, "rank": 0, "stage": "train", "fits": [],
+                  "valid_samples": 500, "companion_rows": 0})  # fmt: skip
+    state.ingest({"type": "after_training", "t": 21.0, "rank": 0, "stage": "train",
+                  "fits": ["blend", "companion"], "valid_samples": 3333,
+                  "companion_rows": 26159})  # fmt: skip
+    facts = {"applied": False, "reason": "left out: weight [bold]<= 0"}
+    state.ingest({"type": "summary", "t": 60.0, "rank": 0, "stage": "train", "companion": facts})
+    texts = [line.text for line in state.log if line.source == "train"]
+    assert texts == [
+        "after training: fitting the paths' blend and the linear companion on 3,333 validation "
+        "samples (companion on 26,159 training rows)",
+        "linear companion: left out: weight [bold]<= 0",
+    ]
+    state.ingest({"type": "summary", "t": 61.0, "stage": "train", "companion": None})
+    assert len([line for line in state.log if line.source == "train"]) == 2
+
+
 def test_one_stage_end_per_stage_even_for_older_recordings() -> None:
     """Runs recorded before `train_start`: the trainer's own train stage_start/stage_end
     (with a rank) are its plan, not a second stage."""

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from remote.streams import prefixed
-from tui.format import fmt, fmt_billed, fmt_usd
+from tui.format import after_training_line, companion_line, fmt, fmt_billed, fmt_usd
 
 
 class HeadlessProgress:
@@ -106,6 +106,8 @@ class HeadlessProgress:
                     f"  {fmt(event.get('seconds'), '.1f')} s"
                 )
             )
+        elif kind == "after_training" and event.get("fits"):
+            self.console.print(Text(after_training_line(event), style="dim"))
         elif kind == "cost":  # the running figure: accrued (the billed one sits at the minimum)
             self.usd = event.get("accrued_usd", event.get("usd"))
             if event.get("usd_per_hour"):  # the last tick, after teardown, reads 0 $/h
@@ -192,17 +194,6 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
         message = warning.get("message") if isinstance(warning, Mapping) else warning
         table.add_row(Text("warning", "bold yellow"), Text(str(message), "yellow", justify="left"))
     return table
-
-
-def companion_line(facts: Mapping[str, Any]) -> str:
-    """What became of the run's linear companion (plain text)."""
-    if not facts.get("applied"):
-        return str(facts.get("reason") or "not kept")
-    return (
-        f"kept: {fmt(facts.get('features'), ',')} features from {fmt(facts.get('rows'), ',')} "
-        f"rows, C {facts.get('c')}, its own validation accuracy "
-        f"{fmt(facts.get('valid_accuracy'), '.4f')}"
-    )
 
 
 def recovery_line(event: Mapping[str, Any]) -> str:

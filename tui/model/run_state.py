@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.format import fmt, fmt_duration
+from tui.format import after_training_line, companion_line, fmt, fmt_duration
 from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo, device_label
 from tui.model.run_views import EMBEDDINGS, FINAL_STATUSES, PHASES, RunViews
 from tui.model.series import DEFAULT_CAPACITY, Series
@@ -129,6 +129,7 @@ class RunState(RunViews):
             "balance": self._on_balance,
             "threshold": self._on_threshold,
             "checkpoint": self._on_checkpoint,
+            "after_training": self._on_after_training,
             "node": self._on_node,
             "rank_start": self._on_rank_start,
             "cost": self._on_cost,
@@ -504,8 +505,15 @@ class RunState(RunViews):
         source = str(ev.get("node") or ev.get("stage") or "run")
         self._log(rel, source, f"warning: {ev.get('message') or ev.get('code')}", "warn")
 
+    def _on_after_training(self, ev: Mapping[str, Any], rel: float) -> None:
+        if ev.get("fits"):
+            self._log(rel, "train", after_training_line(ev))
+
     def _on_summary(self, ev: Mapping[str, Any], rel: float) -> None:
         self.summary.update({k: v for k, v in ev.items() if k not in ("type", "t")})
+        companion = ev.get("companion")
+        if ev.get("stage") == "train" and isinstance(companion, Mapping):
+            self._log(rel, "train", f"linear companion: {companion_line(companion)}")
 
     def _on_log(self, ev: Mapping[str, Any], rel: float) -> None:
         source = str(ev.get("node") or ev.get("rank") or "log")
