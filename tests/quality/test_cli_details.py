@@ -101,3 +101,33 @@ def test_train_lines_number_epochs_from_1(capsys: pytest.CaptureFixture[str]) ->
     out = capsys.readouterr().out
     assert out.startswith("epoch 1: train loss 0.5000")  # events count from 0, people from 1
     assert "loss threshold reached at 3.2 s (epoch 2)" in out
+
+
+def test_train_says_what_it_fits_after_training_and_what_became_of_the_companion(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from engine.events import encode_event, make_event
+    from tui.cli.commands.train import _Printer, summary_lines
+
+    printer = _Printer(quiet=False)
+    fits = make_event("after_training", fits=["blend", "companion"], valid_samples=1167,
+                      companion_rows=10410)  # fmt: skip
+    printer(0, "stdout", encode_event(fits))
+    printer(0, "stdout", encode_event(make_event("after_training", fits=[], valid_samples=9)))
+    out = capsys.readouterr().out
+    assert out == (
+        "after training: fitting the paths' blend and the linear companion on 1,167 validation "
+        "samples (companion on 10,410 training rows)\n"
+    )
+    summary = {"accuracy": 0.8895, "f1": 0.9384, "epochs": 2, "wall_s": 62.7,
+               "samples_per_s": 373.0, "time_to_threshold_s": None,
+               "companion": {"applied": True, "features": 83250, "rows": 10410, "c": 16.0,
+                             "valid_accuracy": 0.8877},
+               "blend": {"applied": True}}  # fmt: skip
+    lines = summary_lines(summary, "run")
+    assert lines[0].startswith("accuracy 0.8895  f1 0.9384  epochs 2")
+    assert lines[1] == ("linear companion: kept: 83,250 features from 10,410 rows, C 16.0, its "
+                        "own validation accuracy 0.8877")  # fmt: skip
+    assert "in-sample" in lines[2]
+    plain = summary_lines({**summary, "companion": None, "blend": None}, "run")
+    assert len(plain) == 1

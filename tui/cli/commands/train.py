@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.events import parse_event_line
+from tui.format import after_training_line, companion_line
 
 
 def register(subparsers: Any) -> None:
@@ -60,6 +61,8 @@ class _Printer:
             from engine.balance.balancer import describe_balance_event
 
             print(describe_balance_event(event))
+        elif event["type"] == "after_training" and event.get("fits"):
+            print(after_training_line(event))
         elif event["type"] == "threshold":
             seconds, epoch = event["seconds"], event["epoch"] + 1  # events count epochs from 0
             print(f"loss threshold reached at {seconds:.1f} s (epoch {epoch})")
@@ -87,16 +90,30 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        tts = summary.get("time_to_threshold_s")
-        print(
-            f"accuracy {summary['accuracy']:.4f}  f1 {summary['f1']:.4f}  "
-            f"epochs {summary['epochs']}  wall {summary['wall_s']:.1f} s  "
-            f"{summary['samples_per_s']:.0f} samples/s  time-to-threshold "
-            f"{f'{tts:.1f} s' if tts is not None else 'not reached'}  → {cfg.run_dir}"
-        )
-        advice = (summary.get("balance") or {}).get("advice")
-        if advice:
-            print(f"advice: {advice['message']}")
+        print("\n".join(summary_lines(summary, cfg.run_dir)))
     for warning in summary.get("warnings") or []:
         print(f"WARNING: {warning['message']}", file=sys.stderr)
     return 0
+
+
+def summary_lines(summary: dict[str, Any], run_dir: str) -> list[str]:
+    """What `sentitop train` prints at the end: the figures, the companion, the advice."""
+    tts = summary.get("time_to_threshold_s")
+    lines = [
+        f"accuracy {summary['accuracy']:.4f}  f1 {summary['f1']:.4f}  "
+        f"epochs {summary['epochs']}  wall {summary['wall_s']:.1f} s  "
+        f"{summary['samples_per_s']:.0f} samples/s  time-to-threshold "
+        f"{f'{tts:.1f} s' if tts is not None else 'not reached'}  → {run_dir}"
+    ]
+    companion = summary.get("companion")
+    if isinstance(companion, dict):
+        lines.append(f"linear companion: {companion_line(companion)}")
+    if (summary.get("blend") or {}).get("applied"):
+        lines.append(
+            "(the blend was fitted on the held-out split this accuracy is measured on: in-sample, "
+            "slightly optimistic; `sentitop eval` on other reviews gives an out-of-sample figure)"
+        )
+    advice = (summary.get("balance") or {}).get("advice")
+    if advice:
+        lines.append(f"advice: {advice['message']}")
+    return lines
