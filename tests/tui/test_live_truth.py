@@ -103,6 +103,30 @@ def test_the_log_says_what_is_fitted_after_training_and_what_became_of_it() -> N
     assert len([line for line in state.log if line.source == "train"]) == 2
 
 
+def test_a_sentitop_train_recording_ends_with_its_summary() -> None:
+    """`sentitop train` has no runner (no run_start, no stage_end): the trainer's summary
+    finishes the train stage and the run, so a replay does not stop at the last logged step."""
+    state = RunState()
+    state.ingest_many(
+        [
+            {"type": "train_start", "t": 5.0, "rank": 0, "epochs": 1, "steps_per_epoch": 41,
+             "total_steps": 41, "world_size": 2},
+            {"type": "step", "t": 30.0, "rank": 0, "epoch": 0, "step": 40, "global_step": 40},
+        ]
+    )  # fmt: skip
+    train = state.stages["train"]
+    assert (train.status, train.done, state.finished) == ("running", 40.0, False)
+    state.ingest({"type": "summary", "t": 41.0, "rank": 0, "stage": "train", "status": "ok",
+                  "wall_s": 36.0})  # fmt: skip
+    assert (train.status, train.done, train.seconds) == ("ok", 41.0, 36.0)
+    assert state.status == "ok" and state.finished
+    # a runner-led run is ended by its runner, not by the trainer's summary
+    led = RunState()
+    _start(led)
+    led.ingest({"type": "summary", "t": 41.0, "rank": 0, "stage": "train", "status": "ok"})
+    assert led.status == "running" and led.stages["train"].status == "running"
+
+
 def test_one_stage_end_per_stage_even_for_older_recordings() -> None:
     """Runs recorded before `train_start`: the trainer's own train stage_start/stage_end
     (with a rank) are its plan, not a second stage."""

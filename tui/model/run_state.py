@@ -511,9 +511,18 @@ class RunState(RunViews):
 
     def _on_summary(self, ev: Mapping[str, Any], rel: float) -> None:
         self.summary.update({k: v for k, v in ev.items() if k not in ("type", "t")})
+        if ev.get("stage") != "train" or self.embeddings:
+            return
         companion = ev.get("companion")
-        if ev.get("stage") == "train" and isinstance(companion, Mapping):
+        if isinstance(companion, Mapping):
             self._log(rel, "train", f"linear companion: {companion_line(companion)}")
+        if "run_start" not in self.counts:  # `sentitop train`: no runner, the summary ends it
+            stage, status = self._stage("train"), str(ev.get("status") or "ok")
+            stage.status, stage.seconds = status, _num(ev.get("wall_s"))
+            if stage.total is not None and status == "ok":
+                stage.done = stage.total
+            self.status = status if status in FINAL_STATUSES else "failed"
+            self.end_t = _num(ev.get("t")) or self.last_t
 
     def _on_log(self, ev: Mapping[str, Any], rel: float) -> None:
         source = str(ev.get("node") or ev.get("rank") or "log")
