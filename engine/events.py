@@ -53,7 +53,7 @@ EVENT_TYPES: dict[str, str] = {
     "projected_usd, elapsed_s",
     "error": "something failed: message, rank/node, tail (last log lines)",
     "warning": "a result to distrust, not a failure: stage, code (skipped_share|class_share|"
-    "below_majority), message",
+    "below_majority|path_unused), message",
     "summary": "final numbers of a stage or run (same keys as summary.json)",
     "spot_notice": "a spot node's interruption notice (engine.spot_watch on the node): action, at",
     "checkpoint_stored": "a checkpoint copied where it survives its node (launcher): epoch, "

@@ -5,7 +5,9 @@ both at once; the epoch that is best on validation usually comes before the wide
 learned all it can (its weights start at zero), so the plain sum under-weights it. After
 training, a logistic regression of the validation labels on the two paths' logits (three
 numbers: deep weight, wide weight, bias; Newton's method) fixes their mix and the decision
-threshold. It is kept only where it lowers the validation log-loss with both weights positive.
+threshold. It is kept only where it lowers the validation log-loss with every weight positive;
+a path whose weight comes out <= 0 (an under-trained LSTM that answers one class, say) is set to
+0 and the others fitted again, and the run is told the path went unused.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ MIN_SAMPLES = 200
 """Fewest validation samples a blend is fitted on."""
 MIN_PER_CLASS = 20
 """Fewest samples of each label among them."""
+PATH_NAMES = ("deep", "wide", "companion")
+"""The paths in the order fit_blend takes them."""
 RIDGE = 1e-3
 """L2 penalty on the two weights (per sample), keeping the fit finite on separable data."""
 
@@ -48,12 +52,15 @@ class BlendFit:
     accuracy_after: float | None = None
     metrics: dict[str, Any] | None = None
     """Validation metrics of the blended model (Confusion.metrics), when applied."""
+    unused: tuple[str, ...] = ()
+    """Paths set to weight 0 because their own weight came out <= 0 (PATH_NAMES)."""
 
     def summary(self) -> dict[str, Any]:
         """For summary.json (without the metrics, which replace the run's own)."""
         out = asdict(self)
         out.pop("metrics")
         out["weights"] = None if self.weights is None else list(self.weights)  # as JSON has it
+        out["unused"] = list(self.unused)
         return out
 
 
@@ -145,13 +152,14 @@ def fit_blend(
             n=n,
         )
     plain = paths[0] + paths[1]
-    weights = fit_weights(paths, labels)
+    weights, used = _positive_weights(paths, labels)
     blended = np.stack(paths, axis=1) @ np.asarray(weights[:-1]) + weights[-1]
     before, after = _log_loss(plain, labels), _log_loss(blended, labels)
     acc_before = float(((plain > 0) == (labels > 0.5)).mean())
     acc_after = float(((blended > 0) == (labels > 0.5)).mean())
-    fit = BlendFit(False, "", weights, n, before, after, acc_before, acc_after)
-    if not np.all(np.isfinite(weights)) or min(weights[:-1]) <= 0:
+    unused = tuple(PATH_NAMES[i] for i in range(len(paths)) if i not in used)
+    fit = BlendFit(False, "", weights, n, before, after, acc_before, acc_after, unused=unused)
+    if not used or not np.all(np.isfinite(weights)) or min(weights[i] for i in used) <= 0:
         fit.reason = "a path got a weight <= 0 on validation: kept the plain sum"
     elif after >= (before if to_beat is None else to_beat):
         fit.reason = "the blend did not lower the validation log-loss: kept the plain sum"
@@ -160,7 +168,41 @@ def fit_blend(
         conf.add(blended > 0, labels > 0.5, loss_sum=after * n)
         fit.applied, fit.metrics = True, conf.metrics()
         fit.reason = "fitted on the validation split (log-loss and accuracy are in-sample)"
+        if unused:
+            fit.reason += f"; unused (weight 0, it added nothing there): {', '.join(unused)}"
     return fit
+
+
+def unused_path_warning(fit: BlendFit | None) -> dict[str, str] | None:
+    """A `path_unused` warning when a kept blend left out one of the network's own paths."""
+    lost = [name for name in ("deep", "wide") if fit and fit.applied and name in fit.unused]
+    if not lost:
+        return None
+    what = " and ".join("the LSTM (deep path)" if n == "deep" else "the wide path" for n in lost)
+    return {
+        "code": "path_unused",
+        "message": f"{what} got weight 0 in the blend: on validation it added nothing, so the "
+        "model predicts without it (under-trained? train more epochs or check the data)",
+    }
+
+
+def _positive_weights(
+    paths: Sequence[np.ndarray], labels: np.ndarray
+) -> tuple[tuple[float, ...], list[int]]:
+    """fit_weights, then again without each path whose weight came out <= 0 (its weight set to
+    0) until every remaining weight is positive; (the weights of all paths and the bias, the
+    indices of the paths fitted last). Nothing is dropped once one path is left."""
+    used = list(range(len(paths)))
+    fitted = fit_weights(paths, labels)
+    while len(used) > 1 and np.all(np.isfinite(fitted)) and min(fitted[:-1]) <= 0:
+        keep = [i for i, w in zip(used, fitted[:-1], strict=True) if w > 0]
+        if not keep:
+            break  # no weight positive: the caller refuses the blend
+        used, fitted = keep, fit_weights([paths[i] for i in keep], labels)
+    weights = [0.0] * len(paths) + [fitted[-1]]
+    for i, w in zip(used, fitted[:-1], strict=True):
+        weights[i] = w
+    return tuple(weights), used
 
 
 def set_blend(model: SentimentLSTM, fit: BlendFit, run_dir: str) -> None:

@@ -30,7 +30,7 @@ from engine.sentiment.after_training import (
     companion_rows,
     fit_after_training,
 )
-from engine.sentiment.blend import BlendFit
+from engine.sentiment.blend import BlendFit, unused_path_warning
 from engine.sentiment.data import Batch, PlanSampler, even_plan, to_device
 from engine.sentiment.dist_env import DistEnv
 from engine.sentiment.evaluate import confusion_stats
@@ -542,6 +542,8 @@ class Trainer:
             **self.hooks.summary(),
         }
         summary.update(majority_check(test.get("confusion"), test.get("accuracy")))
+        if unused := unused_path_warning(blend):
+            summary["warnings"].append(unused)
         if self.main:
             for warning in summary["warnings"]:
                 self.emitter.emit("warning", stage="train", **warning)

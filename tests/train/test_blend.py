@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.sentiment.blend import MIN_SAMPLES, fit_blend, fit_weights
+from engine.sentiment.blend import MIN_SAMPLES, fit_blend, fit_weights, unused_path_warning
 from engine.sentiment.model import ModelShape, build_model
 
 
@@ -41,10 +41,39 @@ def test_no_blend_where_it_cannot_be_trusted() -> None:
     deep, wide, labels = _paths(5_000, (1.0, 1.0, 0.0))
     one_class = fit_blend([deep, wide], np.ones_like(labels))
     assert not one_class.applied and "too small" in one_class.reason
-    # a wide path that points the wrong way gets a negative weight: keep the plain sum
-    deep, wide, labels = _paths(5_000, (1.0, -1.0, 0.0), seed=2)
+    # both paths point the wrong way: no weight is positive, keep the plain sum
+    deep, wide, labels = _paths(5_000, (-1.0, -1.0, 0.0), seed=2)
     wrong = fit_blend([deep, wide], labels)
     assert not wrong.applied and "weight <= 0" in wrong.reason and wrong.metrics is None
+    assert unused_path_warning(wrong) is None
+
+
+def test_a_path_that_adds_nothing_is_set_to_zero_and_the_rest_fitted_again() -> None:
+    # a wide path that points the wrong way: weight 0, the deep path alone fitted again
+    deep, wide, labels = _paths(5_000, (1.0, -1.0, 0.0), seed=2)
+    fit = fit_blend([deep, wide], labels)
+    assert fit.applied and fit.unused == ("wide",) and fit.weights is not None
+    assert fit.weights[1] == 0.0 and fit.weights[0] > 0
+    assert fit.weights[::2] == pytest.approx(fit_weights([deep], labels))
+    assert "unused" in fit.reason and fit.summary()["unused"] == ["wide"]
+    warning = unused_path_warning(fit)
+    assert warning is not None and warning["code"] == "path_unused"
+    assert "the wide path" in warning["message"]
+    # an under-trained LSTM (one logit for every text) beside two useful paths, as after one
+    # epoch: the deep path goes, the wide path and the companion stay
+    rng = np.random.default_rng(3)
+    wide, companion = rng.normal(0, 2, 5_000), rng.normal(0, 2, 5_000)
+    z = 0.8 * wide + 1.2 * companion - 0.5
+    labels = (rng.random(5_000) < 1 / (1 + np.exp(-z))).astype(np.float64)
+    stuck = np.full(5_000, 1.5) + rng.normal(0, 1e-3, 5_000)
+    fit = fit_blend([stuck, wide, companion], labels)
+    assert fit.applied and fit.unused == ("deep",) and fit.weights is not None
+    assert fit.weights[0] == 0.0 and fit.weights[1:3] == pytest.approx((0.8, 1.2), abs=0.15)
+    message = unused_path_warning(fit)["message"]  # type: ignore[index]
+    assert message.startswith("the LSTM (deep path) got weight 0")
+    # every path useful: nothing unused, no warning
+    both = fit_blend([wide, companion], labels)
+    assert both.applied and both.unused == () and unused_path_warning(both) is None
 
 
 def test_the_model_logit_uses_the_blend_and_old_shapes_load() -> None:

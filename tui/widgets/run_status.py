@@ -134,6 +134,7 @@ WARNING_LABELS = {
     "below_majority": "below the majority rate",
     "skipped_share": "many lines skipped",
     "class_share": "a class is rare",
+    "path_unused": "a model path went unused",
 }
 """Short status-line names of `warning` codes (the log pane has the whole message)."""
 
