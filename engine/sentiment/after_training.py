@@ -12,12 +12,21 @@ from typing import Any
 import torch
 
 from engine.config import TrainConfig
-from engine.sentiment.blend import BlendFit, fit_blend, path_logits, set_blend
+from engine.sentiment.blend import (
+    BlendFit,
+    fit_blend,
+    path_logits,
+    set_blend,
+    unused_path_warning,
+)
 from engine.sentiment.companion import BLOCK_ROWS, MAX_ROWS, fit_companion, training_blocks
 from engine.sentiment.data import Batch
 from engine.sentiment.model import SentimentLSTM, companion_marking
 from engine.sentiment.presets import companion_of
+from engine.sentiment.splits import majority_check
 
+OUTCOME_WARNINGS = ("below_majority", "path_unused")
+"""Summary warning codes :func:`outcome_checks` decides (a refit replaces them)."""
 VALID_BATCHES = 64
 """Validation batches the companion's C is picked on at most (the blend reads them all)."""
 
@@ -89,6 +98,15 @@ def fit_after_training(
     return fit, facts
 
 
+def outcome_checks(test: dict[str, Any], blend: BlendFit | None) -> dict[str, Any]:
+    """Summary fields on how the final model did on the test split: ``majority_rate`` and
+    ``warnings`` (below the majority rate; a kept blend that left out a network path)."""
+    checks = majority_check(test.get("confusion"), test.get("accuracy"))
+    if unused := unused_path_warning(blend):
+        checks["warnings"].append(unused)
+    return checks
+
+
 def refit_saved_run(
     run_dir: str | Path, data_dir: str | Path | None = None, batch_size: int = 1024
 ) -> tuple[BlendFit | None, dict[str, Any] | None]:
@@ -98,7 +116,8 @@ def refit_saved_run(
     from engine.config import config_from_dict
     from engine.sentiment import checkpoint as ckpt
     from engine.sentiment.data import eval_batches, load_split
-    from engine.sentiment.evaluate import load_run
+    from engine.sentiment.evaluate import confusion_stats, load_run
+    from engine.sentiment.metrics import Confusion
 
     run = Path(run_dir)
     raw = json.loads((run / ckpt.TRAIN_CONFIG).read_text())
@@ -116,11 +135,23 @@ def refit_saved_run(
     fit, facts = fit_after_training(model, cfg, valid, torch.device("cpu"), weighted)
     ckpt.write_json(run / ckpt.MODEL_SPEC, model.spec.to_dict())
     ckpt.save_weights(str(run), model.state_dict())
+    # the summary describes the model as saved now, blended or not: scored again, checked again
+    pos_weight = torch.tensor(float(summary["pos_weight"])) if weighted else None
+    criterion = torch.nn.BCEWithLogitsLoss(pos_weight=pos_weight, reduction="sum")
+    test = Confusion.from_vector(confusion_stats(model, valid(), criterion).tolist()).metrics()
     summary["blend"], summary["companion"] = (fit.summary() if fit else None), facts
     summary["model"] = model.spec.to_dict()
-    if fit and fit.metrics:
-        for key in ("accuracy", "precision", "recall", "f1", "confusion"):
-            summary[key] = fit.metrics[key]
-        summary["test_loss"] = fit.metrics["loss"]
+    for key in ("accuracy", "precision", "recall", "f1", "confusion"):
+        summary[key] = test[key]
+    summary["test_loss"], summary["n_test"] = test["loss"], test["n"]
+    kept = [w for w in summary.get("warnings") or [] if w.get("code") not in OUTCOME_WARNINGS]
+    checks = outcome_checks(test, fit)
+    summary["majority_rate"], summary["warnings"] = (
+        checks["majority_rate"],
+        [
+            *kept,
+            *checks["warnings"],
+        ],
+    )
     ckpt.write_json(run / ckpt.SUMMARY, summary)
     return fit, facts

@@ -29,8 +29,9 @@ from engine.sentiment.after_training import (
     after_training_plan,
     companion_rows,
     fit_after_training,
+    outcome_checks,
 )
-from engine.sentiment.blend import BlendFit, unused_path_warning
+from engine.sentiment.blend import BlendFit
 from engine.sentiment.data import Batch, PlanSampler, even_plan, to_device
 from engine.sentiment.dist_env import DistEnv
 from engine.sentiment.evaluate import confusion_stats
@@ -39,7 +40,6 @@ from engine.sentiment.lexicon_phrases import forward_with_phrases, phrases_for
 from engine.sentiment.metrics import Confusion, ThresholdClock
 from engine.sentiment.model import SentimentLSTM, count_parameters, model_for
 from engine.sentiment.selection import BestEpoch
-from engine.sentiment.splits import majority_check
 from engine.sentiment.step_stats import StepWindow
 from engine.sentiment.train_data import TrainData
 
@@ -541,9 +541,7 @@ class Trainer:
             "per_epoch": self.history,
             **self.hooks.summary(),
         }
-        summary.update(majority_check(test.get("confusion"), test.get("accuracy")))
-        if unused := unused_path_warning(blend):
-            summary["warnings"].append(unused)
+        summary.update(outcome_checks(test, blend))
         if self.main:
             for warning in summary["warnings"]:
                 self.emitter.emit("warning", stage="train", **warning)

@@ -172,9 +172,21 @@ def test_a_training_run_fits_blends_saves_and_reloads_the_companion(tmp_path: Pa
     saved = json.loads((run / "summary.json").read_text())
     assert saved["companion"] == facts and saved["accuracy"] == summary["accuracy"]
     # fitting them again on the saved run (refit_saved_run) gives what the trainer fitted
+    # a stale outcome (accuracy, a below-majority warning) is replaced; other warnings stay
+    stale = {**saved, "accuracy": 0.0, "majority_rate": 0.99}
+    stale["warnings"] = [
+        {"code": "below_majority", "message": "old"},
+        {"code": "other", "message": "kept"},
+    ]
+    (run / "summary.json").write_text(json.dumps(stale))
     fit, again = refit_saved_run(run)
     assert fit is not None and again is not None
     assert {**again, "seconds": 0} == {**facts, "seconds": 0}
+    redone = json.loads((run / "summary.json").read_text())
+    assert redone["accuracy"] == pytest.approx(summary["accuracy"], abs=1e-9)
+    assert redone["majority_rate"] == pytest.approx(summary["majority_rate"])
+    assert redone["confusion"] == summary["confusion"] and redone["n_test"] == summary["n_test"]
+    assert redone["warnings"] == [{"code": "other", "message": "kept"}]
     assert json.loads((run / "model.json").read_text()) == spec
     assert predict_proba(load_run(run), texts) == pytest.approx(proba, abs=1e-6)
     # weights from a past companion (it had an idf vector): a clear error, and a refit mends it
@@ -201,3 +213,10 @@ def test_no_companion_when_off_or_when_there_is_no_blend(tmp_path: Path, setting
     else:
         assert not summary["companion"]["applied"]
         assert "pos_weight" in summary["companion"]["reason"]
+        # no blend to fit (pos_weight): a refit scores the plain network, as the trainer did
+        (run / "summary.json").write_text(json.dumps({**summary, "accuracy": 0.0}))
+        fit, _ = refit_saved_run(run)
+        redone = json.loads((run / "summary.json").read_text())
+        assert fit is None and redone["blend"] is None
+        assert redone["accuracy"] == pytest.approx(summary["accuracy"], abs=1e-9)
+        assert redone["test_loss"] == pytest.approx(summary["test_loss"], rel=1e-5)
