@@ -15,6 +15,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from yardstick_data import LabelledTexts, negation_probes
 from yardstick_metrics import adapted_scores, best_threshold, scores
+from yardstick_significance import per_text
 
 from engine.preprocess.dedupe import is_test
 
@@ -64,6 +65,7 @@ def tfidf_lr(
     probe_pred = clf.predict_proba(vec.transform(probes.texts))[:, 1] > 0.5
     return {
         **scores(p_test, y_test, 0.5),
+        "per_text": per_text(p_test > 0.5, y_test),
         "tuned_threshold": {**scores(p_test, y_test, threshold), "threshold": threshold},
         "prior_adapted": adapted_scores(p_test, y_test, float(y_fit.mean())),
         "C": clf.C,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from yardstick_data import HELDOUT_PROBES, PROBES, LabelledTexts, negation_probes
 from yardstick_metrics import adapted_scores, scores
+from yardstick_significance import per_text
 
 from engine.config import ModelConfig, PreprocessConfig, TrainConfig
 from engine.events import Emitter
@@ -134,6 +135,7 @@ def score_run(run_dir: Path, test: LabelledTexts, device: str = "cpu") -> dict[s
         prior = {"error": str(exc)}
     return {
         **scores(proba, labels, threshold),
+        "per_text": per_text(proba > threshold, labels),
         **_without_companion(loaded, test, summary, threshold),
         "prior_adapted": prior,
         "threshold": round(threshold, 4),

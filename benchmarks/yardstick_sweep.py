@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # this checkout's engine
 
 from yardstick_child import run_child
+from yardstick_significance import paired_table
 
 SECTIONS = ("preprocess", "train", "model")
 SLOW_BASELINE_FOLDS = ("instruments", "office")
@@ -439,6 +440,10 @@ def table(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> str:
     cells = ["majority", _fmt(loco_major), "", "", "", "", "", *majority]
     cells += [""] * (len(other) + 5)
     lines.append("| " + " | ".join(cells) + " |")
+    for name, variant in doc["variants"].items():
+        paired = paired_table(variant["results"], base, loco)
+        if paired:
+            lines += ["", f"{name} vs the baseline, paired on the same texts:", "", paired]
     return "\n".join(lines)
 
 

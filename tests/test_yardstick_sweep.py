@@ -73,6 +73,9 @@ def test_sweep_runs_variants_and_baseline_and_records_a_failure(tmp_path: Path) 
     table = proc.stdout
     for name in ("small (2/2)", "wide (2/2)", "broken (0/2)", "baseline (2/2)", "majority"):
         assert f"| {name} |" in table
+    # each variant against the baseline on the same texts, with intervals, the loco mean too
+    assert "small vs the baseline, paired on the same texts:" in table
+    assert "| **loco mean (2)** |" in table and "broken vs the baseline" not in table
     # the table can be printed again from the file, Δ against the baseline it holds
     again = subprocess.run(
         [sys.executable, str(SWEEP), "--table", str(out)], capture_output=True, text=True
