@@ -441,7 +441,8 @@ def table(doc: dict[str, Any], base: dict[str, dict[str, Any]]) -> str:
     cells += [""] * (len(other) + 5)
     lines.append("| " + " | ".join(cells) + " |")
     for name, variant in doc["variants"].items():
-        paired = paired_table(variant["results"], base, loco)
+        in_order = {f: variant["results"][f] for f in facts if f in variant["results"]}
+        paired = paired_table(in_order, base, loco)
         if paired:
             lines += ["", f"{name} vs the baseline, paired on the same texts:", "", paired]
     return "\n".join(lines)
