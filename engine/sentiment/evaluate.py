@@ -194,14 +194,16 @@ def evaluate_files(
     run: LoadedRun, paths: Sequence[str], adapt_prior: bool = False
 ) -> dict[str, Any]:
     """accuracy, precision, recall, f1, ROC AUC, n, the confusion matrix and the majority
-    rate (with whether the model beats it) on raw review files; ``prior`` holds the files'
-    positive rate as the model estimates it without their labels, and with ``adapt_prior``
-    the decisions use probabilities re-weighted to that rate (``unadapted_accuracy`` is the
-    accuracy without)."""
+    rate (with whether the model beats it) on raw review files, and how many of their texts
+    differ (``distinct_texts``: the intervals treat repeats as independent); ``prior`` holds
+    the files' positive rate as the model estimates it without their labels, and with
+    ``adapt_prior`` the decisions use probabilities re-weighted to that rate
+    (``unadapted_accuracy`` is the accuracy without)."""
     texts, labels = read_labelled(run, paths)
     raw = predict_proba(run, texts)
     proba, estimate = batch_prior(run, raw, adapt_prior)
     metrics = score_labels(proba, labels)
+    metrics["distinct_texts"] = len(set(texts))
     metrics["prior"] = None if estimate is None else estimate.to_dict()
     metrics["prior_adapted"] = adapt_prior
     if adapt_prior:

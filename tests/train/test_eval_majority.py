@@ -12,8 +12,13 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from engine.sentiment.metrics import majority, roc_auc, score_labels
-from tui.cli.commands.evaluate import majority_warning, report_lines
+from engine.sentiment.metrics import majority, majority_p, roc_auc, score_labels, wilson_interval
+from tui.cli.commands.evaluate import (
+    chance_warning,
+    majority_warning,
+    repeats_warning,
+    report_lines,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,6 +50,41 @@ def test_majority_and_the_warning() -> None:
     one_class = score_labels(np.full(3, 0.9), np.ones(3, dtype=int))
     assert "n/a (one class)" in "\n".join(report_lines(one_class))
     assert majority_warning(one_class) is not None  # 1.0 cannot beat an all-positive file
+
+
+def test_the_accuracy_interval_is_wilsons() -> None:
+    low, high = wilson_interval(0, 10)
+    assert low == 0.0 and high == pytest.approx(0.2775, abs=1e-4)  # 3.84 / 13.84
+    low, high = wilson_interval(10, 10)
+    assert low == pytest.approx(0.7225, abs=1e-4) and high == 1.0
+    low, high = wilson_interval(120, 137)
+    assert low < 120 / 137 < high and 0.09 < high - low < 0.12  # a small file: a wide interval
+    low, high = wilson_interval(12_000, 13_700)
+    assert high - low < 0.012
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_a_gain_over_the_majority_within_chance_is_warned_of() -> None:
+    labels = np.array([1] * 7 + [0] * 3)
+    perfect = np.where(labels == 1, 0.8, 0.2)
+    # 3 texts only the model gets right, none only the majority does: p = 0.5 ** 3
+    assert majority_p(perfect > 0.5, labels) == pytest.approx(0.125)
+    small = score_labels(perfect, labels)
+    assert small["beats_majority"] and small["majority_p"] == pytest.approx(0.125)
+    warning = chance_warning(small)
+    assert warning is not None and "within chance on these 10 reviews" in warning
+    assert "one-sided McNemar p 0.12" in "\n".join(report_lines(small))
+    many = np.array([1] * 70 + [0] * 30)
+    large = score_labels(np.where(many == 1, 0.8, 0.2), many)
+    assert large["majority_p"] < 1e-8 and chance_warning(large) is None
+    # wrong on majority texts as often as right on minority ones: no evidence either way
+    mixed = np.where(many == 1, 0.8, 0.2)
+    mixed[:15], mixed[70:85] = 0.2, 0.8  # 15 positives wrong; 15 of the negatives wrong too
+    assert majority_p(mixed > 0.5, many) > 0.5
+    assert chance_warning(score_labels(np.full(10, 0.9), labels)) is None  # at it: the other one
+    assert repeats_warning({"n": 100, "distinct_texts": 90}) is None
+    warning = repeats_warning({"n": 100, "distinct_texts": 89})
+    assert warning is not None and "only 89 of these 100 reviews" in warning
 
 
 def _reviews(path: Path, n: int) -> float:
@@ -103,3 +143,8 @@ def test_eval_command_prints_auc_and_warns_below_majority(tmp_path: Path) -> Non
         else:
             assert "does not beat always predicting positive" in out
     assert not metrics["beats_majority"]  # lr 1e-6, one step: nothing learned
+    # the file repeats its texts (word, number and label cycle): said, with the counts
+    distinct = metrics["distinct_texts"]
+    assert distinct < 0.9 * 300
+    assert f"only {distinct} of these 300 reviews have distinct texts" in proc.stderr
+    assert "accuracy 95 % interval" in proc.stdout and len(metrics["accuracy_interval"]) == 2

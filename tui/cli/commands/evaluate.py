@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(metrics))
     else:
         print("\n".join(report_lines(metrics)))
-    for warning in (majority_warning(metrics), prior_warning(metrics)):
+    warnings = (majority_warning, chance_warning, repeats_warning, prior_warning)
+    for warning in (check(metrics) for check in warnings):
         if warning:
             print(warning, file=sys.stderr)
     return 0
@@ -91,16 +92,52 @@ def report_lines(metrics: dict[str, Any]) -> list[str]:
     (tn, fp), (fn, tp) = metrics["confusion"]
     auc = metrics.get("auc")
     name = "positive" if metrics["majority_label"] else "negative"
+    low, high = metrics["accuracy_interval"]
     return [
         f"n {metrics['n']}  accuracy {metrics['accuracy']:.4f}  precision "
         f"{metrics['precision']:.4f}  recall {metrics['recall']:.4f}  f1 {metrics['f1']:.4f}  "
         f"roc_auc {'n/a (one class)' if auc is None else f'{auc:.4f}'}",
+        f"accuracy 95 % interval {low:.4f} to {high:.4f} (Wilson, {metrics['n']} reviews)",
         f"majority rate {metrics['majority_rate']:.4f} (always {name}); accuracy "
-        f"{100 * (metrics['accuracy'] - metrics['majority_rate']):+.2f} points over it",
+        f"{100 * (metrics['accuracy'] - metrics['majority_rate']):+.2f} points over it "
+        f"(one-sided McNemar p {metrics['majority_p']:.2g})",
         *filter(None, [prior_line(metrics)]),
         "confusion (rows = true, columns = predicted)",
         f"            pred neg  pred pos\ntrue neg  {tn:>9} {fp:>9}\ntrue pos  {fn:>9} {tp:>9}",
     ]
+
+
+CHANCE_P = 0.05
+"""`sentitop eval` warns when a gain over the majority rate is this likely by chance or more."""
+
+
+def chance_warning(metrics: dict[str, Any]) -> str | None:
+    """A warning when the model beats the majority rate, but by a margin these reviews cannot
+    tell from chance (one-sided McNemar p >= CHANCE_P)."""
+    if not metrics["beats_majority"] or metrics["majority_p"] < CHANCE_P:
+        return None
+    name = "positive" if metrics["majority_label"] else "negative"
+    return (
+        f"warning: the gain over always predicting {name} is within chance on these "
+        f"{metrics['n']} reviews (McNemar p {metrics['majority_p']:.2g}): more labelled "
+        "reviews are needed to tell whether the model beats it"
+    )
+
+
+REPEATS_SHARE = 0.9
+"""`sentitop eval` warns when fewer than this share of the reviews have distinct texts."""
+
+
+def repeats_warning(metrics: dict[str, Any]) -> str | None:
+    """A warning when many reviews repeat a text: the interval and p count each as new
+    evidence, so they look surer than the files are."""
+    distinct = metrics.get("distinct_texts")
+    if distinct is None or distinct >= REPEATS_SHARE * metrics["n"]:
+        return None
+    return (
+        f"warning: only {distinct} of these {metrics['n']} reviews have distinct texts: the "
+        "interval and p count each repeat as new evidence and look surer than they are"
+    )
 
 
 def majority_warning(metrics: dict[str, Any]) -> str | None:
