@@ -3,6 +3,7 @@ by the data-quality tests of preprocess, train and run."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -42,7 +43,28 @@ def all_skipped(folder: Path) -> Path:
     return _reviews(folder / "all-skipped.jsonl", [(f"great item {i}", 9.0) for i in range(200)])
 
 
+def truncated_gzip(folder: Path) -> Path:
+    """A gzip file of 400 good reviews cut off half-way (an interrupted download)."""
+    lines = "".join(
+        json.dumps({"reviewText": f"good sturdy item {i}", "overall": 1 + i % 5}) + "\n"
+        for i in range(400)
+    )
+    whole = gzip.compress(lines.encode())
+    path = folder / "truncated.jsonl.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    return path
+
+
+def damaged_gzip(folder: Path) -> Path:
+    """The gzip magic bytes followed by junk."""
+    path = folder / "damaged.jsonl.gz"
+    path.write_bytes(b"\x1f\x8b" + np.random.default_rng(8).bytes(2000))
+    return path
+
+
 BAD_INPUTS = {
+    "truncated gzip": truncated_gzip,
+    "damaged gzip": damaged_gzip,
     "empty file": empty_file,
     "garbage bytes": garbage_bytes,
     "all one class": one_class,

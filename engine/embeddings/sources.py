@@ -49,7 +49,7 @@ def _text_field(path: str) -> tuple[str, str]:
     """(record format, text field) of ``path``: preprocessing's detection, else the first of
     TEXT_FIELDS present in the first records (InputError when none is)."""
     from engine.config import PreprocessConfig
-    from engine.preprocess.readers import detect_spec, open_binary
+    from engine.preprocess.readers import detect_spec, gzip_errors, open_binary
     from engine.preprocess.records import RecordSpec, parse_object
 
     try:
@@ -58,7 +58,7 @@ def _text_field(path: str) -> tuple[str, str]:
     except InputError:
         pass
     seen: set[str] = set()
-    with open_binary(path) as stream:
+    with gzip_errors(path), open_binary(path) as stream:
         for n, raw in enumerate(stream):
             if n >= 50:
                 break

@@ -123,6 +123,7 @@ def run_preprocess(
     to_s3 = cfg.output.startswith("s3://")
     out = Path(tempfile.mkdtemp(prefix="sentitop-preprocess-") if to_s3 else cfg.output)
     tmp: str | None = None
+    created = not out.exists()  # a folder this run made and left empty is removed on failure
     try:
         if to_s3 and not remote:
             raise InputError(f"--output {cfg.output}: s3:// outputs need --runner emr or hadoop")
@@ -178,6 +179,8 @@ def run_preprocess(
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+        if created and not to_s3 and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
         if to_s3:
             shutil.rmtree(out, ignore_errors=True)
     if emitter:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, BinaryIO, cast
 
@@ -93,6 +95,24 @@ def is_gzip(path: str) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
+GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+"""What reading a truncated or damaged gzip file raises."""
+
+
+@contextmanager
+def gzip_errors(path: str) -> Iterator[None]:
+    """Turn a truncated or damaged gzip stream read inside the block into an InputError
+    naming the file (exit 2), not a traceback."""
+    try:
+        yield
+    except GZIP_ERRORS as exc:
+        raise InputError(
+            f"{path}: not a readable gzip file ({exc or type(exc).__name__})",
+            hint="the file is truncated or damaged: download or copy it again "
+            "(`gzip -t FILE` checks one)",
+        ) from None
+
+
 def open_binary(path: str) -> IO[bytes]:
     """A binary stream of the file's content, decompressed when it is gzip."""
     if is_gzip(path):
@@ -154,7 +174,11 @@ def iter_task_blocks(
     kept at the input bytes consumed so far (compressed bytes for gzip; for progress)."""
     cursor = cursor if cursor is not None else [0]
     if task.gzip:
-        with open(task.path, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+        with (
+            gzip_errors(task.path),
+            open(task.path, "rb") as raw,
+            gzip.GzipFile(fileobj=raw, mode="rb") as gz,
+        ):
             for block in iter_line_blocks(cast(BinaryIO, gz), None, block_bytes, max_line_bytes):
                 cursor[0] = min(raw.tell(), task.nbytes)
                 yield block
@@ -218,7 +242,7 @@ def detect_spec(path: str, cfg: PreprocessConfig, probe_lines: int = 50) -> Reco
         )
         return _with_summary(base, cfg.append_summary)
     keys_seen: set[str] = set()
-    with open_binary(path) as stream:
+    with gzip_errors(path), open_binary(path) as stream:
         for n, raw in enumerate(stream):
             if n >= probe_lines:
                 break

@@ -34,6 +34,8 @@ def test_preprocess_says_what_was_wrong(tmp_path: Path, capsys: pytest.CaptureFi
         "garbage bytes": "invalid_utf8",
         "all one class": "all 200 usable reviews are positive",
         "100% skipped lines": "200 rating_out_of_range",
+        "truncated gzip": "not a readable gzip file (Compressed file ended",
+        "damaged gzip": "not a readable gzip file",
     }
     for kind, reason in reasons.items():
         path = BAD_INPUTS[kind](tmp_path)
