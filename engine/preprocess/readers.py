@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import os
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -271,16 +272,23 @@ def _with_summary(spec: RecordSpec, append_summary: bool) -> RecordSpec:
 
 
 def iter_records(
-    path: str, cfg: PreprocessConfig, spec: RecordSpec | None = None
+    path: str,
+    cfg: PreprocessConfig,
+    spec: RecordSpec | None = None,
+    skipped: Counter[str] | None = None,
 ) -> Iterator[Record]:
     """Record(text=cleaned text, rating, label) of each usable line of a local file, in file
-    order; bad lines are skipped silently (preprocess counts them). `spec` defaults to the one
-    detected from cfg; pass the spec recorded in vocab.json to reproduce a dataset's rules."""
+    order; bad lines are skipped (counted by reason into ``skipped`` when given, as
+    preprocess counts them). `spec` defaults to the one detected from cfg; pass the spec
+    recorded in vocab.json to reproduce a dataset's rules."""
     check_inputs([path])
     spec = spec or detect_spec(path, cfg)
     task = MapTask(0, path, 0, os.path.getsize(path), is_gzip(path), 0)
-    for lines, _too_long in iter_task_blocks(task, cfg.max_line_bytes):
-        for line in lines:
-            parsed = parse_line(line, spec, cfg.max_line_bytes)
+    for lines, too_long in iter_task_blocks(task, cfg.max_line_bytes):
+        long_lines = set(too_long)
+        for i, line in enumerate(lines):
+            parsed = "too_long" if i in long_lines else parse_line(line, spec, cfg.max_line_bytes)
             if not isinstance(parsed, str):
                 yield Record(parsed[0].decode(), parsed[1], spec.label(parsed[1]))
+            elif skipped is not None:
+                skipped[parsed] += 1

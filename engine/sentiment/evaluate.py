@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -135,15 +136,24 @@ def score_texts(
     return out, known
 
 
-def read_labelled(run: LoadedRun, paths: Iterable[str]) -> tuple[list[str], np.ndarray]:
-    """Texts and 0/1 labels of raw review files, read with the run's preprocessing settings."""
+def read_labelled(
+    run: LoadedRun,
+    paths: Iterable[str],
+    skipped: Counter[str] | None = None,
+    fields: dict[str, str | None] | None = None,
+) -> tuple[list[str], np.ndarray]:
+    """Texts and 0/1 labels of raw review files, read with the run's preprocessing settings
+    (``fields``: format, text_field, rating_field given for these files instead); the lines
+    skipped are counted by reason into ``skipped`` when given."""
     from engine.config import PreprocessConfig
     from engine.preprocess.readers import iter_records
 
-    settings = run.encoder.settings
+    settings = {**run.encoder.settings, **{k: v for k, v in (fields or {}).items() if v}}
     texts: list[str] = []
     labels: list[int] = []
     for path in paths:
+        if Path(path).is_dir():
+            raise InputError(f"{path} is a folder", hint="pass review files (.json/.jsonl[.gz])")
         if not Path(path).is_file():
             raise InputError(f"{path} not found", hint="pass raw review files (.json/.jsonl[.gz])")
         cfg = PreprocessConfig(
@@ -155,11 +165,16 @@ def read_labelled(run: LoadedRun, paths: Iterable[str]) -> tuple[list[str], np.n
             append_summary=bool(settings.get("append_summary", False)),
             max_line_bytes=int(settings.get("max_line_bytes", 1 << 20)),
         )
-        for record in iter_records(path, cfg):
+        for record in iter_records(path, cfg, skipped=skipped):
             texts.append(record.text)
             labels.append(record.label)
     if not texts:
-        raise InputError(f"no usable review in {', '.join(paths)}")
+        why = ", ".join(f"{n} {reason}" for reason, n in (skipped or Counter()).most_common(3))
+        raise InputError(
+            f"no usable review in {', '.join(paths)}" + (f" (skipped: {why})" if why else ""),
+            hint="the files need the text and rating fields the run was trained on, or "
+            "--text-field / --rating-field / --format naming theirs",
+        )
     return texts, np.asarray(labels, dtype=np.int64)
 
 
@@ -191,19 +206,26 @@ def batch_prior(
 
 
 def evaluate_files(
-    run: LoadedRun, paths: Sequence[str], adapt_prior: bool = False
+    run: LoadedRun,
+    paths: Sequence[str],
+    adapt_prior: bool = False,
+    fields: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """accuracy, precision, recall, f1, ROC AUC, n, the confusion matrix and the majority
     rate (with whether the model beats it) on raw review files, and how many of their texts
-    differ (``distinct_texts``: the intervals treat repeats as independent); ``prior`` holds
+    differ (``distinct_texts``: the intervals treat repeats as independent), the lines read
+    and skipped by reason (``fields``: as in :func:`read_labelled`); ``prior`` holds
     the files' positive rate as the model estimates it without their labels, and with
     ``adapt_prior`` the decisions use probabilities re-weighted to that rate
     (``unadapted_accuracy`` is the accuracy without)."""
-    texts, labels = read_labelled(run, paths)
+    skipped: Counter[str] = Counter()
+    texts, labels = read_labelled(run, paths, skipped, fields)
     raw = predict_proba(run, texts)
     proba, estimate = batch_prior(run, raw, adapt_prior)
     metrics = score_labels(proba, labels)
     metrics["distinct_texts"] = len(set(texts))
+    metrics["skipped"] = dict(skipped.most_common())
+    metrics["lines"] = len(texts) + sum(skipped.values())
     metrics["prior"] = None if estimate is None else estimate.to_dict()
     metrics["prior_adapted"] = adapt_prior
     if adapt_prior:

@@ -32,6 +32,13 @@ def register(subparsers: Any) -> None:
         "it without their labels (EM; for reviews whose share of positives differs from the "
         "training data's, e.g. another product category)",
     )
+    parser.add_argument(
+        "--format",
+        choices=["auto", "mcauley", "jsonl"],
+        help="the files' record format, when it differs from what the run was trained on",
+    )
+    parser.add_argument("--text-field", metavar="NAME", help="the files' review-text field")
+    parser.add_argument("--rating-field", metavar="NAME", help="the files' rating field")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -41,14 +48,16 @@ def run(args: argparse.Namespace) -> int:
     from engine.sentiment.evaluate import evaluate_files, load_run
     from tui.cli.commands import train_folder
 
+    fields = {"format": args.format, "text_field": args.text_field}
+    fields["rating_field"] = args.rating_field
     metrics = evaluate_files(
-        load_run(train_folder(args.run_dir)), args.input, adapt_prior=args.adapt_prior
+        load_run(train_folder(args.run_dir)), args.input, args.adapt_prior, fields
     )
     if args.json:
         print(json.dumps(metrics))
     else:
         print("\n".join(report_lines(metrics)))
-    warnings = (majority_warning, chance_warning, repeats_warning, prior_warning)
+    warnings = (skipped_warning, majority_warning, chance_warning, repeats_warning, prior_warning)
     for warning in (check(metrics) for check in warnings):
         if warning:
             print(warning, file=sys.stderr)
@@ -101,7 +110,7 @@ def report_lines(metrics: dict[str, Any]) -> list[str]:
         f"majority rate {metrics['majority_rate']:.4f} (always {name}); accuracy "
         f"{100 * (metrics['accuracy'] - metrics['majority_rate']):+.2f} points over it "
         f"(one-sided McNemar p {metrics['majority_p']:.2g})",
-        *filter(None, [prior_line(metrics)]),
+        *filter(None, [prior_line(metrics), skipped_line(metrics)]),
         "confusion (rows = true, columns = predicted)",
         f"            pred neg  pred pos\ntrue neg  {tn:>9} {fp:>9}\ntrue pos  {fn:>9} {tp:>9}",
     ]
@@ -121,6 +130,38 @@ def chance_warning(metrics: dict[str, Any]) -> str | None:
         f"warning: the gain over always predicting {name} is within chance on these "
         f"{metrics['n']} reviews (McNemar p {metrics['majority_p']:.2g}): more labelled "
         "reviews are needed to tell whether the model beats it"
+    )
+
+
+def skipped_line(metrics: dict[str, Any]) -> str | None:
+    """How many lines were skipped and why (the three commonest reasons)."""
+    skipped = metrics.get("skipped") or {}
+    total = sum(skipped.values())
+    if not total:
+        return None
+    from engine.preprocess.records import SKIP_REASONS
+
+    why = "; ".join(
+        f"{n:,} {reason} ({SKIP_REASONS.get(reason, reason)})"
+        for reason, n in list(skipped.items())[:3]
+    )
+    return f"skipped {total:,} of {metrics['lines']:,} lines: {why}"
+
+
+def skipped_warning(metrics: dict[str, Any]) -> str | None:
+    """A warning when more lines were skipped than preprocessing lets pass quietly."""
+    from dataclasses import fields
+
+    from engine.config import PreprocessConfig
+
+    limit = next(f.default for f in fields(PreprocessConfig) if f.name == "max_skipped_share")
+    assert isinstance(limit, float)
+    skipped, lines = sum((metrics.get("skipped") or {}).values()), metrics.get("lines") or 0
+    if not lines or skipped / lines <= limit:
+        return None
+    return (
+        f"warning: {skipped / lines:.0%} of the {lines:,} lines were skipped (more than "
+        f"{limit:.0%}): the figures cover only the {metrics['n']:,} readable reviews"
     )
 
 

@@ -1,0 +1,61 @@
+"""`sentitop eval` reading files: skipped lines counted and reported, other field names, folders."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from engine.errors import InputError
+from engine.sentiment.evaluate import read_labelled
+from tui.cli.commands.evaluate import skipped_line, skipped_warning
+
+
+def _run(tmp_path: Path) -> Any:
+    """What read_labelled needs of a loaded run: its folder and preprocessing settings."""
+    return SimpleNamespace(run_dir=tmp_path, encoder=SimpleNamespace(settings={"format": "auto"}))
+
+
+def _write(path: Path, rows: list[dict[str, Any]], junk: int = 0) -> Path:
+    lines = [json.dumps(r) for r in rows] + ["{junk"] * junk
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_skipped_lines_are_counted_and_reported(tmp_path: Path) -> None:
+    rows = [{"reviewText": f"fine item {i}", "overall": 5 if i % 3 else 1} for i in range(20)]
+    path = _write(tmp_path / "mix.jsonl", rows, junk=31)
+    skipped: Counter[str] = Counter()
+    texts, _ = read_labelled(_run(tmp_path), [str(path)], skipped)
+    assert len(texts) == 20 and skipped == Counter({"malformed_json": 31})
+    metrics = {"n": 20, "lines": 51, "skipped": dict(skipped)}
+    assert skipped_line(metrics) == (
+        "skipped 31 of 51 lines: 31 malformed_json (neither JSON nor a Python literal)"
+    )
+    warning = skipped_warning(metrics)
+    assert warning is not None and "61% of the 51 lines were skipped" in warning
+    few = {"n": 50, "lines": 51, "skipped": {"malformed_json": 1}}
+    assert skipped_warning(few) is None and skipped_line(few) is not None
+    assert skipped_line({"n": 5, "lines": 5, "skipped": {}}) is None
+
+
+def test_files_with_other_field_names_are_read_when_named(tmp_path: Path) -> None:
+    rows = [{"body": f"fine item {i}", "stars": 5 if i % 2 else 1} for i in range(10)]
+    path = _write(tmp_path / "other.jsonl", rows)
+    with pytest.raises(InputError, match="fields seen: body, stars"):
+        read_labelled(_run(tmp_path), [str(path)])
+    fields: dict[str, str | None] = {"text_field": "body", "rating_field": "stars"}
+    texts, labels = read_labelled(_run(tmp_path), [str(path)], fields=fields)
+    assert len(texts) == 10 and list(labels) == [i % 2 for i in range(10)]
+
+
+def test_a_folder_or_nothing_usable_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="is a folder"):
+        read_labelled(_run(tmp_path), [str(tmp_path)])
+    path = _write(tmp_path / "junk.jsonl", [], junk=5)
+    with pytest.raises(InputError, match=r"no usable review .*skipped: 5 malformed_json"):
+        read_labelled(_run(tmp_path), [str(path)], Counter())
