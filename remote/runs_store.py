@@ -157,12 +157,24 @@ def runs_dir(root: str | Path | None = None) -> Path:
     return runs_root(root)
 
 
-def list_runs(root: str | Path | None = None) -> list[RunRecord]:
-    """Every run folder under ``root`` that has a summary.json, oldest first."""
+def list_runs(
+    root: str | Path | None = None, unreadable: list[str] | None = None
+) -> list[RunRecord]:
+    """Every run folder under ``root`` that has a summary.json, oldest first; a folder whose
+    files cannot be read (a run killed mid-write, a damaged file) is left out, its error's
+    message appended to ``unreadable`` when given, so one bad folder never hides the rest."""
     folder = runs_dir(root)
     if not folder.is_dir():
         return []
-    records = [load_run(p) for p in sorted(folder.iterdir()) if (p / "summary.json").is_file()]
+    records = []
+    for path in sorted(folder.iterdir()):
+        if not (path / "summary.json").is_file():
+            continue
+        try:
+            records.append(load_run(path))
+        except InputError as exc:
+            if unreadable is not None:
+                unreadable.append(exc.message)
     return sorted(records, key=lambda r: (r.started or 0.0, r.run_id))
 
 

@@ -69,6 +69,23 @@ def test_broken_summary_names_the_file(make_run: Callable[..., Path]) -> None:
         load_run(folder)
 
 
+def test_one_broken_run_does_not_hide_the_others(
+    make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_run("a", nproc=1, epoch_s=[5.0], sync_s=0.1)
+    broken = make_run("b", nproc=1, epoch_s=[5.0], sync_s=0.1)
+    (broken / "summary.json").write_text('{"status": "ok", "accu')  # killed mid-write
+    root = tmp_path / "runs"
+    unreadable: list[str] = []
+    assert [r.run_id for r in list_runs(root, unreadable)] == ["a"]
+    assert len(unreadable) == 1 and "b/summary.json:1: invalid JSON" in unreadable[0]
+    assert main(["runs", "--runs-dir", str(root)]) == 0
+    captured = capsys.readouterr()
+    assert "left out 1 run folder(s) that cannot be read" in captured.err and "a" in captured.out
+    assert main(["runs", "--runs-dir", str(tmp_path / "nosuch")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+
+
 def test_csv_defaults_from_catalog(tmp_path: Path) -> None:
     (run,) = import_csv(_csv(tmp_path, "x,g5.12xlarge,2,3,900,"))
     assert (run.gpus, run.workers, run.gpu_model) == (8, 8, "A10G")

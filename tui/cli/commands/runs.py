@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,18 @@ def run(args: argparse.Namespace) -> int:
     """Print the runs (oldest first)."""
     from remote.runs_store import import_csv, list_runs, runs_dir
 
-    records = list_runs(args.runs_dir)
+    if args.runs_dir and not Path(args.runs_dir).expanduser().is_dir():
+        from engine.errors import InputError
+
+        raise InputError(f"--runs-dir {args.runs_dir}: no such folder")
+    unreadable: list[str] = []
+    records = list_runs(args.runs_dir, unreadable)
+    if unreadable:
+        print(
+            f"warning: left out {len(unreadable)} run folder(s) that cannot be read: "
+            + "; ".join(unreadable[:3]),
+            file=sys.stderr,
+        )
     for path in args.imports:
         records.extend(import_csv(path))
     if args.json:
