@@ -50,6 +50,32 @@ def read_events_fast(path: str | Path) -> Iterator[Event]:
                 yield event
 
 
+PROBE_BYTES = 4 << 20
+"""How far into a file `sentitop replay` looks for a first event before refusing it."""
+
+
+def check_has_events(path: Path) -> None:
+    """InputError unless the file holds a sentitop event in its first PROBE_BYTES (garbage,
+    an empty recording or some other JSON file would open an empty dashboard)."""
+    with open(path, "rb") as fh:
+        head = fh.read(PROBE_BYTES)
+    for raw in head.splitlines():
+        line = raw.strip()
+        if not line.startswith(_PREFIX):
+            continue
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("type"), str):
+            return
+    where = "in it" if len(head) < PROBE_BYTES else f"in its first {PROBE_BYTES >> 20} MB"
+    raise InputError(
+        f"{path}: no sentitop event {where}",
+        hint="pass a run folder (runs/<run-id>) or the events.jsonl a run recorded",
+    )
+
+
 def paced_batches(
     events: Iterable[Event],
     speed: float = 0.0,

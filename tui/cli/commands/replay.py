@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +30,23 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check the run folder, then open the dashboard on the Run screen."""
     from engine.errors import InputError
-    from tui.replay import events_path
+    from remote.run_folder import EVENTS_FILE
+    from tui.replay import check_has_events, events_path
 
-    if args.speed < 0:
+    if not math.isfinite(args.speed) or args.speed < 0:
         raise InputError(
-            f"--speed {args.speed} is negative", hint="use 0 (fastest) or a positive factor"
+            f"--speed {args.speed} is not a factor ≥ 0",
+            hint="use 0 (fastest) or a positive factor",
         )
     if Path(args.run_dir).is_file():
         path = events_path(args.run_dir)
     else:
-        from remote.run_folder import EVENTS_FILE, resolve_run_dir
+        from remote.run_folder import resolve_run_dir
 
         path = resolve_run_dir(args.run_dir, want=EVENTS_FILE) / EVENTS_FILE
+    check_has_events(path)
     from tui.app import run_dashboard
 
-    return run_dashboard(replay=path.parent, speed=args.speed)
+    # a folder's events.jsonl replays under the run's name; another file under its own
+    replay = path.parent if path.name == EVENTS_FILE else path
+    return run_dashboard(replay=replay, speed=args.speed)
