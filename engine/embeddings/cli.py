@@ -142,6 +142,11 @@ def check_nproc(cfg: EmbedConfig, nproc: int) -> EmbedConfig:
 
     if nproc < 1:
         raise ConfigError(f"--nproc = {nproc} must be >= 1")
+    if missing := sorted(r for r in cfg.straggle if r >= nproc):
+        raise ConfigError(
+            f"--straggle names rank(s) {', '.join(map(str, missing))}; --nproc {nproc} has "
+            f"ranks 0-{nproc - 1}"
+        )
     if cfg.mode == "svd" and nproc != 1:
         raise ConfigError(
             f"--mode svd runs in one process; --nproc = {nproc}", hint="leave --nproc out"

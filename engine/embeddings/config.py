@@ -108,7 +108,8 @@ class EmbedConfig:
                 hint="use --mode sync on a GPU, or --device cpu",
             )
         _check(self.encoder in ("word", "char"), "encoder", "word|char", self.encoder)
-        for name in ("dim", "batch", "epochs", "window", "negatives", "min_count", "log_every"):
+        names = ("dim", "batch", "epochs", "window", "negatives", "min_count", "log_every")
+        for name in (*names, "char_dim", "max_word_len"):
             value = getattr(self, name)
             _check(value >= 1, name, "an integer >= 1", value)
         _check(self.max_vocab >= 10, "max_vocab", ">= 10", self.max_vocab)

@@ -14,6 +14,7 @@ from engine.embeddings.config import EmbedConfig
 from engine.embeddings.corpus import Corpus, build_corpus, read_dataset_docs
 from engine.embeddings.evaluate import sppmi_reference
 from engine.embeddings.sources import Sources, SourceStats
+from engine.errors import ConfigError
 from engine.events import Emitter
 
 CORPUS_FILE = "corpus.npz"
@@ -57,6 +58,12 @@ def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
     emitter.emit("stage_start", stage="prepare", input=cfg.input or cfg.data_dir)
     sources: list[SourceStats] = []
     corpus = load_docs_corpus(cfg, sources)
+    if cfg.dim >= corpus.vocab_size:  # vectors longer than the vocabulary: nothing to learn
+        raise ConfigError(
+            f"embed.dim = {cfg.dim} is not below the corpus's vocabulary of "
+            f"{corpus.vocab_size:,} words",
+            hint="use a smaller --dim (50-300 is usual) or more text",
+        )
     corpus.save(run_dir / CORPUS_FILE)
     t_ref = time.perf_counter()
     reference = sppmi_reference(corpus, cfg.eval_words, cfg.window, cfg.negatives, cfg.dim)

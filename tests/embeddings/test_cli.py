@@ -37,12 +37,22 @@ def test_flags_become_a_config_that_round_trips(tmp_path: Path) -> None:
         (["embed", "--input", "x"], "--run-dir"),
         (["embed", "--input", "x", "--run-dir", "r", "--mode", "async"], "--nproc >= 2"),
         (["embed", "--input", "missing.jsonl", "--run-dir", "R"], "missing.jsonl not found"),
+        (["embed", "--input", "F", "--run-dir", "R", "--straggle", "abc"], "not RANK:FACTOR"),
+        (["embed", "--input", "F", "--run-dir", "R", "--straggle", "5:2"], "ranks 0-0"),
+        (["embed", "--input", "F", "--run-dir", "R", "--max-word-len", "0"], "max_word_len = 0"),
+        (
+            ["embed", "--input", "F", "--run-dir", "R", "--dim", "100000", "--min-count", "1"],
+            "embed.dim = 100000 is not below the corpus's vocabulary of 25 words",
+        ),
     ],
 )
 def test_user_errors_exit_2_with_a_message(
     argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = [str(tmp_path / "run") if a == "R" else a for a in argv]
+    reviews = tmp_path / "f.jsonl"  # 25 distinct words: word0..word23 and good
+    reviews.write_text("".join(f'{{"reviewText": "word{i % 24} good"}}\n' for i in range(200)))
+    named = {"R": str(tmp_path / "run"), "F": str(reviews)}
+    argv = [named.get(a, a) for a in argv]
     assert sentitop(argv) == 2
     assert message in capsys.readouterr().err
 

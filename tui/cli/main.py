@@ -56,7 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_dashboard()
     parser = build_parser()
-    args, extra = parser.parse_known_args(args_list)
+    try:
+        args, extra = parser.parse_known_args(args_list)
+    except SentitopError as exc:  # raised by an option's own parser (e.g. --straggle)
+        print(exc.user_message(), file=sys.stderr)
+        return exc.exit_code
     trailing = getattr(args, "trailing_positionals", None)  # e.g. predict RUN --json TEXT...
     if extra and trailing and not any(item.startswith("-") and item != "-" for item in extra):
         setattr(args, trailing, [*getattr(args, trailing), *extra])
