@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import InputError
 from remote.pricing import Catalog, PriceBook
 from remote.profile import Profile
 from remote.review.hardware import gpu_table, instance_links
@@ -115,6 +116,9 @@ SPOT_INTERRUPTIONS_PER_HOUR = 0.02
 """Assumed interruptions per spot instance-hour (planning default; `plan --spot-interruptions`).
 AWS publishes interruption frequency per month in buckets (<5 % ... >20 %); GPU types are often
 in the high buckets, so 2 %/h (≈ one in 50 instance-hours) is a deliberately cautious guess."""
+SPOT_INTERRUPTIONS_MAX = 1.0
+"""Highest rate accepted (0 is the lowest): one interruption per instance-hour, far above any
+AWS bucket; beyond it the restart model (:func:`spot_overhead`) means nothing."""
 SPOT_RESTART_S = 300.0 + 150.0
 """Wall seconds one interruption costs a run: a replacement instance started and set up
 (≈ 5 min on EC2, assumed) plus half the default 5-minute checkpoint interval redone. The
@@ -135,6 +139,16 @@ class GpuJob:
     """|log error| of worker-count scaling (leave-one-out on the old study's runs)."""
     spot_interruptions_h: float = SPOT_INTERRUPTIONS_PER_HOUR
     """Interruptions per spot instance-hour assumed when pricing spot sets."""
+
+
+def check_spot_rate(value: float, name: str = "spot interruptions per hour") -> float:
+    """``value`` if a finite rate in [0, :data:`SPOT_INTERRUPTIONS_MAX`], else InputError."""
+    if not (math.isfinite(value) and 0.0 <= value <= SPOT_INTERRUPTIONS_MAX):
+        raise InputError(
+            f"{name} {value:g}: expected interruptions per spot instance-hour from 0 to "
+            f"{SPOT_INTERRUPTIONS_MAX:g} (default {SPOT_INTERRUPTIONS_PER_HOUR:g})"
+        )
+    return value
 
 
 def spot_overhead(seconds: float, spot_instances: int, rate_h: float) -> float:

@@ -29,9 +29,17 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def chosen_config(profile: Profile, cand: Candidate, epochs: int) -> dict[str, Any]:
-    """The profile's settings with the candidate's machines, epochs and a budget of its band."""
+def chosen_config(
+    profile: Profile, cand: Candidate, epochs: int, data_size: int | None = None
+) -> dict[str, Any]:
+    """The profile's settings with the candidate's machines, epochs and a budget of its band.
+
+    ``data_size`` (the plan's --data-size) becomes the size of a synthetic profile's reviews;
+    a profile of input files keeps them (their size is not a setting)."""
     data = profile.resolved()
+    if data_size is not None and data["data"].get("synthetic") is not None:
+        data["data"] = {**data["data"], "synthetic": {**data["data"]["synthetic"]}}
+        data["data"]["synthetic"]["size"] = data_size
     train = dict(data["train"])
     train["epochs"] = epochs
     out: dict[str, Any] = {
@@ -77,8 +85,29 @@ def chosen_config(profile: Profile, cand: Candidate, epochs: int) -> dict[str, A
     return cleaned
 
 
-def write_profile(profile: Profile, cand: Candidate, epochs: int, path: str | Path) -> Profile:
-    """Write the chosen configuration to ``path`` and return it loaded (validated)."""
+def size_warning(profile: Profile, data_size: int | None) -> str | None:
+    """Why a written profile of input files does not carry ``data_size`` (None if it does)."""
+    if data_size is None or profile.data.synthetic is not None:
+        return None
+    return (
+        f"planned for --data-size {data_size} ({data_size / 1e9:.4g} GB), which a profile "
+        "cannot record (data.inputs names files, not their size): plan the written profile "
+        f"again with --data-size {data_size}, or it assumes another training-set size"
+    )
+
+
+def write_profile(
+    profile: Profile,
+    cand: Candidate,
+    epochs: int,
+    path: str | Path,
+    *,
+    data_size: int | None = None,
+) -> Profile:
+    """Write the chosen configuration to ``path`` and return it loaded (validated).
+
+    With ``data_size`` a synthetic profile's size is set to it; for input files the header
+    carries :func:`size_warning` (the CLI repeats it on stderr)."""
     path = Path(path).expanduser()
     if path.suffix not in (".yaml", ".yml"):
         raise InputError(f"--write-profile {path}: expected a .yaml file name")
@@ -89,7 +118,11 @@ def write_profile(profile: Profile, cand: Candidate, epochs: int, path: str | Pa
         f"{cand.hours * cand.band:.2f} h), ${cand.usd:.2f} (budget below: the slow end).\n"
         f"# Basis: {cand.basis}\n"
     )
-    text = header + yaml.safe_dump(chosen_config(profile, cand, epochs), sort_keys=False)
+    warning = size_warning(profile, data_size)
+    if warning:
+        header += f"# WARNING: {warning}\n"
+    config = chosen_config(profile, cand, epochs, data_size)
+    text = header + yaml.safe_dump(config, sort_keys=False)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -97,6 +130,11 @@ def write_profile(profile: Profile, cand: Candidate, epochs: int, path: str | Pa
         raise InputError(f"--write-profile {path}: cannot write ({exc})") from None
     try:
         return load_profile(path)
-    except ProfileError:
+    except ProfileError as exc:
         path.unlink(missing_ok=True)
+        if data_size is not None and "data.synthetic.size" in exc.message:
+            raise InputError(
+                f"--data-size {data_size}: not a size the written profile's "
+                f"data.synthetic.size accepts ({exc.message.split(': ', 2)[-1]})"
+            ) from None
         raise

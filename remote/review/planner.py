@@ -13,6 +13,7 @@ import math
 import os
 import statistics
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from engine.config import PreprocessConfig
@@ -25,6 +26,7 @@ from remote.review.candidates import (
     Candidate,
     Choice,
     GpuJob,
+    check_spot_rate,
     choose,
     cpu_target,
     gpu_candidates,
@@ -34,7 +36,17 @@ from remote.review.candidates import (
 from remote.review.datasize import PrepEstimate, prep_time, train_samples
 from remote.review.hardware import gpu_table
 from remote.review.metrics import billed_usd
-from remote.review.scaling import Measurement, ScalingModel, compute_units, fit, measure, ring
+from remote.review.scaling import (
+    ErrorCheck,
+    Measurement,
+    ScalingModel,
+    compute_units,
+    fit,
+    log_band,
+    measure,
+    prediction_errors,
+    ring,
+)
 from remote.review.transfer import (
     CALIBRATION_HINT,
     Anchor,
@@ -47,22 +59,6 @@ from remote.review.transfer import (
 from remote.runs_store import RunRecord, workload_keys
 
 __all__ = ["Candidate", "Plan", "compute_units", "fit", "measure", "plan_profile", "ring"]
-
-
-@dataclass(slots=True)
-class ErrorCheck:
-    """A past run predicted from the other runs (leave-one-out) vs what it measured."""
-
-    run_id: str
-    workers: int
-    what: str
-    predicted_s: float
-    actual_s: float
-
-    @property
-    def error(self) -> float:
-        """(predicted - actual) / actual."""
-        return (self.predicted_s - self.actual_s) / self.actual_s
 
 
 @dataclass(slots=True)
@@ -88,6 +84,8 @@ class Plan:
     n_train: int | None = None
     notes: list[str] = field(default_factory=list)
     """What the user should know: estimates, spot, how to tighten the band."""
+    skipped: list[str] = field(default_factory=list)
+    """Imported CSV rows not used, per file, and why (the CLI prints them on stderr)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready plan."""
@@ -117,6 +115,7 @@ class Plan:
             ],
             "inputs": self.inputs,
             "notes": self.notes,
+            "skipped_rows": self.skipped,
             "prediction_errors": [
                 {
                     "run": e.run_id,
@@ -176,35 +175,13 @@ def _matches(run: RunRecord, profile: Profile, workload: str) -> bool:
     )
 
 
-def _prediction_errors(measurements: list[Measurement], hardware: str) -> list[ErrorCheck]:
-    """Each run predicted from the others (leave-one-out), where the others allow a fit."""
-    checks: list[ErrorCheck] = []
-    for i, m in enumerate(measurements):
-        others = measurements[:i] + measurements[i + 1 :]
-        try:
-            model = fit(others, hardware)
-        except InputError:
-            continue
-        predicted = model.epoch_s(m.workers, m.units, m.n_train)
-        checks.append(ErrorCheck(m.run.run_id, m.workers, "epoch s", predicted, m.epoch_s))
-        if m.run.wall_s is not None and m.run.source == "folder" and model.fixed_s is not None:
-            wall = model.fixed(m.workers) + m.run.prep_s + m.run.epochs * (predicted + model.eval_s)
-            checks.append(ErrorCheck(m.run.run_id, m.workers, "wall s", wall, m.run.wall_s))
-    return checks
-
-
-def _log_band(errors: list[ErrorCheck]) -> float:
-    logs = [abs(math.log1p(e.error)) for e in errors if e.what == "epoch s" and e.error > -1]
-    return max(logs, default=0.0)
-
-
 def _study() -> tuple[float, float, list[ErrorCheck]]:
     """(all-reduce s per step and ring unit, count band log, leave-one-out) of the old study."""
     ms = [measure(r) for r in study_runs()]
     model = fit(ms, "M60")
-    errors = _prediction_errors(ms, "M60")
+    errors = prediction_errors(ms, "M60")
     steps = STUDY_SAMPLES / STUDY_BATCH
-    return model.k / steps, _log_band(errors), errors
+    return model.k / steps, log_band(errors), errors
 
 
 def _engine_default(name: str) -> Any:
@@ -225,9 +202,11 @@ def _n_train(
     test = profile.preprocess.test_fraction
     test = float(_engine_default("test_fraction")) if test is None else test
     if data_size is not None:
-        n = train_samples(data_size, test, synthetic=False)
+        synthetic = profile.data.synthetic is not None
+        n = train_samples(data_size, test, synthetic=synthetic)
+        per_gb = "synthetic reviews: 182 k" if synthetic else "old study: 231.5 k"
         inputs.append(
-            f"training-set size: {n:,} samples from --data-size (old study: 231.5 k "
+            f"training-set size: {n:,} samples from --data-size ({per_gb} "
             f"distinct texts per GB, less the {test:.0%} test split)"
         )
         return n
@@ -267,6 +246,34 @@ def _prep(profile: Profile, catalog: Catalog, size: int | None) -> list[PrepEsti
     else:
         cores = pre.workers or os.cpu_count() or 1
         out.append(prep_time(size, "local", "this machine", cores))
+    return out
+
+
+def _own_prep(prep: list[PrepEstimate], runner: str) -> float | None:
+    """Predicted preprocessing seconds of the profile's own runner (else the local runner's)."""
+    own = [p for p in prep if p.runner == runner] or [p for p in prep if p.runner == "local"]
+    return own[0].seconds if own else None
+
+
+def _skipped_rows(runs: list[RunRecord], used: list[RunRecord], profile: str) -> list[str]:
+    """Per imported CSV file: how many of its rows the plan did not use, and why."""
+    taken = {id(r) for r in used}
+    by_file: dict[str, list[RunRecord]] = {}
+    for run in runs:
+        if run.source == "csv":
+            by_file.setdefault(str(run.path), []).append(run)
+    out: list[str] = []
+    for path, rows in by_file.items():
+        left = [r for r in rows if id(r) not in taken]
+        if not left:
+            continue
+        lines = ", ".join(str(r.line) for r in left[:8]) + (", ..." if len(left) > 8 else "")
+        names = ", ".join(sorted({repr(r.profile) for r in left}))
+        out.append(
+            f"{path}: {len(left)} of {len(rows)} row(s) skipped (line(s) {lines}): profile "
+            f"{names} is not {profile!r}; a row without a `profile` value takes the file's "
+            f"name ({Path(path).stem!r}): give its `profile` column {profile!r} to use it"
+        )
     return out
 
 
@@ -352,7 +359,9 @@ def plan_profile(
     """Predict the profile's run and the candidate configurations; pick under the constraints.
 
     Spot sets are priced with ``spot_interruptions_h`` interruptions per instance-hour
-    (:func:`remote.review.candidates.spot_overhead`)."""
+    (:func:`remote.review.candidates.spot_overhead`). ``data_size``: bytes of the input
+    corpus (of generated reviews for a synthetic profile, like its ``synthetic.size``)."""
+    check_spot_rate(spot_interruptions_h)
     catalog = catalog or load_catalog()
     book = book or PriceBook.from_catalog(catalog, profile.region)
     _check_known(profile, catalog)
@@ -374,9 +383,13 @@ def plan_profile(
         except InputError as exc:
             inputs.append(f"{hw}: past runs not usable ({exc.message})")
     inputs = [line for m in models.values() for line in m.inputs] + inputs
-    errors = [e for hw, ms in by_hw.items() if hw in models for e in _prediction_errors(ms, hw)]
+    errors = [e for hw, ms in by_hw.items() if hw in models for e in prediction_errors(ms, hw)]
     same_data = [r for r in matching if r.data_key == data_key and r.n_train]
     n_train = _n_train(profile, same_data, data_size, inputs)
+    prep_size = data_size
+    if prep_size is None and profile.data.synthetic is not None and not same_data:
+        prep_size = profile.data.synthetic.size  # not measured on this data: estimated
+    prep = _prep(profile, catalog, prep_size)
     test = profile.preprocess.test_fraction
     test = float(_engine_default("test_fraction")) if test is None else test
     sync_step, count_band, study_errors = _study()
@@ -410,10 +423,15 @@ def plan_profile(
     if hardware in models:
         model = models[hardware]
         hw_errors = [e for e in errors if e.run_id in {m.run.run_id for m in by_hw[hardware]}]
-        band = _log_band(hw_errors) or count_band
+        band = log_band(hw_errors) or count_band
         ids = ", ".join(m.run.run_id for m in by_hw[hardware])
         basis = f"measured on {hardware}: past runs {ids}; scaling model fitted to them"
-        n_for_model = n_train if (same_data or data_size) else None
+        n_for_model = n_train  # measured rates scale by samples (seconds per sample)
+        if model.n_train is None:
+            inputs.append(
+                f"{hardware}: the past runs do not record their training-set size (n_train): "
+                f"their epoch times are used as measured, not scaled to {n_train:,} samples"
+            )
         workers = profile.world_size(catalog)
         units = compute_units(profile.provider, workers, profile.train.threads)
         label = (
@@ -437,9 +455,14 @@ def plan_profile(
         )
         target.groups = _train_groups(profile)
         fixed = model.fixed(workers)
+        own_prep = _own_prep(prep, profile.preprocess.runner)  # the line printed below it
         parts = {
             "fixed (start-up, loading, teardown)": fixed,
-            "preprocessing": _prep_s(same_data or matching, cached=bool(same_data)),
+            "preprocessing": (
+                own_prep
+                if own_prep is not None
+                else _prep_s(same_data or matching, cached=bool(same_data))
+            ),
             "training": n_epochs * target.epoch_s,
             "evaluation": evals * model.eval_s,
         }
@@ -517,7 +540,6 @@ def plan_profile(
             for r in matching
             if r.label == cand.label
         ]
-    prep = _prep(profile, catalog, data_size)
     prep_s = min((p.seconds for p in prep), default=0.0)
     choice = choose(candidates, deadline_h=deadline_h, budget_usd=budget_usd, extra_s=prep_s)
     estimated = sorted({g for g, r in rates.items() if r.estimate})
@@ -557,6 +579,7 @@ def plan_profile(
         prep=prep,
         n_train=n_train,
         notes=notes,
+        skipped=_skipped_rows(runs, matching, profile.name),
     )
 
 

@@ -20,6 +20,7 @@ cached, and evaluation per epoch.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from dataclasses import dataclass, field
@@ -225,3 +226,42 @@ def fit(measurements: list[Measurement], hardware: str) -> ScalingModel:
         compute_by_workers=compute_by,
         inputs=inputs,
     )
+
+
+@dataclass(slots=True)
+class ErrorCheck:
+    """A past run predicted from the other runs (leave-one-out) vs what it measured."""
+
+    run_id: str
+    workers: int
+    what: str
+    predicted_s: float
+    actual_s: float
+
+    @property
+    def error(self) -> float:
+        """(predicted - actual) / actual."""
+        return (self.predicted_s - self.actual_s) / self.actual_s
+
+
+def prediction_errors(measurements: list[Measurement], hardware: str) -> list[ErrorCheck]:
+    """Each run predicted from the others (leave-one-out), where the others allow a fit."""
+    checks: list[ErrorCheck] = []
+    for i, m in enumerate(measurements):
+        others = measurements[:i] + measurements[i + 1 :]
+        try:
+            model = fit(others, hardware)
+        except InputError:
+            continue
+        predicted = model.epoch_s(m.workers, m.units, m.n_train)
+        checks.append(ErrorCheck(m.run.run_id, m.workers, "epoch s", predicted, m.epoch_s))
+        if m.run.wall_s is not None and m.run.source == "folder" and model.fixed_s is not None:
+            wall = model.fixed(m.workers) + m.run.prep_s + m.run.epochs * (predicted + model.eval_s)
+            checks.append(ErrorCheck(m.run.run_id, m.workers, "wall s", wall, m.run.wall_s))
+    return checks
+
+
+def log_band(errors: list[ErrorCheck]) -> float:
+    """Largest |log(1 + error)| of the epoch-time checks (0 when there are none)."""
+    logs = [abs(math.log1p(e.error)) for e in errors if e.what == "epoch s" and e.error > -1]
+    return max(logs, default=0.0)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
+import sys
 from typing import Any
 
+from remote.review.candidates import SPOT_INTERRUPTIONS_MAX, SPOT_INTERRUPTIONS_PER_HOUR
 from tui.cli.commands.runs import add_run_sources
 
 TOP = 12
-"""Candidate rows shown besides the profile's own and the pick (--top)."""
+"""Rows of the candidates table (--top): the pick and the profile's own, then the best ranked."""
 
 
 def register(sub: Any) -> None:
@@ -41,21 +44,30 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--data-size",
         metavar="SIZE",
-        help="size of the input corpus (92GB): training samples and preprocessing per runner",
+        help="size of the input corpus (92GB): training samples and preprocessing per runner; "
+        "for a synthetic profile the size of its generated reviews (--write-profile writes it)",
     )
     parser.add_argument(
         "--write-profile",
         metavar="PATH",
         help="write the picked configuration as a new profile (validated)",
     )
-    parser.add_argument("--top", type=int, default=TOP, metavar="N", help=f"rows shown ({TOP})")
+    parser.add_argument(
+        "--top",
+        type=parse_top,
+        default=TOP,
+        metavar="N",
+        help=f"rows of the candidates table, >= 1 ({TOP}): the pick and the profile's own "
+        "configuration, then the best ranked",
+    )
     parser.add_argument(
         "--spot-interruptions",
-        type=float,
+        type=parse_spot_rate,
         default=None,
         metavar="PER_HOUR",
-        help="interruptions per spot instance-hour assumed when pricing spot sets (default "
-        "0.02; each costs a replacement and half a checkpoint interval of work)",
+        help="interruptions per spot instance-hour assumed when pricing spot sets, 0 to "
+        f"{SPOT_INTERRUPTIONS_MAX:g} (default {SPOT_INTERRUPTIONS_PER_HOUR:g}; each costs a "
+        "replacement and half a checkpoint interval of work)",
     )
     add_run_sources(parser, "also use published runs from this CSV (repeatable)")
     parser.set_defaults(func=run)
@@ -74,8 +86,8 @@ def parse_hours(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{text!r}: expected hours such as 2h, 90m or 1.5"
         ) from None
-    if not hours > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a time > 0")
+    if not (hours > 0 and math.isfinite(hours)):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite time > 0")
     return hours
 
 
@@ -86,9 +98,45 @@ def parse_usd(text: str) -> float:
         usd = float(raw)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected dollars such as $20 or 20") from None
-    if not usd > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an amount > 0")
+    if not (usd > 0 and math.isfinite(usd)):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite amount > 0")
     return usd
+
+
+def parse_top(text: str) -> int:
+    """A row count >= 1."""
+    try:
+        top = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1") from None
+    if top < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
+    return top
+
+
+def parse_spot_rate(text: str) -> float:
+    """Interruptions per spot instance-hour, finite, 0 to SPOT_INTERRUPTIONS_MAX."""
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = math.nan
+    if not (math.isfinite(rate) and 0.0 <= rate <= SPOT_INTERRUPTIONS_MAX):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected interruptions per instance-hour from 0 to "
+            f"{SPOT_INTERRUPTIONS_MAX:g}"
+        )
+    return rate
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with non-finite floats as None, so that the JSON is strict (no NaN, Infinity)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.errors import InputError
     from engine.synth.size import parse_size
     from remote.profile import load_profile
-    from remote.review.plan_profile import write_profile
+    from remote.review.plan_profile import size_warning, write_profile
     from remote.review.planner import plan_profile
     from remote.runs_store import import_csv, list_runs
 
@@ -132,14 +180,19 @@ def run(args: argparse.Namespace) -> int:
                 hint="relax --deadline/--budget (the nearest options are printed without "
                 "--write-profile)",
             )
-        written = write_profile(profile, plan.pick, plan.epochs, args.write_profile)
+        written = write_profile(profile, plan.pick, plan.epochs, args.write_profile, data_size=size)
+        warning = size_warning(profile, size)
+        if warning:
+            print(f"warning: {args.write_profile}: {warning}", file=sys.stderr)
+    for line in plan.skipped:
+        print(f"warning: --import {line}", file=sys.stderr)
     if args.json:
         data = plan.to_dict()
         data["written_profile"] = args.write_profile if written else None
-        print(json.dumps(data, indent=2))
+        print(json.dumps(_strict(data), indent=2, allow_nan=False))
         return 0
     render(plan, top=args.top)
-    if written is not None:
+    if written is not None and plan.pick is not None:
         print(f"wrote {args.write_profile}: profile {written.name!r} ({plan.pick.label})")
     return 0
 
@@ -163,6 +216,17 @@ def _row(c: Any) -> list[str]:
         "estimate" if c.estimate else "measured",
         f"{len(c.actual_s)} ({_hours(sum(c.actual_s) / len(c.actual_s))})" if c.actual_s else "",
     ]
+
+
+def table_rows(ranking: list[Any], pinned: list[Any], top: int) -> list[Any]:
+    """``top`` rows (fewer if there are fewer): ``pinned`` ones first in, then the best ranked;
+    in ranking order, pinned rows the ranking lacks last."""
+    keep: list[Any] = []
+    for c in [*pinned, *ranking]:
+        if c is not None and len(keep) < top and all(c is not k for k in keep):
+            keep.append(c)
+    order = [c for c in ranking if any(c is k for k in keep)]
+    return order + [k for k in keep if all(k is not c for c in order)]
 
 
 def render(plan: Any, *, top: int = TOP) -> None:
@@ -190,12 +254,11 @@ def render(plan: Any, *, top: int = TOP) -> None:
             f"{_hours(p.seconds)} — {escape(p.basis)}"
         )
     choice = plan.choice
-    shown = list(choice.ranked[:top]) if choice and choice.ranked else list(plan.candidates[:top])
-    for extra in (plan.pick, t):
-        if extra is not None and extra not in shown:
-            shown.append(extra)
     if choice and choice.nearest:
-        shown = [c for c in choice.nearest] + [t]
+        ranking = list(choice.nearest)
+    else:
+        ranking = list(choice.ranked) if choice and choice.ranked else list(plan.candidates)
+    shown = table_rows(ranking, [plan.pick, t], top)
     title = f"Candidates for {plan.epochs} epoch(s)"
     if plan.deadline_h is not None or plan.budget_usd is not None:
         limits = []

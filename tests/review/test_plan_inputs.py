@@ -1,0 +1,169 @@
+"""Planner inputs: --data-size in written profiles, imported n_train, flag ranges, strict JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine.errors import InputError
+from remote.profile import load_profile
+from remote.review.planner import plan_profile
+from remote.runs_store import import_csv, list_runs
+from tests.review.conftest import TINY
+from tui.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def no_runs(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
+
+
+def _strict_json(text: str) -> dict:  # type: ignore[type-arg]
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} is not JSON")
+
+    data: dict = json.loads(text, parse_constant=refuse)  # type: ignore[type-arg]
+    return data
+
+
+def test_written_profile_carries_the_data_size_and_replans_the_same(
+    tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "picked.yaml"
+    args = ["plan", "local", "--data-size", "92GB", "--deadline", "2h", "--runs-dir", str(no_runs)]
+    assert main([*args, "--write-profile", str(out), "--json"]) == 0
+    planned = _strict_json(capsys.readouterr().out)
+    written = load_profile(out)
+    assert written.data.synthetic is not None and written.data.synthetic.size == 92_000_000_000
+    assert main(["plan", str(out), "--runs-dir", str(no_runs), "--json"]) == 0
+    again = _strict_json(capsys.readouterr().out)
+    assert again["n_train"] == planned["n_train"]
+    assert again["target"]["label"] == planned["pick"]["label"]
+    assert again["target"]["seconds"] == pytest.approx(planned["pick"]["seconds"])
+    assert again["target"]["usd"] == pytest.approx(planned["pick"]["usd"])
+
+
+def test_written_profile_of_input_files_warns_that_the_size_is_not_kept(
+    tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "seed.yaml"
+    args = ["plan", "aws-seed-g3", "--data-size", "92GB", "--runs-dir", str(no_runs)]
+    assert main([*args, "--write-profile", str(out), "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and "--data-size 92000000000" in err
+    assert "# WARNING:" in out.read_text() and "--data-size 92000000000" in out.read_text()
+    assert main(["profiles", str(out)]) == 0
+
+
+def test_a_data_size_the_schema_refuses_names_the_flag(
+    tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "big.yaml"
+    args = ["plan", "local", "--data-size", "2TB", "--write-profile", str(out)]
+    assert main([*args, "--runs-dir", str(no_runs)]) == 2
+    assert "--data-size 2000000000000" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("rate", ["-100", "-0.01", "nan", "inf", "1.5"])
+def test_spot_interruptions_out_of_range_is_refused(
+    rate: str, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "local", f"--spot-interruptions={rate}", "--runs-dir", str(no_runs)])
+    assert exc.value.code == 2
+    assert "--spot-interruptions" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rate", [-1.0, math.nan, 2.0])
+def test_plan_profile_refuses_a_bad_spot_rate(rate: float) -> None:
+    with pytest.raises(InputError, match="spot interruptions"):
+        plan_profile(load_profile(TINY), [], spot_interruptions_h=rate)
+
+
+def _g5_csv(tmp_path: Path, n_train: int, extra: str = "") -> Path:
+    path = tmp_path / f"g5-{n_train}.csv"
+    path.write_text(
+        "run,instance_type,count,epochs,seconds,n_train,profile\n"
+        f"r1,g5.xlarge,1,3,100,{n_train},aws-g5-2node\n" + extra
+    )
+    return path
+
+
+def test_an_imported_rate_scales_by_the_rows_n_train(tmp_path: Path) -> None:
+    profile = load_profile(ROOT / "profiles" / "aws-g5-2node.yaml")
+    plans = {n: plan_profile(profile, import_csv(_g5_csv(tmp_path, n))) for n in (1000, 327_670)}
+    assert plans[1000].n_train == 327_670 and not plans[1000].target.estimate
+    small, same = plans[1000].target, plans[327_670].target
+    assert same.epoch_s == pytest.approx(100 / 3 / 2)  # 2 GPUs, measured at this size
+    assert small.epoch_s == pytest.approx(same.epoch_s * 327.67)  # seconds per sample
+
+
+def test_imported_rows_without_the_profile_are_counted_on_stderr(
+    tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = _g5_csv(tmp_path, 327_670, "r2,g5.xlarge,1,3,50,327670,\n")
+    args = ["plan", "aws-g5-2node", "--import", str(csv), "--runs-dir", str(no_runs), "--json"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "1 of 2 row(s) skipped (line(s) 3)" in captured.err and "profile" in captured.err
+    assert _strict_json(captured.out)["skipped_rows"]
+
+
+def test_wall_time_includes_the_predicted_preprocessing(
+    make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_run("np1", nproc=1, epoch_s=[2.0, 2.0], sync_s=0.1, fixed_s=10.0)
+    runs = tmp_path / "runs"
+    plan = plan_profile(load_profile(TINY), list_runs(runs), data_size=92_000_000_000)
+    assert plan.target_wall_s is not None
+    local = next(p for p in plan.prep if p.runner == "local")
+    assert plan.wall_parts["preprocessing"] == pytest.approx(local.seconds) and local.seconds > 60
+    assert plan.target_wall_s == pytest.approx(sum(plan.wall_parts.values()))
+    assert main(["plan", str(TINY), "--data-size", "92GB", "--runs-dir", str(runs)]) == 0
+    text = capsys.readouterr().out
+    assert f"preprocessing {local.seconds:,.1f} s" in text.replace("\n", " ")
+
+
+@pytest.mark.parametrize("top", ["0", "-1", "x"])
+def test_top_below_one_is_refused(top: str, no_runs: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "local", f"--top={top}", "--runs-dir", str(no_runs)])
+    assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("top", [1, 2, 5])
+def test_top_shows_exactly_n_rows(
+    top: int, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "aws-g5-2node", "--top", str(top), "--runs-dir", str(no_runs)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    assert len(rows) == top
+
+
+def test_table_rows_keep_the_pinned_ones() -> None:
+    from tui.cli.commands.plan import table_rows
+
+    a, b, c, d = (object() for _ in range(4))
+    assert table_rows([a, b, c], [c, None], 2) == [a, c]
+    assert table_rows([a, b, c], [b, d], 3) == [a, b, d]
+    assert table_rows([a, b], [a, a], 5) == [a, b]
+    assert table_rows([a, b, c], [d, c], 1) == [d]
+
+
+@pytest.mark.parametrize("flag", [["--deadline", "inf"], ["--budget", "inf"], ["--budget", "nan"]])
+def test_non_finite_limits_are_refused(flag: list[str], no_runs: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "local", *flag, "--json", "--runs-dir", str(no_runs)])
+    assert exc.value.code == 2
+
+
+def test_json_is_strict(no_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "local", "--deadline", "2h", "--budget", "$5", "--data-size", "1GB"]
+    assert main([*args, "--json", "--runs-dir", str(no_runs)]) == 0
+    assert _strict_json(capsys.readouterr().out)["deadline_h"] == 2.0
