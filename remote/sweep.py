@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from engine.errors import InputError
 from remote.profile import Profile
 from remote.run_folder import runs_root
@@ -55,7 +57,16 @@ def _with(profile: Profile, changes: dict[str, Any]) -> Profile:
         for key in parents:
             node = node[int(key)] if isinstance(node, list) else node[key]
         node[leaf] = value
-    new = type(profile).model_validate(data)
+    try:
+        new = type(profile).model_validate(data)
+    except ValidationError as exc:  # a setting the sweep made is out of the profile's range
+        wrong = "; ".join(
+            f"{'.'.join(str(k) for k in err['loc'])} = {err.get('input')!r}: {err['msg']}"
+            for err in exc.errors()[:3]
+        )
+        raise InputError(
+            f"{profile.source or profile.name}: the sweep's profile is invalid: {wrong}"
+        ) from None
     new._source = profile.source
     return new
 
@@ -92,6 +103,10 @@ def plan_sweep(
     mode = "weak" if weak else "strong"
     sweep_id = f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{profile.name}"[:63]
     base_batch = profile.train.batch_size or 256
+    if per_worker is not None and not weak:
+        raise InputError("--per-worker sets a weak sweep's samples per worker: add --weak")
+    if per_worker is not None and per_worker < 1:
+        raise InputError(f"--per-worker {per_worker}: expected samples per worker >= 1")
     if weak:
         per_worker = per_worker or profile.train.max_train_samples
         if per_worker is None:

@@ -88,4 +88,13 @@ def test_sweep_cli_rejects_bad_arguments(
     assert main(["sweep", str(TINY), "--nproc", "1,2", "--epochs", "0"]) == 2
     assert main(["sweep", str(TINY), "--nproc", "1,2", "--weak", "--runs-dir", str(tmp_path)]) == 2
     assert "--weak needs the samples per worker" in capsys.readouterr().err
+    runs = ["--runs-dir", str(tmp_path)]
+    assert main(["sweep", str(TINY), "--nproc", "1000", *runs]) == 2  # past the schema's 256
+    assert "train.nproc = 1000: Input should be less than or equal to 256" in (
+        capsys.readouterr().err
+    )
+    assert main(["sweep", str(TINY), "--nproc", "1,2", "--per-worker", "50", *runs]) == 2
+    assert "add --weak" in capsys.readouterr().err
+    assert main(["sweep", str(TINY), "--nproc", "1,2", "--weak", "--per-worker", "0", *runs]) == 2
+    assert "--per-worker 0: expected samples per worker >= 1" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # nothing was launched
