@@ -114,6 +114,12 @@ def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> Serie
     usable = [r for r in runs if r.epoch_seconds]
     if not usable:
         raise ValueError("no run with measured epochs (did every run fail before training?)")
+    tasks: dict[str, list[str]] = {}
+    for run in usable:
+        tasks.setdefault(run.task, []).append(run.run_id)
+    if len(tasks) > 1:  # epoch seconds of different jobs: no speedup or $ between them means much
+        kinds = "; ".join(f"{task}: {', '.join(ids)}" for task, ids in sorted(tasks.items()))
+        raise ValueError(f"the runs train different workloads ({kinds}): report each on its own")
     configs = [_config(label, group) for label, group in _group(usable).items()]
     configs.sort(key=lambda c: (c.workers, c.usd_per_hour, c.label))
     base = configs[0]
@@ -123,6 +129,11 @@ def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> Serie
     notes: list[str] = []
     if mode == "mixed":
         notes.append("the runs mix strong and weak scaling; speedups use the strong formulas")
+    if len({r.workload for r in usable if r.source != "csv"}) > 1:
+        notes.append(
+            "the runs differ in model or sequence settings: their epoch times are not the same "
+            "job's, so speedups between them mix two effects"
+        )
     skipped = [r.run_id for r in runs if not r.epoch_seconds]
     if skipped:
         notes.append(f"left out (no measured epoch): {', '.join(skipped)}")

@@ -56,6 +56,21 @@ def test_repeated_configuration_pools_runs(make_run: Callable[..., Path]) -> Non
     assert cfg.epoch_s == 11.0 and len(cfg.runs) == 2  # median of 9, 11, 30
 
 
+def test_different_workloads_are_not_one_series(make_run: Callable[..., Path]) -> None:
+    sentiment = load_run(make_run("a", nproc=1, epoch_s=[9.0], sync_s=0.0))
+    embeddings = load_run(make_run("e", nproc=1, epoch_s=[1.0], sync_s=0.0))
+    embeddings.task = "embeddings"
+    with pytest.raises(ValueError, match=r"different workloads \(embeddings: e; sentiment: a\)"):
+        series_metrics([sentiment, embeddings])
+    other_model = load_run(make_run("b", nproc=2, epoch_s=[5.0], sync_s=0.0))
+    other_model.workload = other_model.workload + "x"
+    assert not series_metrics(
+        [sentiment, load_run(make_run("c", nproc=2, epoch_s=[5.0], sync_s=0.0))]
+    ).notes
+    notes = series_metrics([sentiment, other_model]).notes
+    assert any("differ in model or sequence settings" in n for n in notes)
+
+
 def test_no_measured_epoch_is_an_error(make_run: Callable[..., Path]) -> None:
     run = load_run(make_run("a", nproc=1, epoch_s=[], sync_s=0.0, status="failed"))
     with pytest.raises(ValueError, match="no run with measured epochs"):

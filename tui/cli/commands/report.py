@@ -11,6 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from tui.cli.commands.plan import parse_hours
+
 
 def register(sub: Any) -> None:
     """Add the `report` subcommand."""
@@ -42,9 +44,9 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--deadline",
-        type=float,
-        metavar="H",
-        help="hours: highlight the cheapest configuration within them",
+        type=parse_hours,
+        metavar="TIME",
+        help="highlight the cheapest configuration finishing within TIME (2h, 90m, 1.5)",
     )
     parser.add_argument("--runs-dir", type=Path, help="runs folder (default ./runs)")
     parser.set_defaults(func=run)
@@ -58,8 +60,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.epochs is not None and args.epochs < 1:
         raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
-    if args.deadline is not None and not args.deadline > 0:
-        raise InputError(f"--deadline {args.deadline}: expected hours > 0")
     runs = resolve_runs(args.runs, args.runs_dir)
     report = write_report(runs, args.output, epochs=args.epochs, deadline_h=args.deadline)
     print(f"report: {report.markdown}")
