@@ -33,7 +33,9 @@ S3Uri = Annotated[
 class Section(BaseModel):
     """Base of every profile section: unknown keys are errors; docstrings document fields."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, strict=True
+    )
 
 
 class SyntheticData(Section):

@@ -235,6 +235,29 @@ BAD_CASES = [
         "preprocess",
         "emr.s3",
     ),
+    (  # a YAML boolean is no process count, and a quoted number is text
+        """
+        name: x
+        provider: local
+        data: {synthetic: {size: 1MB}}
+        train: {nproc: true}
+        """,
+        4,
+        "train.nproc",
+        "a valid integer (got True)",
+    ),
+    (
+        """
+        name: x
+        provider: local
+        data: {synthetic: {size: 1MB}}
+        train:
+          epochs: "3"
+        """,
+        5,
+        "train.epochs",
+        "a valid integer (got '3')",
+    ),
 ]
 
 
