@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,6 +24,7 @@ from engine.preprocess.writer import (
     create_split,
     publish_dataset,
 )
+from engine.synth.size import format_size
 
 BLOCK_ROWS = 1 << 15
 """Rows generated and written per step (bounds memory: 32 Ki × seq_len tokens)."""
@@ -79,20 +81,76 @@ def write_synthetic_dataset(
 ) -> dict[str, Any]:
     """Write out_dir/dataset.h5, vocab.json and stats.json in the preprocessor's layout (same
     groups, dtypes, chunking and attributes) holding random rows with a learnable sentiment
-    signal; no raw text is generated. The same arguments give the same arrays. `progress` gets
-    the rows written so far. Returns the stats written to stats.json."""
+    signal; no raw text is generated. The same arguments give the same arrays. A split of two
+    rows or more holds both labels (should every row draw one label, row 0's is flipped).
+    `progress` gets the rows written so far. Returns the stats written to stats.json.
+
+    InputError (naming the option) when out_dir is a file or its disk lacks the space; on any
+    failure or interruption nothing is left behind (no folder this call created)."""
     for name, value in (("n_train", n_train), ("n_test", n_test)):
         if value < 0:
             raise InputError(f"{name}: must be >= 0, got {value}")
     if n_train + n_test <= 0:
         raise InputError("n_train + n_test: at least one row is needed")
-    if seq_len < 1 or vocab_size < 2:
-        raise InputError(f"seq_len >= 1 and vocab_size >= 2 needed, got {seq_len}, {vocab_size}")
+    if seq_len < 1:
+        raise InputError(f"--seq-len: must be >= 1, got {seq_len}")
+    if vocab_size < 2:
+        raise InputError(f"--vocab-size: must be >= 2, got {vocab_size}")
+    if seed < 0:
+        raise InputError(f"--seed: must be >= 0, got {seed}")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
     num_ids = vocab_size + 2
     dtype = token_dtype(num_ids)
+    need = (n_train + n_test) * (seq_len * np.dtype(dtype).itemsize + 5)
+    created = _make_folder(out, need)
+    try:
+        return _write(out, n_train, n_test, seq_len, vocab_size, seed, dtype, progress)
+    except BaseException:  # Ctrl-C, SIGTERM (see the CLI), a full disk: no folder left behind
+        for folder in created:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _make_folder(out: Path, need: int) -> list[Path]:
+    """Create `out` (and missing parents) after checking it is no file and its disk holds
+    `need` bytes; returns the folders created, outermost first (InputError otherwise)."""
+    if out.exists() and not out.is_dir():
+        raise InputError(
+            f"--dataset: {str(out)!r} is a file, not a folder",
+            hint="give a folder (created when missing; an older dataset in it is replaced)",
+        )
+    missing = [p for p in (out, *out.parents) if not p.exists()][::-1]
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    if free < need:
+        raise InputError(
+            f"--reviews: the dataset needs {format_size(need)} but {str(existing)!r} has only "
+            f"{format_size(free)} free",
+            hint="give fewer --reviews, a shorter --seq-len or a folder on a larger disk",
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        for folder in reversed(missing):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise InputError(f"--dataset: cannot create folder {str(out)!r}: {exc.strerror}") from exc
+    return missing[:1]
+
+
+def _write(
+    out: Path,
+    n_train: int,
+    n_test: int,
+    seq_len: int,
+    vocab_size: int,
+    seed: int,
+    dtype: Any,
+    progress: Callable[[int], None] | None,
+) -> dict[str, Any]:
+    """The body of write_synthetic_dataset, once `out` exists."""
+    started = time.perf_counter()
+    num_ids = vocab_size + 2
     itos = ["<pad>", "<unk>", *(f"w{i}" for i in range(vocab_size))]
     vocab_doc = {
         "format_version": FORMAT_VERSION,
@@ -138,6 +196,7 @@ def write_synthetic_dataset(
                 group = h5.create_group(split)
                 create_split(group, n, seq_len, dtype)
                 rng = np.random.default_rng([seed, split_no])
+                split_positive = 0
                 for start in range(0, n, BLOCK_ROWS):
                     stop = min(n, start + BLOCK_ROWS)
                     tokens, labels, lengths = _block(rng, stop - start, seq_len, vocab_size, dtype)
@@ -145,9 +204,13 @@ def write_synthetic_dataset(
                     group["labels"][start:stop] = labels
                     group["lengths"][start:stop] = lengths
                     positive += int(labels.sum())
+                    split_positive += int(labels.sum())
                     done += stop - start
                     if progress is not None:
                         progress(done)
+                if n >= 2 and split_positive in (0, n):  # training needs both labels per split
+                    group["labels"][0] = 1 - group["labels"][0]
+                    positive += 1 if split_positive == 0 else -1
         seconds = time.perf_counter() - started
         total = n_train + n_test
         stats: dict[str, Any] = {

@@ -4,11 +4,21 @@ preprocessed-layout dataset.h5 directly (for training benchmarks)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rich.progress import Progress, ProgressColumn
+    from rich.progress import Progress, ProgressColumn, TaskID
+
+MIN_SPLIT_ROWS = 2
+"""--dataset: rows each split needs at least (the writer then gives it both labels)."""
 
 
 def register(subparsers: Any) -> None:
@@ -22,11 +32,21 @@ def register(subparsers: Any) -> None:
             "distribution and noise. The same seed and size give the same bytes. "
             "With --dataset DIR --reviews N it writes dataset.h5, vocab.json and stats.json "
             "in the preprocessor's layout directly (random token rows with a learnable "
-            "signal), for training at sizes that would take long to preprocess."
+            "signal), for training at sizes that would take long to preprocess. "
+            "An existing output file (or dataset in DIR) is replaced; nothing is left behind "
+            "when synth fails or is interrupted (Ctrl-C, SIGTERM)."
         ),
     )
-    parser.add_argument("--output", "-o", help="review file to write (.jsonl or .gz)")
-    parser.add_argument("--size", help="uncompressed size: 50KB, 200MB, 1GB (powers of 1000)")
+    parser.add_argument(
+        "--output",
+        "-o",
+        help="review file to write: NAME.jsonl (plain) or NAME.jsonl.gz (a .gz name means gzip)",
+    )
+    parser.add_argument(
+        "--size",
+        help="uncompressed size: 50KB, 200MB, 1GB (powers of 1000; at least 1KB, and no more "
+        "than the output folder's free space)",
+    )
     parser.add_argument(
         "--distinct",
         type=float,
@@ -37,23 +57,32 @@ def register(subparsers: Any) -> None:
         "--dataset", metavar="DIR", help="write a dataset folder instead of a review file"
     )
     parser.add_argument(
-        "--reviews", help="rows of --dataset over both splits: 100000, 2M, 30M (powers of 1000)"
+        "--reviews",
+        help="rows of --dataset over both splits, a whole number: 100000, 2M, 30M (powers of "
+        f"1000); each split needs at least {MIN_SPLIT_ROWS} rows",
     )
     parser.add_argument("--seq-len", type=int, default=100, help="--dataset: tokens per row")
     parser.add_argument(
         "--vocab-size", type=int, default=10_000, help="--dataset: words (default 10000)"
     )
     parser.add_argument(
-        "--test-fraction", type=float, default=0.1, help="--dataset: test share (default 0.1)"
+        "--test-fraction",
+        type=float,
+        default=0.1,
+        help="--dataset: test share, above 0 and below 1 (default 0.1)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default 0)")
     parser.add_argument(
         "--malformed-rate",
         type=float,
         default=0.001,
         help="share of deliberately broken lines (default 0.001)",
     )
-    parser.add_argument("--gzip", action="store_true", help="gzip the output")
+    parser.add_argument(
+        "--gzip",
+        action="store_true",
+        help="gzip the output; its name must end in .gz (a .gz name alone means gzip too)",
+    )
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
     parser.set_defaults(func=run)
 
@@ -75,7 +104,67 @@ def _progress(quiet: bool, *amount: ProgressColumn) -> Progress:
     )
 
 
+class _Terminated(BaseException):
+    """Raised in the main thread by SIGTERM, so the writers' cleanup runs as for Ctrl-C."""
+
+
+class _Guard:
+    """SIGTERM's handler raises _Terminated; where Python drops that (a weakref callback, a
+    destructor) the next `check` (every progress step) raises it again."""
+
+    def __init__(self) -> None:
+        self.terminated = False
+
+    def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.terminated = True
+        raise _Terminated
+
+    def check(self) -> None:
+        if self.terminated:
+            raise _Terminated
+
+    def step(self, bar: Progress, task: TaskID) -> Callable[[int], None]:
+        """A progress callback: `check`, then move `bar`'s `task` to the amount done."""
+
+        def update(done: int) -> None:
+            self.check()
+            bar.update(task, completed=done)
+
+        return update
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[_Guard]:
+    """While the body runs (in the main thread), SIGTERM raises _Terminated."""
+    guard = _Guard()
+    if threading.current_thread() is not threading.main_thread():
+        yield guard
+        return
+    previous = signal.signal(signal.SIGTERM, guard.on_sigterm)
+    try:
+        yield guard
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(args: argparse.Namespace) -> int:
+    """Check the arguments, write the file or dataset; SIGTERM stops it (exit 143) with the
+    partial output removed, like Ctrl-C (exit 130)."""
+    from engine.errors import InputError
+
+    if args.seed < 0:
+        raise InputError(f"--seed: must be >= 0, got {args.seed}", hint="for example --seed 0")
+    try:
+        with _sigterm_interrupts() as guard:
+            if args.dataset is not None or args.reviews is not None:
+                return _run_dataset(args, guard)
+            return _run_reviews(args, guard)
+    except _Terminated:
+        print("terminated (SIGTERM): no partial output was left behind", file=sys.stderr)
+        return 128 + signal.SIGTERM
+
+
+def _run_reviews(args: argparse.Namespace, guard: _Guard) -> int:
     """Generate the file with a progress bar, then print a summary (or JSON)."""
     from rich.progress import DownloadColumn, TransferSpeedColumn
     from rich.table import Table
@@ -85,8 +174,6 @@ def run(args: argparse.Namespace) -> int:
     from engine.synth import generate, parse_size
     from tui.cli.console import make_console
 
-    if args.dataset is not None or args.reviews is not None:
-        return _run_dataset(args)
     if args.output is None or args.size is None:
         raise InputError(
             "synth needs --output FILE --size SIZE (reviews) or --dataset DIR --reviews N",
@@ -107,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
             malformed_rate=args.malformed_rate,
             distinct=args.distinct,
             gzip=args.gzip,
-            progress=lambda done: bar.update(task, completed=done),
+            progress=guard.step(bar, task),
         )
     if args.json:
         print(json.dumps(stats, indent=2))
@@ -130,14 +217,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_dataset(args: argparse.Namespace) -> int:
+def _run_dataset(args: argparse.Namespace, guard: _Guard) -> int:
     """`--dataset DIR --reviews N`: write the dataset folder directly, then print its stats."""
     from rich.console import Console
     from rich.progress import MofNCompleteColumn
 
     from engine.errors import InputError
-    from engine.synth import parse_size
     from engine.synth.dataset import write_synthetic_dataset
+    from engine.synth.size import parse_count
 
     if args.dataset is None or args.reviews is None:
         raise InputError(
@@ -148,10 +235,20 @@ def _run_dataset(args: argparse.Namespace) -> int:
         raise InputError(
             "--dataset writes token rows: --output, --size and --distinct do not apply"
         )
-    reviews = parse_size(args.reviews, name="--reviews")
-    if not 0.0 <= args.test_fraction < 1.0:
-        raise InputError(f"--test-fraction: must be within 0..1, got {args.test_fraction}")
+    reviews = parse_count(args.reviews, name="--reviews")
+    if not 0.0 < args.test_fraction < 1.0:
+        raise InputError(
+            f"--test-fraction: must be above 0 and below 1, got {args.test_fraction}",
+            hint="both splits are needed to train; for example --test-fraction 0.1",
+        )
     n_test = round(reviews * args.test_fraction)
+    if min(n_test, reviews - n_test) < MIN_SPLIT_ROWS:
+        least = _min_reviews(args.test_fraction)
+        raise InputError(
+            f"--reviews: {reviews:,} with --test-fraction {args.test_fraction} gives "
+            f"{reviews - n_test:,} train and {n_test:,} test rows; each split needs at least "
+            f"{MIN_SPLIT_ROWS} (one of each label), so give --reviews {least:,} or more",
+        )
     console = Console(stderr=True)
     with _progress(args.json, MofNCompleteColumn()) as bar:
         task = bar.add_task("synth dataset", total=reviews)
@@ -162,7 +259,7 @@ def _run_dataset(args: argparse.Namespace) -> int:
             seq_len=args.seq_len,
             vocab_size=args.vocab_size,
             seed=args.seed,
-            progress=lambda done: bar.update(task, completed=done),
+            progress=guard.step(bar, task),
         )
     if args.json:
         print(json.dumps(stats, indent=2))
@@ -174,3 +271,16 @@ def _run_dataset(args: argparse.Namespace) -> int:
         f"rows × {args.seq_len} tokens in {stats['seconds']} s"
     )
     return 0
+
+
+def _min_reviews(test_fraction: float) -> int:
+    """The fewest --reviews whose train and test splits both get MIN_SPLIT_ROWS rows."""
+    need = MIN_SPLIT_ROWS - 0.5  # round() reaches MIN_SPLIT_ROWS from here on
+    reviews = max(
+        2 * MIN_SPLIT_ROWS,
+        math.floor(need / test_fraction) - 2,
+        math.floor(need / (1.0 - test_fraction)) - 2,
+    )
+    while min(n_test := round(reviews * test_fraction), reviews - n_test) < MIN_SPLIT_ROWS:
+        reviews += 1
+    return reviews
