@@ -235,6 +235,16 @@ BAD_CASES = [
         "preprocess",
         "emr.s3",
     ),
+    (  # below 1MB the synthetic reviews hold too few distinct texts for a test split
+        """
+        name: x
+        provider: local
+        data: {synthetic: {size: 500KB}}
+        """,
+        3,
+        "data.synthetic.size",
+        "greater than or equal to 1000000",
+    ),
     (  # a YAML boolean is no process count, and a quoted number is text
         """
         name: x
