@@ -245,7 +245,9 @@ def test_spot_groups_use_spot_prices_when_known(tmp_path: Path) -> None:
     assert lines["g5.xlarge"].market == "on_demand"
 
 
-def test_unknown_instance_type_cannot_be_priced(tmp_path: Path) -> None:
+def test_unknown_instance_type_cannot_be_priced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(
         textwrap.dedent("""
@@ -259,3 +261,8 @@ def test_unknown_instance_type_cannot_be_priced(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match=r"nodes\[0\]\.instance_type: no price known"):
         profile.hourly_usd(load_bundled_catalog())
     assert any("not in the price catalog" in w for w in profile.warnings())
+    from tui.cli import main
+
+    assert main(["profiles", str(path)]) == 0  # valid, with one warning for the one problem
+    err = capsys.readouterr().err
+    assert err.count("zz9.mega") == 1 and err.count(str(path)) == 1, err

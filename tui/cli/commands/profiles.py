@@ -71,9 +71,11 @@ def _describe(entry: Any, books: dict[str, Any]) -> dict[str, Any]:
     )
     try:
         lines = profile.cost_lines(book)
-    except ProfileError as exc:
+    except ProfileError as exc:  # a type without a price: warnings() names it already
         info.update(usd_per_hour=None)
-        info["warnings"].append(exc.message)
+        field = exc.message.removeprefix(f"{profile._where()}: ").split(":", 1)[0]
+        if not any(w.startswith(f"{field}:") for w in info["warnings"]):
+            info["warnings"].append(exc.message)
     else:
         info.update(
             usd_per_hour=round(sum(x.total_usd_per_hour for x in lines), 4),
