@@ -41,9 +41,10 @@ class Section(BaseModel):
 class SyntheticData(Section):
     """Generate McAuley-format reviews instead of reading files (the embedded default)."""
 
-    size: int = Field(ge=1_000_000, le=10**12)
-    """Uncompressed bytes to generate: 30MB, 1GB, 1.5GiB or a byte count (at least 1MB).
-    85 % of the lines repeat a text, so 500KB leaves 8 test reviews, all of one class."""
+    size: int = Field(ge=10_000, le=10**12)
+    """Uncompressed bytes to generate: 30MB, 1GB, 1.5GiB or a byte count (at least 10KB).
+    85 % of the lines repeat a text: below about 1MB the test split may hold too few reviews of
+    both classes (seed 0: 500KB gives 8, all positive), and the run stops at the dataset check."""
     seed: int = 0
     """Random seed of the generator (same seed and size, same bytes)."""
 

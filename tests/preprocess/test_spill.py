@@ -78,7 +78,8 @@ def _many_distinct(tmp_path: Path) -> Path:
 
 
 def _leftovers(out: Path) -> list[str]:
-    return [p.name for p in out.iterdir() if p.name.startswith(".")]
+    """Hidden scratch entries left in ``out`` (none when a failed run removed the folder)."""
+    return [p.name for p in out.iterdir() if p.name.startswith(".")] if out.exists() else []
 
 
 @needs_data

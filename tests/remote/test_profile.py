@@ -235,15 +235,15 @@ BAD_CASES = [
         "preprocess",
         "emr.s3",
     ),
-    (  # below 1MB the synthetic reviews hold too few distinct texts for a test split
+    (
         """
         name: x
         provider: local
-        data: {synthetic: {size: 500KB}}
+        data: {synthetic: {size: 5KB}}
         """,
         3,
         "data.synthetic.size",
-        "greater than or equal to 1000000",
+        "greater than or equal to 10000",
     ),
     (  # a YAML boolean is no process count, and a quoted number is text
         """
