@@ -81,3 +81,13 @@ def test_headless_output_says_what_is_fitted_after_training() -> None:
     text = out.getvalue()
     assert "after training: fitting the paths' blend on 1,200 validation samples" in text
     assert "companion" not in text and "on 7 validation" not in text
+
+
+def test_an_ok_run_with_warnings_is_not_titled_ok() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=200, color_system=None)
+    warned = {"run": "r", "status": "ok", "warnings": [{"code": "below_majority", "message": "m"}]}
+    console.print(summary_table(warned))
+    assert "— finished, 1 warning(s)" in out.getvalue() and "— ok" not in out.getvalue()
+    console.print(summary_table({"run": "r2", "status": "ok", "warnings": []}))
+    assert "run r2 — ok" in out.getvalue()

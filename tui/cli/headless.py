@@ -138,11 +138,13 @@ def _rate(event: Mapping[str, Any]) -> str:
 def summary_table(summary: Mapping[str, Any]) -> Table:
     """The end-of-run table."""
     status = str(summary.get("status", "?"))
+    warnings = summary.get("warnings") or []
     colour = "green" if status == "ok" else "red"
+    if status == "ok" and warnings:  # finished, but its numbers should not be trusted as they are
+        status, colour = "finished", "bold yellow"
     title = Text(f"run {summary.get('run')} — ")
     title.append(status, style=colour)
-    warnings = summary.get("warnings") or []
-    if warnings:  # an ok run whose numbers should not be trusted says so in its title
+    if warnings:
         title.append(f", {len(warnings)} warning(s)", style="bold yellow")
     table = Table(title=title, show_header=False)
     table.add_column("metric", style="bold")
