@@ -85,6 +85,9 @@ def gradient_worker(rank: int, world: int, port: int, out_dir: str) -> None:
             "plain": train_steps(rank, world, scaled=False),
         }
         torch.save(result, Path(out_dir) / f"rank{rank}.pt")
+        # both ranks done before the teardown: one destroying the group while its peer still
+        # talks to it aborted that peer ("terminate called without an active exception")
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
