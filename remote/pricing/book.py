@@ -299,5 +299,7 @@ def _fallback_message(
     else:
         dated = book.catalog.oldest_date()
         using = f"the bundled catalog ({DEFAULT_REGION}, dated {dated})"
+    if any(row.source == "user" for row in book.catalog.rows()):
+        using += " beneath your own prices (source: user)"
     lead = "live prices unavailable" if fetched else "live prices not fetched"
     return f"{lead}: {reason}; using {using}"

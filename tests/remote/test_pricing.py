@@ -183,6 +183,14 @@ def test_offline_uses_bundled_and_says_so() -> None:
     assert len(book.warnings) == 1 and "bundled catalog" in book.warnings[0]
     assert book.hourly_usd("g5.xlarge") == pytest.approx(1.006)
     assert book.hourly_usd("g5.xlarge", spot=True) == pytest.approx(1.006)  # unknown spot: bound
+    assert "your own prices" not in book.warnings[0]
+
+
+def test_offline_with_user_prices_says_they_win(tmp_path: Path) -> None:
+    (tmp_path / "user-prices.csv").write_text("instance_type,on_demand_usd\ng5.xlarge,0.5\n")
+    book = price_book(live=False)
+    assert book.on_demand_price("g5.xlarge").source == "user"
+    assert "bundled catalog" in book.warnings[0] and "beneath your own prices" in book.warnings[0]
 
 
 def test_other_region_falls_back_to_us_east_1_with_a_warning() -> None:
