@@ -91,3 +91,20 @@ def test_an_ok_run_with_warnings_is_not_titled_ok() -> None:
     assert "— finished, 1 warning(s)" in out.getvalue() and "— ok" not in out.getvalue()
     console.print(summary_table({"run": "r2", "status": "ok", "warnings": []}))
     assert "run r2 — ok" in out.getvalue()
+
+
+def test_the_accuracy_says_how_many_test_reviews_back_it() -> None:
+    import subprocess
+    import sys
+
+    from tui.cli.headless import accuracy_cell
+
+    assert accuracy_cell({"accuracy": 0.8, "n_test": 20}) == (
+        "0.8000 (95 % 0.5840-0.9193, 20 test reviews)"  # Wilson: 16 of 20
+    )
+    assert accuracy_cell({"accuracy": 0.8}) == "0.8000"  # an older summary without n_test
+    assert accuracy_cell({"accuracy": None, "n_test": 0}) == "—"
+    code = "import sys, tui.cli.headless as h; h.accuracy_cell({'accuracy': 0.5, 'n_test': 4}); "
+    code += "print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"  # the headless display stays torch-free

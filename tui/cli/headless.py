@@ -135,6 +135,18 @@ def _rate(event: Mapping[str, Any]) -> str:
     return f"{fmt(rate, ',.0f')} {unit}/s"
 
 
+def accuracy_cell(summary: Mapping[str, Any]) -> str:
+    """The test accuracy with its 95 % Wilson interval over the test reviews it was measured
+    on (a small test split cannot tell a point from noise; the figure alone would not say so)."""
+    accuracy, n = summary.get("accuracy"), summary.get("n_test")
+    if not isinstance(accuracy, int | float) or not isinstance(n, int) or n <= 0:
+        return fmt(accuracy, ".4f")
+    from engine.sentiment.metrics import wilson_interval
+
+    low, high = wilson_interval(round(accuracy * n), n)
+    return f"{accuracy:.4f} (95 % {low:.4f}-{high:.4f}, {n:,} test reviews)"
+
+
 def summary_table(summary: Mapping[str, Any]) -> Table:
     """The end-of-run table."""
     status = str(summary.get("status", "?"))
@@ -154,7 +166,7 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     rows = [
         ("profile", summary.get("profile")),
         ("world size", summary.get("world_size")),
-        ("accuracy", fmt(summary.get("accuracy"), ".4f")),
+        ("accuracy", accuracy_cell(summary)),
         ("F1", fmt(summary.get("f1"), ".4f")),
         ("epochs", summary.get("epochs")),
         ("wall time", f"{fmt(summary.get('wall_s'), '.1f')} s"),
