@@ -131,3 +131,5 @@ def test_train_says_what_it_fits_after_training_and_what_became_of_the_companion
     assert "in-sample" in lines[2]
     plain = summary_lines({**summary, "companion": None, "blend": None}, "run")
     assert len(plain) == 1
+    counted = summary_lines({**summary, "n_test": 1167}, "run")[0]  # how sure, and on how many
+    assert counted.startswith("accuracy 0.8895 (95 % 0.8702-0.9062, 1,167 test reviews)  f1")
