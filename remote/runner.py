@@ -58,6 +58,11 @@ SUMMARY_KEYS = (
 """Training results copied to the top level of a run's summary.json."""
 
 
+INTERRUPTED_BY = ["interrupted by the user (Ctrl-C)"]
+"""What a cancelled run's summary gives as the reason; `sentitop run` names a termination
+signal here before turning it into the same cancellation as Ctrl-C."""
+
+
 def new_run_dir(root: Path, profile_name: str) -> Path:
     """A fresh private run folder named ``YYYYmmdd-HHMMSS-<profile>`` (an absolute path: node
     processes run with other working directories)."""
@@ -242,7 +247,7 @@ async def execute_run(
         status, reason = "failed", f"internal error {type(exc).__name__}: {exc} (see {trace})"
         error = SentitopError(reason)
     except (asyncio.CancelledError, KeyboardInterrupt):
-        status, reason = "interrupted", "interrupted by the user (Ctrl-C)"
+        status, reason = "interrupted", INTERRUPTED_BY[0]
         raise
     finally:
         meter.stop_all()

@@ -141,7 +141,17 @@ def test_launch_refused_above_max_usd_per_hour(tmp_path, run_env) -> None:
     assert summary["train"] == {}  # nothing was started
 
 
-def test_sigint_during_training_tears_down_and_exits_130(write_profile, run_env, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("sig", "code", "reason"),
+    [
+        (signal.SIGINT, 130, "interrupted by the user (Ctrl-C)"),
+        (signal.SIGTERM, 143, "terminated by SIGTERM"),  # a supervisor's kill
+        (signal.SIGHUP, 129, "terminated by SIGHUP"),  # the terminal closed
+    ],
+)
+def test_a_stop_signal_during_training_tears_down(
+    write_profile, run_env, tmp_path, sig: int, code: int, reason: str
+) -> None:
     profile = write_profile(nproc=2, epochs=50)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tui.cli", "run", str(profile), "--json"],
@@ -162,13 +172,14 @@ def test_sigint_during_training_tears_down_and_exits_130(write_profile, run_env,
             break
         time.sleep(0.5)
     assert events is not None, "training never started"
-    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, sig)
     try:
         proc.wait(timeout=30)
     finally:
         proc.kill()
-    assert proc.returncode == 130, proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == code, proc.stderr.read() if proc.stderr else ""
     summary = json.loads((events.parent / "summary.json").read_text())
-    assert summary["status"] == "interrupted"
+    assert summary["status"] == "interrupted" and summary["reason"] == reason
+    assert '"type":"run_end"' in events.read_text()
     left = subprocess.run(["pgrep", "-f", f"{events.parent.name}"], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"processes left running: {left.stdout}"

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +29,57 @@ def run(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from remote.profile import load_profile
-    from remote.runner import execute_run
-    from tui.cli.console import make_console
-    from tui.cli.headless import HeadlessProgress, summary_table
 
     profile = load_profile(args.profile)
     err = Console(stderr=True)
     for warning in profile.warnings():
         err.print(Text(f"warning: {warning}", "yellow"))
     epochs = profile.to_train_config(".", ".").epochs
+    received: list[int] = []
+    try:
+        with _termination_as_interrupt(received):
+            return _run(args, profile, epochs)
+    except KeyboardInterrupt:
+        if not received:
+            raise  # Ctrl-C: the CLI's own message and exit code 130
+        name = signal.Signals(received[0]).name
+        print(f"terminated ({name}): the run was stopped and torn down", file=sys.stderr)
+        return 128 + received[0]
+
+
+TERMINATION_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals `sentitop run` stops on as it does on Ctrl-C (a supervisor's kill, a closed
+terminal): the ranks and any cloud machines are torn down and summary.json says so."""
+
+
+@contextlib.contextmanager
+def _termination_as_interrupt(received: list[int]) -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP become SIGINT to this process (asyncio's Ctrl-C path:
+    the run is cancelled and cleaned up); ``received`` gets the signal's number."""
+    from remote.runner import INTERRUPTED_BY
+
+    def forward(signum: int, _frame: Any) -> None:
+        if not received:
+            received.append(signum)
+            INTERRUPTED_BY[0] = f"terminated by {signal.Signals(signum).name}"
+        os.kill(os.getpid(), signal.SIGINT)
+
+    previous = {sig: signal.signal(sig, forward) for sig in TERMINATION_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args: argparse.Namespace, profile: Any, epochs: int) -> int:
+    """Execute the run with the headless display (or --json) and print the outcome."""
+    from rich.text import Text
+
+    from remote.runner import execute_run
+    from tui.cli.console import make_console
+    from tui.cli.headless import HeadlessProgress, summary_table
+
     if args.json:
         outcome = asyncio.run(execute_run(profile, runs_dir=args.runs_dir))
         print(json.dumps(outcome.summary, indent=2))
