@@ -68,6 +68,40 @@ class _Printer:
             print(f"loss threshold reached at {seconds:.1f} s (epoch {epoch})")
 
 
+FIXED_ON_RESUME = ("batch_size", "lr", "lr_schedule", "warmup_steps", "seed", "max_train_samples")
+"""Settings a resumed run keeps from its checkpoint's run: another value would not continue
+the same optimisation (the learning-rate schedule and the sample order were planned with it).
+Epochs may grow; the model's shape comes from the checkpoint."""
+
+
+def resumed_settings(args: argparse.Namespace) -> dict[str, Any] | None:
+    """With --resume, the run's own RUN_DIR/train_config.json as the base the flags override
+    (so `--resume` alone continues the run as it was started); ConfigError when a flag changes
+    one of FIXED_ON_RESUME. None without --resume or without a saved config."""
+    from engine.config import TrainConfig
+    from engine.config_flags import flag_values
+    from engine.errors import ConfigError
+
+    saved_path = Path(args.run_dir or "") / "train_config.json"
+    if not args.resume or not args.run_dir or not saved_path.is_file():
+        return None
+    saved: dict[str, Any] = json.loads(saved_path.read_text(encoding="utf-8"))
+    given = flag_values(args, TrainConfig)
+    changed = [
+        f"--{k.replace('_', '-')} {given[k]} (the run has {saved.get(k)})"
+        for k in FIXED_ON_RESUME
+        if k in given and given[k] != saved.get(k)
+    ]
+    if changed:
+        raise ConfigError(
+            f"--resume continues {args.run_dir} as it was started; these flags would change it: "
+            + "; ".join(changed),
+            hint="leave them out (the run's own settings are used), or train a new --run-dir",
+        )
+    saved.pop("resume", None)
+    return saved
+
+
 def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError
@@ -75,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.sentiment.splits import check_dataset
     from engine.sentiment.train import config_from_args, launch_local
 
-    cfg = config_from_args(args)
+    cfg = config_from_args(args, base=resumed_settings(args))
     if not (Path(cfg.data_dir) / "dataset.h5").is_file():
         raise InputError(
             f"{cfg.data_dir}/dataset.h5 not found",
