@@ -36,6 +36,9 @@ class LoadedRun:
     model: SentimentLSTM
     encoder: Any
     """engine.preprocess.encode.Encoder recorded in RUN_DIR/vocab.json."""
+    from_checkpoint: str | None = None
+    """Why the weights are a mid-training checkpoint's (no model.pt), for a warning; None
+    when they are the finished run's."""
 
 
 def confusion_stats(
@@ -81,6 +84,7 @@ def load_run(run_dir: str | Path, network_only: bool = False) -> LoadedRun:
         )
     spec = ModelShape.from_dict(json.loads(spec_path.read_text()))
     weights = run / ckpt.MODEL_WEIGHTS
+    from_checkpoint = None
     if weights.is_file():
         state = torch.load(weights, map_location="cpu")
     else:
@@ -91,6 +95,15 @@ def load_run(run_dir: str | Path, network_only: bool = False) -> LoadedRun:
                 hint="wait for the first epoch to finish",
             )
         state = saved["model"]
+        # a checkpoint holds the network as it trained: what is fitted after training (the
+        # blend, the companion; recorded in model.json by a finished run) is not in it
+        network_only = True
+        where = f"epoch {int(saved.get('epoch', 0)) + 1}, step {int(saved.get('step', 0))}"
+        from_checkpoint = (
+            f"{weights} is missing (training did not finish?): using the last training "
+            f"checkpoint, taken to continue at {where}: the network alone, without what a "
+            "finished run fits after training"
+        )
     if network_only:
         spec = replace(spec, blend=None, companion_features=0)
         state = {k: v for k, v in state.items() if not k.startswith("companion.")}
@@ -106,7 +119,7 @@ def load_run(run_dir: str | Path, network_only: bool = False) -> LoadedRun:
             "can be fitted again: engine.sentiment.after_training.refit_saved_run",
         ) from None
     model.eval()
-    return LoadedRun(run, model, load_encoder(run))
+    return LoadedRun(run, model, load_encoder(run), from_checkpoint)
 
 
 def predict_proba(run: LoadedRun, texts: Sequence[str], batch_size: int = _BATCH) -> np.ndarray:

@@ -197,6 +197,13 @@ def test_a_training_run_fits_blends_saves_and_reloads_the_companion(tmp_path: Pa
         load_run(run)
     refit_saved_run(run)
     assert predict_proba(load_run(run), texts) == pytest.approx(proba, abs=1e-6)
+    # model.pt gone (a run killed before its end): the checkpoint's network, and it says so
+    assert list((run / "checkpoints").glob("*.pt"))  # every epoch's end writes one
+    (run / "model.pt").unlink()
+    network = load_run(run)
+    assert network.model.companion is None and network.from_checkpoint is not None
+    assert "model.pt is missing" in network.from_checkpoint
+    assert predict_proba(network, texts).shape == (2,)
 
 
 @pytest.mark.slow

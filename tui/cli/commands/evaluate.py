@@ -50,9 +50,10 @@ def run(args: argparse.Namespace) -> int:
 
     fields = {"format": args.format, "text_field": args.text_field}
     fields["rating_field"] = args.rating_field
-    metrics = evaluate_files(
-        load_run(train_folder(args.run_dir)), args.input, args.adapt_prior, fields
-    )
+    loaded = load_run(train_folder(args.run_dir))
+    if loaded.from_checkpoint:
+        print(f"warning: {loaded.from_checkpoint}", file=sys.stderr)
+    metrics = evaluate_files(loaded, args.input, args.adapt_prior, fields)
     if args.json:
         print(json.dumps(metrics))
     else:

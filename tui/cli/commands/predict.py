@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if not texts:
         raise InputError("no text to score", hint="give TEXT arguments or --input FILE")
     loaded = load_run(train_folder(args.run_dir))
+    if loaded.from_checkpoint:
+        print(f"warning: {loaded.from_checkpoint}", file=sys.stderr)
     raw, known = score_texts(loaded, texts)
     proba, estimate = batch_prior(loaded, raw, args.adapt_prior)
     if args.json:
