@@ -105,8 +105,32 @@ class SentitopApp(App[int]):
 
     # -------------------------------------------------------------- messages
     async def on_run_requested(self, message: RunRequested) -> None:
+        if not self.run_screen.live:
+            await self.switch_mode("run")
+            self.run_screen.start_live(message.row)
+            return
+        row = message.row  # one run at a time: the live one stops only when the user says so
+        self.push_screen(
+            ConfirmScreen(
+                "A run is live",
+                f"Run {self.run_screen.state.run_id or '?'} is still running. Stop it (a "
+                f"checkpoint is written, its nodes torn down) and start {row.name}?",
+                yes="Stop it and start",
+                no="Keep it running",
+            ),
+            lambda yes: self._confirmed_restart(row, yes),
+        )
+
+    def _confirmed_restart(self, row: Any, yes: bool | None) -> None:
+        if not yes:
+            self.notify("the live run keeps going (s on the Run screen stops it)", markup=False)
+            return
+        self.run_worker(self._stop_then_start(row), exclusive=True, group="restart")
+
+    async def _stop_then_start(self, row: Any) -> None:
+        await self.run_screen.stop_and_wait()
         await self.switch_mode("run")
-        self.run_screen.start_live(message.row)
+        self.run_screen.start_live(row)
 
     async def on_replay_requested(self, message: ReplayRequested) -> None:
         await self.switch_mode("run")

@@ -198,6 +198,29 @@ async def test_run_stop_asks_then_stops() -> None:
     assert app.return_code == 0
 
 
+async def test_starting_another_run_asks_before_stopping_the_live_one() -> None:
+    runner = FakeRunner()
+    app = build_app(runner=runner)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await start_cloud_run(pilot, app, runner)
+        await pilot.press("1", "r")  # Profiles, run the selected profile again
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await pilot.pause()
+        assert screen.live and not runner.stopped and len(runner.calls) == 1
+        assert any("keeps going" in n for n in notes(app))
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("y")
+        for _ in range(100):  # the new run holds (the fake waits to be stopped): poll, not settle
+            if len(runner.calls) == 2:
+                break
+            await pilot.pause(0.1)
+        assert runner.stopped and len(runner.calls) == 2  # stopped first, then started
+        assert screen.live
+
+
 async def test_quit_asks_while_cloud_nodes_are_up() -> None:
     runner = FakeRunner()
     app = build_app(runner=runner)

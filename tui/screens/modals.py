@@ -31,7 +31,7 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="confirm"):
             yield Label(self.title_text, id="dialog-title")
-            yield Static(self.question, id="dialog-body")
+            yield Static(self.question, id="dialog-body", markup=False)  # names from files
             with Horizontal(id="dialog-buttons"):
                 yield Button(f"{self.yes_label} (y)", variant="error", id="yes")
                 yield Button(f"{self.no_label} (n)", variant="primary", id="no")
