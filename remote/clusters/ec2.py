@@ -90,7 +90,9 @@ def default_ami(region: str | None, endpoint: str | None = None) -> str:
         with aws.cloud_errors("look up the default Deep Learning AMI", region=region):
             value = ssm.get_parameter(Name=DEEP_LEARNING_AMI_PARAMETER)["Parameter"]["Value"]
     except CloudError as exc:
-        exc.hint = "set nodes[].ami in the profile to an AMI with Python and PyTorch"
+        # without credentials or a region, cloud_errors' own hint says what to do
+        if not any(word in exc.message for word in ("credentials", "no AWS region")):
+            exc.hint = "set nodes[].ami in the profile to an AMI with Python and PyTorch"
         raise
     return str(value)
 

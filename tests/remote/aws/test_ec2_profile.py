@@ -48,3 +48,17 @@ def test_missing_ami_uses_the_deep_learning_ami_parameter_or_says_what_to_set(aw
         make_cluster(load_profile(MIXED))
     assert "Deep Learning AMI" in info.value.message
     assert "nodes[].ami" in (info.value.hint or "")
+
+
+def test_missing_credentials_are_hinted_as_such_not_as_an_ami(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from remote.clusters.ec2 import default_ami
+
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(CloudError) as info:
+        default_ami("us-east-1")
+    assert "no AWS credentials" in info.value.message
+    assert "aws configure" in (info.value.hint or "") and "ami" not in (info.value.hint or "")
