@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from engine.errors import SentitopError
 from remote.teardown import teardown_run
 
 DESCRIPTION = """\
@@ -43,7 +44,12 @@ def run(args: argparse.Namespace) -> int:
     """Tear the run down and print what was terminated (exit 0, also when nothing was found)."""
     from remote.run_folder import run_id_of
 
+    provider = _recorded_provider(args.run_id)
     args.run_id = run_id_of(args.run_id)
+    if provider in ("local", "ssh"):  # nothing in any cloud: no AWS call, no credentials needed
+        message = f"run {args.run_id} ran on {provider} machines: nothing in the cloud to tear down"
+        print(json.dumps({"run_id": args.run_id, "provider": provider}) if args.json else message)
+        return 0
     show = None if args.json else (lambda r: print(r.line(args.dry_run), flush=True))
     report = teardown_run(args.run_id, region=args.region, dry_run=args.dry_run, on_resource=show)
     if args.json:
@@ -54,3 +60,17 @@ def run(args: argparse.Namespace) -> int:
             "(no EC2 instance or EMR cluster with its tag)"
         )
     return 0
+
+
+def _recorded_provider(ref: str) -> str | None:
+    """The provider a run's summary.json records (its folder given, or found by id in the runs
+    folder); None when there is no such record here (the run may still have cloud machines)."""
+    from remote.run_folder import SUMMARY_FILE, resolve_run_dir
+
+    try:
+        folder = resolve_run_dir(ref, want=SUMMARY_FILE)
+        summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, SentitopError):
+        return None
+    provider = summary.get("provider") if isinstance(summary, dict) else None
+    return provider if isinstance(provider, str) else None
