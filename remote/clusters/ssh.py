@@ -338,7 +338,7 @@ class SSHCluster(Cluster):
             ):
                 await fh.write(bundle)
         except (asyncssh.Error, OSError) as exc:
-            raise LaunchError(f"node {node}: copying code by SFTP failed: {exc}") from None
+            raise sftp_failed(node, "copying code", exc) from None
         tmp = f"{code}.{node}.tmp"
         await self._check(
             node,
@@ -408,7 +408,7 @@ class SSHCluster(Cluster):
                 else:
                     await sftp.put([str(p) for p in sorted(path.iterdir())], tmp, recurse=True)
         except (asyncssh.Error, OSError) as exc:
-            raise LaunchError(f"node {node}: copying {path} by SFTP failed: {exc}") from None
+            raise sftp_failed(node, f"copying {path}", exc) from None
         await self._check(
             node,
             f"touch -- {quote(tmp + '/.complete')} && "
@@ -441,7 +441,7 @@ class SSHCluster(Cluster):
             async with self._conns[node].start_sftp_client() as sftp:
                 await sftp.get(remote, str(target), recurse=True, preserve=True)
         except (asyncssh.Error, OSError) as exc:
-            raise LaunchError(f"node {node}: copying {remote} back by SFTP failed: {exc}") from None
+            raise sftp_failed(node, f"copying {remote} back", exc) from None
         return target
 
 
@@ -512,3 +512,19 @@ def tree_digest(path: Path) -> str:
 
 
 __all__ = ["SSHCluster", "SSHNode", "code_bundle", "tree_digest"]
+
+
+def sftp_failed(node: str, what: str, exc: Exception) -> LaunchError:
+    """The error for a failed SFTP copy; a server that refuses the SFTP subsystem gets a hint
+    (OpenSSH answers "Session request failed" when sshd_config has no Subsystem sftp line)."""
+    hint = None
+    if (
+        isinstance(exc, asyncssh.ChannelOpenError)
+        and exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED
+    ):
+        hint = (
+            "the node's SSH server refused the SFTP subsystem, which sentitop copies code and "
+            "data with: enable it in the server's sshd_config (e.g. `Subsystem sftp "
+            "internal-sftp`) and reload sshd"
+        )
+    return LaunchError(f"node {node}: {what} by SFTP failed: {exc}", hint=hint)

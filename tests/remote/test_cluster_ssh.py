@@ -466,3 +466,19 @@ async def test_init_embeddings_folder_reaches_each_node_as_its_own_copy(
         assert (copy / "embeddings.npy").read_bytes() == (emb / "embeddings.npy").read_bytes()
         assert (copy / "corpus.npz").read_bytes() == (emb / "corpus.npz").read_bytes()
     assert train.model.init_embeddings == str(emb)  # the shared config is left as it was
+
+
+def test_server_refusing_sftp_gets_a_hint_naming_the_sshd_setting() -> None:
+    """OpenSSH without a Subsystem sftp line answers "Session request failed"."""
+    import asyncssh
+
+    from remote.clusters.ssh import sftp_failed
+
+    refused = asyncssh.ChannelOpenError(
+        asyncssh.OPEN_REQUEST_SESSION_FAILED, "Session request failed"
+    )
+    error = sftp_failed("node0", "copying code", refused)
+    assert "node node0: copying code by SFTP failed: Session request failed" in str(error)
+    assert error.hint is not None and "Subsystem sftp" in error.hint
+    other = sftp_failed("node0", "copying code", OSError(28, "No space left on device"))
+    assert other.hint is None and "No space left" in str(other)
