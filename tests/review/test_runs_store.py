@@ -82,6 +82,8 @@ def test_one_broken_run_does_not_hide_the_others(
     assert main(["runs", "--runs-dir", str(root)]) == 0
     captured = capsys.readouterr()
     assert "left out 1 run folder(s) that cannot be read" in captured.err and "a" in captured.out
+    assert main(["plan", "profiles/local.yaml", "--runs-dir", str(root)]) == 0
+    assert "left out 1 run folder(s) that cannot be read" in capsys.readouterr().err
     assert main(["runs", "--runs-dir", str(tmp_path / "nosuch")]) == 2
     assert "no such folder" in capsys.readouterr().err
 

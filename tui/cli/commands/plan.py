@@ -152,7 +152,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
     size = parse_size(args.data_size, name="--data-size") if args.data_size else None
     profile = load_profile(args.profile)
-    runs = list_runs(args.runs_dir)
+    from tui.cli.commands.runs import warn_unreadable
+
+    unreadable: list[str] = []
+    runs = list_runs(args.runs_dir, unreadable)
+    warn_unreadable(unreadable)  # a measured rate may be missing from the plan: say why
     for path in args.imports:
         runs.extend(import_csv(path))
     from remote.pricing import price_book

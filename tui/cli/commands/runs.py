@@ -63,6 +63,16 @@ def row(r: Any) -> dict[str, Any]:
     }
 
 
+def warn_unreadable(unreadable: list[str]) -> None:
+    """Say on stderr which run folders list_runs left out (nothing when none)."""
+    if unreadable:
+        print(
+            f"warning: left out {len(unreadable)} run folder(s) that cannot be read: "
+            + "; ".join(unreadable[:3]),
+            file=sys.stderr,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the runs (oldest first)."""
     from remote.runs_store import import_csv, list_runs, runs_dir
@@ -73,12 +83,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--runs-dir {args.runs_dir}: no such folder")
     unreadable: list[str] = []
     records = list_runs(args.runs_dir, unreadable)
-    if unreadable:
-        print(
-            f"warning: left out {len(unreadable)} run folder(s) that cannot be read: "
-            + "; ".join(unreadable[:3]),
-            file=sys.stderr,
-        )
+    warn_unreadable(unreadable)
     for path in args.imports:
         records.extend(import_csv(path))
     if args.json:
