@@ -148,7 +148,9 @@ class Profile(Section):
         """The file the profile was loaded from."""
         return self._source
 
-    def _where(self) -> str:
+    @property
+    def where(self) -> str:
+        """How errors name the profile: its file, or its name when it has none."""
         return str(self._source) if self._source else f"profile {self.name!r}"
 
     # -- conversion into engine configs --------------------------------------------------
@@ -166,14 +168,14 @@ class Profile(Section):
         try:
             return self.preprocess.to_config(files, str(output_dir))
         except ConfigError as exc:
-            raise ProfileError(f"{self._where()}: preprocess: {exc.message}") from None
+            raise ProfileError(f"{self.where}: preprocess: {exc.message}") from None
 
     def to_train_config(self, data_dir: str | Path, run_dir: str | Path) -> TrainConfig:
         """The engine's training config."""
         try:
             return self.train.to_config(str(data_dir), str(run_dir))
         except ConfigError as exc:
-            raise ProfileError(f"{self._where()}: {exc.message}") from None
+            raise ProfileError(f"{self.where}: {exc.message}") from None
 
     def resolved(self) -> dict[str, Any]:
         """The profile as plain data (saved in the run folder; holds no credentials)."""
@@ -227,7 +229,7 @@ class Profile(Section):
             price = book.price(instance_type, spot=spot)
             if price is None:
                 raise ProfileError(
-                    f"{self._where()}: {where}: no price known for {instance_type!r}",
+                    f"{self.where}: {where}: no price known for {instance_type!r}",
                     hint="check the type's spelling, or add a row for it to the user price "
                     "catalog (see `sentitop prices --help`)",
                 )

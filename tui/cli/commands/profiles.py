@@ -73,7 +73,7 @@ def _describe(entry: Any, books: dict[str, Any]) -> dict[str, Any]:
         lines = profile.cost_lines(book)
     except ProfileError as exc:  # a type without a price: warnings() names it already
         info.update(usd_per_hour=None)
-        field = exc.message.removeprefix(f"{profile._where()}: ").split(":", 1)[0]
+        field = exc.message.removeprefix(f"{profile.where}: ").split(":", 1)[0]
         if not any(w.startswith(f"{field}:") for w in info["warnings"]):
             info["warnings"].append(exc.message)
     else:
