@@ -58,9 +58,8 @@ SUMMARY_KEYS = (
 """Training results copied to the top level of a run's summary.json."""
 
 
-INTERRUPTED_BY = ["interrupted by the user (Ctrl-C)"]
-"""What a cancelled run's summary gives as the reason; `sentitop run` names a termination
-signal here before turning it into the same cancellation as Ctrl-C."""
+CTRL_C_REASON = "interrupted by the user (Ctrl-C)"
+"""What a cancelled run's summary gives as the reason unless the caller names another."""
 
 
 def new_run_dir(root: Path, profile_name: str) -> Path:
@@ -178,10 +177,13 @@ async def execute_run(
     on_event: EventCallback | None = None,
     on_line: LineCallback | None = None,
     stop: asyncio.Event | None = None,
+    interrupt_reason: Callable[[], str | None] | None = None,
 ) -> RunOutcome:
     """Run ``profile`` end to end; never raises for run failures (see RunOutcome).
 
     ``on_event`` gets every event; ``on_line(node, line, event_or_None)`` every node output line.
+    ``interrupt_reason`` names why a cancelled run stopped (e.g. a termination signal turned
+    into the Ctrl-C path); None or no answer: the user's Ctrl-C.
     """
     run_dir = new_run_dir(runs_dir or runs_root(), profile.name)
     write_private_file(
@@ -247,7 +249,8 @@ async def execute_run(
         status, reason = "failed", f"internal error {type(exc).__name__}: {exc} (see {trace})"
         error = SentitopError(reason)
     except (asyncio.CancelledError, KeyboardInterrupt):
-        status, reason = "interrupted", INTERRUPTED_BY[0]
+        status = "interrupted"
+        reason = (interrupt_reason() if interrupt_reason else None) or CTRL_C_REASON
         raise
     finally:
         meter.stop_all()

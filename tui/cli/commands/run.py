@@ -9,7 +9,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     received: list[int] = []
     try:
         with _termination_as_interrupt(received):
-            return _run(args, profile, epochs)
+            return _run(args, profile, epochs, lambda: _termination_reason(received))
     except KeyboardInterrupt:
         if not received:
             raise  # Ctrl-C: the CLI's own message and exit code 130
@@ -56,12 +56,10 @@ terminal): the ranks and any cloud machines are torn down and summary.json says 
 def _termination_as_interrupt(received: list[int]) -> Iterator[None]:
     """While inside, SIGTERM and SIGHUP become SIGINT to this process (asyncio's Ctrl-C path:
     the run is cancelled and cleaned up); ``received`` gets the signal's number."""
-    from remote.runner import INTERRUPTED_BY
 
     def forward(signum: int, _frame: Any) -> None:
         if not received:
             received.append(signum)
-            INTERRUPTED_BY[0] = f"terminated by {signal.Signals(signum).name}"
         os.kill(os.getpid(), signal.SIGINT)
 
     previous = {sig: signal.signal(sig, forward) for sig in TERMINATION_SIGNALS}
@@ -72,7 +70,17 @@ def _termination_as_interrupt(received: list[int]) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _run(args: argparse.Namespace, profile: Any, epochs: int) -> int:
+def _termination_reason(received: list[int]) -> str | None:
+    """The summary's reason for a run stopped by a termination signal (None: Ctrl-C)."""
+    return f"terminated by {signal.Signals(received[0]).name}" if received else None
+
+
+def _run(
+    args: argparse.Namespace,
+    profile: Any,
+    epochs: int,
+    interrupt_reason: Callable[[], str | None],
+) -> int:
     """Execute the run with the headless display (or --json) and print the outcome."""
     from rich.text import Text
 
@@ -81,7 +89,9 @@ def _run(args: argparse.Namespace, profile: Any, epochs: int) -> int:
     from tui.cli.headless import HeadlessProgress, summary_table
 
     if args.json:
-        outcome = asyncio.run(execute_run(profile, runs_dir=args.runs_dir))
+        outcome = asyncio.run(
+            execute_run(profile, runs_dir=args.runs_dir, interrupt_reason=interrupt_reason)
+        )
         print(json.dumps(outcome.summary, indent=2))
     else:
         console = make_console()
@@ -92,6 +102,7 @@ def _run(args: argparse.Namespace, profile: Any, epochs: int) -> int:
                     runs_dir=args.runs_dir,
                     on_event=display.on_event,
                     on_line=display.on_line,
+                    interrupt_reason=interrupt_reason,
                 )
             )
         console.print(summary_table(outcome.summary))
