@@ -48,13 +48,14 @@ def synthetic_inputs(profile: Profile, emitter: Emitter) -> list[str]:
         return [os.path.expanduser(p) for p in profile.data.inputs]
     folder = cache_root() / "synthetic"
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"reviews-{spec.size}-seed{spec.seed}.jsonl"
+    share = "" if spec.distinct is None else f"-distinct{spec.distinct:g}"
+    target = folder / f"reviews-{spec.size}-seed{spec.seed}{share}.jsonl"
     if not target.exists():
         from engine.synth import generate
 
         emitter.emit("stage_start", stage="synth", size=spec.size, seed=spec.seed)
         partial = target.with_suffix(f".part{os.getpid()}")
-        counts = generate(partial, spec.size, seed=spec.seed)
+        counts = generate(partial, spec.size, seed=spec.seed, distinct=spec.distinct)
         os.replace(partial, target)
         emitter.emit(
             "stage_end",

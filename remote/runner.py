@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
-from engine.errors import SentitopError
+from engine.errors import DatasetError, SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
 from engine.sentiment.pretrained import check_init_embeddings
 from engine.sentiment.splits import check_dataset
@@ -303,7 +303,18 @@ async def _stages(ctx: TrainContext) -> None:
         for key in emr_keys:
             ctx.meter.stop(key)
     max_train = ctx.train.max_train_samples  # an empty or one-class split: exit 2, no machine
-    await asyncio.to_thread(check_dataset, data.dataset_dir, max_train)
+    try:
+        await asyncio.to_thread(check_dataset, data.dataset_dir, max_train)
+    except DatasetError as exc:
+        synthetic = ctx.profile.data.synthetic
+        if synthetic is None:
+            raise
+        raise DatasetError(  # the generic hint (preprocess more reviews) is not the profile's fix
+            exc.message,
+            hint=f"the profile's synthetic data is too small ({data.stats.get('kept', '?')} "
+            "reviews kept after de-duplication): raise data.synthetic.size (1MB or more) or "
+            "set data.synthetic.distinct (e.g. 0.9) for more distinct reviews per MB",
+        ) from None
     cluster = make_cluster(ctx.profile)
     async with cluster:
         await run_training(ctx, cluster, data)

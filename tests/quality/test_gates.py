@@ -3,6 +3,7 @@ written as done) by preprocess, train and run; a suspicious one is warned about 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -151,3 +152,51 @@ def test_a_run_that_learned_nothing_says_so(tmp_path: Path) -> None:
     assert [w["code"] for w in summary["warnings"]] == ["below_majority"]
     events = [e for e in read_events(run / "events.jsonl") if e["type"] == "warning"]
     assert events and events[0]["code"] == "below_majority" and events[0]["stage"] == "train"
+
+
+def _synthetic_profile(path: Path, synthetic: str) -> Path:
+    path.write_text(
+        f"name: tiny\nprovider: local\ndata:\n  synthetic: {synthetic}\n"
+        "preprocess: {vocab_size: 500, seq_len: 24}\n"
+        "train: {nproc: 1, epochs: 1, batch_size: 16, threads: 1, checkpoint_every_min: 0}\n"
+    )
+    return path
+
+
+def test_too_small_synthetic_data_names_the_profile_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """300KB at the corpus's duplicate rate keeps 53 reviews and 1 test review: exit 2 before
+    any rank starts, with a hint at the profile's own settings (not "preprocess more")."""
+    profile = _synthetic_profile(tmp_path / "p.yaml", "{size: 300KB, seed: 1}")
+    rc = main(["run", str(profile), "--runs-dir", str(tmp_path / "runs"), "--json"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "test split" in err and "data.synthetic.distinct" in err and "53 reviews kept" in err
+    (run,) = (tmp_path / "runs").iterdir()
+    assert not (run / "train").exists() or not any((run / "train").iterdir())
+
+
+def test_synthetic_distinct_share_reaches_the_generator(tmp_path: Path) -> None:
+    from engine.events import Emitter
+    from remote.datasets import synthetic_inputs
+    from remote.profile import load_profile
+
+    plain = load_profile(_synthetic_profile(tmp_path / "a.yaml", "{size: 100KB, seed: 1}"))
+    varied = load_profile(
+        _synthetic_profile(tmp_path / "b.yaml", "{size: 100KB, seed: 1, distinct: 0.9}")
+    )
+    emitter = Emitter(None)
+
+    def distinct_share(profile: object) -> float:
+        (path,) = synthetic_inputs(profile, emitter)  # type: ignore[arg-type]
+        texts = []
+        for line in Path(path).read_text().splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):  # malformed on purpose
+                texts.append(json.loads(line)["reviewText"])
+        return len(set(texts)) / len(texts)
+
+    assert distinct_share(plain) < 0.4 < 0.8 < distinct_share(varied)
+    bad = _synthetic_profile(tmp_path / "c.yaml", "{size: 100KB, distinct: 0}")
+    with pytest.raises(Exception, match="distinct"):
+        load_profile(bad)
