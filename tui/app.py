@@ -11,12 +11,13 @@ from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
 from engine.errors import SentitopError
+from tui.model.event_text import readable_text
 from tui.screens.base import WorkerFailed
 from tui.screens.help import HelpScreen
 from tui.screens.modals import ConfirmScreen, ErrorScreen
 from tui.screens.prices import PricesScreen
 from tui.screens.profiles import ProfilesScreen, RunRequested
-from tui.screens.run import RunScreen
+from tui.screens.run import FeedEnded, RunScreen
 from tui.screens.runs import ReplayRequested, RunsScreen
 from tui.services import Services
 from tui.widgets.nav import SCREENS
@@ -58,7 +59,9 @@ class SentitopApp(App[int]):
         self.add_mode("profiles", lambda: ProfilesScreen(services))
         self.add_mode("prices", lambda: PricesScreen(services))
         self.add_mode("run", lambda: self.run_screen)
-        self.add_mode("runs", lambda: RunsScreen(services))
+        self.runs_screen = RunsScreen(services)
+        """The Runs screen (told when a run started from here starts or ends)."""
+        self.add_mode("runs", lambda: self.runs_screen)
 
     async def on_mount(self) -> None:
         await self.switch_mode(self.start_mode)
@@ -108,6 +111,7 @@ class SentitopApp(App[int]):
         if not self.run_screen.live:
             await self.switch_mode("run")
             self.run_screen.start_live(message.row)
+            self.runs_screen.runs_changed()
             return
         row = message.row  # one run at a time: the live one stops only when the user says so
         self.push_screen(
@@ -131,10 +135,16 @@ class SentitopApp(App[int]):
         await self.run_screen.stop_and_wait()
         await self.switch_mode("run")
         self.run_screen.start_live(row)
+        self.runs_screen.runs_changed()
 
     async def on_replay_requested(self, message: ReplayRequested) -> None:
         await self.switch_mode("run")
         self.run_screen.start_replay(message.path, 0.0)
+
+    def on_feed_ended(self, message: FeedEnded) -> None:
+        """A live run ended (its summary.json is written): the Runs screen looks again."""
+        if message.source == "live":
+            self.runs_screen.runs_changed()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Failures of the app's own workers (screens forward theirs as WorkerFailed)."""
@@ -157,7 +167,7 @@ class SentitopApp(App[int]):
                 f"{worker.name or 'background task'} failed",
                 f"{type(error).__name__}: {error}",
             )
-        self.push_screen(ErrorScreen(title, text))
+        self.push_screen(ErrorScreen(title, readable_text(text)))  # quoted node lines: events
 
 
 def default_runs_dir() -> Path:

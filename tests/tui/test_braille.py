@@ -61,7 +61,9 @@ def test_render_is_exactly_the_requested_size(w: int, h: int) -> None:
 def test_render_without_data_says_so() -> None:
     text = render_plot([PlotLine("a", np.array([]), np.array([]))], 40, 8)
     assert "waiting for data" in text.plain
-    assert "too small" in render_plot([], 5, 2).plain
+    assert "too small" in render_plot([], 11, 2).plain
+    tiny = render_plot([], 5, 2).plain.split("\n")  # cut to the box, never wider or taller
+    assert len(tiny) <= 2 and all(len(row) <= 5 for row in tiny) and tiny[0] == "(too"
 
 
 def test_flat_series_and_labels() -> None:

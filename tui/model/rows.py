@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InputError, SentitopError
+from tui.model.run_history import Stamp, device_kind, run_stamp, scan_events
 from tui.model.run_state import RunState
 
 
@@ -90,7 +91,11 @@ class RunRow:
     path: str
     profile: str = ""
     gpus: int = 0
+    """Training workers (ranks): GPUs of a GPU run, processes of a CPU run."""
+    device: str = ""
+    """What the workers trained on: GPU, CPU or "" (unknown)."""
     epochs: int = 0
+    """Epochs completed (for a stopped run: as far as its events or checkpoint got)."""
     hours: float = 0.0
     usd: float | None = None
     accuracy: float | None = None
@@ -268,36 +273,66 @@ def read_run_state(run_dir: Path, capacity: int = 4096) -> RunState:
     return state
 
 
-def load_run_rows(runs_dir: Path) -> list[RunRow]:
-    """Rows for every run folder (summary.json when present, else derived from events)."""
+RowCache = dict[str, tuple[Stamp, "RunRow | None"]]
+"""Run folder -> (its stamp, its row) from an earlier load (None: not a run folder)."""
+
+
+def load_run_rows(runs_dir: Path, cache: RowCache | None = None) -> list[RunRow]:
+    """Rows for every run folder (summary.json when present, else derived from events); a
+    folder whose stamp matches ``cache`` is not read again (the cache is updated in place)."""
     rows: list[RunRow] = []
     if not runs_dir.is_dir():
         return rows
-    for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
-        summary_path = run_dir / "summary.json"
-        data: dict[str, Any] = {}
-        if summary_path.is_file():
-            try:
-                data = json.loads(summary_path.read_text(encoding="utf-8"))
-            except ValueError:
-                data = {}
-        if not data and (run_dir / "events.jsonl").is_file():
-            data = read_run_state(run_dir).summary_row()
-        if not data:
-            continue
-        rows.append(
-            RunRow(
-                run=str(data.get("run") or run_dir.name),
-                path=str(run_dir),
-                profile=str(data.get("profile") or ""),
-                gpus=int(data.get("gpus") or data.get("world_size") or 0),
-                epochs=int(data.get("epochs") or 0),
-                hours=float(data.get("hours") or 0.0),
-                usd=data.get("usd"),
-                accuracy=data.get("accuracy"),
-                f1=data.get("f1"),
-                samples_per_s=data.get("samples_per_s"),
-                status=str(data.get("status") or ""),
-            )
-        )
+    cache = {} if cache is None else cache
+    folders = sorted(p for p in runs_dir.iterdir() if p.is_dir())
+    for gone in set(cache) - {str(p) for p in folders}:
+        del cache[gone]
+    for run_dir in folders:
+        stamp = run_stamp(run_dir)
+        known = cache.get(str(run_dir))
+        row = known[1] if known is not None and known[0] == stamp else run_row(run_dir)
+        cache[str(run_dir)] = (stamp, row)
+        if row is not None:
+            rows.append(row)
     return rows
+
+
+def run_row(run_dir: Path) -> RunRow | None:
+    """The row of one run folder; None when it holds neither summary.json nor events."""
+    summary_path = run_dir / "summary.json"
+    events_path = run_dir / "events.jsonl"
+    data: dict[str, Any] = {}
+    if summary_path.is_file():
+        try:
+            data = json.loads(summary_path.read_text(encoding="utf-8"))
+        except ValueError:
+            data = {}
+    if not isinstance(data, dict):
+        data = {}
+    if not data and events_path.is_file():
+        data = read_run_state(run_dir).summary_row()
+    if not data:
+        return None
+    train = data["train"] if isinstance(data.get("train"), dict) else {}
+    device = data.get("device") or train.get("device")
+    epochs = int(data.get("epochs") or 0)
+    if not epochs or not device:  # an interrupted run has no train summary: ask its events
+        facts = scan_events(events_path)
+        epochs, device = epochs or facts.epochs_done, device or facts.device
+    wall_s = data.get("wall_s")
+    return RunRow(
+        run=str(data.get("run") or run_dir.name),
+        path=str(run_dir),
+        profile=str(data.get("profile") or ""),
+        gpus=int(data.get("gpus") or data.get("world_size") or 0),
+        device=device_kind(device),
+        epochs=epochs,
+        hours=float(
+            data.get("hours") or (wall_s / 3600.0 if isinstance(wall_s, int | float) else 0)
+        ),
+        usd=data.get("usd"),
+        accuracy=data.get("accuracy"),
+        f1=data.get("f1"),
+        samples_per_s=data.get("samples_per_s"),
+        status=str(data.get("status") or ""),
+    )

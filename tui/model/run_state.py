@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.events import parse_event_line
 from tui.format import after_training_line, companion_line, fmt, fmt_duration
+from tui.model.event_text import readable_line, stage_ended, stage_started
 from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo, device_label
 from tui.model.run_views import EMBEDDINGS, FINAL_STATUSES, PHASES, RunViews
 from tui.model.series import DEFAULT_CAPACITY, Series
@@ -158,13 +160,15 @@ class RunState(RunViews):
         return n
 
     def add_log(self, source: str, text: str, level: str = "info", t: float | None = None) -> None:
-        """Add a plain log line (e.g. a node's stdout line that is not an event)."""
+        """Add a plain log line (e.g. a node's stdout line that is not an event); a line that
+        still holds an event's JSON (behind a prefix) is shown as that event's readable text."""
+        text, said_level = readable_line(text.rstrip())
         with self.lock:
             rel = self._rel(t) if t is not None else self.elapsed
-            self.log.append(LogLine(rel, source, text.rstrip(), level))
+            self.log.append(LogLine(rel, source, text, said_level or level))
             node = self.nodes.get(source)
             if node is not None:
-                node.last_line = text.rstrip()
+                node.last_line = text
             self.version += 1
 
     def _ingest(self, event: Mapping[str, Any]) -> None:
@@ -240,7 +244,7 @@ class RunState(RunViews):
             self.status = "running"
         if ev.get("workload") == EMBEDDINGS:
             self._on_embeddings_start(ev, rel)
-        self._log(rel, "run", f"stage {stage.name} started")
+        self._log(rel, "run", stage_started(stage.name))
 
     def _on_embeddings_start(self, ev: Mapping[str, Any], rel: float) -> None:
         self.workload = EMBEDDINGS
@@ -260,9 +264,8 @@ class RunState(RunViews):
         stage.seconds = _num(ev.get("seconds"))
         if stage.total is not None and stage.status == "ok":
             stage.done = stage.total
-        secs = f" in {fmt_duration(stage.seconds)}" if stage.seconds is not None else ""
         level = "info" if stage.status == "ok" else "error"
-        self._log(rel, "run", f"stage {stage.name} {stage.status}{secs}", level)
+        self._log(rel, "run", stage_ended(stage.name, stage.status, stage.seconds), level)
         if self.embeddings and stage.name == "train" and "run_start" not in self.counts:
             # `sentitop embed` has no runner (no run_end): its train stage's end ends the run
             self.status = stage.status if stage.status in FINAL_STATUSES else "failed"
@@ -497,8 +500,11 @@ class RunState(RunViews):
         self._log(rel, source, str(ev.get("message") or "error"), "error")
         tail = ev.get("tail")
         if isinstance(tail, list):
-            for line in tail[-5:]:
-                self._log(rel, source, f"  {line}", "error")
+            # the node's last output lines: its events are in the log already, in their own
+            # words; show what else it printed (a traceback), events in prefixed lines readable
+            said = [str(ln) for ln in tail if parse_event_line(str(ln)) is None][-5:]
+            for line in said:
+                self._log(rel, source, f"  {readable_line(line)[0]}", "error")
 
     def _on_warning(self, ev: Mapping[str, Any], rel: float) -> None:
         self.warnings.append(dict(ev))
@@ -526,8 +532,8 @@ class RunState(RunViews):
 
     def _on_log(self, ev: Mapping[str, Any], rel: float) -> None:
         source = str(ev.get("node") or ev.get("rank") or "log")
-        text = str(ev.get("line") or ev.get("message") or "")
-        self._log(rel, source, text, str(ev.get("level") or "info"))
+        text, said_level = readable_line(str(ev.get("line") or ev.get("message") or ""))
+        self._log(rel, source, text, said_level or str(ev.get("level") or "info"))
         node = self.nodes.get(source)
         if node is not None:
             node.last_line = text

@@ -117,7 +117,8 @@ class RunViews:
             "run": s.get("run") or self.run_id,
             "profile": s.get("profile") or self.profile,
             "gpus": s.get("world_size") or self.world_size,
-            "epochs": s.get("epochs") or len(epochs),
+            "epochs": s.get("epochs") or self.epochs_done,
+            "device": s.get("device") or self.train_plan.get("device") or self._rank_device(),
             "hours": s.get("hours") or self.elapsed / 3600.0,
             "usd": s.get("usd") if s.get("usd") is not None else self.usd,
             "accuracy": s.get("accuracy") or (epochs[-1].accuracy if epochs else None),
@@ -125,6 +126,19 @@ class RunViews:
             "samples_per_s": s.get("samples_per_s") or (sum(sps) / len(sps) if sps else None),
             "status": self.status,
         }
+
+    @property
+    def epochs_done(self) -> int:
+        """Epochs completed: the highest `epoch` event index + 1, or where the newest checkpoint
+        resumes (an interrupted run may have checkpointed an epoch it did not report)."""
+        done = max((r.epoch + 1 for r in self.epochs), default=0)
+        checkpoint = self.last_checkpoint or {}
+        resumes = checkpoint.get("epoch")
+        return max(done, resumes if isinstance(resumes, int) else 0)
+
+    def _rank_device(self) -> str:
+        """The device a `rank_start` named (runs recorded before `train_start` had one)."""
+        return next((d for n in self.nodes.values() for d in n.devices.values()), "")
 
     def usd_at(self, elapsed: Iterable[float]) -> list[float]:
         """Dollars used at each elapsed time (linear between `cost` events)."""

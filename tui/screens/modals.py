@@ -11,6 +11,11 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
+from tui.widgets.nav import SCREENS
+
+ERROR_HINT = "enter/esc close · q quit · 1-4 switch screen"
+"""The error dialog's key hint (app keys work there too, after closing it)."""
+
 
 class ConfirmScreen(ModalScreen[bool]):
     """Ask a yes/no question; dismisses with True for yes."""
@@ -47,10 +52,18 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class ErrorScreen(ModalScreen[None]):
-    """Show a failure (title, message, hint) until dismissed."""
+    """Show a failure (title, message, hint) until dismissed; `q` and 1-4 dismiss it and then
+    quit or switch screen as they do everywhere else (a modal hides the app's own keys)."""
 
     CSS_PATH = Path(__file__).with_name("modals.tcss")
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,enter,o", "close", "OK")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,enter,o", "close", "Close"),
+        Binding("q", "close_and_quit", "Quit"),
+        *(
+            Binding(str(number), f"close_and_switch({number})", title, show=False)
+            for number, (_, title) in enumerate(SCREENS, 1)
+        ),
+    ]
 
     def __init__(self, title: str, message: str) -> None:
         super().__init__()
@@ -59,9 +72,10 @@ class ErrorScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="error"):
-            yield Label(self.title_text, id="dialog-title")
+            yield Label(self.title_text, id="dialog-title", markup=False)
             yield Static(self.message, id="dialog-body", markup=False)
             with Horizontal(id="dialog-buttons"):
+                yield Static(ERROR_HINT, id="dialog-hint", markup=False)
                 yield Button("OK", variant="primary", id="ok")
 
     def on_mount(self) -> None:
@@ -72,3 +86,16 @@ class ErrorScreen(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def action_close_and_quit(self) -> None:
+        self._close_then("quit_app")
+
+    def action_close_and_switch(self, number: int) -> None:
+        mode = SCREENS[number - 1][0]
+        self._close_then(f"switch_mode({mode!r})")
+
+    def _close_then(self, app_action: str) -> None:
+        """Dismiss, then run ``app_action`` on the app (once this dialog is off the stack)."""
+        app = self.app
+        self.dismiss(None)
+        app.call_later(app.run_action, app_action)

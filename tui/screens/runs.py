@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -12,11 +13,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import DataTable
 
 from tui.format import fmt, fmt_usd, format_seconds, format_usd, nice_number
 from tui.model import RunState
-from tui.model.rows import RunRow, load_run_rows, read_run_state
+from tui.model.rows import RowCache, RunRow, load_run_rows, read_run_state
+from tui.model.run_history import Stamp, runs_stamp
 from tui.screens.base import SentitopScreen
 from tui.screens.modals import ConfirmScreen
 from tui.screens.profiles import shown_path
@@ -26,9 +29,9 @@ from tui.widgets.line_plot import LinePlot
 
 COLUMNS = (
     ("", 1),
-    ("run", 24),
+    ("run", 22),
     ("profile", 18),
-    ("GPUs", 4),
+    ("ranks", 6),
     ("epochs", 6),
     ("hours", 5),
     ("$", 8),
@@ -37,17 +40,23 @@ COLUMNS = (
     ("samples/s", 9),
     ("status", 11),
 )
-"""Table columns and fixed widths (no jumping as rows arrive)."""
+"""Table columns and fixed widths (no jumping as rows arrive; 118 cells with the padding, as
+wide as a 120-column terminal shows). "ranks" are the training processes with what they ran on
+("4 GPU", "2 CPU"), as on the Profiles screen: a CPU run has ranks but no GPUs."""
 X_AXES = ("steps", "time", "dollars")
 X_FORMATS = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}
+POLL_S = 2.0
+"""Seconds between looks at the runs folder (a few stat calls; rows are re-read on change)."""
 
 
 @dataclass
 class RunsLoaded(Message):
     """The runs folder was read."""
 
-    rows: list[RunRow]
-    """One row per run folder."""
+    rows: list[RunRow] | None
+    """One row per run folder (None: the folder did not change since the last look)."""
+    stamp: Stamp
+    """The runs folder's stamp when it was read."""
 
 
 @dataclass
@@ -103,6 +112,12 @@ class RunsScreen(SentitopScreen):
         self.curves: dict[str, RunState] = {}
         self.x_axis = "steps"
         """Overlay x-axis."""
+        self._stamp: Stamp | None = None
+        """The runs folder's stamp at the last read (None: never read)."""
+        self._row_cache: RowCache = {}
+        """Rows of unchanged run folders, kept between reads (by load workers, under the lock)."""
+        self._cache_lock = threading.Lock()
+        self._poll: Timer | None = None
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
@@ -120,13 +135,49 @@ class RunsScreen(SentitopScreen):
 
     def action_reload(self) -> None:
         self.set_note("reading runs…")
-        self._load()
+        self._load(force=True)
+
+    def runs_changed(self) -> None:
+        """A run started or ended from the dashboard: look at the runs folder now."""
+        if self.is_mounted:
+            self._load(force=False)
+
+    def on_screen_resume(self) -> None:
+        if self._stamp is not None:  # the first read comes from on_mount
+            self._load(force=False)
+
+    def _poll_runs(self) -> None:
+        self._poll = None
+        if self.is_current:  # hidden: the look comes when the screen shows again
+            self._load(force=False)
+        else:
+            self._arm_poll()
+
+    def _arm_poll(self) -> None:
+        """Look again in POLL_S (re-armed after each look, so looks never overlap)."""
+        if self._poll is None:
+            self._poll = self.set_timer(POLL_S, self._poll_runs)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs")
-    def _load(self) -> None:
-        self.post_message(RunsLoaded(load_run_rows(self.services.runs_dir)))
+    def _load(self, force: bool) -> None:
+        """Read the rows when forced (every folder again) or when the runs folder's stamp
+        changed (only the changed folders)."""
+        runs_dir = self.services.runs_dir
+        stamp = runs_stamp(runs_dir)
+        if not force and stamp == self._stamp:
+            self.post_message(RunsLoaded(None, stamp))
+            return
+        with self._cache_lock:
+            if force:
+                self._row_cache.clear()
+            rows = load_run_rows(runs_dir, self._row_cache)
+        self.post_message(RunsLoaded(rows, stamp))
 
     def on_runs_loaded(self, message: RunsLoaded) -> None:
+        self._arm_poll()
+        if message.rows is None:
+            return
+        self._stamp = message.stamp
         self.rows = message.rows
         self.set_note(f"{len(self.rows)} runs · space selects, x changes the x-axis")
         self.apply_filter(self.filter_text)
@@ -151,7 +202,7 @@ class RunsScreen(SentitopScreen):
                 mark,
                 Text(row.run),  # folder names and statuses are foreign text, not markup
                 Text(row.profile),
-                str(row.gpus),
+                f"{row.gpus} {row.device}".rstrip() if row.gpus else row.device or "—",
                 str(row.epochs),
                 f"{row.hours:.2f}",
                 fmt_usd(row.usd),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -107,16 +108,17 @@ def render_plot(
     legend: bool = True,
     empty: str = "waiting for data…",
 ) -> Text:
-    """A chart of ``lines`` exactly ``width`` x ``height`` cells (legend, plot, x labels)."""
+    """A chart of ``lines`` in at most ``width`` x ``height`` cells (legend, plot, x labels):
+    nothing is wider or taller, so a small widget never wraps or spills its chart."""
     width, height = max(width, 1), max(height, 1)
     if height < 4 or width < 12:
-        return Text("(too small)", style="dim")
+        return _message("(too small)", width, height, centred=False)
     prepared = [
         (ln, ln.x, ln.y) if ln.presorted else (ln, *sorted_finite(ln.x, ln.y)) for ln in lines
     ]
     present = [(ln, x, y) for ln, x, y in prepared if x.size]
     if not present:
-        return Text("\n" * (height // 2) + empty.center(width), style="dim")
+        return _message(empty, width, height)
     xs_min = min(float(x[0]) for _, x, _ in present)
     xs_max = max(float(x[-1]) for _, x, _ in present)
     # decimate first (the bins depend on x only), then take the y range from the bins
@@ -140,6 +142,9 @@ def render_plot(
             lo_y -= pad
     labels = [y_format(hi_y), y_format((hi_y + lo_y) / 2), y_format(lo_y)]
     gutter = max(max(len(s) for s in labels) + 1, gutter_guess)
+    if gutter > width // 2:  # huge labels: cut them rather than the plot or the border
+        gutter = width // 2
+        labels = [s if len(s) < gutter else s[: gutter - 2] + "…" for s in labels]
     plot_w = max(width - gutter, 2)
     plot_h = max(height - (2 if legend else 1), 1)
     px_w, px_h = plot_w * 2, plot_h * 4
@@ -188,3 +193,14 @@ def render_plot(
     axis = " " * gutter + left + right.rjust(max(plot_w - len(left), 0))
     out.append(axis[:width], style=axis_style)
     return out
+
+
+def _message(text: str, width: int, height: int, *, centred: bool = True) -> Text:
+    """``text`` (dim) wrapped to ``width``, cut to ``height`` lines, centred when asked."""
+    wrapped = [row.strip() for row in textwrap.wrap(text, width)] or [""]
+    rows = wrapped[:height]
+    if len(wrapped) > height:
+        rows[-1] = rows[-1][: width - 1] + "…"
+    if centred:
+        rows = [""] * ((height - len(rows)) // 2) + [r.center(width) for r in rows]
+    return Text("\n".join(rows), style="dim", no_wrap=True, overflow="crop")

@@ -21,6 +21,8 @@ class LinePlot(Widget):
         border: round $primary 40%;
         border-title-color: $text;
         padding: 0 1 0 0;
+        text-wrap: nowrap;
+        text-overflow: clip;
     }
     """
 

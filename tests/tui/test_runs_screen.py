@@ -1,0 +1,179 @@
+"""Runs screen: the list follows runs started here and new folders; ranks, epochs of a stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.events import encode_event
+from tests.tui.fakes import SINGLE_RUN, build_app
+from tests.tui.scenes import SIZE, settle
+from tui.model.rows import load_run_rows
+from tui.screens import runs
+from tui.screens.runs import RunsScreen
+
+T0 = 1_763_900_000.0
+
+
+def stopped_cpu_run(folder: Path, *, epoch_events: int = 1, checkpoint_epoch: int = 2) -> Path:
+    """A local CPU run stopped in its third epoch: events up to a checkpoint after epoch 2, and
+    the runner's summary.json without training results (the trainer never wrote its summary)."""
+    folder.mkdir(parents=True)
+    events = [
+        {"type": "run_start", "t": T0, "run": folder.name, "profile": "local-cpu", "world_size": 2},
+        {"type": "train_start", "t": T0 + 1, "rank": 0, "epochs": 5, "device": "cpu"},
+        *(
+            {"type": "epoch", "t": T0 + 10 + e, "epoch": e, "accuracy": 0.7}
+            for e in range(epoch_events)
+        ),
+        {"type": "checkpoint", "t": T0 + 30, "epoch": checkpoint_epoch, "step": 0},
+        {"type": "step", "t": T0 + 31, "epoch": 2, "global_step": 99, "loss": 0.4},
+    ]
+    lines = [encode_event(e) for e in events]
+    (folder / "events.jsonl").write_text("\n".join([*lines, "a plain log line", ""]))
+    return folder
+
+
+def write_summary(folder: Path, status: str = "interrupted") -> None:
+    summary = {
+        "run": folder.name,
+        "profile": "local-cpu",
+        "status": status,
+        "world_size": 2,
+        "wall_s": 1800.0,
+        "usd": 0.0,
+        "train": {},
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+def test_a_stopped_run_shows_the_epochs_it_completed_and_its_cpu_ranks(tmp_path: Path) -> None:
+    write_summary(stopped_cpu_run(tmp_path / "20261122-090000-local-cpu"))
+    write_summary(stopped_cpu_run(tmp_path / "20261122-100000-local-cpu", epoch_events=0))
+    write_summary(stopped_cpu_run(tmp_path / "20261122-110000-local-cpu", epoch_events=3))
+    rows = load_run_rows(tmp_path)
+    assert [(r.epochs, r.gpus, r.device, r.status) for r in rows] == [
+        (2, 2, "CPU", "interrupted"),  # the checkpoint after epoch 2 (epoch events: only 1)
+        (2, 2, "CPU", "interrupted"),  # no epoch events at all
+        (3, 2, "CPU", "interrupted"),  # epoch events beyond the checkpoint
+    ]
+    assert rows[0].hours == pytest.approx(0.5)  # summary.json has wall_s, not hours
+
+
+def test_run_rows_are_read_again_only_when_their_folder_changed(tmp_path: Path) -> None:
+    shutil.copytree(SINGLE_RUN, tmp_path / "a")
+    folder = stopped_cpu_run(tmp_path / "b")
+    cache: dict[str, Any] = {}
+    first = load_run_rows(tmp_path, cache)
+    again = load_run_rows(tmp_path, cache)
+    assert [r.status for r in first] == ["ok", "running"]
+    assert all(x is y for x, y in zip(first, again, strict=True))  # nothing re-read
+    write_summary(folder, "failed")
+    third = load_run_rows(tmp_path, cache)
+    assert third[0] is first[0] and third[1].status == "failed"
+    shutil.rmtree(tmp_path / "a")
+    assert [r.run for r in load_run_rows(tmp_path, cache)] == ["b"] and len(cache) == 1
+
+
+async def test_runs_table_header_and_cells_say_ranks_and_device(tmp_path: Path) -> None:
+    shutil.copytree(SINGLE_RUN, tmp_path / "20261120-single")
+    write_summary(stopped_cpu_run(tmp_path / "20261122-090000-local-cpu"))
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#runs-table")
+        labels = [str(c.label) for c in table.columns.values()]  # type: ignore[attr-defined]
+        assert "GPUs" not in labels and "ranks" in labels
+        cells = [table.get_row_at(i) for i in range(2)]  # type: ignore[attr-defined]
+        ranks, epochs = labels.index("ranks"), labels.index("epochs")
+        assert [(row[ranks], row[epochs]) for row in cells] == [("1 GPU", "3"), ("2 CPU", "2")]
+
+
+async def until(pilot: Any, done: Any, seconds: float = 5.0) -> None:
+    """Pause until ``done()`` (a live run holds its worker: `settle` would wait for ever)."""
+    for _ in range(int(seconds / 0.05)):
+        if done():
+            return
+        await pilot.pause(0.05)
+
+
+class FolderRunner:
+    """A runner that, like remote.runner, makes its run folder, writes events while it runs
+    (held until stopped) and summary.json at the end."""
+
+    def __init__(self, runs_dir: Path) -> None:
+        self.folder = runs_dir / "20261122-120000-local-cpu"
+        self.started = asyncio.Event()
+
+    async def __call__(
+        self, profile: Any, on_event: Any, stop: asyncio.Event, on_log: Any = None
+    ) -> str:
+        stopped_cpu_run(self.folder)
+        on_event({"type": "run_start", "t": T0, "run": self.folder.name, "profile": "local-cpu"})
+        self.started.set()
+        await stop.wait()
+        write_summary(self.folder)
+        on_event({"type": "run_end", "t": T0 + 40, "status": "interrupted"})
+        return "interrupted"
+
+
+async def test_runs_list_follows_a_run_started_and_ended_from_the_dashboard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runs, "POLL_S", 3600.0)  # no periodic look: the dashboard's own news
+    shutil.copytree(SINGLE_RUN, tmp_path / "20261120-single")
+    runner = FolderRunner(tmp_path)
+    app = build_app(runner=runner, runs_dir=tmp_path)  # type: ignore[arg-type]
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("4")  # the Runs screen: one run
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen) and len(screen.rows) == 1
+        await pilot.press("1", "r")  # start local-cpu; the Run screen shows
+        await runner.started.wait()
+        await pilot.press("4")  # back on Runs: the new run is listed without `u`
+        await until(pilot, lambda: len(screen.rows) == 2)
+        assert [(r.run, r.status) for r in screen.rows] == [
+            ("20261120-single", "ok"),
+            ("20261122-120000-local-cpu", "running"),
+        ]
+        await app.run_screen.stop_and_wait()  # the run ends while the Runs screen shows
+        await until(pilot, lambda: screen.rows[1].status != "running")
+        assert app.screen is app.runs_screen
+        assert [(r.status, r.epochs) for r in screen.rows] == [("ok", 3), ("interrupted", 2)]
+
+
+async def test_runs_list_notices_new_run_folders_by_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runs, "POLL_S", 0.1)
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen) and screen.rows == []
+        shutil.copytree(SINGLE_RUN, tmp_path / "20261120-single")  # e.g. `sentitop run` elsewhere
+        await until(pilot, lambda: bool(screen.rows))
+        assert [r.run for r in screen.rows] == ["20261120-single"]
+
+
+async def test_runs_list_looks_again_when_the_screen_shows_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runs, "POLL_S", 3600.0)
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen) and screen.rows == []
+        await pilot.press("1")
+        shutil.copytree(SINGLE_RUN, tmp_path / "20261120-single")
+        await pilot.press("4")
+        await settle(pilot)
+        assert [r.run for r in screen.rows] == ["20261120-single"]

@@ -1,0 +1,73 @@
+"""Plots stay inside their borders in a small terminal (60x15), whatever their labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from rich.cells import cell_len
+
+from tests.tui.fakes import FIXTURE_RUN, build_app
+from tests.tui.scenes import settle
+from tui.format import format_seconds, format_usd, nice_number
+from tui.screens.run import SHARES_EMPTY, RunScreen
+from tui.widgets.braille import PlotLine, render_plot
+from tui.widgets.line_plot import LinePlot
+
+SMALL = (60, 15)
+RNG = np.random.default_rng(7)
+DATA = {
+    "huge dollars": [PlotLine("$", np.arange(100.0) * 3600, RNG.random(100) * 1e9)],
+    "negative": [PlotLine("a", np.arange(50.0), -RNG.random(50) * 12345.678)],
+    "one point": [PlotLine("total", np.array([5.0]), np.array([3.0]))],
+    "many lines": [PlotLine(f"rank {i}", np.arange(20.0), RNG.random(20) * 900) for i in range(8)],
+    "empty": [],
+}
+
+
+def fits(text: str, width: int, height: int) -> bool:
+    rows = text.split("\n")
+    return len(rows) <= height and all(cell_len(row) <= width for row in rows)
+
+
+@pytest.mark.parametrize("data", DATA)
+def test_render_plot_never_draws_outside_its_box(data: str) -> None:
+    for width in range(1, 40, 3):
+        for height in range(1, 10):
+            for y_format in (nice_number, format_usd):
+                text = render_plot(
+                    DATA[data],
+                    width,
+                    height,
+                    x_format=format_seconds,
+                    y_format=y_format,
+                    empty=SHARES_EMPTY,
+                ).plain
+                assert fits(text, width, height), (data, width, height, text)
+
+
+def test_long_empty_message_wraps_inside_the_plot() -> None:
+    text = render_plot([], 25, 4, empty=SHARES_EMPTY).plain
+    assert fits(text, 25, 4) and "no load shares yet" in text and "step)" in text
+
+
+async def test_run_screen_plots_keep_their_borders_at_60x15() -> None:
+    app = build_app(replay=FIXTURE_RUN)
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
+        screen.state.ingest(
+            {"type": "cost", "t": 1_763_710_000.0, "usd": 4.2e9, "accrued_usd": 4.2e9}
+        )
+        await pilot.press("x", "x")  # x in dollars: the longest x labels
+        screen.scroll_home(animate=False)
+        await pilot.pause(0.1)
+        strips = [strip.text for strip in screen._compositor.render_strips()]
+        plots = list(screen.query(LinePlot))
+        assert {p.id for p in plots} >= {"plot-throughput", "plot-cost"}
+        for plot in plots:
+            size, region = plot.content_size, plot.region
+            assert fits(plot.render().plain, size.width, size.height), plot.id
+            right = region.right - 1  # the right border's column
+            for y in range(max(region.y, 0), min(region.bottom, len(strips) - 1)):
+                assert strips[y][right] in "╮│╯", (plot.id, y, strips[y])
