@@ -177,3 +177,14 @@ async def test_runs_list_looks_again_when_the_screen_shows_again(
         await pilot.press("4")
         await settle(pilot)
         assert [r.run for r in screen.rows] == ["20261120-single"]
+
+
+def test_long_run_ids_keep_their_time_and_their_distinguishing_end() -> None:
+    from tui.screens.runs import RUN_WIDTH, fit_run_id
+
+    short = "20261127-235049-small"
+    assert fit_run_id(short) == short
+    twins = ["20261127-235049-ssh-loopback", "20261127-235049-ssh-loopback-2"]
+    cut = [fit_run_id(r) for r in twins]
+    assert all(len(c) == RUN_WIDTH and c.startswith("20261127-235049…") for c in cut)
+    assert cut[0] != cut[1] and cut[1].endswith("back-2")

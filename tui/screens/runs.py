@@ -43,6 +43,18 @@ COLUMNS = (
 """Table columns and fixed widths (no jumping as rows arrive; 118 cells with the padding, as
 wide as a 120-column terminal shows). "ranks" are the training processes with what they ran on
 ("4 GPU", "2 CPU"), as on the Profiles screen: a CPU run has ranks but no GPUs."""
+RUN_WIDTH = dict(COLUMNS)["run"]
+
+
+def fit_run_id(run: str, width: int = RUN_WIDTH) -> str:
+    """A run id cut to ``width`` in the middle: its start (the date and time) and its end (what
+    tells runs of the same second apart, e.g. "-2") stay; the table would cut the end off."""
+    if len(run) <= width:
+        return run
+    head = min(15, width - 2)  # "20261127-235049"
+    return run[:head] + "…" + run[len(run) - (width - head - 1) :]
+
+
 X_AXES = ("steps", "time", "dollars")
 X_FORMATS = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}
 POLL_S = 2.0
@@ -200,7 +212,7 @@ class RunsScreen(SentitopScreen):
             )
             table.add_row(
                 mark,
-                Text(row.run),  # folder names and statuses are foreign text, not markup
+                Text(fit_run_id(row.run)),  # folder names and statuses are foreign text
                 Text(row.profile),
                 f"{row.gpus} {row.device}".rstrip() if row.gpus else row.device or "—",
                 str(row.epochs),
