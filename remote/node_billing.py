@@ -5,7 +5,9 @@ of their availability zone (DescribeSpotPriceHistory through the run's EC2 endpo
 price book's cached or cheapest-zone spot price; else on-demand, an upper bound), on-demand
 instances at the book's on-demand price. SSH nodes with an ``instance_type`` are billed at
 that type's price. A lost, dropped or replaced node stops billing when it is given up; its
-replacement starts its own line.
+replacement starts its own line. An instance that ran but never became a node (its SSH never
+answered, or the run was stopped while it booted) is billed too, from its launch until the end
+of the run, when teardown has terminated it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class NodeBilling:
         self.keys: dict[str, str] = {}
         self.prices: dict[str, Price] = {}
         """The price each node is billed at (for the run's events and summary)."""
+        self._billed: set[str] = set()
+        """Instance ids with a cost line (a node's or an unused instance's)."""
 
     async def start(self, nodes: list[str] | None = None) -> None:
         """Begin billing ``nodes`` (default: every node not billed yet)."""
@@ -56,6 +60,41 @@ class NodeBilling:
             )
             self.prices[node] = price
             self.keys[node] = self.meter.start(line, at=at, key=f"node {node}")
+            inst = self._instance(node)
+            if inst is not None:
+                self._billed.add(inst.id)
+
+    def bill_unused(self) -> None:
+        """Bill every instance that reached running but has no line yet (it never became a
+        node) from its launch; the line runs on until the meter stops (after teardown)."""
+        fleet = getattr(self.cluster, "fleet", None)
+        for inst in getattr(fleet, "running", None) or []:
+            if inst.id in self._billed:
+                continue
+            price = (
+                self.book.spot_price(inst.instance_type, inst.zone)
+                if inst.spot and inst.zone
+                else None
+            ) or self.book.price(inst.instance_type, spot=inst.spot)
+            if price is None:
+                log.warning("instance %s (%s) is not priced", inst.id, inst.instance_type)
+                continue
+            line = CostLine(
+                name=f"instance {inst.id} {inst.instance_type}",
+                field=f"nodes[{inst.group}].instance_type",
+                instance_type=inst.instance_type,
+                count=1,
+                usd_per_hour=price.usd_per_hour,
+                market=price.market,
+                stage="train",
+                source=price.source + (f" {price.zone}" if price.zone else ""),
+            )
+            self.meter.start(line, at=inst.launched_at, key=f"instance {inst.id} (unused)")
+            self._billed.add(inst.id)
+
+    def _instance(self, node: str) -> Any:
+        instance_of = getattr(self.cluster, "instance_of", None)
+        return instance_of(node) if instance_of is not None else None
 
     def stop(self, node: str, at: float | None = None) -> None:
         """Stop billing ``node`` (lost or dropped)."""

@@ -86,8 +86,12 @@ def _world(cluster: Cluster) -> int:
 async def run_training(ctx: TrainContext, cluster: Cluster, data: PreparedData) -> None:
     """Train on ``cluster`` to the end, recovering from lost nodes as the profile says."""
     profile, run_dir, ledger = ctx.profile, ctx.run_dir, ctx.ledger
-    await cluster.start(run_dir, events=ctx.sink)
     billing = NodeBilling(profile, cluster, ctx.meter, ctx.book)
+    try:
+        await cluster.start(run_dir, events=ctx.sink)
+    except BaseException:  # instances that ran while SSH never answered still cost money
+        billing.bill_unused()
+        raise
     await billing.start()
     keeper = CheckpointKeeper(cluster, run_dir, ctx.emitter, ledger.stored)
     ctx.notes["checkpoints"] = keeper.where()
@@ -135,6 +139,7 @@ async def run_training(ctx: TrainContext, cluster: Cluster, data: PreparedData) 
         await watch.stop()
         await keeper.close()
         billing.stop_all()
+        billing.bill_unused()  # a replacement that never became a node
 
 
 async def _recover(

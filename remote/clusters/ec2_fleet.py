@@ -229,6 +229,24 @@ async def wait_for_ssh(
         await asyncio.sleep(poll_s)
 
 
+def _created_nothing(cause: BaseException | None) -> bool:
+    """True when a failed ``run_instances`` surely started nothing: it was never sent (no
+    credentials or region) or AWS refused it (a 4xx error; a retry of a request that did start
+    instances returns them, as the client token is the same). A lost connection is not sure: an
+    earlier attempt may have got through."""
+    from botocore.exceptions import (
+        ClientError,
+        NoCredentialsError,
+        NoRegionError,
+        PartialCredentialsError,
+    )
+
+    if isinstance(cause, ClientError):
+        status = cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 500
+        return int(status) < 500
+    return isinstance(cause, NoCredentialsError | PartialCredentialsError | NoRegionError)
+
+
 AddressFor = Callable[[LaunchedInstance], tuple[str, int]]
 """Maps a launched instance to the (host, port) SSH uses; a seam for tests."""
 
@@ -268,12 +286,16 @@ class EC2Fleet:
         self._token = secrets.token_hex(4)
         self._launches = 0
         self._launched: dict[str, int] = {}  # instance id -> group index
+        self._unsure = False  # a run_instances call failed in a way that may have created some
         self._in_flight: set[asyncio.Future[Any]] = set()
         self._deadline = time.monotonic() + ready_timeout_s
         self.instances: list[LaunchedInstance] = []
         """Instances that reached running, in profile order (filled by :meth:`launch`)."""
         self.terminated: list[str] = []
         """Ids terminated by :meth:`terminate_all`."""
+        self.running: list[LaunchedInstance] = []
+        """Every instance that reached running (EC2 bills it from then), also one whose SSH
+        never answered and replacements."""
 
     @property
     def ec2(self) -> Any:
@@ -296,11 +318,16 @@ class EC2Fleet:
         self._launches += 1  # a fresh idempotency token for each call
         params = launch_params(spec, self.run_id, group, f"{self._token}{self._launches}")
         market = "spot" if spec.spot else "on-demand"
-        with aws.cloud_errors(
-            f"start {spec.count} {market} {spec.instance_type} instance(s) (nodes[{group}])",
-            region=self.region,
-        ):
-            reply = self.ec2.run_instances(**params)
+        try:
+            with aws.cloud_errors(
+                f"start {spec.count} {market} {spec.instance_type} instance(s) (nodes[{group}])",
+                region=self.region,
+            ):
+                reply = self.ec2.run_instances(**params)
+        except BaseException as exc:
+            if not (isinstance(exc, CloudError) and _created_nothing(exc.__cause__)):
+                self._unsure = True  # the call may have started instances whose ids we lack
+            raise
         ids = [inst["InstanceId"] for inst in reply["Instances"]]
         for instance_id in ids:
             self._launched[instance_id] = group
@@ -336,6 +363,7 @@ class EC2Fleet:
                     spot=spec.spot,
                 )
         instances = await self._wait_running(new)
+        self.running += instances
         for inst in instances:
             self.emitter.emit(
                 "node",
@@ -440,6 +468,8 @@ class EC2Fleet:
             ):  # its outcome no longer matters; its instances do
                 await future
         known = [i for i in self._launched if i not in self.terminated]
+        if not self._launched and not self._unsure:
+            return []  # every run_instances call was refused: nothing to look for (or to fail on)
         try:
             # one thread for both calls: once started it finishes even if the loop is torn down
             swept = await asyncio.to_thread(self._terminate_sync, known)
