@@ -24,6 +24,7 @@ from botocore.exceptions import (
     NoRegionError,
     PartialCredentialsError,
 )
+from botocore.parsers import ResponseParserError
 
 from engine.errors import CloudError
 
@@ -87,6 +88,14 @@ def client(
         kwargs["endpoint_url"] = url
     with cloud_errors(f"create a {service} client"):
         return sess.client(service, **kwargs)
+
+
+def require_credentials(action: str, region: str | None = None) -> None:
+    """Fail now, as :func:`cloud_errors` words it, when the standard chain holds no credentials
+    (a local look-up, no network): before hours of local work that ends needing AWS."""
+    with cloud_errors(action, region=region):
+        if session(region).get_credentials() is None:
+            raise NoCredentialsError()
 
 
 def redact(text: str) -> str:
@@ -153,3 +162,9 @@ def cloud_errors(action: str, *, region: str | None = None) -> Iterator[None]:
         raise CloudError(f"could not {action}{where}: {code}: {message}", hint=hint) from exc
     except BotoCoreError as exc:
         raise CloudError(f"could not {action}{where}: {redact(str(exc))}") from exc
+    except ResponseParserError as exc:  # a proxy's or a fake's HTML page, not an AWS answer
+        raise CloudError(
+            f"could not {action}{where}: the endpoint's answer is not AWS's "
+            f"({redact(str(exc))[:200]})",
+            hint=f"check ${ENDPOINT_ENV} or any proxy between here and AWS",
+        ) from exc

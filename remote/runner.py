@@ -293,6 +293,10 @@ async def _supervise(
 
 async def _stages(ctx: TrainContext) -> None:
     check_init_embeddings(ctx.train.model)  # a missing embeddings run: exit 2, nothing started
+    if ctx.profile.provider == "ec2":  # no credentials: say so before preprocessing, not after
+        from remote import aws
+
+        aws.require_credentials("start the profile's EC2 instances", ctx.profile.region)
     emr_keys = []
     if ctx.profile.preprocess.runner == "emr":
         lines = [line for line in ctx.profile.cost_lines(ctx.book) if line.stage == "preprocess"]

@@ -51,3 +51,25 @@ def test_cloud_errors_name_the_action_and_say_what_to_do() -> None:
     assert "UnauthorizedOperation" in info.value.message and "eu-west-1" in info.value.message
     assert FAKE_KEY_ID not in info.value.user_message()
     assert "permission" in (info.value.hint or "")
+
+
+def test_an_answer_that_is_not_awss_is_a_cloud_error() -> None:
+    """A 500 HTML page (a proxy, a fake endpoint) reached the user as a botocore traceback."""
+    from botocore.parsers import ResponseParserError
+
+    with pytest.raises(CloudError) as info, aws.cloud_errors("list instances", region="mars-1"):
+        raise ResponseParserError("Unable to parse response: b'<!doctype html>'")
+    assert info.value.message.startswith("could not list instances in mars-1: the endpoint's")
+    assert aws.ENDPOINT_ENV in (info.value.hint or "")
+
+
+@pytest.mark.parametrize("command", [["prices"], ["teardown", "some-run"]])
+def test_a_bad_region_flag_is_a_usage_error(command: list[str], capsys) -> None:  # type: ignore[no-untyped-def]
+    from tui.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main([*command, "--region", "us-east-1[bold]"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --region: 'us-east-1[bold]' is not an AWS region name" in err
+    assert "Traceback" not in err

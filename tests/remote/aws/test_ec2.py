@@ -207,3 +207,25 @@ async def test_cancel_while_run_instances_in_flight_terminates_what_it_creates(
         await task
     assert running_tagged(ec2, run_id) == []
     assert len(f.terminated) == 3
+
+
+async def test_no_credentials_is_the_launch_error_not_a_failed_teardown(
+    aws_env, ami, run_id, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """run_instances refused before it was sent: nothing exists, so the user reads why the
+    launch failed (it read 'could not terminate the instances … terminate them by hand')."""
+    from remote.clusters.ec2 import EC2Cluster
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    cluster = EC2Cluster(
+        [InstanceGroupSpec(instance_type="g5.xlarge", ami=ami)], users=[None], keys=[None],
+        nproc=[1], known_hosts=str(tmp_path / "known_hosts"), poll_s=0.05,
+    )  # fmt: skip
+    with pytest.raises(CloudError) as info:
+        async with cluster:
+            await cluster.start(tmp_path / run_id)
+    message = info.value.message
+    assert message.startswith("could not start 1 on-demand g5.xlarge instance(s) (nodes[0])")
+    assert "no AWS credentials found" in message and "terminate" not in message
+    assert cluster.fleet is not None and await cluster.fleet.terminate_all() == []

@@ -62,3 +62,27 @@ def test_missing_credentials_are_hinted_as_such_not_as_an_ami(monkeypatch) -> No
         default_ami("us-east-1")
     assert "no AWS credentials" in info.value.message
     assert "aws configure" in (info.value.hint or "") and "ami" not in (info.value.hint or "")
+
+
+def test_run_without_credentials_fails_before_preprocessing(  # type: ignore[no-untyped-def]
+    aws_env, monkeypatch, tmp_path: Path, capsys
+) -> None:
+    """An ec2 run with no credentials said so only after preprocessing (hours on a big corpus)."""
+    from engine.events import read_events
+    from tui.cli import main
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "cache"))
+    profile = tmp_path / "ec2.yaml"
+    profile.write_text(
+        "name: nocreds\nprovider: ec2\nregion: us-east-1\n"
+        "nodes: [{instance_type: g5.xlarge, ami: ami-03cf127a}]\n"
+        "data: {synthetic: {size: 1MB}}\n"
+    )
+    assert main(["run", str(profile), "--runs-dir", str(tmp_path / "runs")]) == 1
+    err = capsys.readouterr().err
+    assert "could not start the profile's EC2 instances in us-east-1: no AWS credentials" in err
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    stages = [e.get("stage") for e in read_events(run_dir / "events.jsonl")]
+    assert "synth" not in stages and "preprocess" not in stages
