@@ -52,7 +52,9 @@ Host = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z0-9_\[][A-Za-z0-9_.:\[\]-]*$", max_length=253)
 ]
 User = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")]
-Region = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")]
+REGION_PATTERN = r"^[a-z]{2}(-gov)?-[a-z]+-\d$"
+"""The form of an AWS region name (us-east-1, us-gov-west-1)."""
+Region = Annotated[str, StringConstraints(pattern=REGION_PATTERN)]
 
 
 class SSHNodeSpec(Section):

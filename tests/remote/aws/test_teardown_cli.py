@@ -161,3 +161,29 @@ def test_the_dashboards_teardown_of_a_recorded_run_reads_its_region_from_the_pro
     )
     start_cluster(run_id)
     assert teardown_recorded_run(run_dir).startswith("terminated 0 EC2 instance(s) and 1 EMR")
+
+
+def test_teardown_by_id_searches_the_region_the_runs_profile_launched_in(
+    ec2, ami, run_id, tmp_path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A crashed run (profile.yaml, no summary) in the profile's region: the command looked in
+    the AWS configuration's region, said 'nothing is running' and left the instance billing."""
+    run_dir = tmp_path / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "profile.yaml").write_text(f"name: g5\nprovider: ec2\nregion: {REGION}\n")
+    monkeypatch.setenv("SENTITOP_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    (instance,) = launch(ec2, ami, run_id, 1)
+    assert main(["teardown", run_id]) == 0
+    assert capsys.readouterr().out == (
+        f"terminated EC2 instance {instance} (g5.xlarge, was running)\n"
+    )
+    assert live_instances(ec2, run_id) == set()
+    # a local run whose preprocessing ran on EMR may have a cluster whatever its summary says
+    (run_dir / "profile.yaml").write_text(
+        f"name: l\nprovider: local\nregion: {REGION}\npreprocess:\n  runner: emr\n"
+    )
+    (run_dir / "summary.json").write_text(json.dumps({"status": "failed", "provider": "local"}))
+    cluster = start_cluster(run_id)
+    assert main(["teardown", run_id]) == 0
+    assert cluster in capsys.readouterr().out and live_clusters(run_id) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 from pathlib import Path
 
 RUN_HELP = (
@@ -17,3 +19,15 @@ def train_folder(ref: str) -> Path:
     from remote.run_folder import resolve_run_dir
 
     return resolve_run_dir(ref, want=MODEL_SPEC, part="train")
+
+
+def region_arg(value: str) -> str:
+    """An AWS region name given on the command line (argparse ``type``): a bad one is a
+    one-line usage error (exit 2), as in a profile, before any AWS client sees it."""
+    from remote.profile import REGION_PATTERN
+
+    if not re.fullmatch(REGION_PATTERN, value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an AWS region name (expected a form such as us-east-1)"
+        )
+    return value

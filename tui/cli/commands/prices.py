@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from tui.cli.commands import region_arg
+
 DESCRIPTION = """\
 Show EC2 instance prices: on-demand (Pricing API), spot (lowest zone) and the EMR surcharge.
 Live prices are cached for a day; without network or AWS credentials the bundled, dated
@@ -26,7 +28,9 @@ def register(subparsers: Any) -> None:
         epilog=f"user catalog: {user_catalog_path()}",
     )
     parser.add_argument("--gpu", action="store_true", help="GPU instance types only")
-    parser.add_argument("--region", default="us-east-1", help="AWS region (default us-east-1)")
+    parser.add_argument(
+        "--region", default="us-east-1", type=region_arg, help="AWS region (default us-east-1)"
+    )
     parser.add_argument(
         "--type",
         action="append",

@@ -8,13 +8,15 @@ from typing import Any
 
 from engine.errors import SentitopError
 from remote.teardown import teardown_run
+from tui.cli.commands import region_arg
 
 DESCRIPTION = """\
 Terminate every EC2 instance (pending, running, stopping or stopped) and every EMR cluster
 (starting, bootstrapping, running or waiting) tagged sentitop:run-id=RUN_ID, and say what was
 terminated. A last resort after a crash: runs already tear down what they start on every exit
-path. Looks in one region: --region, else the AWS configuration's region (us-east-1 if none);
-another run's machines are never touched. Credentials come from the standard AWS chain."""
+path. Looks in one region: --region, else the region of the run's profile (when its folder is
+here), else the AWS configuration's region (us-east-1 if none); another run's machines are
+never touched. Credentials come from the standard AWS chain."""
 
 
 def register(subparsers: Any) -> None:
@@ -31,7 +33,10 @@ def register(subparsers: Any) -> None:
         help="run id (the run folder's name), or the run folder runs/<id> (or its train/)",
     )
     parser.add_argument(
-        "--region", default=None, help="AWS region (default: the AWS configuration's)"
+        "--region",
+        default=None,
+        type=region_arg,
+        help="AWS region (default: the run's, else the AWS configuration's)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="list what would be terminated; terminate nothing"
@@ -44,14 +49,15 @@ def run(args: argparse.Namespace) -> int:
     """Tear the run down and print what was terminated (exit 0, also when nothing was found)."""
     from remote.run_folder import run_id_of
 
-    provider = _recorded_provider(args.run_id)
+    cloud, recorded_region, provider = _recorded(args.run_id)
     args.run_id = run_id_of(args.run_id)
-    if provider in ("local", "ssh"):  # nothing in any cloud: no AWS call, no credentials needed
+    if not cloud:  # nothing in any cloud: no AWS call, no credentials needed
         message = f"run {args.run_id} ran on {provider} machines: nothing in the cloud to tear down"
         print(json.dumps({"run_id": args.run_id, "provider": provider}) if args.json else message)
         return 0
+    region = args.region or recorded_region  # the region the run's profile launched in
     show = None if args.json else (lambda r: print(r.line(args.dry_run), flush=True))
-    report = teardown_run(args.run_id, region=args.region, dry_run=args.dry_run, on_resource=show)
+    report = teardown_run(args.run_id, region=region, dry_run=args.dry_run, on_resource=show)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif not (report.clusters or report.instances):
@@ -62,15 +68,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recorded_provider(ref: str) -> str | None:
-    """The provider a run's summary.json records (its folder given, or found by id in the runs
-    folder); None when there is no such record here (the run may still have cloud machines)."""
+def _recorded(ref: str) -> tuple[bool, str | None, str]:
+    """(may have cloud machines, region, provider) as the run's folder here records them: its
+    profile.yaml (EC2 nodes or EMR preprocessing, and the region they ran in; written when the
+    run starts, so a crashed run has it), else its summary.json's provider. With no record the
+    run is searched for in the AWS configuration's region."""
     from remote.run_folder import SUMMARY_FILE, resolve_run_dir
+    from remote.teardown import cloud_region
 
+    try:
+        return cloud_region(resolve_run_dir(ref, want="profile.yaml"))
+    except SentitopError:
+        pass
     try:
         folder = resolve_run_dir(ref, want=SUMMARY_FILE)
         summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError, SentitopError):
-        return None
+        return True, None, "unknown"
     provider = summary.get("provider") if isinstance(summary, dict) else None
-    return provider if isinstance(provider, str) else None
+    if provider in ("local", "ssh"):
+        return False, None, provider
+    return True, None, str(provider or "unknown")
