@@ -135,12 +135,17 @@ async def run_sweep(
     on_event: EventCallback | None = None,
     on_run: Callable[[int, RunOutcome], None] | None = None,
     stop: asyncio.Event | None = None,
+    interrupt_reason: Callable[[], str | None] | None = None,
 ) -> list[RunOutcome]:
     """Run every profile of ``plan`` through execute_run; stops at an interrupted run."""
     outcomes: list[RunOutcome] = []
     for index, (n, profile) in enumerate(zip(plan.counts, plan.profiles, strict=True)):
         outcome = await execute_run(
-            profile, runs_dir=runs_dir or runs_root(), on_event=on_event, stop=stop
+            profile,
+            runs_dir=runs_dir or runs_root(),
+            on_event=on_event,
+            stop=stop,
+            interrupt_reason=interrupt_reason,
         )
         tag = {
             "sweep": plan.sweep_id,

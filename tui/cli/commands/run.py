@@ -37,8 +37,8 @@ def run(args: argparse.Namespace) -> int:
     epochs = profile.to_train_config(".", ".").epochs
     received: list[int] = []
     try:
-        with _termination_as_interrupt(received):
-            return _run(args, profile, epochs, lambda: _termination_reason(received))
+        with termination_as_interrupt(received):
+            return _run(args, profile, epochs, lambda: termination_reason(received))
     except KeyboardInterrupt:
         if not received:
             raise  # Ctrl-C: the CLI's own message and exit code 130
@@ -53,7 +53,7 @@ terminal): the ranks and any cloud machines are torn down and summary.json says 
 
 
 @contextlib.contextmanager
-def _termination_as_interrupt(received: list[int]) -> Iterator[None]:
+def termination_as_interrupt(received: list[int]) -> Iterator[None]:
     """While inside, SIGTERM and SIGHUP become SIGINT to this process (asyncio's Ctrl-C path:
     the run is cancelled and cleaned up); ``received`` gets the signal's number."""
 
@@ -70,7 +70,7 @@ def _termination_as_interrupt(received: list[int]) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _termination_reason(received: list[int]) -> str | None:
+def termination_reason(received: list[int]) -> str | None:
     """The summary's reason for a run stopped by a termination signal (None: Ctrl-C)."""
     return f"terminated by {signal.Signals(received[0]).name}" if received else None
 

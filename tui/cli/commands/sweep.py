@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
+
+from tui.cli.commands.run import termination_as_interrupt, termination_reason
 
 
 def register(sub: Any) -> None:
@@ -79,7 +82,23 @@ def run(args: argparse.Namespace) -> int:
         file=err,
         flush=True,
     )
-    outcomes = asyncio.run(run_sweep(plan, runs_dir=args.runs_dir, on_run=on_run))
+    received: list[int] = []  # SIGTERM/SIGHUP stop the sweep as Ctrl-C does, tearing down
+    try:
+        with termination_as_interrupt(received):
+            outcomes = asyncio.run(
+                run_sweep(
+                    plan,
+                    runs_dir=args.runs_dir,
+                    on_run=on_run,
+                    interrupt_reason=lambda: termination_reason(received),
+                )
+            )
+    except KeyboardInterrupt:
+        if not received:
+            raise  # Ctrl-C: the CLI's own message and exit code 130
+        name = signal.Signals(received[0]).name
+        print(f"terminated ({name}): the sweep was stopped and its run torn down", file=err)
+        return 128 + received[0]
     if args.json:
         print(
             json.dumps(
