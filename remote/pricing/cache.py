@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,11 +62,8 @@ class PriceCache:
         try:
             return cls(
                 region=region,
-                on_demand={k: _cached(v) for k, v in data.get("on_demand", {}).items()},
-                spot={
-                    k: {zone: _cached(v) for zone, v in zones.items()}
-                    for k, zones in data.get("spot", {}).items()
-                },
+                on_demand=_valid(data.get("on_demand", {})),
+                spot={k: _valid(zones) for k, zones in data.get("spot", {}).items()},
             )
         except (TypeError, KeyError, ValueError, AttributeError):
             return cls(region=region)
@@ -91,6 +90,18 @@ class PriceCache:
             Path(tmp).unlink(missing_ok=True)
             raise
         return path
+
+
+def _valid(entries: dict[str, Any]) -> dict[str, CachedPrice]:
+    """The entries that are prices: a finite amount above 0 fetched in the past (an edited or
+    damaged file's $0, NaN or future stamp would show a free machine, or never grow stale)."""
+    now = time.time() + 300.0  # clocks differ a little
+    found = {key: _cached(value) for key, value in entries.items()}
+    return {
+        key: price
+        for key, price in found.items()
+        if math.isfinite(price.usd) and price.usd > 0 and 0 < price.fetched_at <= now
+    }
 
 
 def _cached(value: Any) -> CachedPrice:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from dataclasses import dataclass, replace
 from datetime import date
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from engine.errors import InputError
 
@@ -74,9 +75,16 @@ def user_catalog_path() -> Path:
     return Path(platformdirs.user_config_dir("sentitop")) / "prices.csv"
 
 
-def _float(text: str) -> float | None:
-    text = text.strip()
-    return float(text) if text else None
+def _price(record: dict[str, Any], column: str) -> float | None:
+    """A price column: blank (unknown) or a finite number >= 0 (a negative, NaN or infinite
+    price would pass every budget check and make the cost meter lie)."""
+    text = (record.get(column) or "").strip()
+    if not text:
+        return None
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{column} = {text} is not a price (expected a number >= 0 or blank)")
+    return value
 
 
 def _parse_rows(text: str, origin: str, source: CatalogSource) -> list[InstanceType]:
@@ -114,12 +122,12 @@ def _parse_rows(text: str, origin: str, source: CatalogSource) -> list[InstanceT
                     gpu_memory_gib=float(record.get("gpu_memory_gib") or 0),
                     vcpus=int(record.get("vcpus") or 0),
                     memory_gib=float(record.get("memory_gib") or 0),
-                    on_demand_usd=_float(record.get("on_demand_usd") or ""),
-                    emr_usd=_float(record.get("emr_usd") or ""),
+                    on_demand_usd=_price(record, "on_demand_usd"),
+                    emr_usd=_price(record, "emr_usd"),
                     price_date=date.fromisoformat((record.get("price_date") or "").strip())
                     if (record.get("price_date") or "").strip()
                     else date.today(),
-                    spot_usd=_float(record.get("spot_usd") or ""),
+                    spot_usd=_price(record, "spot_usd"),
                     source=source,
                 )
             )

@@ -86,6 +86,10 @@ def test_bad_user_catalog_names_file_and_line(tmp_path: Path) -> None:
     user.write_text("instance_type,price\ng5.xlarge,1\n")
     with pytest.raises(InputError, match="bad header"):
         load_catalog()
+    for bad in ("-1", "nan", "inf"):  # each passed every budget check and read as a price
+        user.write_text(f"instance_type,on_demand_usd,spot_usd\ng5.xlarge,1,{bad}\n")
+        with pytest.raises(InputError, match=rf"user-prices\.csv:2: spot_usd = {bad} is not"):
+            load_catalog()
     assert set(COLUMNS) >= {"instance_type", "on_demand_usd", "emr_usd", "price_date"}
 
 
@@ -224,3 +228,36 @@ def test_corrupt_cache_is_ignored(tmp_path: Path) -> None:
     assert PriceCache.load("us-east-1").on_demand == {}
     book = price_book(live=False)
     assert book.sources() == {"bundled"}
+
+
+def test_cached_prices_that_are_not_prices_are_dropped() -> None:
+    """A damaged or edited cache's $0, negative, NaN or infinite price showed as the live
+    price (a free machine to the budget checks); a future stamp never grew stale."""
+    import json
+    import time
+
+    now = time.time()
+    entries = {
+        "g5.xlarge": {"usd": 0, "fetched_at": now},
+        "g4dn.xlarge": {"usd": -1, "fetched_at": now},
+        "p3.2xlarge": {"usd": float("nan"), "fetched_at": now},
+        "p3.8xlarge": {"usd": float("inf"), "fetched_at": now},
+        "g5.2xlarge": {"usd": 1.2, "fetched_at": 9e12},
+        "g5.4xlarge": {"usd": 1.6, "fetched_at": now - 60},
+    }
+    path = PriceCache.path_for("us-east-1")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "on_demand": entries,
+                "spot": {"g5.xlarge": {"us-east-1a": entries["g5.xlarge"]}},
+            }
+        )
+    )
+    cached = PriceCache.load("us-east-1")
+    assert list(cached.on_demand) == ["g5.4xlarge"] and cached.spot == {"g5.xlarge": {}}
+    book = price_book(live=False)
+    g5 = book.on_demand_price("g5.xlarge")
+    assert g5 is not None and g5.source == "bundled" and g5.usd_per_hour > 0
