@@ -14,7 +14,7 @@ from engine.embeddings.config import EmbedConfig
 from engine.embeddings.corpus import Corpus, build_corpus, read_dataset_docs
 from engine.embeddings.evaluate import sppmi_reference
 from engine.embeddings.sources import Sources, SourceStats
-from engine.errors import ConfigError
+from engine.errors import ConfigError, InputError
 from engine.events import Emitter
 
 CORPUS_FILE = "corpus.npz"
@@ -67,6 +67,13 @@ def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
     corpus.save(run_dir / CORPUS_FILE)
     t_ref = time.perf_counter()
     reference = sppmi_reference(corpus, cfg.eval_words, cfg.window, cfg.negatives, cfg.dim)
+    if not np.any(reference):  # every SPPMI entry is 0: the PIP loss would read 1.0 whatever
+        raise InputError(
+            f"{', '.join(cfg.inputs) or cfg.data_dir}: no two of its {corpus.vocab_size:,} words "
+            f"occur together more than {cfg.negatives} times as often as chance, so there is "
+            "nothing to learn and nothing to judge embeddings against",
+            hint="use more, and more varied, text (or a lower --negatives)",
+        )
     np.savez(run_dir / REFERENCE_FILE, reference=reference)
     stats: dict[str, Any] = {
         "docs": corpus.num_docs,

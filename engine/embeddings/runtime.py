@@ -31,6 +31,8 @@ from engine.events import Emitter
 from engine.sentiment.dist_env import DistEnv
 
 SUMMARY_FILE = "summary.json"
+MIN_PIP_GAIN = 0.005
+"""Share of the initial PIP loss a run must gain to count as having learned something."""
 VECTORS_FILE = "embeddings.npy"
 
 
@@ -248,6 +250,9 @@ class EmbedRun:
             "per_epoch": self.history,
             **(extra or {}),
         }
+        summary["warnings"] = _warnings(summary)
+        for warning in summary["warnings"]:
+            self.emitter.emit("warning", stage="train", **warning)
         run_dir = Path(cfg.run_dir)
         np.save(run_dir / VECTORS_FILE, vectors.astype(np.float32))
         tmp = run_dir / (SUMMARY_FILE + ".tmp")
@@ -256,3 +261,20 @@ class EmbedRun:
         self.emitter.emit("summary", stage="train", **summary)
         self.emitter.emit("stage_end", stage="train", status="ok", seconds=summary["wall_s"])
         return summary
+
+
+def _warnings(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """A finished run whose vectors are hardly closer to the reference than their random start
+    (PIP loss down by under :data:`MIN_PIP_GAIN` of it; BENCHMARKS.md's 3-epoch runs that
+    learned gained 1-8 %) learned nothing measurable: it still ends ``ok``, but says so."""
+    start, end = summary["pip_loss_initial"], summary["pip_loss"]
+    if not summary["epochs"] or end < start * (1.0 - MIN_PIP_GAIN):
+        return []
+    return [
+        {
+            "code": "pip_not_improved",
+            "message": f"PIP loss {start:.4f} → {end:.4f}: the vectors are hardly closer to "
+            "the reference than their random start (more text or epochs, a smaller --batch, or "
+            "--mode svd)",
+        }
+    ]

@@ -77,3 +77,19 @@ def test_help_does_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("mode", ["svd", "sync"])
+def test_text_with_nothing_to_learn_is_refused_not_scored(
+    mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same 8 stopwords in every review: every SPPMI entry is 0, and the run ended `ok`
+    with `PIP loss 1.0000 against the reference` (a zero reference scores anything 1.0)."""
+    reviews = tmp_path / "stop.jsonl"
+    reviews.write_text('{"reviewText": "the and of to a in is it"}\n' * 50)
+    run = tmp_path / "run"
+    argv = ["embed", "--input", str(reviews), "--run-dir", str(run), "--mode", mode]
+    assert sentitop([*argv, "--dim", "4", "--epochs", "1", "--nproc", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"bad input: {reviews}: no two of its 8 words occur together")
+    assert not (run / "summary.json").exists() and not (run / "embeddings.npy").exists()

@@ -124,3 +124,20 @@ def test_one_rank_trains_on_cuda(imdb_path: Path, tmp_path: Path) -> None:
     assert summary["words_per_s"] > 0 and summary["neighbours"]
     vectors = np.load(tmp_path / "cuda" / "embeddings.npy")
     assert vectors.shape[0] == summary["vocab"] and np.isfinite(vectors).all()
+
+
+def test_a_run_that_learned_nothing_says_so(imdb_path: Path, tmp_path: Path) -> None:
+    """One epoch of a few huge batches leaves the PIP loss where it started (1.3939 → 1.3936 on
+    300 reviews): the run ended `ok` with no word of it."""
+    run = tmp_path / "flat"
+    cmd = [sys.executable, "-m", "tui.cli", "embed", "--input", str(imdb_path),
+           "--run-dir", str(run), "--device", "cpu", "--max-docs", "200", "--epochs", "1",
+           "--batch", "16384", "--dim", "16", "--threads", "1", "--nproc", "1"]  # fmt: skip
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=280)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "ok"
+    assert [w["code"] for w in summary["warnings"]] == ["pip_not_improved"]
+    assert "WARNING: PIP loss" in out.stderr and "hardly closer" in out.stderr
+    events = list(read_events(run / "events.jsonl"))
+    assert [e["code"] for e in events if e["type"] == "warning"] == ["pip_not_improved"]

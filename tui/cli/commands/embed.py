@@ -84,4 +84,6 @@ def run(args: argparse.Namespace) -> int:
         )
     for word, near in summary["neighbours"].items():
         print(f"  {word}: {', '.join(near)}")
+    for warning in summary.get("warnings") or []:
+        print(f"WARNING: {warning['message']}", file=sys.stderr)
     return 0
