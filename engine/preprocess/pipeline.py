@@ -136,6 +136,12 @@ def run_preprocess(
                 (out / "dataset.h5").unlink()  # never leave an old dataset next to new json files
             tmp = make_tmp(str(out))
         except OSError as exc:
+            if out.exists() and not out.is_dir():  # it read "cannot write to the scratch folder"
+                raise InputError(
+                    f"--output {out} is a file, not a folder",
+                    hint="name a folder for dataset.h5, vocab.json and stats.json (it is "
+                    "created when missing)",
+                ) from exc
             raise scratch_error(exc, str(out)) from exc
         total = sum(sizes.values())
         workers = cfg.workers or os.cpu_count() or 1

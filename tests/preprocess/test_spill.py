@@ -128,6 +128,11 @@ def test_budget_below_the_minimum_is_exit_2(tmp_path: Path) -> None:
     write_lines(src, [b'{"reviewText": "fine", "overall": 5}'])
     with pytest.raises(InputError, match="--memory-budget"):
         _run([src], tmp_path / "out", 1, 1000)
+    with pytest.raises(InputError) as info:  # 1MB: it read "1 MB is below ... (1 MB)"
+        _run([src], tmp_path / "out", 1, 1_000_000)
+    assert info.value.message == (
+        "--memory-budget 1,000,000 bytes is below the smallest accepted: 1MiB (1,048,576 bytes)"
+    )
 
 
 @pytest.fixture
@@ -213,6 +218,10 @@ def test_unwritable_output_is_exit_2_naming_the_folder(tmp_path: Path) -> None:
     with pytest.raises(InputError) as caught:
         _run([src], blocker / "out", 1, None)
     assert str(blocker / "out") in caught.value.message
+    with pytest.raises(InputError) as caught:  # it read "cannot write to the scratch folder"
+        _run([src], blocker, 1, None)
+    assert caught.value.message == f"--output {blocker} is a file, not a folder"
+    assert blocker.read_text() == "not a folder"
 
 
 def test_stale_scratch_of_a_killed_run_is_removed(tmp_path: Path) -> None:
