@@ -117,6 +117,8 @@ class HeadlessProgress:
             self.console.print(
                 Text(f"balance: shares [{shares}] batch sizes {event.get('batch_sizes')}", "cyan")
             )
+        elif kind == "node" and _machine_event(event):
+            self.console.print(Text(node_line(event), style="cyan"))
         elif kind == "recovery":
             self.console.print(Text(recovery_line(event), style="magenta"))
         elif kind == "error":
@@ -125,6 +127,28 @@ class HeadlessProgress:
         elif kind == "warning":
             self.console.print(Text(f"WARNING: {event.get('message')}", "bold yellow"))
         self.progress.update(self.epochs, info=self._info())
+
+
+_MACHINE_STATUSES = {
+    "starting", "ready", "terminated", "lost", "dropped", "replaced", "interrupting"
+}  # fmt: skip
+
+
+def _machine_event(event: Mapping[str, Any]) -> bool:
+    """A machine that costs money starting, coming up or going (a cloud instance or cluster,
+    a lost or replaced node); not the per-stage running/done of a node's processes."""
+    return bool(event.get("instance_type")) or event.get("status") in _MACHINE_STATUSES
+
+
+def node_line(event: Mapping[str, Any]) -> str:
+    """``node i-0abc: launching (g5.xlarge on-demand)``; a running instance waits for SSH."""
+    status, detail = str(event.get("status") or "?"), event.get("detail")
+    line = f"node {event.get('node')}: {status}"
+    if detail and detail != status:
+        line += f" ({detail})"
+    if status == "running" and event.get("instance_type"):
+        line += ", billed from now; waiting for SSH"
+    return line
 
 
 def _rate(event: Mapping[str, Any]) -> str:
