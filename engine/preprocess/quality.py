@@ -43,7 +43,8 @@ def check_preprocess(cfg: PreprocessConfig, stats: Mapping[str, Any]) -> list[di
         why = _skip_breakdown(stats) or f"{int(stats.get('duplicates', 0)):,} duplicates"
         raise InputError(
             f"{files}: no usable review in {read:,} line(s): {why}",
-            hint="check the file format (--format, --text-field, --rating-field)",
+            hint="check the file format: --format, --text-field, --rating-field (in a profile: "
+            "preprocess.format, .text_field, .rating_field)",
         )
     positive, negative = int(stats["positive"]), int(stats["negative"])
     if not positive or not negative:
