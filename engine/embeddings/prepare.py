@@ -22,15 +22,23 @@ REFERENCE_FILE = "reference.npz"
 KEY_FILE = "prepare.json"
 
 
-def load_docs_corpus(cfg: EmbedConfig, sources: list[SourceStats] | None = None) -> Corpus:
+def load_docs_corpus(
+    cfg: EmbedConfig,
+    sources: list[SourceStats] | None = None,
+    warnings: list[dict[str, str]] | None = None,
+) -> Corpus:
     """Build the corpus from ``cfg.input`` (raw JSON-lines files or folders, read in turn) or
-    ``cfg.data_dir`` (dataset.h5); ``sources``, when given, receives each input file's counts."""
+    ``cfg.data_dir`` (dataset.h5); ``sources``, when given, receives each input file's counts,
+    ``warnings`` the ``{code, message}`` of the files the folders held but gave nothing."""
     docs: Any
     if cfg.inputs:
         docs = Sources(cfg.inputs, dedupe=cfg.dedupe)
         if sources is not None:
             sources.clear()
             docs.stats = sources
+        if warnings is not None:
+            warnings.clear()
+            docs.warnings = warnings
     else:
         assert cfg.data_dir is not None  # EmbedConfig checks exactly one is set
         docs = read_dataset_docs(cfg.data_dir)
@@ -52,12 +60,17 @@ def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
     if key_path.is_file() and (run_dir / REFERENCE_FILE).is_file():
         recorded = json.loads(key_path.read_text(encoding="utf-8"))
         if recorded.get("key") == key:
+            for warning in recorded["stats"].get("warnings") or []:  # reused, still true
+                emitter.emit("warning", stage="prepare", **warning)
             emitter.emit("stage_end", stage="prepare", status="cached", seconds=0.0)
             return dict(recorded["stats"])
     start = time.perf_counter()
     emitter.emit("stage_start", stage="prepare", input=cfg.input or cfg.data_dir)
     sources: list[SourceStats] = []
-    corpus = load_docs_corpus(cfg, sources)
+    warnings: list[dict[str, str]] = []
+    corpus = load_docs_corpus(cfg, sources, warnings)
+    for warning in warnings:  # files a folder held but gave nothing
+        emitter.emit("warning", stage="prepare", **warning)
     if cfg.dim >= corpus.vocab_size:  # vectors longer than the vocabulary: nothing to learn
         raise ConfigError(
             f"embed.dim = {cfg.dim} is not below the corpus's vocabulary of "
@@ -89,6 +102,8 @@ def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
             {"path": s.path, "docs": s.docs, "skipped": s.skipped, "duplicates": s.duplicates}
             for s in sources
         ]
+    if warnings:
+        stats["warnings"] = warnings
     key_path.write_text(json.dumps({"key": key, "stats": stats}), encoding="utf-8")
     emitter.emit("summary", stage="prepare", **stats)
     emitter.emit("stage_end", stage="prepare", status="ok", seconds=time.perf_counter() - start)

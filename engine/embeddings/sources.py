@@ -12,37 +12,28 @@ import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from engine.errors import InputError
+from engine.preprocess.inputs import expand_folders
 
-SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".ndjson", ".ndjson.gz")
-"""File names a folder given to --input contributes (other files, e.g. README.md, are not read)."""
 TEXT_FIELDS = ("reviewText", "Text", "verified_reviews", "text", "review", "content", "body")
 """Text fields tried, in order, for records without a rating (text-only files)."""
 
 
-def expand_inputs(paths: list[str]) -> list[str]:
-    """Files of ``paths``: a file stands for itself, a folder for its review files (sorted by
-    name); InputError naming a path that is missing, empty, or a folder without review files."""
-    files: list[str] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(SUFFIXES))
-            if not found:
-                raise InputError(
-                    f"{raw}: folder holds no review file ({', '.join(SUFFIXES)})",
-                    hint="pass JSON-lines review files or a folder of them to --input",
-                )
-            files += [str(p) for p in found]
-        elif not path.is_file():
-            raise InputError(f"{raw} not found", hint="pass a JSON-lines file to --input")
-        elif path.stat().st_size == 0:
-            raise InputError(f"{raw} is empty", hint="pass a JSON-lines review file to --input")
-        else:
-            files.append(raw)
-    return files
+def expand_inputs(paths: list[str], warnings: list[dict[str, str]] | None = None) -> list[str]:
+    """Files of ``paths``: a file stands for itself, a folder for its non-empty review files
+    (sorted by name; :func:`engine.preprocess.inputs.expand_folders`, whose warnings about the
+    files a folder held but gave nothing go to ``warnings``); InputError naming a path that is
+    missing or empty, or a folder without a non-empty review file."""
+    found = expand_folders(paths)
+    if warnings is not None:
+        warnings += found.warnings
+    for path in found.files:
+        if not os.path.isfile(path):
+            raise InputError(f"{path} not found", hint="pass a JSON-lines file to --input")
+        if os.path.getsize(path) == 0:
+            raise InputError(f"{path} is empty", hint="pass a JSON-lines review file to --input")
+    return found.files
 
 
 def _text_field(path: str) -> tuple[str, str]:
@@ -110,10 +101,13 @@ class Sources:
     paths: list[str]
     dedupe: bool = False
     stats: list[SourceStats] = field(default_factory=list)
+    warnings: list[dict[str, str]] = field(default_factory=list)
+    """``{code, message}`` of the files the folders held but gave nothing (empty, other type)."""
 
     def __iter__(self) -> Iterator[list[str]]:
         seen: set[bytes] = set()
-        for path in expand_inputs(self.paths):
+        self.warnings.clear()
+        for path in expand_inputs(self.paths, self.warnings):
             fmt, text_field = _text_field(path)
             stats = SourceStats(path, text_field=text_field)
             self.stats.append(stats)

@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         required=True,
         metavar="PATH",
-        help="input files (JSON lines, plain or .gz; s3:// with emr/hadoop)",
+        help="input files (JSON lines, plain or .gz; s3:// with emr/hadoop), or folders: every "
+        "review file in one (.jsonl, .json, .ndjson, plain or .gz), sorted by name",
     )
     parser.add_argument("--output", "-o", required=True, metavar="DIR", help="output folder")
     add_config_flags(parser, PreprocessConfig, skip=_CUSTOM_FLAGS + QUALITY_FIELDS)
@@ -132,11 +133,16 @@ def run_cli(args: argparse.Namespace) -> int:
     """Run preprocessing for parsed arguments; returns the exit code."""
     from engine.events import Emitter, StreamSink
     from engine.preprocess import run_preprocess
+    from engine.preprocess.inputs import expand_folders
     from engine.preprocess.readers import check_inputs
 
     cfg = config_from_args(args)
     remote = cfg.runner in ("emr", "hadoop")
-    check_inputs([p for p in cfg.inputs if not (remote and p.startswith("s3://"))])
+    found = expand_folders(cfg.inputs)  # again in run_preprocess, whose stats list its warnings
+    local = [p for p in found.files if not (remote and p.startswith("s3://"))]
+    total = sum(check_inputs(local)) if len(local) == len(found.files) else None  # s3: unknown
+    for folder, taken in found.folders.items():
+        print(f"{folder}: {taken} review file(s) taken", file=sys.stderr)
     options = {
         "rating_max": args.rating_max,
         "negative_max": args.negative_max,
@@ -170,7 +176,7 @@ def run_cli(args: argparse.Namespace) -> int:
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=console, transient=False) as progress:
-        task_id = progress.add_task("preprocess", total=None, rps="0")
+        task_id = progress.add_task("preprocess", total=total, rps="0")
         stats = run_preprocess(cfg, Emitter(_RichProgressSink(progress, task_id)), **options)
     Console().print(summary_table(stats))
     print_warnings(stats)
@@ -189,6 +195,7 @@ def print_warnings(stats: Mapping[str, Any]) -> None:
 
 def summary_table(stats: Mapping[str, Any]) -> Any:
     """A rich table of the main counts of a stats dict."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="preprocess summary", show_header=False)
@@ -208,7 +215,7 @@ def summary_table(stats: Mapping[str, Any]) -> Any:
         table.add_row(key, f"{stats[key]:,}")
     for reason, n in stats["skipped"].items():
         if n:
-            examples = ", ".join(stats["skipped_examples"].get(reason, [])[:2])
+            examples = escape(", ".join(stats["skipped_examples"].get(reason, [])[:2]))
             table.add_row(
                 f"  skipped: {reason}", f"{n:,}" + (f"  (e.g. {examples})" if examples else "")
             )

@@ -3,7 +3,6 @@ stats.json, with stage/progress/summary events."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -15,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import PreprocessConfig
-from engine.errors import InputError
+from engine.errors import InputError, StorageError
 from engine.events import Emitter
 from engine.preprocess.budget import default_budget
+from engine.preprocess.inputs import expand_folders
 from engine.preprocess.job import JobSettings
+from engine.preprocess.output_folder import make_stage, output_of, swap_in
 from engine.preprocess.quality import check_preprocess
 from engine.preprocess.readers import check_inputs, detect_spec, plan_tasks
 from engine.preprocess.records import SKIP_REASONS, RecordSpec
@@ -52,7 +53,13 @@ class _ProgressEvents:
         self.done += nbytes
         self.records += lines
         now = time.monotonic()
-        if self.emitter and (now - self.last >= self.every_s or self.done >= self.total):
+        if now - self.last >= self.every_s or self.done >= self.total:
+            self.emit(now)
+
+    def emit(self, now: float | None = None) -> None:
+        """A `progress` event now (the first one of a runner that reports only at its end)."""
+        now = time.monotonic() if now is None else now
+        if self.emitter:
             self.last = now
             elapsed = max(now - self.start, 1e-9)
             self.emitter.emit(
@@ -115,34 +122,31 @@ def run_preprocess(
     negative_max: int | None = None,
     mrjob_args: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Preprocess cfg.inputs into cfg.output; returns the stats written to stats.json."""
+    """Preprocess cfg.inputs (files, or folders standing for their review files) into
+    cfg.output, replaced as a whole at the end; returns the stats written to stats.json."""
     start = time.time()
     if emitter:
         emitter.emit("stage_start", stage=STAGE, runner=cfg.runner, inputs=cfg.inputs)
     remote = cfg.runner in ("emr", "hadoop")
     to_s3 = cfg.output.startswith("s3://")
     out = Path(tempfile.mkdtemp(prefix="sentitop-preprocess-") if to_s3 else cfg.output)
+    if out.is_symlink():  # the folder it names is replaced, not the link
+        out = out.resolve()
+    stage: Path | None = None
     tmp: str | None = None
-    created = not out.exists()  # a folder this run made and left empty is removed on failure
     try:
         if to_s3 and not remote:
             raise InputError(f"--output {cfg.output}: s3:// outputs need --runner emr or hadoop")
+        found = expand_folders(cfg.inputs)
+        cfg = replace(cfg, inputs=found.files)
         local_inputs = [p for p in cfg.inputs if not (remote and p.startswith("s3://"))]
         sizes = dict(zip(local_inputs, check_inputs(local_inputs), strict=True))
         specs = resolve_specs(cfg, rating_max, negative_max)
+        stage = make_stage(out)  # the new set is built beside the old one, swapped in whole
         try:
-            out.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                (out / "dataset.h5").unlink()  # never leave an old dataset next to new json files
-            tmp = make_tmp(str(out))
+            tmp = make_tmp(str(stage))
         except OSError as exc:
-            if out.exists() and not out.is_dir():  # it read "cannot write to the scratch folder"
-                raise InputError(
-                    f"--output {out} is a file, not a folder",
-                    hint="name a folder for dataset.h5, vocab.json and stats.json (it is "
-                    "created when missing)",
-                ) from exc
-            raise scratch_error(exc, str(out)) from exc
+            raise scratch_error(exc, str(stage)) from exc
         total = sum(sizes.values())
         workers = cfg.workers or os.cpu_count() or 1
         budget = cfg.memory_budget or default_budget()
@@ -160,13 +164,23 @@ def run_preprocess(
             input_bytes=total,
         )
         progress = _ProgressEvents(emitter, total, **extra)
+        if cfg.runner != "local":  # mrjob's runners report once, at their end: 0 of the total
+            progress.emit()
         try:
             result = _run_runner(cfg, job, sizes, workers, progress, mrjob_args)
-            stats = _finish(cfg, job, result, start, out, tmp)
+            stats = _finish(cfg, job, result, start, stage, tmp, found.warnings)
+            shutil.rmtree(tmp)  # scratch is not part of the set
         except OSError as exc:
             if exc.errno is None and "No space left" not in str(exc):
                 raise
             raise scratch_error(exc, tmp) from exc
+        try:
+            swap_in(stage, out)
+        except OSError as exc:
+            raise StorageError(
+                f"could not put the new output in place at {out}: {exc.strerror or exc}",
+                hint="the previous output, if any, is unchanged",
+            ) from exc
         if to_s3:
             from engine.preprocess.run_mrjob import upload_output
 
@@ -185,8 +199,8 @@ def run_preprocess(
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-        if created and not to_s3 and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()
+        if stage:  # the unfinished set, or after the swap the previous one
+            shutil.rmtree(stage, ignore_errors=True)
         if to_s3:
             shutil.rmtree(out, ignore_errors=True)
     if emitter:
@@ -217,7 +231,8 @@ def _spill_warning(
         free = shutil.disk_usage(tmp).free
         note = (
             f"input {total / 1e9:.1f} GB is much larger than the memory budget "
-            f"{budget / 1e9:.2f} GB: the local runner will spill sorted runs to {tmp} "
+            f"{budget / 1e9:.2f} GB: the local runner will spill sorted runs to a scratch "
+            f"folder beside {output_of(tmp)}, {tmp} "
             f"({free / 1e9:.0f} GB free there; it may need up to ≈ {total / 1e9:.1f} GB)"
         )
         emitter.emit(
@@ -261,7 +276,11 @@ def _finish(
     start: float,
     out: Path,
     tmp: str,
+    input_warnings: list[dict[str, str]],
 ) -> dict[str, Any]:
+    """Write the set into ``out`` (the stage folder): dataset.h5 (combined here unless the
+    runner wrote it), vocab.json and stats.json, whose warnings begin with ``input_warnings``
+    (the files the input folders held but gave nothing)."""
     warnings = check_preprocess(cfg, build_stats(cfg, result, 0.0))  # raises before writing
     finish_cpu = time.process_time()
     vocab_doc = _vocab_doc(cfg, job, result.vocab)
@@ -277,7 +296,7 @@ def _finish(
     stats = build_stats(cfg, result, time.time() - start)
     stats["memory_budget"] = job.memory_budget
     stats["spill"] = result.spill or None
-    stats["warnings"] = warnings
+    stats["warnings"] = [*input_warnings, *warnings]
     publish_dataset(
         tmp_h5, out / "dataset.h5", {out / "vocab.json": vocab_doc, out / "stats.json": stats}
     )

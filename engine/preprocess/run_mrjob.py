@@ -9,7 +9,9 @@ action that installs sentitop); s3:// inputs are read by mrjob."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import zipfile
 from collections import Counter
@@ -173,6 +175,26 @@ def upload_output(local_dir: str, uri: str) -> None:
         fs.put(os.path.join(local_dir, name), uri.rstrip("/") + "/" + name)
 
 
+class _NoConfigNotice(logging.Filter):
+    """Drops mrjob's "No configs specified for inline runner": without an mrjob.conf (the
+    usual case) it is noise, and with no logging set up Python printed it on the terminal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for that one notice; every other mrjob.conf record passes."""
+        return not record.getMessage().startswith("No configs specified for ")
+
+
+@contextlib.contextmanager
+def _no_config_notice() -> Iterator[None]:
+    logger = logging.getLogger("mrjob.conf")
+    quiet = _NoConfigNotice()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def run_mrjob(
     cfg: PreprocessConfig, job: JobSettings, progress: Progress | None, extra_args: list[str]
 ) -> LocalResult:
@@ -195,7 +217,7 @@ def run_mrjob(
     part = ReducedPart()
     words: Counter[bytes] = Counter()
     stats = MapStats()
-    with mr.make_runner() as runner:
+    with _no_config_notice(), mr.make_runner() as runner:
         runner.run()
         for key, value in mr.parse_output(runner.cat_output()):
             if key[0] == "W":

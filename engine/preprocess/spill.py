@@ -129,10 +129,13 @@ def bucket_of(key: bytes, buckets: int) -> int:
 
 
 def scratch_error(exc: OSError, folder: str) -> StorageError | InputError:
-    """The user-facing error of a failed write in the scratch folder."""
+    """The user-facing error of a failed write in the scratch folder (a full disk names the
+    output folder the scratch is for)."""
+    from engine.preprocess.output_folder import output_of
+
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return StorageError(
-            f"no space left on the device of {folder} while preprocessing",
+            f"no space left on the device of {output_of(folder)} while preprocessing",
             hint="free disk space there, preprocess into a folder on a larger disk, "
             "or raise --memory-budget so less is spilled",
         )

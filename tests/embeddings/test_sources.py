@@ -125,3 +125,58 @@ def test_sentitop_embed_takes_several_inputs(
                      "--run-dir", str(tmp_path / "r2"), "--device", "cpu"])  # fmt: skip
     assert code == 2
     assert "nope.jsonl not found" in capsys.readouterr().err
+
+
+def test_a_folders_empty_and_foreign_files_are_skipped_with_warnings_naming_them(
+    folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One empty .jsonl failed the whole run; a stray binary was passed over without a word."""
+    (folder / "f_empty.jsonl").write_bytes(b"")
+    (folder / "stray.bin").write_bytes(bytes(range(256)))
+    warnings: list[dict[str, str]] = []
+    files = expand_inputs([str(folder)], warnings)
+    assert len(files) == 5 and not any(f.endswith(("f_empty.jsonl", ".bin")) for f in files)
+    assert [w["code"] for w in warnings] == ["empty_input_file", "unknown_input_file"]
+    assert warnings[0]["message"] == f"{folder}: skipped 1 empty review file(s): f_empty.jsonl"
+    assert "skipped 2 file(s) that are not review files" in warnings[1]["message"]
+    assert warnings[1]["message"].endswith(": README.md, stray.bin")
+
+    run_dir = tmp_path / "run"
+    argv = ["embed", "--input", str(folder), "--run-dir", str(run_dir), "--mode", "svd",
+            "--dim", "2", "--min-count", "1", "--negatives", "1", "--json"]  # fmt: skip
+    assert sentitop(argv) == 0
+    err = capsys.readouterr().err
+    assert f"WARNING: {folder}: skipped 1 empty review file(s): f_empty.jsonl" in err
+    assert "README.md, stray.bin" in err and "Traceback" not in err
+    recorded = json.loads((run_dir / "prepare.json").read_text())["stats"]["warnings"]
+    assert [w["code"] for w in recorded] == ["empty_input_file", "unknown_input_file"]
+
+
+def test_many_foreign_files_are_counted_and_the_first_few_named(tmp_path: Path) -> None:
+    _write(tmp_path / "a.jsonl", IMDB)
+    for n in range(5):
+        (tmp_path / f"x{n}.bin").write_bytes(b"\0")
+    (tmp_path / ".hidden").write_bytes(b"\0")  # hidden files and subfolders are not mentioned
+    (tmp_path / "sub").mkdir()
+    warnings: list[dict[str, str]] = []
+    assert expand_inputs([str(tmp_path)], warnings) == [str(tmp_path / "a.jsonl")]
+    (warning,) = warnings
+    assert warning["message"].endswith("skipped 5 file(s) that are not review files "
+                                       "(.jsonl, .jsonl.gz, .json, .json.gz, .ndjson, "
+                                       ".ndjson.gz): x0.bin, x1.bin, x2.bin (+2 more)")  # fmt: skip
+
+
+def test_a_folder_of_only_empty_review_files_is_an_error_naming_the_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.jsonl").write_bytes(b"")
+    (data / "b.json").write_bytes(b"")
+    argv = ["embed", "--input", str(data), "--run-dir", str(tmp_path / "r"), "--mode", "svd"]
+    assert sentitop(argv) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == (
+        f"bad input: {data}: folder holds only empty review files (a.jsonl, b.json)"
+    )
+    assert "Traceback" not in err

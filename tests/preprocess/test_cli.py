@@ -69,3 +69,36 @@ def test_module_entry_point_emits_events(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert missing.returncode == 2 and "nope" in missing.stderr
+
+
+def test_inline_runner_progress_knows_the_total_and_mrjobs_notice_stays_quiet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bar read "0/? bytes" until the inline runner ended, and mrjob's "No configs specified
+    for inline runner" reached the terminal."""
+    from rich.progress import Progress
+
+    src = _input(tmp_path)
+    totals: list[float | None] = []
+    real_add_task = Progress.add_task
+
+    def add_task(self: Progress, *args: object, **kwargs: object) -> object:
+        totals.append(kwargs.get("total"))  # type: ignore[arg-type]
+        return real_add_task(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Progress, "add_task", add_task)
+    assert (
+        main(["preprocess", "-i", str(src), "-o", str(tmp_path / "o"), "--runner", "inline"]) == 0
+    )
+    assert totals == [src.stat().st_size]
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.preprocess", "-i", str(src), "-o", str(tmp_path / "e"),
+         "--runner", "inline", "--events"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "No configs specified" not in proc.stderr and proc.stderr == ""
+    progress = [e for e in map(json.loads, proc.stdout.splitlines()) if e["type"] == "progress"]
+    assert progress[0]["done"] == 0 and progress[0]["total"] == src.stat().st_size
+    assert progress[-1]["done"] == progress[-1]["total"] == src.stat().st_size

@@ -183,7 +183,7 @@ def test_encoder_reproduces_dataset_encoding(tmp_path: Path, preprocess: Run) ->
     assert empty_len.tolist() == [0, 0] and not empty_tokens.any()
 
 
-def test_atomic_write_leaves_no_dataset_on_crash(
+def test_atomic_write_keeps_the_old_set_on_crash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _corpus(tmp_path, 200)
@@ -191,6 +191,7 @@ def test_atomic_write_leaves_no_dataset_on_crash(
     cfg = PreprocessConfig(inputs=[str(path)], output=str(out), workers=1)
     run_preprocess(cfg)
     assert (out / "dataset.h5").exists()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
 
     def crash(*args: Any, **kwargs: Any) -> None:
         raise OSError("disk full")
@@ -198,8 +199,8 @@ def test_atomic_write_leaves_no_dataset_on_crash(
     monkeypatch.setattr(pipeline_mod, "publish_dataset", crash)
     with pytest.raises(OSError, match="disk full"):
         run_preprocess(cfg)
-    assert not (out / "dataset.h5").exists()  # the old one is gone too: never a stale pair
-    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # never a stale pair
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 def test_publish_writes_the_json_files_then_the_dataset(

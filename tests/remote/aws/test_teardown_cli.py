@@ -187,3 +187,15 @@ def test_teardown_by_id_searches_the_region_the_runs_profile_launched_in(
     cluster = start_cluster(run_id)
     assert main(["teardown", run_id]) == 0
     assert cluster in capsys.readouterr().out and live_clusters(run_id) == []
+
+
+@pytest.mark.parametrize("ref", ["", "   ", "\t", "/"])
+def test_an_empty_run_id_is_a_usage_error(ref: str, tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`sentitop teardown ''` searched AWS for a run named after the current folder."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(["teardown", ref, "--dry-run"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument RUN_ID: " in err and tmp_path.name not in err
+    assert "Traceback" not in err and "cloud error" not in err

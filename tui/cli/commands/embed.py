@@ -39,6 +39,9 @@ class _Printer:
 
     def __call__(self, rank: int, stream: str, line: str) -> None:
         event = parse_event_line(line) if stream == "stdout" else None
+        if event is not None and event["type"] == "warning" and event.get("stage") == "prepare":
+            print(f"WARNING: {event.get('message')}", file=sys.stderr)  # the input's, now
+            return
         if self.quiet:
             if event is None and stream == "stderr":
                 print(f"[rank {rank}] {line}", file=sys.stderr)

@@ -30,6 +30,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "run_id",
         metavar="RUN_ID",
+        type=_run_ref,
         help="run id (the run folder's name), or the run folder runs/<id> (or its train/)",
     )
     parser.add_argument(
@@ -43,6 +44,18 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
+
+
+def _run_ref(value: str) -> str:
+    """A RUN_ID argument (argparse ``type``): an empty or blank one, or a path that names no
+    run (such as ``/``), is a usage error (exit 2) — never the current folder's name."""
+    from remote.run_folder import run_id_of
+
+    if not value.strip():
+        raise argparse.ArgumentTypeError("empty; give a run id or a run folder")
+    if not run_id_of(value).strip():
+        raise argparse.ArgumentTypeError(f"{value!r} names no run; give a run id or a run folder")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
