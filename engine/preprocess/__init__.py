@@ -25,8 +25,10 @@ count gives the same file.
 
 Output: ``dataset.h5`` (/train and /test: tokens N×seq_len uint16 or int32, labels uint8,
 lengths int32; row-block chunks; attrs vocab_size, num_ids, seq_len, pad_id, unk_id,
-format_version, vocab_sha256), ``vocab.json`` (itos + settings) and ``stats.json``; dataset.h5
-is renamed into place last, after any old one was removed.
+format_version, vocab_sha256), ``vocab.json`` (itos + settings) and ``stats.json``, written
+into a stage folder beside the output and swapped in as a whole (:mod:`.output_folder`): the
+output holds the previous complete set or the new one, never a mix. An input folder stands for
+its review files (:mod:`.inputs`, shared with ``sentitop embed``).
 
 Heavy modules load on first call, so the CLI can import this package cheaply.
 """
