@@ -104,6 +104,21 @@ class CostMeter:
             self._lines[key] = _Running(line, self._clock() if at is None else at)
         return key
 
+    def relabel(self, key: str, new_key: str, line: CostLine) -> str:
+        """Go on billing ``key`` as ``new_key`` with ``line``'s labels, from the same start
+        (one machine whose role became known later: an instance that became a node)."""
+        with self._lock:
+            if new_key != key and new_key in self._lines:
+                raise ValueError(f"cost line {new_key!r} exists already")
+            old = self._lines[key]
+            relabelled = _Running(line, old.started_at, old.stopped_at)
+            # rebuilt in the same order, so the summary lists the line where it started
+            self._lines = {
+                (new_key if k == key else k): (relabelled if k == key else r)
+                for k, r in self._lines.items()
+            }
+        return new_key
+
     def stop(self, key: str, *, at: float | None = None) -> None:
         """Stop billing one group (idempotent)."""
         with self._lock:

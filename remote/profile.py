@@ -33,6 +33,7 @@ from remote.profile_spec import (
     PathText,
     PreprocessSpec,
     RecoverySpec,
+    Seconds,
     Section,
     TrainSpec,
 )
@@ -393,6 +394,11 @@ class EC2Profile(_RemoteProfile):
     """ec2: instances started (and terminated) by sentitop."""
     nodes: list[EC2NodeGroup] = Field(min_length=1, max_length=16)
     """Instance groups; the first instance of the first group hosts the rendezvous."""
+    ready_timeout: Seconds | None = Field(default=None, ge=30, le=6 * 3600)
+    """Wait for SSH: 900, 90s, 15m or 1h30m, from 30 s to 6 h (default 15m).
+    The longest wait from launch until every instance runs and answers SSH (and shows its host
+    keys). Past it the run fails naming the instances that never answered, and they are
+    terminated; they are billed (and count against budget.max_usd) from the moment they run."""
 
     def gpus_per_instance(self, group: EC2NodeGroup, catalog: Catalog | None = None) -> int:
         """The group's GPUs: as given, else the catalog's, else 0."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Annotated, Literal
 
 from pydantic import (
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -28,6 +31,34 @@ S3Uri = Annotated[
     str, StringConstraints(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,62}(/[^\x00-\x1f\x7f]*)?$")
 ]
 """s3://bucket or s3://bucket/prefix."""
+
+
+_DURATION = re.compile(
+    r"(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m(?:in)?)?(?:(?P<s>\d+(?:\.\d+)?)s)?"
+)
+
+
+def parse_seconds(value: object) -> object:
+    """Seconds from a duration such as 90, 90s, 15m, 15min, 1h or 1h30m (numbers pass as
+    seconds; other values are left for the field's own check)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip().lower().replace(" ", "")
+    match = _DURATION.fullmatch(text)
+    if text and match and any(match.groupdict().values()):
+        h, m, s = (float(match[k] or 0) for k in "hms")
+        return h * 3600 + m * 60 + s
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds):
+        raise ValueError(f"cannot read {value!r} as a duration; give e.g. 90s, 15m, 1h30m or 900")
+    return seconds
+
+
+Seconds = Annotated[float, BeforeValidator(parse_seconds)]
+"""A duration in seconds, written 900, 90s, 15m, 15min, 1h or 1h30m."""
 
 
 class Section(BaseModel):

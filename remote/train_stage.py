@@ -87,12 +87,13 @@ async def run_training(ctx: TrainContext, cluster: Cluster, data: PreparedData) 
     """Train on ``cluster`` to the end, recovering from lost nodes as the profile says."""
     profile, run_dir, ledger = ctx.profile, ctx.run_dir, ctx.ledger
     billing = NodeBilling(profile, cluster, ctx.meter, ctx.book)
+    billing.listen()  # instances bill from running on: the budget sees the wait for SSH
     try:
         await cluster.start(run_dir, events=ctx.sink)
     except BaseException:  # instances that ran while SSH never answered still cost money
         billing.bill_unused()
         raise
-    await billing.start()
+    await billing.start()  # nodes go on in their instance's line (SSH nodes start theirs)
     keeper = CheckpointKeeper(cluster, run_dir, ctx.emitter, ledger.stored)
     ctx.notes["checkpoints"] = keeper.where()
     watch = NodeWatch(cluster, keeper, profile.recovery, run_dir, ctx.emitter)

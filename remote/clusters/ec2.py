@@ -22,10 +22,12 @@ from engine.events import Emitter
 from remote import aws
 from remote.clusters.ec2_fleet import (
     LIVE_STATES,
+    READY_TIMEOUT_S,
     AddressFor,
     EC2Fleet,
     InstanceGroupSpec,
     LaunchedInstance,
+    OnRunning,
     describe_tagged,
     launch_params,
     sweep_orphans,
@@ -120,7 +122,7 @@ class EC2Cluster(SSHCluster):
         endpoint: str | None = None,
         ssh_port: int = 22,
         address_for: AddressFor | None = None,
-        ready_timeout_s: float = 900.0,
+        ready_timeout_s: float = READY_TIMEOUT_S,
         poll_s: float = 5.0,
         known_hosts: str | Path | None = None,
         check_host_keys: bool = True,
@@ -147,6 +149,9 @@ class EC2Cluster(SSHCluster):
         self._instance_of: dict[str, LaunchedInstance] = {}
         self.fleet: EC2Fleet | None = None
         """The run's instances (created by :meth:`start`, once the run id is known)."""
+        self.on_instance_running: OnRunning | None = None
+        """Awaited for each instance (replacements too) as it reaches running, before its SSH
+        answers: where billing starts (set it before :meth:`start`)."""
         self.metadata_url = metadata_url
         """Instance metadata base URL the spot watchers poll (None: the real one)."""
 
@@ -173,6 +178,8 @@ class EC2Cluster(SSHCluster):
             known_hosts=profile.known_hosts,
             check_host_keys=not profile.insecure_ignore_host_keys,
         )
+        if profile.ready_timeout is not None:
+            kwargs["ready_timeout_s"] = profile.ready_timeout
         kwargs.update(options)
         return cls(groups, **kwargs)
 
@@ -186,7 +193,8 @@ class EC2Cluster(SSHCluster):
         assert self.run_dir is not None and self.streams is not None
         streams = self.streams
         self.fleet = EC2Fleet(self._groups, run_id=self.run_dir.name,
-                              emitter=_StreamsEmitter(streams), **self._fleet_options)  # fmt: skip
+                              emitter=_StreamsEmitter(streams), on_running=self._reached_running,
+                              **self._fleet_options)  # fmt: skip
         try:
             instances = await self.fleet.launch()
             self._adopt(instances)
@@ -196,6 +204,11 @@ class EC2Cluster(SSHCluster):
         except BaseException:
             await self.fleet.terminate_all()
             raise
+
+    async def _reached_running(self, inst: LaunchedInstance) -> None:
+        """Pass an instance that reached running to :attr:`on_instance_running`."""
+        if self.on_instance_running is not None:
+            await self.on_instance_running(inst)
 
     def _adopt(self, instances: Sequence[LaunchedInstance]) -> None:
         """Point each node name at its instance's address."""

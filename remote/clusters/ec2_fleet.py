@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,6 +30,17 @@ log = logging.getLogger(__name__)
 
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
 """Instance states that still cost money (or will once started) and must be terminated."""
+READY_TIMEOUT_S = 900.0
+"""Default longest wait from launch until every instance runs and answers SSH (a profile's
+``ready_timeout`` overrides it)."""
+SSH_CHECKS = (
+    "check that the security group lets this machine reach TCP port 22 (and the subnet gives "
+    "the instance a public IP), that the AMI starts sshd, and the instance's console output "
+    "(aws ec2 get-console-output --instance-id ID); once it answers, login needs the key pair "
+    "of key_name (nodes[].key) and the AMI's user (nodes[].user: ubuntu for Ubuntu and Deep "
+    "Learning AMIs, ec2-user for Amazon Linux); a slow AMI may need a longer ready_timeout"
+)
+"""What to check when instances never answer SSH (the hint of that error)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -203,10 +214,9 @@ def _launched(raw: dict[str, Any], group: int) -> LaunchedInstance | None:
     )
 
 
-async def wait_for_ssh(
-    host: str, port: int = 22, *, timeout: float = 600.0, poll_s: float = 3.0
-) -> None:
-    """Return once ``host:port`` answers with an SSH banner; LaunchError after ``timeout``."""
+async def ssh_silence(host: str, port: int, *, timeout: float, poll_s: float) -> str | None:
+    """None once ``host:port`` answers with an SSH banner; after ``timeout`` without one, the
+    last failure (e.g. ``ConnectionRefusedError: …``)."""
     deadline = time.monotonic() + timeout
     last = "no answer"
     while True:
@@ -217,16 +227,25 @@ async def wait_for_ssh(
             finally:
                 writer.close()
             if banner.startswith(b"SSH-"):
-                return
+                return None
             last = f"unexpected banner {banner[:40]!r}"
         except (OSError, TimeoutError) as exc:
             last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if time.monotonic() >= deadline:
-            raise LaunchError(
-                f"{host}:{port} did not answer SSH within {timeout:.0f} s ({last})",
-                hint="check that the security group allows port 22 from here and the AMI runs sshd",
-            )
+            return last
         await asyncio.sleep(poll_s)
+
+
+async def wait_for_ssh(
+    host: str, port: int = 22, *, timeout: float = 600.0, poll_s: float = 3.0
+) -> None:
+    """Return once ``host:port`` answers with an SSH banner; LaunchError after ``timeout``."""
+    last = await ssh_silence(host, port, timeout=timeout, poll_s=poll_s)
+    if last is not None:
+        raise LaunchError(
+            f"{host}:{port} did not answer SSH within {timeout:.0f} s ({last})",
+            hint="check that the security group allows port 22 from here and the AMI runs sshd",
+        )
 
 
 def _created_nothing(cause: BaseException | None) -> bool:
@@ -249,6 +268,9 @@ def _created_nothing(cause: BaseException | None) -> bool:
 
 AddressFor = Callable[[LaunchedInstance], tuple[str, int]]
 """Maps a launched instance to the (host, port) SSH uses; a seam for tests."""
+OnRunning = Callable[[LaunchedInstance], Awaitable[None]]
+"""Called once per instance as it reaches running (EC2 bills it from then): the cost meter's
+cue to start its line, before SSH answers."""
 
 
 class EC2Fleet:
@@ -268,9 +290,10 @@ class EC2Fleet:
         emitter: Emitter | None = None,
         ssh_port: int = 22,
         address_for: AddressFor | None = None,
-        ready_timeout_s: float = 900.0,
+        ready_timeout_s: float = READY_TIMEOUT_S,
         poll_s: float = 5.0,
         ec2: Any = None,
+        on_running: OnRunning | None = None,
     ) -> None:
         if not groups:
             raise CloudError("an ec2 profile needs at least one entry under nodes")
@@ -282,6 +305,8 @@ class EC2Fleet:
         self.address_for: AddressFor = address_for or (lambda inst: (inst.host, ssh_port))
         self.ready_timeout_s = ready_timeout_s
         self.poll_s = poll_s
+        self.on_running = on_running
+        """Awaited for each instance as it reaches running (and before its SSH is probed)."""
         self._ec2 = ec2
         self._token = secrets.token_hex(4)
         self._launches = 0
@@ -363,34 +388,56 @@ class EC2Fleet:
                     spot=spec.spot,
                 )
         instances = await self._wait_running(new)
-        self.running += instances
-        for inst in instances:
-            self.emitter.emit(
-                "node",
-                node=inst.id,
-                status="running",
-                detail=inst.host,
-                instance_type=inst.instance_type,
-                spot=inst.spot,
-                launched_at=inst.launched_at,
-            )
-        remaining = max(1.0, self._deadline - time.monotonic())
-        probes = [
-            asyncio.ensure_future(
-                wait_for_ssh(*self.address_for(inst), timeout=remaining,
-                             poll_s=min(self.poll_s, 3.0))
-            )
-            for inst in instances
-        ]  # fmt: skip
-        try:
-            await asyncio.gather(*probes)
-        finally:  # one node failing (or cancellation) stops the other probes
-            for probe in probes:
-                probe.cancel()
-            await asyncio.gather(*probes, return_exceptions=True)
+        await self._wait_ssh(instances)
         for inst in instances:
             self.emitter.emit("node", node=inst.id, status="ready", detail="SSH answers")
         return instances
+
+    async def _reached_running(self, inst: LaunchedInstance) -> None:
+        """Record, announce and report (``on_running``) an instance that reached running."""
+        self.running.append(inst)
+        self.emitter.emit(
+            "node",
+            node=inst.id,
+            status="running",
+            detail=inst.host,
+            instance_type=inst.instance_type,
+            spot=inst.spot,
+            launched_at=inst.launched_at,
+        )
+        if self.on_running is not None:
+            await self.on_running(inst)
+
+    async def _wait_ssh(self, instances: list[LaunchedInstance]) -> None:
+        """Wait until every instance answers SSH; LaunchError naming each one that did not
+        answer by the deadline, with what to check."""
+        remaining = max(1.0, self._deadline - time.monotonic())
+        poll_s = min(self.poll_s, 3.0)
+        probes = [
+            asyncio.ensure_future(
+                ssh_silence(*self.address_for(inst), timeout=remaining, poll_s=poll_s)
+            )
+            for inst in instances
+        ]
+        try:
+            answers = await asyncio.gather(*probes)
+        finally:  # a failure or cancellation stops every probe
+            for probe in probes:
+                probe.cancel()
+            await asyncio.gather(*probes, return_exceptions=True)
+        silent = []
+        for inst, last in zip(instances, answers, strict=True):
+            if last is not None:
+                host, port = self.address_for(inst)
+                where = f"{inst.id} ({inst.instance_type}, nodes[{inst.group}]) at {host}:{port}"
+                silent.append(f"{where}: {last}")
+        if silent:
+            raise LaunchError(
+                f"{len(silent)} of {len(instances)} instance(s) did not answer SSH within "
+                f"{self.ready_timeout_s:g} s of their launch (ready_timeout); they will "
+                f"be terminated: {'; '.join(silent)}",
+                hint=SSH_CHECKS,
+            )
 
     async def terminate(self, instance_id: str) -> None:
         """Terminate one instance of the run now (a lost or given-up node)."""
@@ -425,7 +472,9 @@ class EC2Fleet:
             raise
 
     async def _wait_running(self, ids: list[str]) -> list[LaunchedInstance]:
+        """Poll until every instance of ``ids`` runs, reporting each as it gets there."""
         deadline = self._deadline
+        reached: dict[str, LaunchedInstance] = {}
         while True:
             raw = await self._call(self._describe, ids)
             by_id = {r["InstanceId"]: r for r in raw}
@@ -438,14 +487,18 @@ class EC2Fleet:
                         f"[{self._launched.get(r['InstanceId'], '?')}]) went {state}: {reason}",
                         hint="spot capacity may be gone; try on-demand, another type or zone",
                     )
-            ready = [_launched(by_id[i], self._launched[i]) if i in by_id else None for i in ids]
-            if all(inst is not None for inst in ready):
-                return [inst for inst in ready if inst is not None]
+            for i in ids:
+                inst = _launched(by_id[i], self._launched[i]) if i in by_id else None
+                if inst is not None and i not in reached:
+                    reached[i] = inst
+                    await self._reached_running(inst)
+            if len(reached) == len(ids):
+                return [reached[i] for i in ids]
             if time.monotonic() >= deadline:
-                waiting = [i for i, inst in zip(ids, ready, strict=True) if inst is None]
+                waiting = [i for i in ids if i not in reached]
                 raise LaunchError(
                     f"instances {', '.join(waiting)} not running after "
-                    f"{self.ready_timeout_s:.0f} s",
+                    f"{self.ready_timeout_s:g} s (ready_timeout)",
                     hint="check the EC2 console for the reason; they will be terminated",
                 )
             await asyncio.sleep(self.poll_s)

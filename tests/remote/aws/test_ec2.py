@@ -126,9 +126,43 @@ async def test_ssh_never_answering_raises_and_teardown_leaves_nothing(ec2, ami, 
         dead,
         ready_timeout_s=0.3,
     )
+    with pytest.raises(LaunchError) as info:
+        await f.launch()
+    # one message naming every silent instance, the wait, and what to check
+    message, hint = info.value.message, info.value.hint or ""
+    assert message.startswith("2 of 2 instance(s) did not answer SSH within 0.3 s")
+    assert "(ready_timeout)" in message and "\n" not in message
+    for inst in f.running:
+        assert f"{inst.id} (m5.large, nodes[0]) at {dead[0]}:{dead[1]}: Connection" in message
+    for what in ("security group", "TCP port 22", "console output", "key pair", "nodes[].user"):
+        assert what in hint
+    assert len(running_tagged(ec2, run_id)) == 2
+    await f.terminate_all()
+    assert running_tagged(ec2, run_id) == []
+
+
+async def test_each_instance_is_reported_as_it_reaches_running_before_ssh(
+    ec2, ami, run_id, dead_port
+) -> None:
+    """Billing's cue: every instance is handed to on_running once it runs, though its SSH
+    never answers (EC2 bills from running; the SSH wait is part of the bill)."""
+    reported: list[tuple[str, float]] = []
+
+    async def on_running(inst) -> None:
+        assert running_tagged(ec2, run_id) and inst.id in running_tagged(ec2, run_id)
+        reported.append((inst.id, inst.launched_at))
+
+    f = fleet(
+        [InstanceGroupSpec(instance_type="m5.large", ami=ami, count=2)],
+        run_id,
+        dead_port,
+        ready_timeout_s=0.3,
+        on_running=on_running,
+    )
     with pytest.raises(LaunchError, match="did not answer SSH"):
         await f.launch()
-    assert len(running_tagged(ec2, run_id)) == 2
+    assert sorted(i for i, _ in reported) == sorted(i.id for i in f.running)
+    assert len(reported) == 2 and all(at > 0 for _, at in reported)
     await f.terminate_all()
     assert running_tagged(ec2, run_id) == []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from pathlib import Path
@@ -76,3 +77,106 @@ async def test_instances_whose_ssh_never_answers_are_billed_from_launch(
     rate = book.on_demand_price("g5.xlarge").usd_per_hour
     assert all(line["billed_s"] >= 60 for line in cost["lines"])
     assert cost["usd"] == pytest.approx(2 * rate * 60 / 3600, abs=1e-5)  # the 1-minute minimum
+
+
+RUN_PROFILE = """\
+name: {name}
+provider: ec2
+region: us-east-1
+ready_timeout: 2m
+nodes:
+  - {{instance_type: g5.xlarge, count: 2, ami: {ami}}}
+data: {{synthetic: {{size: 1MB}}}}
+{budget}"""
+
+
+def _silent_run(monkeypatch, tmp_path: Path, dead_port, **cluster_options) -> None:
+    """Point runner.execute_run at a ready dataset and at EC2 instances whose SSH never
+    answers (the port is closed), leaving the rest of the run as it is."""
+    from remote import runner
+    from remote.cluster_factory import make_cluster
+    from tests.train.conftest import write_dataset
+
+    async def prepared(profile, run_dir, emitter, sink) -> PreparedData:
+        folder = write_dataset(tmp_path / "dataset", n_train=256, n_test=64)
+        return PreparedData(dataset_dir=folder, cached=False, stats={})
+
+    def cluster(profile):
+        return make_cluster(
+            profile, address_for=lambda inst: dead_port, poll_s=0.05, python=sys.executable,
+            known_hosts=str(tmp_path / "known_hosts"), workdir=str(tmp_path / "nodes"),
+            probe_torch=False, **cluster_options,
+        )  # fmt: skip
+
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "cache"))  # no cached live prices
+    monkeypatch.setattr(runner, "prepare_dataset", prepared)
+    monkeypatch.setattr(runner, "make_cluster", cluster)
+
+
+async def test_budget_stops_a_run_still_waiting_for_ssh_and_terminates_its_instances(
+    ec2, ami, run_id, dead_port, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The instances bill from running, not from SSH answering: a budget too small for the
+    boot stops the run during the SSH wait (it waited the whole ready_timeout, billing $0)."""
+    import functools
+
+    from engine.events import read_events
+    from remote import runner
+    from remote.clusters.ec2_fleet import describe_tagged
+    from remote.cost import CostTicker
+
+    _silent_run(monkeypatch, tmp_path, dead_port)
+    path = tmp_path / "budget.yaml"
+    path.write_text(RUN_PROFILE.format(name=run_id, ami=ami, budget=""))
+    rate = load_profile(path).check_launch_budget(PriceBook.from_catalog(load_catalog(), REGION))
+    max_usd = rate * 61 / 3600  # just above the one billed minute the launch check asks for
+    path.write_text(
+        RUN_PROFILE.format(name=run_id, ami=ami, budget=f"budget: {{max_usd: {max_usd}}}\n")
+    )
+    # a 2-minute teardown allowance: the first tick that sees the running instances knows the
+    # budget would be exceeded (a real one: minutes into a 15-minute wait)
+    monkeypatch.setattr(
+        runner, "CostTicker", functools.partial(CostTicker, interval_s=0.1, teardown_s=120.0)
+    )
+    outcome = await asyncio.wait_for(
+        runner.execute_run(load_profile(path), runs_dir=tmp_path / "runs"), 100
+    )
+    summary = outcome.summary
+    assert outcome.status == "budget", summary["reason"]
+    assert summary["reason"].startswith(f"budget max_usd ${max_usd:.2f} would be exceeded")
+    run = outcome.run_dir.name
+    assert describe_tagged(ec2, run, ("pending", "running")) == []  # torn down
+    ids = sorted(i["InstanceId"] for i in describe_tagged(ec2, run, ("terminated",)))
+    assert len(ids) == 2
+    events = list(read_events(outcome.run_dir / "events.jsonl"))
+    assert not [e for e in events if e["type"] == "node" and e.get("status") == "ready"]
+    assert max(e["usd"] for e in events if e["type"] == "cost") > 0
+    assert max(e["usd_per_hour"] for e in events if e["type"] == "cost") == pytest.approx(rate)
+    assert events[-1]["type"] == "run_end" and events[-1]["status"] == "budget"
+    # counted once: one line per instance, from its launch, and the total is their sum
+    lines = summary["cost"]["lines"]
+    assert sorted(line["name"] for line in lines) == [f"instance {i} (unused)" for i in ids]
+    assert summary["usd"] > 0
+    assert summary["usd"] == pytest.approx(sum(line["usd"] for line in lines), abs=1e-5)
+    assert all(line["billed_s"] >= 60 for line in lines)
+
+
+def test_headless_run_names_the_instances_that_never_answered_ssh(
+    ec2, ami, run_id, dead_port, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from remote.clusters.ec2_fleet import describe_tagged
+    from tui.cli import main
+
+    _silent_run(monkeypatch, tmp_path, dead_port, ready_timeout_s=0.5)
+    path = tmp_path / "silent.yaml"
+    path.write_text(RUN_PROFILE.format(name=run_id, ami=ami, budget=""))
+    assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs")]) == 1
+    err = capsys.readouterr().err
+    assert "launch failed: 2 of 2 instance(s) did not answer SSH within 0.5 s of their launch" in (
+        err
+    )
+    assert f"(g5.xlarge, nodes[0]) at {dead_port[0]}:{dead_port[1]}" in err
+    assert "hint: check that the security group lets this machine reach TCP port 22" in err
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert describe_tagged(ec2, run_dir.name, ("pending", "running")) == []
+    assert len(describe_tagged(ec2, run_dir.name, ("terminated",))) == 2

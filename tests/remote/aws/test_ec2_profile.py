@@ -86,3 +86,47 @@ def test_run_without_credentials_fails_before_preprocessing(  # type: ignore[no-
     (run_dir,) = (tmp_path / "runs").iterdir()
     stages = [e.get("stage") for e in read_events(run_dir / "events.jsonl")]
     assert "synth" not in stages and "preprocess" not in stages
+
+
+@pytest.mark.parametrize(
+    ("written", "seconds"), [("15m", 900.0), ("90s", 90.0), ("1h30m", 5400.0), ("600", 600.0)]
+)
+def test_ready_timeout_is_a_profile_duration_given_to_the_fleet(
+    tmp_path: Path, written: str, seconds: float
+) -> None:
+    path = with_ami(tmp_path)
+    path.write_text(path.read_text() + f"ready_timeout: {written}\n")
+    profile = load_profile(path)
+    assert profile.ready_timeout == seconds
+    assert make_cluster(profile)._fleet_options["ready_timeout_s"] == seconds
+
+
+def test_ready_timeout_unset_keeps_the_fleet_default(tmp_path: Path) -> None:
+    from remote.clusters.ec2_fleet import READY_TIMEOUT_S
+
+    cluster = make_cluster(load_profile(with_ami(tmp_path)))
+    assert cluster._fleet_options["ready_timeout_s"] == READY_TIMEOUT_S == 900
+
+
+@pytest.mark.parametrize(
+    ("written", "says"),
+    [
+        ("soon", "cannot read 'soon' as a duration; give e.g. 90s, 15m, 1h30m or 900"),
+        ("5s", "greater than or equal to 30"),
+        ("7h", "less than or equal to 21600"),
+    ],
+)
+def test_a_bad_ready_timeout_names_the_field_and_the_line(
+    tmp_path: Path, written: str, says: str
+) -> None:
+    from engine.errors import ProfileError
+
+    path = with_ami(tmp_path)
+    text = path.read_text() + f"ready_timeout: {written}\n"
+    path.write_text(text)
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    line = text.count("\n")
+    message = info.value.message
+    assert f"{path}:{line}: ready_timeout: " in message and says in message
+    assert info.value.exit_code == 2
