@@ -75,7 +75,7 @@ def dataset_key(cfg: PreprocessConfig) -> str:
         if k not in ("output", "workers", "runner", "max_skipped_share", "min_class_share")
     }
     stamps = []
-    for path in cfg.inputs:
+    for path in _input_files(cfg.inputs):
         try:
             st = os.stat(path)
             stamps.append([os.path.abspath(path), st.st_size, int(st.st_mtime)])
@@ -84,6 +84,19 @@ def dataset_key(cfg: PreprocessConfig) -> str:
     parts["inputs"] = stamps
     blob = json.dumps(parts, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _input_files(inputs: list[str]) -> list[str]:
+    """The files preprocessing will read: a folder's review files, so that editing one changes
+    the key (a folder that cannot be expanded stands for itself; preprocessing names the
+    problem)."""
+    from engine.errors import InputError
+    from engine.preprocess.inputs import expand_folders
+
+    try:
+        return expand_folders(inputs).files
+    except InputError:
+        return list(inputs)
 
 
 def _complete(folder: Path) -> bool:

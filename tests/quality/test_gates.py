@@ -200,3 +200,24 @@ def test_synthetic_distinct_share_reaches_the_generator(tmp_path: Path) -> None:
     bad = _synthetic_profile(tmp_path / "c.yaml", "{size: 100KB, distinct: 0}")
     with pytest.raises(Exception, match="distinct"):
         load_profile(bad)
+
+
+def test_a_cached_dataset_of_a_folder_is_redone_when_a_file_in_it_changes(tmp_path: Path) -> None:
+    """The cache key stamps the folder's review files, not the folder (whose mtime does not
+    change when a file in it is rewritten)."""
+    import os
+
+    from engine.config import PreprocessConfig
+    from remote.datasets import dataset_key
+
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    review = folder / "a.jsonl"
+    review.write_text('{"reviewText": "good", "overall": 5}\n')
+    cfg = PreprocessConfig(inputs=[str(folder)], output=str(tmp_path / "out"))
+    before = dataset_key(cfg)
+    folder_mtime = folder.stat().st_mtime_ns
+    review.write_text('{"reviewText": "bad and longer", "overall": 1}\n')
+    os.utime(review, (1, 1))
+    assert folder.stat().st_mtime_ns == folder_mtime
+    assert dataset_key(cfg) != before
