@@ -154,19 +154,24 @@ def read_labelled(
     paths: Iterable[str],
     skipped: Counter[str] | None = None,
     fields: dict[str, str | None] | None = None,
+    folder_warnings: list[dict[str, str]] | None = None,
 ) -> tuple[list[str], np.ndarray]:
-    """Texts and 0/1 labels of raw review files, read with the run's preprocessing settings
-    (``fields``: format, text_field, rating_field given for these files instead); the lines
-    skipped are counted by reason into ``skipped`` when given."""
+    """Texts and 0/1 labels of raw review files (a folder: its review files), read with the
+    run's preprocessing settings (``fields``: format, text_field, rating_field given for these
+    files instead); the lines skipped are counted by reason into ``skipped`` and the files a
+    folder left out are warned about in ``folder_warnings``, when given."""
     from engine.config import PreprocessConfig
+    from engine.preprocess.inputs import expand_folders
     from engine.preprocess.readers import iter_records
 
     settings = {**run.encoder.settings, **{k: v for k, v in (fields or {}).items() if v}}
     texts: list[str] = []
     labels: list[int] = []
-    for path in paths:
-        if Path(path).is_dir():
-            raise InputError(f"{path} is a folder", hint="pass review files (.json/.jsonl[.gz])")
+    paths = list(paths)
+    expanded = expand_folders(paths)  # a folder stands for its review files, as in preprocess
+    if folder_warnings is not None:
+        folder_warnings.extend(expanded.warnings)
+    for path in expanded.files:
         if not Path(path).is_file():
             raise InputError(f"{path} not found", hint="pass raw review files (.json/.jsonl[.gz])")
         cfg = PreprocessConfig(
@@ -225,19 +230,22 @@ def evaluate_files(
     fields: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """accuracy, precision, recall, f1, ROC AUC, n, the confusion matrix and the majority
-    rate (with whether the model beats it) on raw review files, and how many of their texts
+    rate (with whether the model beats it) on raw review files (or folders of them:
+    ``input_warnings`` names the files a folder left out), and how many of their texts
     differ (``distinct_texts``: the intervals treat repeats as independent), the lines read
     and skipped by reason (``fields``: as in :func:`read_labelled`); ``prior`` holds
     the files' positive rate as the model estimates it without their labels, and with
     ``adapt_prior`` the decisions use probabilities re-weighted to that rate
     (``unadapted_accuracy`` is the accuracy without)."""
     skipped: Counter[str] = Counter()
-    texts, labels = read_labelled(run, paths, skipped, fields)
+    left_out: list[dict[str, str]] = []
+    texts, labels = read_labelled(run, paths, skipped, fields, left_out)
     raw = predict_proba(run, texts)
     proba, estimate = batch_prior(run, raw, adapt_prior)
     metrics = score_labels(proba, labels)
     metrics["distinct_texts"] = len(set(texts))
     metrics["skipped"] = dict(skipped.most_common())
+    metrics["input_warnings"] = left_out
     metrics["lines"] = len(texts) + sum(skipped.values())
     metrics["prior"] = None if estimate is None else estimate.to_dict()
     metrics["prior_adapted"] = adapt_prior

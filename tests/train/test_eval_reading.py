@@ -53,9 +53,22 @@ def test_files_with_other_field_names_are_read_when_named(tmp_path: Path) -> Non
     assert len(texts) == 10 and list(labels) == [i % 2 for i in range(10)]
 
 
-def test_a_folder_or_nothing_usable_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="is a folder"):
-        read_labelled(_run(tmp_path), [str(tmp_path)])
+def test_a_folder_stands_for_its_review_files(tmp_path: Path) -> None:
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    with pytest.raises(InputError, match="reviews"):  # nothing in it
+        read_labelled(_run(tmp_path), [str(folder)])
+    _write(folder / "b.jsonl", [{"reviewText": "bad item", "overall": 1}])
+    _write(folder / "a.jsonl", [{"reviewText": "fine item", "overall": 5}])
+    (folder / "notes.txt").write_text("not reviews")
+    left_out: list[dict[str, str]] = []
+    texts, labels = read_labelled(_run(tmp_path), [str(folder)], Counter(), None, left_out)
+    assert texts == ["fine item", "bad item"] and list(labels) == [1, 0]  # sorted by name
+    assert [w["code"] for w in left_out] == ["unknown_input_file"]
+    assert "notes.txt" in left_out[0]["message"]
+
+
+def test_nothing_usable_is_a_clear_error(tmp_path: Path) -> None:
     path = _write(tmp_path / "junk.jsonl", [], junk=5)
     with pytest.raises(InputError, match=r"no usable review .*skipped: 5 malformed_json"):
         read_labelled(_run(tmp_path), [str(path)], Counter())

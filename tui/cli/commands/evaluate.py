@@ -22,8 +22,8 @@ def register(subparsers: Any) -> None:
         "--input",
         nargs="+",
         required=True,
-        metavar="FILE",
-        help="raw review files (McAuley JSON / JSON lines, optionally .gz)",
+        metavar="PATH",
+        help="raw review files (McAuley JSON / JSON lines, optionally .gz), or folders of them",
     )
     parser.add_argument(
         "--adapt-prior",
@@ -54,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if loaded.from_checkpoint:
         print(f"warning: {loaded.from_checkpoint}", file=sys.stderr)
     metrics = evaluate_files(loaded, args.input, args.adapt_prior, fields)
+    for left_out in metrics["input_warnings"]:
+        print(f"warning: {left_out['message']}", file=sys.stderr)
     if args.json:
         print(json.dumps(metrics))
     else:
