@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -213,6 +214,19 @@ class ModelConfig:
     table. None = the preset's (`svd` in default, random in seed). A folder named svd or none
     is written ./svd or ./none."""
 
+    def __post_init__(self) -> None:
+        for name in ("embedding_dim", "hidden", "layers"):
+            value = getattr(self, name)
+            _check(value is None or value >= 1, f"model.{name}", ">= 1", value)
+        for name in ("ngram_buckets", "negation_scope"):
+            value = getattr(self, name)
+            _check(value is None or value >= 0, f"model.{name}", ">= 0 (0 = off)", value)
+        for name in ("dropout", "embed_dropout"):
+            value = getattr(self, name)
+            _check(value is None or 0 <= value < 1, f"model.{name}", "0 <= p < 1", value)
+        scale = self.ngram_scale
+        _check(scale is None or 0 < scale < math.inf, "model.ngram_scale", "a number > 0", scale)
+
 
 @dataclass(kw_only=True, slots=True)
 class TrainConfig:
@@ -311,9 +325,29 @@ class TrainConfig:
         return "separate" if self.balance.enabled or self.balance.straggle else "overlap"
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # inf or nan trains nothing and breaks the events
+            value = getattr(self, f.name)
+            if isinstance(value, float):
+                _check(math.isfinite(value), f"train.{f.name}", "a finite number", value)
         _check(self.epochs >= 1, "train.epochs", ">= 1", self.epochs)
         _check(self.batch_size >= 1, "train.batch_size", ">= 1", self.batch_size)
         _check(self.lr > 0, "train.lr", "> 0", self.lr)
+        _check(
+            self.lr_reference_batch >= 1,
+            "train.lr_reference_batch",
+            ">= 1",
+            self.lr_reference_batch,
+        )
+        _check(self.warmup_steps >= 0, "train.warmup_steps", ">= 0", self.warmup_steps)
+        _check(
+            self.clip_grad_norm >= 0, "train.clip_grad_norm", ">= 0 (0 = off)", self.clip_grad_norm
+        )
+        _check(
+            self.max_train_samples is None or self.max_train_samples >= 1,
+            "train.max_train_samples",
+            ">= 1",
+            self.max_train_samples,
+        )
         _check(
             self.lr_schedule in ("constant", "cosine", "linear"),
             "train.lr_schedule",

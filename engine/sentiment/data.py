@@ -28,10 +28,10 @@ from torch.utils.data import DataLoader, Dataset
 
 from engine.errors import DatasetError
 from engine.sentiment.order import EpochOrder, WindowHook
+from engine.sentiment.splits import open_dataset
 
 DATASET_FILE = "dataset.h5"
 VOCAB_FILE = "vocab.json"
-SUPPORTED_FORMAT_VERSIONS = (1,)
 _BLOCK_ROWS = 1 << 16
 """Rows per read when loading a split (rounded to whole chunks)."""
 
@@ -93,26 +93,8 @@ def dataset_path(data_dir: str | Path) -> Path:
 def read_info(data_dir: str | Path) -> DatasetInfo:
     """Validate the layout of ``data_dir/dataset.h5`` and return its attributes and sizes."""
     path = dataset_path(data_dir)
-    with h5py.File(path, "r") as fh:
-        for name in (
-            "train/tokens",
-            "train/labels",
-            "train/lengths",
-            "test/tokens",
-            "test/labels",
-            "test/lengths",
-        ):
-            if name not in fh:
-                raise DatasetError(
-                    f"{path}: dataset /{name} is missing",
-                    hint="re-run preprocessing into an empty folder",
-                )
-        version = int(fh.attrs.get("format_version", -1))
-        if version not in SUPPORTED_FORMAT_VERSIONS:
-            raise DatasetError(
-                f"{path}: format_version {version} is not supported "
-                f"(this sentitop reads {SUPPORTED_FORMAT_VERSIONS})"
-            )
+    with open_dataset(path) as fh:
+        version = int(fh.attrs["format_version"])
         # vocab_size counts words (ids 2..vocab_size+1; pad 0, unk 1): the table needs +2 rows.
         return DatasetInfo(
             path=path,

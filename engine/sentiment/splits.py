@@ -1,5 +1,5 @@
-"""Training refuses a dataset whose train or test split is empty or holds one class (torch-free,
-so launchers check before they start ranks); the majority-rate check of a finished run."""
+"""Training refuses an unreadable dataset.h5, another layout, or a split empty or of one class
+(torch-free, so launchers check before they start ranks); the majority check of a finished run."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ import numpy as np
 from engine.errors import DatasetError
 
 DATASET_FILE = "dataset.h5"
+SUPPORTED_FORMAT_VERSIONS = (1,)
+LAYOUT = tuple(f"{s}/{p}" for s in ("train", "test") for p in ("tokens", "labels", "lengths"))
+"""The datasets every dataset.h5 holds (engine/sentiment/data.py describes them)."""
 
 
 def check_split(path: str | Path, split: str, labels: np.ndarray) -> None:
@@ -39,18 +42,47 @@ def check_splits(path: str | Path, train: np.ndarray, test: np.ndarray) -> None:
     check_split(path, "test", test)
 
 
-def check_dataset(data_dir: str | Path, max_train_samples: int | None = None) -> None:
-    """Check both splits of ``data_dir/dataset.h5`` (its labels only; a missing file is left
-    to the loader's own error)."""
+def open_dataset(path: Path) -> Any:
+    """``path`` opened read-only with h5py, its layout and format_version checked; DatasetError
+    (exit 2) naming it when it cannot be read (truncated, not HDF5) or holds another layout."""
     import h5py
 
+    try:
+        fh = h5py.File(path, "r")
+    except OSError as exc:
+        raise DatasetError(
+            f"{path}: not a readable HDF5 file (truncated or corrupt?): {exc}",
+            hint="re-run preprocessing into an empty folder",
+        ) from None
+    try:
+        for name in LAYOUT:
+            if name not in fh:
+                raise DatasetError(
+                    f"{path}: dataset /{name} is missing",
+                    hint="re-run preprocessing into an empty folder",
+                )
+        version = int(fh.attrs.get("format_version", -1))
+        if version not in SUPPORTED_FORMAT_VERSIONS:
+            raise DatasetError(
+                f"{path}: format_version {version} is not supported "
+                f"(this sentitop reads {', '.join(map(str, SUPPORTED_FORMAT_VERSIONS))})",
+                hint="re-run preprocessing with this sentitop",
+            )
+    except BaseException:
+        fh.close()
+        raise
+    return fh
+
+
+def check_dataset(data_dir: str | Path, max_train_samples: int | None = None) -> None:
+    """Check ``data_dir/dataset.h5`` before any rank starts: readable, the expected layout and
+    format_version, and both splits' labels (a missing file is left to the loader's own
+    error)."""
     path = Path(data_dir) / DATASET_FILE
     if not path.is_file():
         return
-    with h5py.File(path, "r") as fh:
+    with open_dataset(path) as fh:
         for split in ("train", "test"):
-            if f"{split}/labels" not in fh:
-                return  # the loader names the missing part
             limit = max_train_samples if split == "train" else None
             check_split(path, split, fh[f"{split}/labels"][:limit])
 

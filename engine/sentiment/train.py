@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.config import ModelConfig, TrainConfig, config_from_dict, config_to_dict
 from engine.config_flags import add_config_flags, flag_values
-from engine.errors import ConfigError, SentitopError
+from engine.errors import ConfigError, InputError, SentitopError
 from engine.events import rank_emitter
 from engine.launch import LineHandler, default_threads
 
@@ -107,9 +107,15 @@ def launch_local(
     if nproc < 1:
         raise ConfigError(f"--nproc = {nproc} must be >= 1")
     run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "train_config.json"
-    write_json(config_path, config_to_dict(cfg))
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_json(config_path, config_to_dict(cfg))
+    except OSError as exc:
+        raise InputError(
+            f"--run-dir {run_dir}: cannot write {config_path.name} ({exc.strerror or exc})",
+            hint="choose a folder you can write to",
+        ) from None
     per_rank = threads or cfg.threads or default_threads(nproc)
     launch_ranks(
         "engine.sentiment.train",

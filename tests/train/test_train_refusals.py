@@ -1,0 +1,197 @@
+"""`sentitop train` refuses, before any rank starts, what would fail late or destroy a run."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import h5py
+import pytest
+
+from engine.config import ModelConfig, TrainConfig
+from engine.errors import ConfigError, DatasetError
+from engine.sentiment.splits import check_dataset
+from tests.train.conftest import write_dataset
+from tui.cli import main
+from tui.cli.commands.train import _Printer
+
+
+def _train(data: Path, run: Path, *flags: str) -> list[str]:
+    return ["train", "--data", str(data), "--run-dir", str(run), "--epochs", "1", *flags]
+
+
+def _refused(argv: list[str], run: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Exit 2, one message, no traceback, no rank started (no train_config.json written)."""
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "Traceback" not in err and "launch:" not in err
+    assert not (run / "train_config.json").exists()
+    return err
+
+
+@pytest.mark.parametrize("held", ["summary.json", "checkpoints/latest.pt"])
+def test_a_run_dir_holding_a_run_is_not_overwritten(
+    held: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_dataset(tmp_path / "data")
+    run = tmp_path / "run"
+    (run / held).parent.mkdir(parents=True)
+    (run / held).write_text("{}")
+    (run / "model.pt").write_text("paid for")
+    err = _refused(_train(data, run), run, capsys)
+    assert f"--run-dir {run}" in err
+    assert ("--resume" in err) and (run / "model.pt").read_text() == "paid for"
+
+
+def _truncated(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:3000])
+
+
+def _not_hdf5(path: Path) -> None:
+    path.write_bytes(b"\x00garbage" * 500)
+
+
+def _format_99(path: Path) -> None:
+    with h5py.File(path, "a") as fh:
+        fh.attrs["format_version"] = 99
+
+
+def _no_test_tokens(path: Path) -> None:
+    with h5py.File(path, "a") as fh:
+        del fh["test/tokens"]
+
+
+BROKEN = {
+    "truncated": (_truncated, "not a readable HDF5 file"),
+    "not-hdf5": (_not_hdf5, "not a readable HDF5 file"),
+    "format-99": (_format_99, "format_version 99 is not supported"),
+    "missing-part": (_no_test_tokens, "/test/tokens is missing"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_broken_dataset_is_refused_before_the_ranks(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_dataset(tmp_path / "data")
+    breaks, reason = BROKEN[case]
+    breaks(data / "dataset.h5")
+    with pytest.raises(DatasetError, match=reason):
+        check_dataset(data)
+    run = tmp_path / "run"
+    err = _refused(_train(data, run), run, capsys)
+    assert str(data / "dataset.h5") in err and reason in err
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"lr": math.inf}, "train.lr"),
+        ({"weight_decay": math.inf}, "train.weight_decay"),
+        ({"loss_threshold": math.nan}, "train.loss_threshold"),
+        ({"pos_weight": math.inf}, "train.pos_weight"),
+        ({"clip_grad_norm": -1.0}, "train.clip_grad_norm"),
+        ({"warmup_steps": -5}, "train.warmup_steps"),
+        ({"lr_reference_batch": 0}, "train.lr_reference_batch"),
+        ({"max_train_samples": 0}, "train.max_train_samples"),
+    ],
+)
+def test_train_settings_no_run_can_use_are_refused(fields: dict[str, Any], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        TrainConfig(data_dir="d", run_dir="r", **fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"dropout": 2.0}, "model.dropout"),
+        ({"embed_dropout": -0.1}, "model.embed_dropout"),
+        ({"ngram_scale": math.nan}, "model.ngram_scale"),
+        ({"embedding_dim": 0}, "model.embedding_dim"),
+        ({"ngram_buckets": -1}, "model.ngram_buckets"),
+    ],
+)
+def test_model_settings_are_checked_where_they_are_given(
+    fields: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ConfigError, match=named):
+        ModelConfig(**fields)
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        (["--lr", "inf"], "train.lr = inf"),
+        (["--lr-reference-batch", "0"], "train.lr_reference_batch = 0"),
+        (["--model-dropout", "2"], "model.dropout = 2.0"),
+        (["--straggle", "5:2", "--nproc", "2"], "there is no rank 5 with --nproc 2"),
+    ],
+)
+def test_bad_flags_exit_2_before_any_rank_starts(
+    flags: list[str], reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_dataset(tmp_path / "data")
+    run = tmp_path / "run"
+    assert reason in _refused(_train(data, run, *flags), run, capsys)
+
+
+def test_an_unwritable_run_dir_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_dataset(tmp_path / "data")
+    (tmp_path / "file").write_text("x")
+    run = tmp_path / "file" / "run"
+    err = _refused(_train(data, run), run, capsys)
+    assert f"--run-dir {run}: cannot write train_config.json" in err
+
+
+def test_a_resumed_run_says_where_it_continues(capsys: pytest.CaptureFixture[str]) -> None:
+    start = {"type": "train_start", "steps_per_epoch": 71, "world_size": 1}
+    printer = _Printer(quiet=False)
+    printer(0, "stdout", _line({**start, "resumed_epoch": 0, "resumed_step": 0}))
+    assert capsys.readouterr().out == ""  # a fresh run says nothing
+    printer(0, "stdout", _line({**start, "resumed_epoch": 0, "resumed_step": 10}))
+    out = capsys.readouterr().out
+    assert "resumed from checkpoints/latest.pt at epoch 1, step 10 of 71 on 1 rank(s)" in out
+
+
+def test_a_failed_launch_says_how_to_continue_from_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.errors import LaunchError
+    from engine.sentiment import train
+
+    data, run = write_dataset(tmp_path / "data"), tmp_path / "run"
+
+    def dies_after_a_checkpoint(cfg: Any, nproc: int, *, on_line: Any) -> None:
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "latest.pt").write_bytes(b"")
+        on_line(0, "stdout", _line({"type": "checkpoint", "epoch": 0, "step": 10}))
+        raise LaunchError("rank 1 (pid 7) failed: killed by SIGKILL")
+
+    monkeypatch.setattr(train, "launch_local", dies_after_a_checkpoint)
+    assert main(_train(data, run, "--nproc", "2")) == 1
+    err = capsys.readouterr().err
+    assert "killed by SIGKILL" in err and "latest.pt (epoch 1, step 10)" in err
+    assert f"--run-dir {run} --resume` continues it" in err
+
+
+def test_a_peers_traceback_after_its_error_event_is_not_shown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    printer = _Printer(quiet=False)
+    printer(0, "stderr", "a warning before any failure")
+    printer(0, "stdout", _line({"type": "error", "message": "RuntimeError: Connection reset"}))
+    printer(0, "stderr", "Traceback (most recent call last):")
+    printer(1, "stderr", "rank 1 is still talking")
+    err = capsys.readouterr().err
+    assert "a warning before any failure" in err and "error: RuntimeError" in err
+    assert "Traceback" not in err and "rank 1 is still talking" in err
+
+
+def _line(event: dict[str, Any]) -> str:
+    from engine.events import encode_event
+
+    return encode_event({**event, "t": 0.0, "rank": 0})
