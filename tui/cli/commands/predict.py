@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import sys
 from typing import Any
@@ -43,6 +44,7 @@ def read_lines(path: str) -> list[str]:
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     texts = []
+    raw = raw.removeprefix(codecs.BOM_UTF8)  # a UTF-8 signature (Windows editors) is no text
     for number, line in enumerate(raw.split(b"\n"), start=1):
         try:
             text = line.decode("utf-8").strip()
@@ -60,6 +62,12 @@ def run(args: argparse.Namespace) -> int:
     from engine.sentiment.prior_shift import shift_warning
     from tui.cli.commands import train_folder
 
+    blank = [i + 1 for i, text in enumerate(args.texts) if not text.strip()]
+    if blank:  # a score of nothing would look like a verdict (lines of --input skip blanks)
+        raise InputError(
+            f"TEXT {blank[0]} is empty or only spaces: there is nothing to score",
+            hint="leave it out, or give the review's text",
+        )
     texts = list(args.texts) + (read_lines(args.input) if args.input else [])
     if not texts:
         raise InputError("no text to score", hint="give TEXT arguments or --input FILE")

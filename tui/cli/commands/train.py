@@ -37,11 +37,22 @@ class _Printer:
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.summary: dict[str, Any] | None = None
+        self.checkpoint: dict[str, Any] | None = None
+        """The last `checkpoint` event: where a --resume after a failure continues."""
+        self.failed: set[int] = set()
+        """Ranks that sent an `error` event: their traceback after it is not shown (the event
+        says what failed; the launch error carries the failed rank's last lines)."""
 
     def __call__(self, rank: int, stream: str, line: str) -> None:
         event = parse_event_line(line) if stream == "stdout" else None
         if event is not None and event["type"] == "summary":
             self.summary = event
+        elif event is not None and event["type"] == "checkpoint":
+            self.checkpoint = event
+        elif event is not None and event["type"] == "error":
+            self.failed.add(rank)
+        if event is None and stream == "stderr" and rank in self.failed:
+            return
         if self.quiet:
             if event is None and stream == "stderr":
                 print(f"[rank {rank}] {line}", file=sys.stderr)
@@ -63,6 +74,10 @@ class _Printer:
             print(describe_balance_event(event))
         elif event["type"] == "after_training" and event.get("fits"):
             print(after_training_line(event))
+        elif event["type"] == "train_start" and (
+            event.get("resumed_epoch") or event.get("resumed_step")
+        ):
+            print(resumed_line(event))
         elif event["type"] == "threshold":
             seconds, epoch = event["seconds"], event["epoch"] + 1  # events count epochs from 0
             print(f"loss threshold reached at {seconds:.1f} s (epoch {epoch})")
@@ -102,14 +117,77 @@ def resumed_settings(args: argparse.Namespace) -> dict[str, Any] | None:
     return saved
 
 
+def resumed_line(event: dict[str, Any]) -> str:
+    """What a resumed run says at its start: where it continues, and on how many ranks."""
+    epoch, step, steps = event["resumed_epoch"], event["resumed_step"], event["steps_per_epoch"]
+    where = (
+        f"epoch {epoch + 1}, step {step} of {steps}" if step else f"the start of epoch {epoch + 1}"
+    )
+    ranks = event.get("world_size")
+    return (
+        f"resumed from checkpoints/latest.pt at {where} on {ranks} rank(s); the epoch's sample "
+        "order continues from the checkpoint's position (work after it is redone, none skipped)"
+    )
+
+
+def resume_hint(cfg: Any, checkpoint: dict[str, Any] | None) -> str:
+    """After a failed launch with a checkpoint on disk: what it holds and how to continue."""
+    where = ""
+    if checkpoint is not None:
+        where = f" (epoch {checkpoint['epoch'] + 1}, step {checkpoint['step']})"
+    return (
+        f"the run's progress is saved in {cfg.run_dir}/checkpoints/latest.pt{where}: "
+        f"`sentitop train --data {cfg.data_dir} --run-dir {cfg.run_dir} --resume` continues it "
+        "(with any --nproc; the sample order does not depend on it)"
+    )
+
+
+def check_run_dir(cfg: Any) -> None:
+    """Without --resume, refuse a RUN_DIR that holds a run: training would overwrite its model,
+    summary and checkpoint and append to its events (ConfigError, exit 2, nothing started)."""
+    from engine.errors import ConfigError
+
+    run_dir = Path(cfg.run_dir)
+    if cfg.resume:
+        return
+    if (run_dir / "summary.json").is_file():
+        raise ConfigError(
+            f"--run-dir {run_dir} already holds a finished run (summary.json, model.pt); "
+            "training into it would overwrite it",
+            hint="choose a new --run-dir, delete that folder first, or --resume with more "
+            "--epochs to continue it",
+        )
+    if (run_dir / "checkpoints" / "latest.pt").is_file():
+        raise ConfigError(
+            f"--run-dir {run_dir} holds an unfinished run (checkpoints/latest.pt); training "
+            "into it would start over and overwrite its checkpoint",
+            hint="add --resume to continue it, or choose a new --run-dir",
+        )
+
+
+def check_straggle(args: argparse.Namespace) -> None:
+    """A --straggle RANK given must name one of the --nproc ranks (else it slows nothing)."""
+    from engine.errors import ConfigError
+
+    for rank, factor in getattr(args, "straggle", None) or []:
+        if rank >= args.nproc:
+            raise ConfigError(
+                f"--straggle {rank}:{factor:g}: there is no rank {rank} with --nproc {args.nproc} "
+                f"(ranks 0..{args.nproc - 1})",
+                hint="name a rank below --nproc",
+            )
+
+
 def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
-    from engine.errors import InputError
+    from engine.errors import InputError, LaunchError
     from engine.sentiment.pretrained import check_init_embeddings
     from engine.sentiment.splits import check_dataset
     from engine.sentiment.train import config_from_args, launch_local
 
     cfg = config_from_args(args, base=resumed_settings(args))
+    check_straggle(args)
+    check_run_dir(cfg)
     if not (Path(cfg.data_dir) / "dataset.h5").is_file():
         raise InputError(
             f"{cfg.data_dir}/dataset.h5 not found",
@@ -118,7 +196,12 @@ def run(args: argparse.Namespace) -> int:
     check_dataset(cfg.data_dir, cfg.max_train_samples)  # empty or one-class split: exit 2
     check_init_embeddings(cfg.model)  # a missing embeddings run: exit 2, no rank started
     printer = _Printer(quiet=args.json)
-    launch_local(cfg, args.nproc, on_line=printer)
+    try:
+        launch_local(cfg, args.nproc, on_line=printer)
+    except LaunchError as exc:
+        if (Path(cfg.run_dir) / "checkpoints" / "latest.pt").is_file():  # said last, after the tail
+            exc.hint = "\n".join(filter(None, [exc.hint, resume_hint(cfg, printer.checkpoint)]))
+        raise
     summary = printer.summary or json.loads((Path(cfg.run_dir) / "summary.json").read_text())
     summary = {k: v for k, v in summary.items() if k not in ("type", "t", "rank", "stage")}
     if args.json:
