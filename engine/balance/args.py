@@ -9,6 +9,9 @@ from typing import Any
 from engine.config import BalanceConfig
 from engine.errors import ConfigError
 
+MAX_STRAGGLE = 1000.0
+"""The slowest emulated rank: FACTOR × its compute time (a larger one only stalls the run)."""
+
 
 def parse_straggle(text: str) -> tuple[int, float]:
     """``RANK:FACTOR`` → (rank, factor); raises ConfigError naming the option."""
@@ -21,8 +24,10 @@ def parse_straggle(text: str) -> tuple[int, float]:
         raise ConfigError(
             f"--straggle {text!r} is not RANK:FACTOR", hint="e.g. --straggle 1:1.8"
         ) from None
-    if rank < 0 or not factor >= 1:
-        raise ConfigError(f"--straggle {text!r}: need RANK >= 0 and FACTOR >= 1")
+    if rank < 0 or not 1 <= factor <= MAX_STRAGGLE:  # (inf would sleep forever; NaN fails)
+        raise ConfigError(
+            f"--straggle {text!r}: need RANK >= 0 and FACTOR from 1 to {MAX_STRAGGLE:g}"
+        )
     return rank, factor
 
 

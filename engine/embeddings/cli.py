@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.balance.args import MAX_STRAGGLE
 from engine.embeddings.config import EmbedConfig
 from engine.errors import ConfigError, SentitopError
 from engine.events import (
@@ -54,6 +55,12 @@ def parse_straggle(text: str) -> dict[int, float]:
             raise ConfigError(
                 f"--straggle {text!r}: {part!r} is not RANK:FACTOR", hint="e.g. --straggle 2:4"
             ) from None
+    for rank, factor in out.items():
+        if rank < 0 or not 1 <= factor <= MAX_STRAGGLE:  # inf would sleep forever
+            raise ConfigError(
+                f"--straggle {text!r}: need RANK >= 0 and FACTOR from 1 to {MAX_STRAGGLE:g}",
+                hint="e.g. --straggle 2:4",
+            )
     return out
 
 

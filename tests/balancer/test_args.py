@@ -51,7 +51,7 @@ def test_unset_options_keep_the_profile_values() -> None:
     assert not off.enabled and off.every_epochs == 3 and off.min_share == 0.2
 
 
-@pytest.mark.parametrize("text", ["1", "a:2", "1:0.5", "-1:2", "1:x"])
+@pytest.mark.parametrize("text", ["1", "a:2", "1:0.5", "-1:2", "1:x", "1:inf", "1:nan", "1:1e6"])
 def test_bad_straggle_values_are_rejected_with_the_option_name(text: str) -> None:
     with pytest.raises(ConfigError, match="--straggle"):
         parse_straggle(text)

@@ -61,6 +61,9 @@ def test_straggle_syntax_errors_name_the_bad_part() -> None:
     assert parse_straggle("1:2") == {1: 2.0}
     with pytest.raises(ConfigError, match="'x' is not RANK:FACTOR"):
         parse_straggle("1:2,x")
+    for endless in ("1:inf", "1:nan", "1:1e9", "-1:2"):  # inf slept forever (an OverflowError)
+        with pytest.raises(ConfigError, match="FACTOR from 1"):
+            parse_straggle(endless)
     with pytest.raises(ConfigError, match="straggle"):
         EmbedConfig(run_dir="r", input="x", straggle={1: 0.5})
 
