@@ -195,3 +195,34 @@ def _line(event: dict[str, Any]) -> str:
     from engine.events import encode_event
 
     return encode_event({**event, "t": 0.0, "rank": 0})
+
+
+def test_resume_without_a_checkpoint_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It started a new run silently; the user asked to continue one."""
+    data = write_dataset(tmp_path / "data")
+    run = tmp_path / "typo"
+    err = _refused(_train(data, run, "--resume"), run, capsys)
+    assert "holds no checkpoint" in err and str(run) in err
+
+
+def test_resume_defaults_to_the_ranks_the_run_last_had(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    from types import SimpleNamespace
+
+    from tui.cli.commands.train import ranks_to_launch
+
+    run = tmp_path / "run"
+    run.mkdir()
+    starts = [{"type": "train_start", "t": 1.0, "world_size": n} for n in (4, 2)]
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in starts))
+    resumed = SimpleNamespace(resume=True, run_dir=str(run))
+    assert ranks_to_launch(None, resumed) == 2  # the last start: after a shrink to 2
+    assert "on 2 rank(s)" in capsys.readouterr().err
+    assert ranks_to_launch(3, resumed) == 3
+    assert ranks_to_launch(None, SimpleNamespace(resume=False, run_dir=str(run))) == 1
+    (run / "events.jsonl").unlink()
+    assert ranks_to_launch(None, resumed) == 1

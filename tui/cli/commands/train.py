@@ -23,7 +23,11 @@ def register(subparsers: Any) -> None:
     )
     add_train_arguments(parser, required=True)
     parser.add_argument(
-        "--nproc", type=int, default=1, metavar="N", help="local processes (ranks) (default 1)"
+        "--nproc",
+        type=int,
+        default=None,
+        metavar="N",
+        help="local processes (ranks) (default 1; with --resume, as many as the run last had)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print only the final summary as one JSON object"
@@ -144,11 +148,17 @@ def resume_hint(cfg: Any, checkpoint: dict[str, Any] | None) -> str:
 
 def check_run_dir(cfg: Any) -> None:
     """Without --resume, refuse a RUN_DIR that holds a run: training would overwrite its model,
-    summary and checkpoint and append to its events (ConfigError, exit 2, nothing started)."""
+    summary and checkpoint and append to its events; with it, one that holds no checkpoint
+    (ConfigError, exit 2, nothing started)."""
     from engine.errors import ConfigError
 
     run_dir = Path(cfg.run_dir)
     if cfg.resume:
+        if not (run_dir / "checkpoints" / "latest.pt").is_file():
+            raise ConfigError(  # it would start a new run while the user expects a continuation
+                f"--resume: {run_dir} holds no checkpoint (checkpoints/latest.pt) to continue",
+                hint="check --run-dir, or leave out --resume to start a new run there",
+            )
         return
     if (run_dir / "summary.json").is_file():
         raise ConfigError(
@@ -163,6 +173,31 @@ def check_run_dir(cfg: Any) -> None:
             "into it would start over and overwrite its checkpoint",
             hint="add --resume to continue it, or choose a new --run-dir",
         )
+
+
+def ranks_to_launch(nproc: int | None, cfg: Any) -> int:
+    """--nproc when given; with --resume, the ranks the run last trained on (its events say;
+    any other count works too, the sample order does not depend on it); else 1."""
+    if nproc is not None:
+        return nproc
+    if not cfg.resume:
+        return 1
+    from engine.events import read_events
+
+    world = None
+    try:
+        for event in read_events(Path(cfg.run_dir) / "events.jsonl"):
+            if event.get("type") == "train_start" and isinstance(event.get("world_size"), int):
+                world = event["world_size"]
+    except (OSError, ValueError):
+        world = None
+    if not world:
+        return 1
+    print(
+        f"--resume: on {world} rank(s), as the run last trained (--nproc N to change it)",
+        file=sys.stderr,
+    )
+    return int(world)
 
 
 def check_straggle(args: argparse.Namespace) -> None:
@@ -186,8 +221,9 @@ def run(args: argparse.Namespace) -> int:
     from engine.sentiment.train import config_from_args, launch_local
 
     cfg = config_from_args(args, base=resumed_settings(args))
-    check_straggle(args)
     check_run_dir(cfg)
+    args.nproc = ranks_to_launch(args.nproc, cfg)
+    check_straggle(args)
     if not (Path(cfg.data_dir) / "dataset.h5").is_file():
         raise InputError(
             f"{cfg.data_dir}/dataset.h5 not found",
