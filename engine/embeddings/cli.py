@@ -55,8 +55,8 @@ def parse_straggle(text: str) -> dict[int, float]:
             raise ConfigError(
                 f"--straggle {text!r}: {part!r} is not RANK:FACTOR", hint="e.g. --straggle 2:4"
             ) from None
-    for rank, factor in out.items():
-        if rank < 0 or not 1 <= factor <= MAX_STRAGGLE:  # inf would sleep forever
+    for slow_rank, slowdown in out.items():
+        if slow_rank < 0 or not 1 <= slowdown <= MAX_STRAGGLE:  # inf would sleep forever
             raise ConfigError(
                 f"--straggle {text!r}: need RANK >= 0 and FACTOR from 1 to {MAX_STRAGGLE:g}",
                 hint="e.g. --straggle 2:4",
