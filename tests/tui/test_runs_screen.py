@@ -188,3 +188,18 @@ def test_long_run_ids_keep_their_time_and_their_distinguishing_end() -> None:
     cut = [fit_run_id(r) for r in twins]
     assert all(len(c) == RUN_WIDTH and c.startswith("20261127-235049…") for c in cut)
     assert cut[0] != cut[1] and cut[1].endswith("back-2")
+
+
+async def test_the_loss_plot_says_how_to_fill_it(tmp_path: Path) -> None:
+    """It said "waiting for data…" with nothing selected, as if something were loading."""
+    from tui.widgets.line_plot import LinePlot
+
+    shutil.copytree(SINGLE_RUN, tmp_path / "20261120-single")
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        plot = app.screen.query_one("#overlay", LinePlot)
+        assert "select runs with space" in plot.render().plain
+        await pilot.press("space")
+        await settle(pilot)
+        assert plot.lines and "select runs" not in plot.render().plain

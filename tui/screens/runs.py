@@ -55,6 +55,8 @@ def fit_run_id(run: str, width: int = RUN_WIDTH) -> str:
     return run[:head] + "…" + run[len(run) - (width - head - 1) :]
 
 
+NOTHING_SELECTED = "select runs with space to compare their training loss"
+"""What the loss plot says before any run is selected."""
 X_AXES = ("steps", "time", "dollars")
 X_FORMATS = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}
 POLL_S = 2.0
@@ -133,7 +135,7 @@ class RunsScreen(SentitopScreen):
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
-        yield LinePlot("train loss of selected runs", id="overlay")
+        yield LinePlot("train loss of selected runs", id="overlay", empty=NOTHING_SELECTED)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -300,4 +302,7 @@ class RunsScreen(SentitopScreen):
             if state is not None:
                 x, y = curve_x(state, self.x_axis)
                 lines.append(PlotLine(state.run_id or Path(path).name, x, y))
+        plot.empty = (
+            "the selected runs recorded no training loss" if self.selected else NOTHING_SELECTED
+        )
         plot.set_lines(lines)
