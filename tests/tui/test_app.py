@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +17,17 @@ from engine.errors import LaunchError
 from tests.tui.fakes import (
     FIXTURE_RUN,
     RUNS_DIR,
+    FakeProfile,
     FakeRunner,
     Teardowns,
     build_app,
     failing_profiles,
     fake_epoch_costs,
+    fake_profile_rows,
 )
 from tests.tui.scenes import SIZE, settle
 from tui.app import SentitopApp
+from tui.model.rows import EpochCosts, ProfileRow
 from tui.screens.help import HelpScreen
 from tui.screens.modals import ConfirmScreen, ErrorScreen
 from tui.screens.prices import COLUMNS, PricesScreen
@@ -499,3 +503,57 @@ async def test_unchanged_panes_are_not_redrawn_but_changes_show() -> None:
         assert str(nodes.get_row_at(0)[2]) == "lost"
         assert phases.content is not drawn[1] and "7.5" in as_text(phases.content)
         assert [ln.text for ln in screen.query_one(LogPane)._lines][-1] == "bye"
+
+
+async def test_profiles_folder_shown_is_the_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SENTITOP_PROFILES_DIR", str(tmp_path / "mine"))
+    app = build_app(load_profiles=lambda folder: [])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ProfilesScreen)
+        assert str(tmp_path / "mine") in str(screen.query_one(DataTable).border_title)
+        detail = str(screen.query_one("#profile-detail").render())
+        assert f"put YAML files in {tmp_path / 'mine'}" in detail and "None" not in detail
+
+
+async def test_unpriced_local_instance_type_is_not_shown_free() -> None:
+    def rows(folder: Path | None) -> list[ProfileRow]:
+        local, _, _ = fake_profile_rows(folder)
+        unpriced = FakeProfile("unpriced", "local", 1, 0)
+        unpriced.instance_type = "zz9.huge"  # type: ignore[attr-defined]
+        return [local, replace(local, name="unpriced", profile=unpriced)]
+
+    app = build_app(load_profiles=rows)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(DataTable)
+        assert [str(table.get_row_at(i)[5]) for i in range(2)] == ["free", "—"]
+
+
+async def test_profiles_table_keeps_rows_at_60x15() -> None:
+    app = build_app()
+    async with app.run_test(size=(60, 15)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(DataTable)
+        assert table.size.height >= 4  # header + rows, not squeezed out by the details
+
+
+async def test_tiny_dollars_per_epoch_are_not_shown_as_zero() -> None:
+    def costs(profile: Path, runs_dir: Path) -> EpochCosts:
+        return EpochCosts(profile.stem, "tiny", {"g4dn.xlarge": 0.000012, "g5.xlarge": 0.094}, 2.0)
+
+    app = build_app(epoch_costs=costs)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "2")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PricesScreen)
+        table = screen.query_one(DataTable)
+        cells = {
+            str(table.get_row_at(i)[0]): str(table.get_row_at(i)[8]) for i in range(table.row_count)
+        }
+        assert cells["g4dn.xlarge"] == "0.000012" and cells["g5.xlarge"] == "0.094"

@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from engine.errors import SentitopError
-from tui.format import fmt_age
+from tui.format import fmt_age, fmt_usd
 from tui.model.rows import EpochCosts, PriceList, PriceRow
 from tui.screens.base import SentitopScreen
 from tui.services import Services
@@ -190,10 +190,7 @@ class PricesScreen(SentitopScreen):
                     justify="right",
                 ),
                 Text(f"{row.spot_usd:.3f}" if row.spot_usd is not None else "—", justify="right"),
-                Text(
-                    f"{row.usd_per_epoch:.3f}" if row.usd_per_epoch is not None else "—",
-                    justify="right",
-                ),
+                Text(_per_epoch(row.usd_per_epoch), justify="right"),
                 Text(row.source, style=SOURCE_STYLE.get(row.source, "")),
                 fmt_age(row.age_s),
             )
@@ -207,3 +204,9 @@ class PricesScreen(SentitopScreen):
             if c is not None
             else "instance catalog · $/epoch: highlight a profile (Profiles)"
         )
+
+
+def _per_epoch(usd: float | None) -> str:
+    """$/epoch without the $ sign; a cost under a cent keeps two significant digits (0.00012),
+    never "0.000", which reads as free."""
+    return fmt_usd(usd).removeprefix("$")

@@ -70,13 +70,20 @@ class ProfilesScreen(SentitopScreen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        folder = self.services.profiles_dir
-        table.border_title = f"profiles in {shown_path(folder) if folder else 'profiles'}"
+        table.border_title = "profiles"  # the folder is named once read (after the first frame)
         # fixed widths: the columns never jump when rows arrive
         for label, width in COLUMNS:
             table.add_column(label, width=width)
         self.query_one("#profile-detail", Static).border_title = "details"
         self.call_after_refresh(self.action_reload)  # paint the first frame, then read
+
+    def folder(self) -> Path:
+        """The folder read: the one given, else where the loader looks ($SENTITOP_PROFILES_DIR…)."""
+        if self.services.profiles_dir is not None:
+            return self.services.profiles_dir
+        from remote.profile import profiles_dir
+
+        return profiles_dir()
 
     def focus_body(self) -> None:
         self.query_one(DataTable).focus()
@@ -90,6 +97,7 @@ class ProfilesScreen(SentitopScreen):
         self.post_message(ProfilesLoaded(self.services.load_profiles(self.services.profiles_dir)))
 
     def on_profiles_loaded(self, message: ProfilesLoaded) -> None:
+        self.query_one(DataTable).border_title = f"profiles in {shown_path(self.folder())}"
         self.rows = message.rows
         bad = sum(1 for r in self.rows if not r.valid)
         # words first: a leading "5 profiles" beside "4 Runs" reads like a fifth tab
@@ -115,7 +123,7 @@ class ProfilesScreen(SentitopScreen):
                 str(row.nodes or "—"),
                 str(row.ranks or "—"),
                 Text(row.device or "—"),
-                fmt_usd(row.usd_per_hour, empty="free" if row.cluster == "local" else "—"),
+                fmt_usd(row.usd_per_hour, empty="free" if _free(row) else "—"),
                 status,
                 key=str(i),
             )
@@ -140,7 +148,7 @@ class ProfilesScreen(SentitopScreen):
         if row is None:
             detail.update(
                 Text(
-                    "no profiles — put YAML files in " + str(self.services.profiles_dir),
+                    "no profiles — put YAML files in " + shown_path(self.folder()),
                     style="dim",
                 )
             )
@@ -171,6 +179,11 @@ class ProfilesScreen(SentitopScreen):
             self.notify(f"{row.name} does not validate: {row.errors[0]}", severity="error")
         else:
             self.post_message(RunRequested(row))
+
+
+def _free(row: ProfileRow) -> bool:
+    """A local profile with no price asked for: an unpriced instance_type is unknown, not free."""
+    return row.cluster == "local" and not getattr(row.profile, "instance_type", None)
 
 
 def _short(error: str, width: int = 60) -> str:
