@@ -85,3 +85,19 @@ def test_cost_speed_widget_renders_points_and_bars() -> None:
     assert "★ 4×g3.4xlarge" in text and "◆ 2×g3.16xlarge" in text
     assert "0.64  ×2.57  3.88 h  $17.69" in text and "$24.17" in text
     assert text.count("█") > 40  # efficiency bars, longest for the baseline
+
+
+def test_report_names_a_run_still_running_as_unfinished(
+    make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    done = make_run("done", nproc=1, epoch_s=[10.0, 10.0], sync_s=0.2, tts=14.0)
+    running = make_run("running", nproc=2, epoch_s=[6.0, 6.0], sync_s=1.0, tts=9.0)
+    (running / "summary.json").unlink()  # a run in progress has events, no summary yet
+    out = tmp_path / "out"
+    code = main(
+        ["report", str(done), "running", "--runs-dir", str(tmp_path / "runs"), "-o", str(out)]
+    )
+    assert code == 2 and not out.exists()
+    err = capsys.readouterr().err
+    assert f"{running}: not finished" in err and "still running" in err
+    assert "sentitop replay running" in err and "Traceback" not in err

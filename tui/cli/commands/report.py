@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.epochs is not None and args.epochs < 1:
         raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
+    _refuse_unfinished(args.runs, args.runs_dir)
     runs = resolve_runs(args.runs, args.runs_dir)
     report = write_report(runs, args.output, epochs=args.epochs, deadline_h=args.deadline)
     print(f"report: {report.markdown}")
@@ -70,3 +71,26 @@ def run(args: argparse.Namespace) -> int:
         took = f"{pick.hours:.2f} h" if pick.hours >= 0.1 else f"{pick.hours * 3600:,.0f} s"
         print(f"cheapest within {args.deadline:g} h: {pick.label} ({took}, ${pick.usd:.4g})")
     return 0
+
+
+def _refuse_unfinished(refs: list[str], root: Path | None) -> None:
+    """A run folder with events but no summary yet is named as unfinished, not as no run."""
+    from engine.errors import InputError
+    from remote.run_folder import EVENTS_FILE, SUMMARY_FILE, resolve_run_dir
+
+    for ref in refs:
+        try:
+            resolve_run_dir(ref, want=SUMMARY_FILE, root=root)
+            continue
+        except InputError:
+            pass
+        try:
+            folder = resolve_run_dir(ref, want=EVENTS_FILE, root=root)
+        except InputError:
+            continue  # not a run folder: resolve_runs says what it tried
+        raise InputError(
+            f"{folder}: not finished ({EVENTS_FILE} but no {SUMMARY_FILE} yet: still running, "
+            "or stopped before its end)",
+            hint=f"report it once it has ended, or leave it out; `sentitop replay {ref}` shows "
+            "it so far",
+        )
