@@ -557,3 +557,17 @@ async def test_tiny_dollars_per_epoch_are_not_shown_as_zero() -> None:
             str(table.get_row_at(i)[0]): str(table.get_row_at(i)[8]) for i in range(table.row_count)
         }
         assert cells["g4dn.xlarge"] == "0.000012" and cells["g5.xlarge"] == "0.094"
+
+
+async def test_a_profile_with_warnings_does_not_read_plain_valid() -> None:
+    """`sentitop profiles` says "1 warning(s)"; the table said "✓ valid" (the details had it)."""
+
+    def rows(folder: Path | None) -> list[ProfileRow]:
+        local, _, _ = fake_profile_rows(folder)
+        return [local, replace(local, name="warned", warnings=1)]
+
+    app = build_app(load_profiles=rows)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(DataTable)
+        assert [str(table.get_row_at(i)[6]) for i in range(2)] == ["✓ valid", "⚠ 1 warning(s)"]

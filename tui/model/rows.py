@@ -40,6 +40,8 @@ class ProfileRow:
     """What the ranks train on: "CPU", "2× A10G", "T4 + A10G"."""
     errors: list[str] = field(default_factory=list)
     """Validation errors (empty when valid)."""
+    warnings: int = 0
+    """Warnings of a valid profile (things that will not stop it, but may surprise)."""
     detail: str = ""
     """Extra lines shown in the detail pane (instance types, epochs...)."""
     profile: Any = None
@@ -145,6 +147,7 @@ def profile_row(
         usd_per_hour=float(usd) if usd else None,
         ranks=int(ranks or 0),
         device=device,
+        warnings=len(warnings or []),
         detail="\n".join(lines),
         profile=profile,
     )

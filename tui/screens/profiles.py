@@ -112,11 +112,12 @@ class ProfilesScreen(SentitopScreen):
         table = self.query_one(DataTable)
         table.clear()
         for i, row in enumerate(self.shown):
-            status = (
-                Text("✓ valid", style="green")
-                if row.valid
-                else Text(f"✗ {_short(row.errors[0])}", style="red")
-            )
+            if not row.valid:
+                status = Text(f"✗ {_short(row.errors[0])}", style="red")
+            elif row.warnings:
+                status = Text(f"⚠ {row.warnings} warning(s)", style="yellow")  # in the details
+            else:
+                status = Text("✓ valid", style="green")
             table.add_row(
                 Text(row.name),  # file names and YAML values are foreign text, not markup
                 Text(row.cluster or "—"),
