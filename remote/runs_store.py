@@ -158,17 +158,23 @@ def runs_dir(root: str | Path | None = None) -> Path:
 
 
 def list_runs(
-    root: str | Path | None = None, unreadable: list[str] | None = None
+    root: str | Path | None = None,
+    unreadable: list[str] | None = None,
+    unfinished: list[str] | None = None,
 ) -> list[RunRecord]:
     """Every run folder under ``root`` that has a summary.json, oldest first; a folder whose
     files cannot be read (a run killed mid-write, a damaged file) is left out, its error's
-    message appended to ``unreadable`` when given, so one bad folder never hides the rest."""
+    message appended to ``unreadable`` when given, so one bad folder never hides the rest; the
+    names of folders with events but no summary yet (running, or killed before their end) go to
+    ``unfinished`` when given."""
     folder = runs_dir(root)
     if not folder.is_dir():
         return []
     records = []
     for path in sorted(folder.iterdir()):
         if not (path / "summary.json").is_file():
+            if unfinished is not None and (path / "events.jsonl").is_file():
+                unfinished.append(path.name)
             continue
         try:
             records.append(load_run(path))

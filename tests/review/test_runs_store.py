@@ -82,6 +82,12 @@ def test_one_broken_run_does_not_hide_the_others(
     assert main(["runs", "--runs-dir", str(root)]) == 0
     captured = capsys.readouterr()
     assert "left out 1 run folder(s) that cannot be read" in captured.err and "a" in captured.out
+    running = root / "20991231-000000-running"
+    running.mkdir()
+    (running / "events.jsonl").write_text('{"type": "run_start", "t": 1.0}\n')
+    assert main(["runs", "--runs-dir", str(root)]) == 0
+    err = capsys.readouterr().err
+    assert "1 run(s) not finished" in err and running.name in err  # listed nowhere before
     assert main(["plan", "profiles/local.yaml", "--runs-dir", str(root)]) == 0
     assert "left out 1 run folder(s) that cannot be read" in capsys.readouterr().err
     assert main(["runs", "--runs-dir", str(tmp_path / "nosuch")]) == 2

@@ -82,8 +82,18 @@ def run(args: argparse.Namespace) -> int:
 
         raise InputError(f"--runs-dir {args.runs_dir}: no such folder")
     unreadable: list[str] = []
-    records = list_runs(args.runs_dir, unreadable)
+    unfinished: list[str] = []
+    records = list_runs(args.runs_dir, unreadable, unfinished)
     warn_unreadable(unreadable)
+    if unfinished:  # no final figures to list yet; say they exist rather than hide them
+        shown = ", ".join(unfinished[:3]) + (
+            f" (+{len(unfinished) - 3} more)" if len(unfinished) > 3 else ""
+        )
+        print(
+            f"note: {len(unfinished)} run(s) not finished (no summary.json yet: running, or "
+            f"stopped before their end): {shown}; `sentitop replay RUN` shows one so far",
+            file=sys.stderr,
+        )
     for path in args.imports:
         records.extend(import_csv(path))
     if args.json:
