@@ -51,10 +51,14 @@ def write_report(
         series = series_metrics(runs, epochs=epochs)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    if output.exists() and not output.is_dir():
+        raise InputError(f"--output {output} is a file, not a folder", hint="name a folder")
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"{output}: cannot create the output folder ({exc})") from None
+        raise InputError(
+            f"{output}: cannot create the output folder ({exc.strerror or exc})"
+        ) from None
     pick = cheapest_within(series.configs, deadline_h) if deadline_h is not None else None
     files = {
         "speedup": plots.speedup_plot(series, output / PLOTS["speedup"]),

@@ -101,3 +101,13 @@ def test_report_names_a_run_still_running_as_unfinished(
     err = capsys.readouterr().err
     assert f"{running}: not finished" in err and "still running" in err
     assert "sentitop replay running" in err and "Traceback" not in err
+
+
+def test_an_output_that_is_a_file_is_named_as_one(tmp_path: Path) -> None:
+    from engine.errors import InputError
+
+    taken = tmp_path / "report.md"
+    taken.write_text("mine")
+    with pytest.raises(InputError, match="is a file, not a folder"):
+        write_report(import_csv(SEED_CSV), taken)
+    assert taken.read_text() == "mine"
