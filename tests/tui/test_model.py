@@ -187,3 +187,12 @@ def test_ranks_are_shown_as_ranges(ranks: list[int], shown: str) -> None:
     from tui.format import fmt_ranks
 
     assert fmt_ranks(ranks) == shown
+
+
+def test_the_header_rate_ends_as_the_runs_own_figure() -> None:
+    """A replay showed the last progress event's 1,722 samples/s while summary.json said 1,737."""
+    state = RunState()
+    state.ingest({"type": "step", "t": 1.0, "global_step": 1, "loss": 0.5, "samples_per_s": 1722})
+    assert state.samples_per_s == 1722
+    state.ingest({"type": "summary", "t": 2.0, "stage": "train", "samples_per_s": 1737.0})
+    assert state.samples_per_s == 1737.0

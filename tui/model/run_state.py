@@ -519,6 +519,9 @@ class RunState(RunViews):
         self.summary.update({k: v for k, v in ev.items() if k not in ("type", "t")})
         if ev.get("stage") != "train" or self.embeddings:
             return
+        final_rate = _num(ev.get("samples_per_s"))
+        if final_rate:  # the run's own figure, as summary.json and `runs` give it
+            self.samples_per_s = final_rate
         companion = ev.get("companion")
         if isinstance(companion, Mapping):
             self._log(rel, "train", f"linear companion: {companion_line(companion)}")
