@@ -386,14 +386,17 @@ async def test_two_local_nodes_rendezvous_through_the_launcher(tmp_path: Path) -
     code.mkdir()
     (code / "probe_ar.py").write_text(
         textwrap.dedent("""
-        import json, os, time
+        import json, os, sys, time
         import torch, torch.distributed as dist
         dist.init_process_group("gloo")
         value = torch.tensor([dist.get_rank() + 1.0])
         dist.all_reduce(value)
         print(json.dumps({"type": "progress", "t": time.time(), "rank": dist.get_rank(),
                           "sum": value.item(), "env_node": os.environ["SENTITOP_NODE"]}))
+        dist.barrier()  # as ranks end: meet, tear down, skip the interpreter's teardown (gloo)
         dist.destroy_process_group()
+        sys.stdout.flush()
+        os._exit(0)
         """)
     )
     run_dir = tmp_path / "runs" / "two-nodes"
