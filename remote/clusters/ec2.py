@@ -230,7 +230,7 @@ class EC2Cluster(SSHCluster):
         """Write ``RUN_DIR/known_hosts`` from the host keys the instances printed at boot."""
         assert self.fleet is not None and self.run_dir is not None
         fleet = self.fleet
-        deadline = time.monotonic() + fleet.ready_timeout_s
+        deadline = fleet.deadline  # one ready_timeout from launch covers SSH and the keys
         lines: list[str] = []
         for name, inst in self._instance_of.items():
             spec = self._nodes[name]
@@ -243,7 +243,8 @@ class EC2Cluster(SSHCluster):
                 if time.monotonic() >= deadline:
                     raise LaunchError(
                         f"node {name} ({inst.id}): no SSH host keys in its console output "
-                        f"after {fleet.ready_timeout_s:.0f} s, so its identity cannot be checked",
+                        f"within {fleet.ready_timeout_s:g} s of its launch (ready_timeout), so "
+                        "its identity cannot be checked",
                         hint="use an AMI with cloud-init, give a known_hosts file, or set "
                         "insecure_ignore_host_keys: true (unsafe) in the profile",
                     )

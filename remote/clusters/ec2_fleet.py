@@ -313,7 +313,9 @@ class EC2Fleet:
         self._launched: dict[str, int] = {}  # instance id -> group index
         self._unsure = False  # a run_instances call failed in a way that may have created some
         self._in_flight: set[asyncio.Future[Any]] = set()
-        self._deadline = time.monotonic() + ready_timeout_s
+        self.deadline = time.monotonic() + ready_timeout_s
+        """time.monotonic() by which the latest launch must run, answer SSH and show its host
+        keys (``ready_timeout_s`` after it started)."""
         self.instances: list[LaunchedInstance] = []
         """Instances that reached running, in profile order (filled by :meth:`launch`)."""
         self.terminated: list[str] = []
@@ -372,7 +374,7 @@ class EC2Fleet:
     async def _launch_groups(
         self, groups: list[int], count: int | None = None
     ) -> list[LaunchedInstance]:
-        self._deadline = time.monotonic() + self.ready_timeout_s
+        self.deadline = time.monotonic() + self.ready_timeout_s
         new: list[str] = []
         for group in groups:
             spec = self.groups[group]
@@ -411,7 +413,7 @@ class EC2Fleet:
     async def _wait_ssh(self, instances: list[LaunchedInstance]) -> None:
         """Wait until every instance answers SSH; LaunchError naming each one that did not
         answer by the deadline, with what to check."""
-        remaining = max(1.0, self._deadline - time.monotonic())
+        remaining = max(1.0, self.deadline - time.monotonic())
         poll_s = min(self.poll_s, 3.0)
         probes = [
             asyncio.ensure_future(
@@ -473,7 +475,7 @@ class EC2Fleet:
 
     async def _wait_running(self, ids: list[str]) -> list[LaunchedInstance]:
         """Poll until every instance of ``ids`` runs, reporting each as it gets there."""
-        deadline = self._deadline
+        deadline = self.deadline
         reached: dict[str, LaunchedInstance] = {}
         while True:
             raw = await self._call(self._describe, ids)

@@ -154,6 +154,44 @@ async def test_no_host_keys_in_console_is_a_clear_error_and_terminates(
     assert running_tagged(ec2, run_id) == []
 
 
+async def test_host_key_wait_ends_at_the_launch_deadline_not_a_second_timeout(
+    ec2, ami, run_id, ssh_banner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SSH answers just as ready_timeout runs out: the wait for console host keys must not start
+    # a second ready_timeout (the profile promises one bound from launch to keys shown)
+    from remote.clusters import ec2 as ec2_module
+    from remote.clusters.ec2_fleet import EC2Fleet
+
+    wait_ssh, console_output = EC2Fleet._wait_ssh, ec2_module._console_output
+    reads: list[str] = []
+
+    async def ssh_answers_at_the_deadline(self: EC2Fleet, instances) -> None:  # type: ignore[no-untyped-def]
+        await wait_ssh(self, instances)
+        self.deadline = time.monotonic()
+
+    def counted(client, instance_id: str) -> str:  # type: ignore[no-untyped-def]
+        reads.append(instance_id)
+        return console_output(client, instance_id)
+
+    monkeypatch.setattr(EC2Fleet, "_wait_ssh", ssh_answers_at_the_deadline)
+    monkeypatch.setattr(ec2_module, "_console_output", counted)
+    groups = [InstanceGroupSpec(instance_type="m5.large", ami=ami)]
+    cluster = EC2Cluster(
+        groups,
+        users=["ubuntu"],
+        keys=[None],
+        nproc=[1],
+        poll_s=0.05,
+        ready_timeout_s=120,
+        address_for=lambda inst: ssh_banner,
+    )
+    with pytest.raises(LaunchError, match=r"within 120 s of its launch \(ready_timeout\)"):
+        async with cluster:
+            await cluster.start(tmp_path / run_id)
+    assert len(reads) == 1  # looked once, then gave up: the deadline had passed
+    assert running_tagged(ec2, run_id) == []
+
+
 def test_host_keys_are_read_from_cloud_init_console_output() -> None:
     console = textwrap.dedent("""\
         [   12.3] cloud-init[1021]: Generating public/private ed25519 key pair.
