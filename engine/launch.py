@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from engine.errors import ConfigError, LaunchError
+from engine.fork_guard import ForkGuard
 
 LineHandler = Callable[[int, str, str], None]
 """Called with (rank, "stdout"|"stderr", line without newline) for every output line."""
@@ -202,20 +203,22 @@ def launch_ranks(
         previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
         for rank in range(nproc):
-            proc = subprocess.Popen(
-                [python, "-m", module, *args],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=rank_environ(rank, nproc, port, threads, env, placement),
-                preexec_fn=child_setup,
-            )
-            r = _Rank(_global(rank, placement), proc)
+            # a Ctrl-C mid-fork is raised once the rank is on the list (stopped), not lost
+            with ForkGuard():
+                proc = subprocess.Popen(
+                    [python, "-m", module, *args],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=rank_environ(rank, nproc, port, threads, env, placement),
+                    preexec_fn=child_setup,
+                )
+                r = _Rank(_global(rank, placement), proc)
+                ranks.append(r)
             for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
                 assert stream is not None
                 t = threading.Thread(target=_pump, args=(r, stream, name, handler), daemon=True)
                 t.start()
                 r.readers.append(t)
-            ranks.append(r)
             handler(r.rank, "stderr", f"launch: rank {r.rank} pid {proc.pid}")
         failed = _supervise(ranks, handler)
         if failed is not None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from engine import errors
 from engine.errors import SentitopError
+from engine.fork_guard import ForkGuard
 from engine.preprocess.buckets import encode_buckets, reduce_buckets
 from engine.preprocess.handover import WorkerState, merge, received, send
 from engine.preprocess.job import JobSettings
@@ -322,9 +323,11 @@ def _child(
     commands: Any,
     results: Any,
     barrier: Any,
+    guard: ForkGuard,
 ) -> None:
     """A worker process: each phase's result goes to the parent before the next barrier."""
     try:
+        guard.release()  # the parent's handlers back; a signal that came mid-fork raised here
         worker = _Worker(wid, workers, job)
         worker.clock.cpu["map"] = worker.clock.last  # the fork itself and the process start
 
@@ -396,20 +399,22 @@ class _Pool:
         # for the GIL while the parent encodes, and the vocabulary reached worker 1 ≈ 10 ms late
         commands = [self.ctx.SimpleQueue() for _ in range(self.workers)]
         barrier = self.ctx.Barrier(self.workers)
+        guard = ForkGuard()
         procs = [
             self.ctx.Process(
                 target=_child,
-                args=(w, self.workers, self.job, task_list, commands[w], result_q, barrier),
+                args=(w, self.workers, self.job, task_list, commands[w], result_q, barrier, guard),
                 daemon=True,
                 name=f"preprocess-{w}",
             )
             for w in range(1, self.workers)
         ]
         release_freed_memory()  # workers would copy-on-write pages they only overwrite
-        for proc in procs:
-            proc.start()
         done = False
         try:
+            with guard:  # a Ctrl-C while forking is raised after it, not lost in a fork hook
+                for proc in procs:
+                    proc.start()
             own = _Worker(0, self.workers, self.job)
 
             def report(nbytes: int, lines: int) -> None:
@@ -479,6 +484,8 @@ class _Pool:
             else:
                 barrier.abort()  # release workers waiting at a barrier
                 for proc in procs:
+                    if proc.pid is None:
+                        continue  # not started
                     if proc.is_alive():
                         proc.terminate()
                     proc.join()

@@ -166,3 +166,34 @@ def test_ctrl_c_during_a_rerun_leaves_the_old_complete_set(
     assert err.strip() == "interrupted"
     assert _snapshot(out) == before
     assert _beside(out) == []
+
+
+FORK_WRAPPER = """
+import os, signal, sys
+from engine.preprocess.cli import main
+
+def ctrl_c_at_first_fork():  # what a terminal's Ctrl-C does if it lands while a worker forks
+    if not os.path.exists(sys.argv[1]):
+        open(sys.argv[1], "w").close()
+        os.kill(os.getpid(), signal.SIGINT)
+
+os.register_at_fork(before=ctrl_c_at_first_fork)
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_ctrl_c_while_forking_the_workers_is_not_lost(tmp_path: Path) -> None:
+    """A KeyboardInterrupt raised in an at-fork hook is printed and ignored by Python: the run
+    used to go on and write its output. The runner holds the signal over its forks and raises
+    it after: exit 130, no output, no traceback."""
+    out, fired = tmp_path / "out", tmp_path / "fired"
+    src = _input(tmp_path, 70_000)  # > 4 MB: split in several ranges, so workers are forked
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-c", FORK_WRAPPER, str(fired), "-i", str(src), "-o", str(out),
+            "--workers", "2", "--json"]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert fired.exists()  # the hook ran: the runner forked a worker
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == "interrupted"
+    assert not out.exists()
+    assert _beside(out) == []
