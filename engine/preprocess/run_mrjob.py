@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from mrjob.job import MRJob
 from mrjob.step import MRStep
 
+from engine.errors import ConfigError
 from engine.preprocess.dedupe import order_key, pack_counts, unpack_counts
 from engine.preprocess.mapper import MapStats, map_task
 from engine.preprocess.readers import MapTask, is_gzip
@@ -218,7 +219,18 @@ def run_mrjob(
     words: Counter[bytes] = Counter()
     stats = MapStats()
     with _no_config_notice(), mr.make_runner() as runner:
-        runner.run()
+        try:
+            runner.run()
+        except FileNotFoundError as exc:  # not the scratch folder's fault: a missing command
+            command = os.path.basename(str(exc.filename or ""))
+            if cfg.runner != "hadoop" or not command.startswith("hadoop"):
+                raise
+            raise ConfigError(
+                f"--runner hadoop needs Hadoop's command line: {exc.filename!r} was not found",
+                hint="install Hadoop and put its bin/ on PATH or set HADOOP_HOME (or pass "
+                "--mrjob-arg=--hadoop-bin=PATH); without a Hadoop cluster use --runner local "
+                "(one machine), spark, or emr",
+            ) from None
         for key, value in mr.parse_output(runner.cat_output()):
             if key[0] == "W":
                 words[key[1].encode()] = value

@@ -87,3 +87,25 @@ def test_s3_output_needs_a_cluster_runner(tmp_path: Path) -> None:
         run_preprocess(PreprocessConfig(inputs=[str(path)], output="s3://bucket/out"))
     with pytest.raises(InputError, match="s3://"):
         run_preprocess(PreprocessConfig(inputs=["s3://bucket/in.json.gz"], output=str(tmp_path)))
+
+
+def test_hadoop_runner_without_hadoop_names_the_missing_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mrjob's FileNotFoundError for the hadoop binary used to read as an unwritable scratch
+    folder; it is a configuration error naming the command, and nothing is left behind."""
+    from engine.config import PreprocessConfig
+    from engine.errors import ConfigError
+    from engine.preprocess import run_preprocess
+
+    for name in ("HADOOP_HOME", "HADOOP_PREFIX", "HADOOP_INSTALL", "HADOOP_MAPRED_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no hadoop anywhere on it
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"reviewText": "good", "overall": 5}\n{"reviewText": "bad", "overall": 1}\n')
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match="--runner hadoop needs Hadoop's command line") as err:
+        run_preprocess(PreprocessConfig(inputs=[str(path)], output=str(out), runner="hadoop"))
+    assert "HADOOP_HOME" in (err.value.hint or "")
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl"]
