@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from operator import add
@@ -54,15 +55,42 @@ def _train_words(item: tuple[Any, Any]) -> list[bytes]:
     return words
 
 
+LOG_CONFIG = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.console.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{{1}}: %m%n
+logger.shell.name = org.apache.spark.api.python.PythonGatewayServer
+logger.shell.level = {level}
+"""
+"""Spark's log4j2 settings: messages at ``level`` and above on stderr, no start-up banner (pyspark's
+gateway, Spark's "shell" logger, at the same level: no "Setting default log level" notice)."""
+
+
+def quiet_log_config(folder: str, level: str) -> str:
+    """Write :data:`LOG_CONFIG` for ``level`` (SPARK_LOG_LEVEL) into ``folder``; its path."""
+    path = os.path.join(folder, "spark-log4j2.properties")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(LOG_CONFIG.format(level=level.lower()))
+    return path
+
+
 def run_spark(
     tasks: list[MapTask], job: JobSettings, workers: int, progress: Progress | None
 ) -> LocalResult:
     """Run the job on Spark (master from SPARK_MASTER, default local[workers])."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv's packages
+    # pyspark warns about pandas once its SQL types load; the job sends no pandas data
+    warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
     from pyspark import SparkConf, SparkContext
 
     master = os.environ.get("SPARK_MASTER", f"local[{workers}]")
+    level = os.environ.get("SPARK_LOG_LEVEL", "ERROR")
+    log_config = quiet_log_config(job.tmp, level)
     conf = (
         SparkConf()
         .setMaster(master)
@@ -70,9 +98,10 @@ def run_spark(
         .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g"))
+        .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
     )
     sc = SparkContext.getOrCreate(conf)
-    sc.setLogLevel(os.environ.get("SPARK_LOG_LEVEL", "ERROR"))
+    sc.setLogLevel(level)
     try:
         rows = (
             sc.parallelize(tasks, max(1, len(tasks)))

@@ -109,3 +109,32 @@ def test_hadoop_runner_without_hadoop_names_the_missing_command(
     assert "HADOOP_HOME" in (err.value.hint or "")
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("pyspark") is None or shutil.which("java") is None,
+    reason="pyspark and java are needed for the spark runner",
+)
+def test_spark_runner_keeps_sparks_start_up_chatter_off_the_terminal(tmp_path: Path) -> None:
+    """Spark printed its log4j profile, a default-level notice, a native-library WARN and
+    pyspark's pandas FutureWarning before the progress bar; at the default SPARK_LOG_LEVEL
+    (ERROR) only the JVM's own one-line module notice may remain."""
+    import os
+
+    path = tmp_path / "a.jsonl"
+    lines = [
+        f'{{"reviewText": "review {i} good", "overall": {5 if i % 3 else 1}}}' for i in range(50)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("SPARK_LOG_LEVEL", None)
+    argv = [sys.executable, "-m", "engine.preprocess", "-i", str(path), "-o", str(tmp_path / "o"),
+            "--runner", "spark", "--workers", "1", "--json"]  # fmt: skip
+    root = Path(__file__).parents[2]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=root, timeout=300,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    noise = [ln for ln in done.stderr.splitlines()
+             if ln.strip() and not ln.startswith("WARNING: Using incubator modules")]  # fmt: skip
+    assert noise == []
