@@ -127,7 +127,7 @@ def profile_row(
     profile: Any, path: Path, catalog: Any = None, warnings: list[str] | None = None
 ) -> ProfileRow:
     """A row for a validated profile (duck-typed over remote.profile.Profile)."""
-    provider = getattr(profile, "provider", None) or getattr(profile, "cluster", "")
+    provider = str(getattr(profile, "provider", None) or getattr(profile, "cluster", "") or "")
     gpus, device = _devices(profile, provider, catalog)
     ranks = _call(getattr(profile, "world_size", None), catalog)
     if ranks is None:
@@ -141,7 +141,7 @@ def profile_row(
     return ProfileRow(
         name=str(getattr(profile, "name", path.stem)),
         path=str(path),
-        cluster=str(provider or ""),
+        cluster=provider,
         nodes=_node_count(profile),
         gpus=gpus,
         usd_per_hour=float(usd) if usd else None,

@@ -16,7 +16,7 @@ from engine.events import parse_event_line
 from tui.format import after_training_line, companion_line, fmt, fmt_duration
 from tui.model.event_text import readable_line, stage_ended, stage_started
 from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo, device_label
-from tui.model.run_views import EMBEDDINGS, FINAL_STATUSES, PHASES, RunViews
+from tui.model.run_views import EMBEDDINGS, FINAL_STATUSES, LIVE_NODE_STATUSES, PHASES, RunViews
 from tui.model.series import DEFAULT_CAPACITY, Series
 
 _NUMBER_TYPES = (int, float)
@@ -223,6 +223,31 @@ class RunState(RunViews):
         level = "info" if self.status == "ok" else "error"
         text = f"run ended: {self.status}" + (f" ({self.reason})" if self.reason else "")
         self._log(rel, "run", text, level)
+        self._close_open_parts()
+
+    def _close_open_parts(self) -> None:
+        """The run ended: a stage or node still at work ends with it (a stopped run's train
+        stage reads stopped, not running at 51%; its nodes read stopped)."""
+        for stage in self.stages.values():
+            if stage.status == "running":
+                stage.status = self.status
+                if stage.seconds is None and stage.started_t is not None and self.end_t:
+                    stage.seconds = max(self.end_t - stage.started_t, 0.0)
+        for node in self.nodes.values():
+            if node.status in LIVE_NODE_STATUSES:
+                node.status = "done" if self.status == "ok" else "stopped"
+
+    def end_feed(self, status: str, reason: str) -> None:
+        """The feed stopped without a `run_end` (a recording cut short, a runner that raised):
+        end the run as ``status`` so it never keeps reading running. No-op once ended."""
+        with self.lock:
+            if self.finished:
+                return
+            self.status, self.reason = status, reason
+            self.end_t = self.last_t
+            self._log(self.elapsed, "run", f"run ended: {status} ({reason})", "error")
+            self._close_open_parts()
+            self.version += 1
 
     def _legacy_trainer_stage(self, ev: Mapping[str, Any]) -> bool:
         """A trainer's train `stage_*` under a runner (recorded before `train_start`): no stage."""

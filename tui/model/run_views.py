@@ -6,13 +6,17 @@ so ingesting events and deriving figures from them each stay one readable module
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tui.model.dollars import usd_at
-from tui.model.records import StageInfo
+from tui.model.records import EpochRow, NodeInfo, StageInfo
+
+if TYPE_CHECKING:
+    from tui.model.series import Series
 
 PHASES = ("data", "h2d", "forward", "backward", "allreduce_opt", "eval")
 """Per-rank time phases reported by `phase` events, in display order."""
@@ -23,12 +27,49 @@ EMBED_PHASES = ("compute", "comm", "straggle")
 EMBEDDINGS = "embeddings"
 """The `workload` of an embeddings run's train `stage_start` (sentiment runs carry none)."""
 
-FINAL_STATUSES = ("ok", "failed", "interrupted", "budget")
-"""Run statuses after `run_end`."""
+FINAL_STATUSES = ("ok", "failed", "interrupted", "budget", "unfinished")
+"""Run statuses after `run_end` (unfinished: the recording stops before the run's end)."""
+LIVE_NODE_STATUSES = ("launching", "starting", "ready", "running", "interrupting")
+"""Node statuses of a node still at work (the run's end stops it)."""
 
 
 class RunViews:
     """Derived figures of a run (properties and small queries)."""
+
+    if TYPE_CHECKING:  # the fields RunState holds (declared, documented and set there)
+        run_id: str
+        profile: str
+        world_size: int
+        config: dict[str, Any]
+        status: str
+        start_t: float | None
+        last_t: float | None
+        end_t: float | None
+        workload: str
+        train_info: dict[str, Any]
+        train_plan: dict[str, Any]
+        usd: float
+        accrued_usd: float | None
+        usd_per_hour: float | None
+        projected_usd: float | None
+        predicted_epoch_s: float | None
+        last_checkpoint: dict[str, Any] | None
+        summary: dict[str, Any]
+        epochs_seen: int
+        stages: dict[str, StageInfo]
+        nodes: dict[str, NodeInfo]
+        epochs: deque[EpochRow]
+        train_loss: Series
+        test_loss: Series
+        epoch_train_loss: Series
+        accuracy: Series
+        throughput: Series
+        cost: Series
+        pip_loss: Series
+        word_throughput: Series
+        rank_throughput: dict[int, Series]
+        rank_shares: dict[int, Series]
+        _step_clock: list[tuple[float, int]]
 
     @property
     def elapsed(self) -> float:
@@ -143,7 +184,9 @@ class RunViews:
     def usd_at(self, elapsed: Iterable[float]) -> list[float]:
         """Dollars used at each elapsed time (linear between `cost` events)."""
         xs = np.fromiter(elapsed, dtype=np.float64)
-        return usd_at(self.cost.t, self.cost.y, self.usd_per_hour, xs).tolist()
+        ts, ys = np.asarray(self.cost.t), np.asarray(self.cost.y)
+        used: list[float] = usd_at(ts, ys, self.usd_per_hour, xs).tolist()
+        return used
 
     def nbytes(self) -> int:
         """Approximate bytes held by series buffers (for the memory benchmark)."""

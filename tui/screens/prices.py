@@ -117,7 +117,7 @@ class PricesScreen(SentitopScreen):
     def on_epoch_costs_loaded(self, message: EpochCostsLoaded) -> None:
         self.costs = message.costs
         if message.costs is None:
-            self.notify(f"$/epoch not predicted: {message.error}", severity="warning")
+            self.notify(f"$/epoch not predicted: {message.error}", severity="warning", markup=False)
         self._fill()
 
     def focus_body(self) -> None:
@@ -135,7 +135,7 @@ class PricesScreen(SentitopScreen):
         self.rows = message.prices.rows
         self.warnings = message.prices.warnings
         for warning in self.warnings if message.refreshed else []:
-            self.notify(warning, severity="warning", timeout=8)
+            self.notify(warning, severity="warning", timeout=8, markup=False)
         sources: dict[str, int] = {}
         for row in self.rows:
             sources[row.source] = sources.get(row.source, 0) + 1

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
@@ -97,7 +98,7 @@ class ProfilesScreen(SentitopScreen):
         self.post_message(ProfilesLoaded(self.services.load_profiles(self.services.profiles_dir)))
 
     def on_profiles_loaded(self, message: ProfilesLoaded) -> None:
-        self.query_one(DataTable).border_title = f"profiles in {shown_path(self.folder())}"
+        self.query_one(DataTable).border_title = Content(f"profiles in {shown_path(self.folder())}")
         self.rows = message.rows
         bad = sum(1 for r in self.rows if not r.valid)
         # words first: a leading "5 profiles" beside "4 Runs" reads like a fifth tab
@@ -177,7 +178,9 @@ class ProfilesScreen(SentitopScreen):
         if row is None:
             self.notify("no profile selected", severity="warning")
         elif not row.valid:
-            self.notify(f"{row.name} does not validate: {row.errors[0]}", severity="error")
+            self.notify(
+                f"{row.name} does not validate: {row.errors[0]}", severity="error", markup=False
+            )
         else:
             self.post_message(RunRequested(row))
 

@@ -38,7 +38,7 @@ from tui.model import RunState, Series
 from tui.model.dollars import usd_at
 from tui.model.envelope import SeriesEnvelope
 from tui.model.rows import ProfileRow
-from tui.model.run_state import EMBEDDINGS
+from tui.model.run_views import EMBEDDINGS
 from tui.replay import replay_file
 from tui.screens.base import SentitopScreen
 from tui.screens.modals import ConfirmScreen
@@ -102,6 +102,10 @@ class RunScreen(SentitopScreen):
 
     MODE = "run"
     CSS_PATH = Path(__file__).with_name("run.tcss")
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 (textual's type)
+    """Under 110 columns the phase table gives way, so the nodes table stays in view."""
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]  # noqa: RUF012 (textual's type)
+    """Under 32 rows the tables and log shrink, so the status lines stay in view."""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "stop", "Stop"),
         Binding("t", "teardown", "Tear down"),
@@ -209,6 +213,8 @@ class RunScreen(SentitopScreen):
             if now - last >= POST_EVERY_S:
                 self.post_message(EventsIngested(state.version))
                 last = now
+        if not worker.is_cancelled:  # read to its end: a run that never ended is not running
+            state.end_feed("unfinished", "the recording ends here (no run_end event)")
         self.post_message(EventsIngested(state.version))
         self.post_message(FeedEnded("replay", state.status))
 
@@ -237,6 +243,12 @@ class RunScreen(SentitopScreen):
 
         try:
             return await self.services.runner()(row.profile, on_event, stop, on_log=on_log)
+        except asyncio.CancelledError:
+            state.end_feed("interrupted", "the dashboard stopped watching")
+            raise
+        except Exception as exc:  # shown by the error modal; the run must not read running
+            state.end_feed("failed", str(exc) or type(exc).__name__)
+            raise
         finally:
             self._stop_event = None
             self.live_row = None
@@ -495,8 +507,8 @@ class RunScreen(SentitopScreen):
             style = "green" if status in ("ready", "running") else style
             style = "magenta" if status in ("interrupting", "replaced") else style  # spot, recovery
             # Text cells: a str cell is read as markup, and node output is foreign text
-            cells = (Text(name), Text(ranks), Text(status, style=style), Text(gpu), Text(last))
-            nodes.add_row(*cells, key=name)
+            row_cells = (Text(name), Text(ranks), Text(status, style=style), Text(gpu), Text(last))
+            nodes.add_row(*row_cells, key=name)
 
     @on(DataTable.RowSelected, "#nodes")
     def _node_selected(self, event: DataTable.RowSelected) -> None:

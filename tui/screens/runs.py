@@ -12,6 +12,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import DataTable
@@ -139,7 +140,7 @@ class RunsScreen(SentitopScreen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.border_title = f"runs in {shown_path(self.services.runs_dir)}"
+        table.border_title = Content(f"runs in {shown_path(self.services.runs_dir)}")  # not markup
         for label, width in COLUMNS:
             table.add_column(label, width=width)
         self.call_after_refresh(self.action_reload)  # paint the first frame, then read
@@ -280,8 +281,13 @@ class RunsScreen(SentitopScreen):
                 yes="Tear down",
                 no="Cancel",
             ),
-            lambda yes: self._teardown(path) if yes else None,
+            lambda yes: self._teardown_if(path, yes),
         )
+
+    def _teardown_if(self, path: Path, yes: bool | None) -> None:
+        """The confirm dialog's answer: tear down only on yes."""
+        if yes:
+            self._teardown(path)
 
     @work(thread=True, exit_on_error=False, group="teardown")
     def _teardown(self, path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.content import Content
 from textual.widget import Widget
 
 from tui.format import format_seconds
@@ -21,6 +22,8 @@ class LogPane(Widget):
         height: 8;
         border: round $primary 40%;
         padding: 0 1;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
     }
     """
 
@@ -39,7 +42,7 @@ class LogPane(Widget):
     def set_filter(self, text: str) -> None:
         """Show only lines containing ``text``."""
         self.filter_text = text.lower()
-        self.border_subtitle = f"filter: {text}" if text else ""
+        self.border_subtitle = Content(f"filter: {text}") if text else ""  # typed: not markup
         self.refresh()
 
     def visible_lines(self) -> list[LogLine]:

@@ -74,7 +74,7 @@ def stages_text(stages_rows: list[Any], epochs: tuple[int, int | None]) -> Text:
             if name == "train" and epochs[1]:
                 stages.append(f" · epoch {min(epochs[0] + 1, epochs[1])}/{epochs[1]}")
         else:
-            mark = "✓" if status == "ok" else ("·" if status == "pending" else "✗")
+            mark = "✓" if status == "ok" else ("·" if status == "pending" else f"✗ {status}")
             stages.append(f"{name} {mark} ", style="cyan" if status == "ok" else "red")
             stages.append(fmt_duration(seconds), style="dim")
     if not stages:
