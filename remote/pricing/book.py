@@ -152,6 +152,35 @@ class PriceBook:
         """The sources the on-demand prices came from."""
         return {p.source for p in self.on_demand.values()}
 
+    def basis(self, names: Sequence[str], now: float | None = None) -> str:
+        """Where the on-demand prices of ``names`` came from and how old they are, e.g.
+        'prices (us-east-1, on-demand): 37 types from the bundled catalog, 2024-06-01 (910 d
+        old); not live ...': what a plan's dollars rest on."""
+        by_source: dict[str, list[Price]] = {}
+        for name in dict.fromkeys(names):
+            found = self.on_demand.get(name)
+            if found is not None:
+                by_source.setdefault(found.source, []).append(found)
+        if not by_source:
+            return f"prices ({self.region}): none known for {', '.join(names) or 'any type'}"
+        what = {"bundled": "the bundled catalog", "user": "your user catalog"}
+        parts = []
+        for source, prices in sorted(by_source.items()):
+            oldest = min(prices, key=lambda p: p.as_of)
+            day = datetime.fromtimestamp(oldest.as_of, UTC).date().isoformat()
+            parts.append(
+                f"{len(prices)} type(s) from {what.get(source, source + ' prices')}, "
+                f"{'oldest ' if len(prices) > 1 else ''}{day} "
+                f"({format_age(oldest.age_s(now))} old)"
+            )
+        text = f"prices ({self.region}, on-demand): " + "; ".join(parts)
+        if not by_source.keys() & {"live", "cache"}:
+            text += (
+                "; no live or cached AWS price: today's prices may differ "
+                "(`sentitop prices --refresh` fetches and caches them)"
+            )
+        return text
+
 
 def _bundled_prices(catalog: Catalog, region: str, warnings: list[str]) -> dict[str, Price]:
     prices: dict[str, Price] = {}

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.errors import InputError
 from remote.pricing import Catalog, PriceBook
-from remote.profile import Profile
+from remote.profile import UNSUPPORTED_GPUS, Profile
 from remote.review.hardware import gpu_table, instance_links
 from remote.review.metrics import billed_usd
 from remote.review.scaling import compute_units, ring
@@ -254,8 +254,11 @@ def gpu_candidates(
     job: GpuJob,
     prices: dict[tuple[str, bool], float],
 ) -> list[Candidate]:
-    """Every single-type set (counts × markets) and two-type mixed sets of the best types."""
+    """Every single-type set (counts × markets) and two-type mixed sets of the best types;
+    never a type whose GPUs current PyTorch cannot use (:func:`unsupported_note` says so)."""
     out: list[Candidate] = []
+    gpu_of = {r.name: r.gpu_model for r in catalog.rows()}
+    prices = {k: v for k, v in prices.items() if gpu_of.get(k[0]) not in UNSUPPORTED_GPUS}
     for (name, spot), _ in sorted(prices.items()):
         for count in CANDIDATE_COUNTS:
             cand = gpu_set([(name, count, spot)], catalog, rates, job, prices)
@@ -267,7 +270,6 @@ def gpu_candidates(
         if c.count == 1 and c.workers == 1 and c.market == "on-demand" and c.instance_type
     ]
     best = [c.instance_type or "" for c in sorted(singles, key=lambda c: c.usd)[:MIXED_TYPES]]
-    gpu_of = {r.name: r.gpu_model for r in catalog.rows()}
     for a, b in itertools.combinations(best, 2):
         models = {gpu_of.get(a), gpu_of.get(b)}
         if len(models) < 2:
@@ -281,6 +283,21 @@ def gpu_candidates(
                 if cand is not None:
                     out.append(cand)
     return out
+
+
+def unsupported_note(catalog: Catalog, target: Candidate) -> str | None:
+    """Which GPU types the candidates leave out, and a warning when the profile's own uses one."""
+    types = sorted({r.name for r in catalog.rows() if r.gpu_model in UNSUPPORTED_GPUS})
+    if not types:
+        return None
+    models = ", ".join(f"{m} ({why})" for m, why in UNSUPPORTED_GPUS.items())
+    note = f"not ranked: {', '.join(types)}: their GPUs, {models}, are not supported by current "
+    note += "PyTorch CUDA builds (training would fail or fall back to CPU)"
+    own = [m for m in target.hardware.split("+") if m in UNSUPPORTED_GPUS]
+    if own:
+        note += f"; the profile's own configuration uses {', '.join(own)}: its prediction is "
+        note += "for hardware this PyTorch cannot train on (use g4dn, g5 or g6)"
+    return note
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from remote.cost import BILLING_MINIMUM_S
+from remote.review.outcome import run_outcome
 from remote.runs_store import Billing, RunRecord
 
 
@@ -81,6 +82,13 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def median_epoch_s(run: RunRecord) -> float:
+    """Median training seconds of one epoch of ``run`` (NaN without any): the figure the report
+    and `sentitop runs` both show, robust to a slow first epoch (start-up, warm caches)."""
+    median = _median(run.epoch_seconds)
+    return math.nan if median is None else median
+
+
 def _group(runs: list[RunRecord]) -> dict[str, list[RunRecord]]:
     groups: dict[str, list[RunRecord]] = {}
     for run in runs:
@@ -91,6 +99,7 @@ def _group(runs: list[RunRecord]) -> dict[str, list[RunRecord]]:
 def _config(label: str, runs: list[RunRecord]) -> ConfigMetrics:
     epochs = [s for r in runs for s in r.epoch_seconds]
     first = runs[0]
+    counted = [r for r in runs if run_outcome(r).accuracy_counts]
     return ConfigMetrics(
         label=label,
         workers=first.workers,
@@ -103,7 +112,7 @@ def _config(label: str, runs: list[RunRecord]) -> ConfigMetrics:
             [r.time_to_threshold_s for r in runs if r.time_to_threshold_s is not None]
         ),
         samples_per_s=_median([r.samples_per_s for r in runs if r.samples_per_s is not None]),
-        accuracy=_median([r.accuracy for r in runs if r.accuracy is not None]),
+        accuracy=_median([r.accuracy for r in counted if r.accuracy is not None]),
         mode=first.mode,
         published_usd=first.usd if first.source == "csv" else None,
     )
@@ -137,6 +146,13 @@ def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> Serie
     skipped = [r.run_id for r in runs if not r.epoch_seconds]
     if skipped:
         notes.append(f"left out (no measured epoch): {', '.join(skipped)}")
+    for run in usable:
+        outcome = run_outcome(run)
+        if not outcome.accuracy_counts:
+            notes.append(
+                f"{run.run_id}: {outcome.why}: its accuracy is left out of its configuration's "
+                "accuracy and $/point (its epoch times are kept)"
+            )
     for cfg in configs:
         _compare(cfg, base, weak=mode == "weak")
         _noise_notes(cfg)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from remote.review.candidates import (
     gpu_candidates,
     gpu_prices,
     gpu_set,
+    unsupported_note,
 )
 from remote.review.datasize import PrepEstimate, prep_time, train_samples
 from remote.review.hardware import gpu_table
@@ -103,16 +104,7 @@ class Plan:
             "pick_safe": self.choice.safe if self.choice else None,
             "infeasible": self.choice.message if self.choice and self.choice.message else None,
             "nearest": [c.to_dict() for c in self.choice.nearest] if self.choice else [],
-            "preprocessing": [
-                {
-                    "runner": p.runner,
-                    "machines": p.machines,
-                    "cores": p.cores,
-                    "seconds": round(p.seconds, 1),
-                    "basis": p.basis,
-                }
-                for p in self.prep
-            ],
+            "preprocessing": [{**asdict(p), "seconds": round(p.seconds, 1)} for p in self.prep],
             "inputs": self.inputs,
             "notes": self.notes,
             "skipped_rows": self.skipped,
@@ -426,6 +418,12 @@ def plan_profile(
         band = log_band(hw_errors) or count_band
         ids = ", ".join(m.run.run_id for m in by_hw[hardware])
         basis = f"measured on {hardware}: past runs {ids}; scaling model fitted to them"
+        if model.n_train and n_train != model.n_train:  # the band is from runs at their size
+            basis += (
+                f"; scaled from their {model.n_train:,} to {n_train:,} training samples "
+                f"(x{n_train / model.n_train:,.{0 if n_train > 10 * model.n_train else 2}f}, "
+                "not measured at this size)"
+            )
         n_for_model = n_train  # measured rates scale by samples (seconds per sample)
         if model.n_train is None:
             inputs.append(
@@ -552,6 +550,9 @@ def plan_profile(
             + "; times carry a band from back-tests (BENCHMARKS.md); to tighten it, "
             + CALIBRATION_HINT
         )
+    own = [t for t, _, _ in _train_groups(profile)] + ([instance_type] if instance_type else [])
+    inputs.append(book.basis(own + sorted({n for n, _ in prices} - set(own))))
+    notes += [n for n in [unsupported_note(catalog, target)] if n]
     if not any(spot for _, spot in prices):
         notes.append(
             "spot prices unknown (none in the price book): only on-demand sets are "

@@ -12,9 +12,11 @@ from remote.review.metrics import (
     ConfigMetrics,
     SeriesMetrics,
     cheapest_within,
+    median_epoch_s,
     pareto_front,
     series_metrics,
 )
+from remote.review.outcome import run_outcome
 from remote.runs_store import RunRecord
 
 PLOTS = {
@@ -60,16 +62,28 @@ def write_report(
             f"{output}: cannot create the output folder ({exc.strerror or exc})"
         ) from None
     pick = cheapest_within(series.configs, deadline_h) if deadline_h is not None else None
-    files = {
-        "speedup": plots.speedup_plot(series, output / PLOTS["speedup"]),
-        "throughput": plots.throughput_plot(series, output / PLOTS["throughput"]),
-        "loss": plots.loss_plot(series, output / PLOTS["loss"]),
-        "cost": plots.cost_table_plot(series, output / PLOTS["cost"]),
-        "pareto": plots.pareto_plot(series, output / PLOTS["pareto"], deadline_h, pick),
-    }
     path = output / "report.md"
-    path.write_text(render_markdown(series, deadline_h, pick), encoding="utf-8")
+    try:  # the Markdown first: a folder that cannot take it fails before the slow plots
+        path.write_text(render_markdown(series, deadline_h, pick), encoding="utf-8")
+        files = {
+            "speedup": plots.speedup_plot(series, output / PLOTS["speedup"]),
+            "throughput": plots.throughput_plot(series, output / PLOTS["throughput"]),
+            "loss": plots.loss_plot(series, output / PLOTS["loss"]),
+            "cost": plots.cost_table_plot(series, output / PLOTS["cost"]),
+            "pareto": plots.pareto_plot(series, output / PLOTS["pareto"], deadline_h, pick),
+        }
+    except OSError as exc:
+        where = exc.filename or output
+        raise InputError(
+            f"--output {output}: cannot write {where} ({exc.strerror or exc})",
+            hint="name a folder you can write to",
+        ) from None
     return Report(path, files, series, pick)
+
+
+def _cell(text: str) -> str:
+    """Text from a folder or file name as one Markdown table cell (a `|` would split it)."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def _f(value: float | None, fmt: str = ".2f") -> str:
@@ -92,9 +106,9 @@ def cost_table(series: SeriesMetrics) -> list[str]:
     """The $/hours table as Markdown lines."""
     n = series.epochs
     head = (
-        f"| configuration | workers | hardware | $/h | epoch s | s for {n} ep | h for {n} ep "
-        f"| $ for {n} ep | speedup | efficiency | speedup (threshold) | eff. (threshold) "
-        "| samples/s | accuracy | $/acc. point |"
+        f"| configuration | workers | hardware | $/h | median epoch s | s for {n} ep "
+        f"| h for {n} ep | $ for {n} ep | speedup | efficiency | speedup (threshold) "
+        "| eff. (threshold) | samples/s | accuracy | $/acc. point |"
     )
     lines = [head, "|" + "---|" * 15]
     for c in series.configs:
@@ -157,17 +171,19 @@ def render_markdown(
         "",
         "## Runs",
         "",
-        "| run | configuration | source | status | epochs | wall s | run $ | recoveries | sweep |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | configuration | source | status | epochs | median epoch s | wall s | run $ "
+        "| recoveries | sweep |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in series.configs:
         for r in c.runs:
             where = f"{r.path.name}:{r.line}" if r.line else r.path.name
             out.append(
-                f"| {r.run_id} | {c.label} | {r.source} ({where}) | {r.status} | "
-                f"{r.epochs} | {_f(r.wall_s, ',.1f')} | "
+                f"| {_cell(r.run_id)} | {c.label} | {r.source} ({_cell(where)}) | "
+                f"{run_outcome(r).status} | {r.epochs} | {_f(median_epoch_s(r), ',.1f')} | "
+                f"{_f(r.wall_s, ',.1f')} | "
                 f"{'–' if r.usd is None else _money(r.usd)} | {_recoveries(r)} | "
-                f"{r.sweep or '–'} |"
+                f"{_cell(r.sweep or '–')} |"
             )
     lost = [r for c in series.configs for r in c.runs if r.recoveries]
     if lost:

@@ -262,6 +262,8 @@ def prediction_errors(measurements: list[Measurement], hardware: str) -> list[Er
 
 
 def log_band(errors: list[ErrorCheck]) -> float:
-    """Largest |log(1 + error)| of the epoch-time checks (0 when there are none)."""
-    logs = [abs(math.log1p(e.error)) for e in errors if e.what == "epoch s" and e.error > -1]
+    """Largest |log(1 + error)| of the checks (0 when there are none): epoch time and, where
+    measured, the whole run's wall time, which a prediction of a run's hours includes (start-up
+    swings by a third on a shared machine: an epoch-only band hid that)."""
+    logs = [abs(math.log1p(e.error)) for e in errors if e.error > -1]
     return max(logs, default=0.0)

@@ -36,10 +36,12 @@ def write_run(
     profile: dict[str, Any] | None = None,
     status: str = "ok",
     threads: int = 1,
+    summary_extra: dict[str, Any] | None = None,
 ) -> Path:
     """A run folder shaped like remote.runner's, with phase events per rank and epoch.
 
     ``sync_s`` = allreduce_opt seconds per epoch on every rank; wall = fixed + prep + train + eval.
+    ``summary_extra``: more summary.json fields (warnings, majority_rate, reason).
     """
     folder = root / name
     folder.mkdir(parents=True)
@@ -80,6 +82,7 @@ def write_run(
             "world_size": nproc,
         },
     }
+    summary.update(summary_extra or {})
     (folder / "summary.json").write_text(json.dumps(summary))
     t = 1000.0
     events = [

@@ -172,3 +172,29 @@ def test_runs_json(
     rows = json.loads(capsys.readouterr().out)
     assert [r["run"] for r in rows][:2] == ["a", "seed-1xg3.4xlarge"]
     assert rows[0]["sweep"] == "sw" and rows[0]["epoch_s"] == 5.0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        '{"type": "step", "t": "abc", "loss": 1}',
+        '{"type": "train_start", "t": null}',
+        '{"type": "stage_end", "stage": "preprocess", "seconds": "ten"}',
+        '{"type": "step", "loss": 0.5}',
+    ],
+)
+def test_an_event_with_wrong_field_types_is_left_out_not_the_run(
+    make_run: Callable[..., Path], tmp_path: Path, bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One hand-edited or foreign events.jsonl line crashed `runs` and `report` (float(None),
+    float('abc')) for every run; now that event is left out and the rest of the run counts."""
+    folder = make_run("r1", nproc=2, epoch_s=[10.0, 12.0], sync_s=1.0, prep_s=3.0)
+    events = folder / "events.jsonl"
+    good = load_run(folder)
+    lines = events.read_text().splitlines()
+    events.write_text("\n".join([lines[0], bad, *lines[1:]]) + "\n")
+    run = load_run(folder)
+    assert (run.prep_s, len(run.phases), run.curve) == (good.prep_s, len(good.phases), good.curve)
+    assert main(["runs", "--runs-dir", str(folder.parent), "--json"]) == 0
+    assert '"run": "r1"' in capsys.readouterr().out
+    assert main(["report", str(folder), "--output", str(tmp_path / "rep")]) == 0

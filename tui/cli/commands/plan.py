@@ -162,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
     from remote.pricing import price_book
 
     book = price_book(profile.region, live=False)  # bundled, cached (spot too), user: no network
+    for line in book.warnings:  # where the dollars come from (a region's fallback prices, age)
+        print(f"warning: {line}", file=sys.stderr)
     plan = plan_profile(
         profile,
         runs,

@@ -33,7 +33,12 @@ def add_run_sources(parser: argparse.ArgumentParser, import_help: str) -> None:
 
 
 def row(r: Any) -> dict[str, Any]:
-    """One run as JSON-ready fields."""
+    """One run as JSON-ready fields (``epoch_s``: the median epoch, as `sentitop report` uses)."""
+    from remote.review.metrics import median_epoch_s
+    from remote.review.outcome import run_outcome
+
+    outcome = run_outcome(r)
+    median = median_epoch_s(r)
     return {
         "run": r.run_id,
         "source": r.source,
@@ -41,11 +46,14 @@ def row(r: Any) -> dict[str, Any]:
         "profile": r.profile,
         "provider": r.provider,
         "status": r.status,
+        "outcome": outcome.status,
+        "accuracy_counts": outcome.accuracy_counts,
         "configuration": r.label,
         "hardware": r.hardware,
         "workers": r.workers,
         "epochs": r.epochs,
-        "epoch_s": None if math.isnan(r.epoch_s) else round(r.epoch_s, 3),
+        "epoch_s": None if math.isnan(median) else round(median, 3),
+        "epoch_s_mean": None if math.isnan(r.epoch_s) else round(r.epoch_s, 3),
         "wall_s": r.wall_s,
         "time_to_threshold_s": r.time_to_threshold_s,
         "accuracy": r.accuracy,
@@ -115,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         "workload",
         "configuration",
         "epochs",
-        "epoch s",
+        "median epoch s",
         "wall s",
         "accuracy / PIP",
         "samples/s",
@@ -130,14 +138,19 @@ def run(args: argparse.Namespace) -> int:
             else "right",
             no_wrap=col != "sweep",
         )
+    from remote.review.metrics import median_epoch_s
+    from remote.review.outcome import run_outcome
+
     for r in records:
+        outcome = run_outcome(r)
+        median = median_epoch_s(r)
         table.add_row(  # ids, labels and sweep names come from folders: never markup
             Text(r.run_id),
-            Text(r.status),
+            Text(outcome.status, style="" if outcome.accuracy_counts else "bold yellow"),
             Text(r.task),
             Text(r.label),
             str(r.epochs),
-            "" if math.isnan(r.epoch_s) else f"{r.epoch_s:,.1f}",
+            "" if math.isnan(median) else f"{median:,.1f}",
             "" if r.wall_s is None else f"{r.wall_s:,.1f}",
             _quality(r),
             _rate(r),
