@@ -388,31 +388,41 @@ def _hardware(
 
 
 def _add_events(record: RunRecord, path: Path) -> None:
-    """Phases, the loss curve, eval and preprocessing seconds from events.jsonl."""
-    train_t0: float | None = None
+    """Phases, the loss curve, eval and preprocessing seconds from events.jsonl; an event whose
+    fields have the wrong type (a hand-edited or foreign line) is left out, not the run."""
+    state: dict[str, float] = {}
     for event in read_events(path):
-        kind = event.get("type")
-        if kind == "train_start" or (  # runs recorded before `train_start` existed
-            kind == "stage_start" and event.get("stage") == "train" and "rank" in event
-        ):
-            train_t0 = float(event["t"])
-            if isinstance(event.get("threads"), int):
-                record.threads = int(event["threads"])
-        elif kind == "phase":
-            record.phases.append(event)
-            if event.get("rank") == 0 and isinstance(event.get("eval"), int | float):
-                record.eval_s += float(event["eval"])
-        elif kind == "step" and train_t0 is not None:
-            loss = event.get("smoothed_loss", event.get("loss"))
-            if isinstance(loss, int | float):
-                record.curve.append((float(event["t"]) - train_t0, float(loss)))
-        elif (
-            kind == "stage_end"
-            and event.get("stage") in ("synth", "preprocess")
-            and "rank" not in event
-        ):
-            record.prep_s += float(event.get("seconds") or 0.0)
-            record.data_cached = record.data_cached or bool(event.get("cached"))
+        try:
+            _add_event(record, event, state)
+        except (TypeError, ValueError, KeyError):
+            continue
+
+
+def _add_event(record: RunRecord, event: dict[str, Any], state: dict[str, float]) -> None:
+    """One event into ``record`` (``state`` holds the train start time once seen)."""
+    train_t0 = state.get("train_t0")
+    kind = event.get("type")
+    if kind == "train_start" or (  # runs recorded before `train_start` existed
+        kind == "stage_start" and event.get("stage") == "train" and "rank" in event
+    ):
+        state["train_t0"] = float(event["t"])
+        if isinstance(event.get("threads"), int):
+            record.threads = int(event["threads"])
+    elif kind == "phase":
+        record.phases.append(event)
+        if event.get("rank") == 0 and isinstance(event.get("eval"), int | float):
+            record.eval_s += float(event["eval"])
+    elif kind == "step" and train_t0 is not None:
+        loss = event.get("smoothed_loss", event.get("loss"))
+        if isinstance(loss, int | float):
+            record.curve.append((float(event["t"]) - train_t0, float(loss)))
+    elif (
+        kind == "stage_end"
+        and event.get("stage") in ("synth", "preprocess")
+        and "rank" not in event
+    ):
+        record.prep_s += float(event.get("seconds") or 0.0)
+        record.data_cached = record.data_cached or bool(event.get("cached"))
 
 
 # ---------------------------------------------------------------------------- CSV import
