@@ -188,8 +188,12 @@ def read_labelled(
             labels.append(record.label)
     if not texts:
         why = ", ".join(f"{n} {reason}" for reason, n in (skipped or Counter()).most_common(3))
+        empty = [path for path in expanded.files if Path(path).stat().st_size == 0]
+        causes = [f"{', '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty: 0 bytes"]
+        causes = (causes if empty else []) + ([f"skipped: {why}"] if why else [])
         raise InputError(
-            f"no usable review in {', '.join(paths)}" + (f" (skipped: {why})" if why else ""),
+            f"no usable review in {', '.join(paths)}"
+            + (f" ({'; '.join(causes)})" if causes else ""),
             hint="the files need the text and rating fields the run was trained on, or "
             "--text-field / --rating-field / --format naming theirs",
         )

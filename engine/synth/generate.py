@@ -206,6 +206,12 @@ def _check_arguments(
         )
     if not target.parent.is_dir():
         raise InputError(f"--output: folder {str(target.parent)!r} does not exist")
+    if target.exists() and not target.is_file():  # /dev/null, a pipe: renaming would replace it
+        raise InputError(
+            f"--output: {text!r} is not a regular file (a device, pipe or socket); synth writes "
+            "a new file and renames it into place, which would replace it",
+            hint="give the name of a new or regular file",
+        )
     if gzip and not target.name.endswith(".gz"):
         raise InputError(
             f"--gzip: the output name {target.name!r} does not end in .gz",

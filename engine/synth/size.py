@@ -23,18 +23,20 @@ _UNITS: dict[str, int] = {
     "GIB": 1024**3,
     "TIB": 1024**4,
 }
-_PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
+_PATTERN = re.compile(r"^\s*(-?\s*(?:\d+(?:\.\d*)?|\.\d+))\s*([A-Za-z]*)\s*$")
+"""A number (a minus sign too, so that a negative one is called negative) and a unit."""
 
 
-def _read(text: str | int, name: str, hint: str) -> Decimal:
-    """The exact value of `text` (number times unit); InputError naming `name` otherwise."""
+def _read(text: str | int, name: str, hint: str, what: str) -> Decimal:
+    """The exact value of `text` (number times unit); InputError naming `name` and `what` was
+    expected otherwise."""
     if isinstance(text, int) and not isinstance(text, bool):
         return Decimal(text)
     match = _PATTERN.match(str(text))
     unit = match.group(2).upper() if match else ""
     if match is None or unit not in _UNITS:
-        raise InputError(f"{name}: cannot read {text!r} as a size", hint=hint)
-    return Decimal(match.group(1)) * _UNITS[unit]
+        raise InputError(f"{name}: cannot read {text!r} as {what}", hint=hint)
+    return Decimal(match.group(1).replace(" ", "")) * _UNITS[unit]
 
 
 def parse_size(text: str | int, *, name: str = "--size") -> int:
@@ -43,7 +45,7 @@ def parse_size(text: str | int, *, name: str = "--size") -> int:
     Raises InputError naming `name` when the text is not a positive size.
     """
     hint = "give a number with an optional unit: 50KB, 200MB, 1GB, 1.5GiB or bytes"
-    value = int(_read(text, name, hint))
+    value = int(_read(text, name, hint, "a size"))
     if value <= 0:
         raise InputError(
             f"{name}: size must be positive, got {text!r}",
@@ -58,7 +60,7 @@ def parse_count(text: str | int, *, name: str) -> int:
     Raises InputError naming `name` for anything else, fractions such as "2.5" included.
     """
     hint = "give a whole number with an optional unit: 5000, 100k, 2.5M, 30M"
-    value = _read(text, name, hint)
+    value = _read(text, name, hint, "a whole number")
     if value != value.to_integral_value():
         raise InputError(f"{name}: must be a whole number, got {text!r}", hint=hint)
     if value <= 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from tui.cli.commands import RUN_HELP
@@ -44,27 +45,60 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the metrics (and a warning on stderr when the model does not beat the majority)."""
+    """Print the metrics (and a warning on stderr when the model does not beat the majority);
+    with --json the warnings are in the object too, under ``warnings``."""
+    from engine.errors import InputError
     from engine.sentiment.evaluate import evaluate_files, load_run
-    from tui.cli.commands import train_folder
 
+    if "-" in args.input:
+        raise InputError(
+            "--input -: eval reads review files, not stdin",
+            hint="save the reviews to a file (.jsonl or .jsonl.gz) and pass its name",
+        )
     fields = {"format": args.format, "text_field": args.text_field}
     fields["rating_field"] = args.rating_field
-    loaded = load_run(train_folder(args.run_dir))
-    if loaded.from_checkpoint:
-        print(f"warning: {loaded.from_checkpoint}", file=sys.stderr)
+    loaded = load_run(classifier_folder(args.run_dir))
+    notes = [loaded.from_checkpoint] if loaded.from_checkpoint else []
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
     metrics = evaluate_files(loaded, args.input, args.adapt_prior, fields)
     for left_out in metrics["input_warnings"]:
         print(f"warning: {left_out['message']}", file=sys.stderr)
+    checks = (skipped_warning, majority_warning, chance_warning, repeats_warning, prior_warning)
+    warnings = [w for w in (check(metrics) for check in checks) if w]
     if args.json:
+        metrics["from_checkpoint"] = loaded.from_checkpoint
+        metrics["warnings"] = [
+            *notes,
+            *(left_out["message"] for left_out in metrics["input_warnings"]),
+            *(w.removeprefix("warning: ") for w in warnings),
+        ]
         print(json.dumps(metrics))
     else:
         print("\n".join(report_lines(metrics)))
-    warnings = (skipped_warning, majority_warning, chance_warning, repeats_warning, prior_warning)
-    for warning in (check(metrics) for check in warnings):
-        if warning:
-            print(warning, file=sys.stderr)
+    for warning in warnings:
+        print(warning, file=sys.stderr)
     return 0
+
+
+def classifier_folder(ref: str) -> Path:
+    """The training folder of RUN (as RUN_HELP says); InputError that says so when RUN is an
+    embeddings run, which holds word vectors and no classifier."""
+    from engine.embeddings.cli import CONFIG_FILE
+    from engine.errors import InputError
+    from tui.cli.commands import train_folder
+
+    try:
+        return train_folder(ref)
+    except InputError:
+        if (Path(ref) / CONFIG_FILE).is_file():
+            raise InputError(
+                f"{ref} is an embeddings run (`sentitop embed`): it holds word vectors, not a "
+                "sentiment classifier to score with",
+                hint=f"pass a `sentitop run`/`train` folder; to use these vectors, train one "
+                f"with `sentitop train --model-init-embeddings {ref}`",
+            ) from None
+        raise
 
 
 def prior_warning(metrics: dict[str, Any]) -> str | None:
@@ -185,10 +219,18 @@ def repeats_warning(metrics: dict[str, Any]) -> str | None:
 
 
 def majority_warning(metrics: dict[str, Any]) -> str | None:
-    """A warning when the accuracy does not beat always predicting the majority label."""
+    """A warning when the accuracy does not beat always predicting the majority label (when
+    the reviews hold one class only, a warning that says so: no model can beat that)."""
     if metrics["beats_majority"]:
         return None
     name = "positive" if metrics["majority_label"] else "negative"
+    if metrics["majority_rate"] >= 1.0:
+        return (
+            f"warning: all {metrics['n']} reviews are {name} (one class): ROC AUC is undefined "
+            f"and always predicting {name} is right every time, so no model can beat it; the "
+            f"accuracy {metrics['accuracy']:.4f} only says how often the model predicted "
+            f"{name}. Evaluate on reviews of both classes"
+        )
     return (
         f"warning: accuracy {metrics['accuracy']:.4f} does not beat always predicting "
         f"{name} ({metrics['majority_rate']:.4f}) on these {metrics['n']} reviews: "

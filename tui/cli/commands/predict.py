@@ -10,6 +10,10 @@ from typing import Any
 
 from tui.cli.commands import RUN_HELP
 
+PREVIEW_CHARS = 72
+"""`sentitop predict` shows each text shortened to this many characters (the full text can
+be a whole file's worth)."""
+
 
 def register(subparsers: Any) -> None:
     """Add the `predict` parser."""
@@ -19,7 +23,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--input",
         metavar="FILE",
-        help="also score FILE: one review per line (UTF-8; blank lines skipped; - for stdin)",
+        help="also score FILE: one review text per line (UTF-8, plain or gzip; blank lines "
+        "skipped; - for stdin); for JSON review records with ratings use `sentitop eval`",
     )
     parser.add_argument(
         "--adapt-prior",
@@ -27,12 +32,29 @@ def register(subparsers: Any) -> None:
         help="re-weight the probabilities to the batch's positive rate as the model estimates "
         "it (EM over all the texts given; needs at least 50)",
     )
-    parser.add_argument("--json", action="store_true", help="print a JSON list")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON list, one object per text in input order (TEXT arguments, then the "
+        "lines of --input): index (0-based), line (of --input; null for a TEXT), text, preview "
+        f"(the text shortened to {PREVIEW_CHARS} characters on one line, as the plain output "
+        "shows it), chars (the text's length), p_positive, known_words",
+    )
     parser.set_defaults(func=run, trailing_positionals="texts")  # texts after options too
 
 
 def read_lines(path: str) -> list[str]:
     """The non-blank lines of a UTF-8 file (or stdin for ``-``), newline stripped."""
+    return [text for _, text in read_numbered_lines(path)]
+
+
+def read_numbered_lines(path: str) -> list[tuple[int, str]]:
+    """(1-based line number, text) of each non-blank line of a UTF-8 text file, plain or gzip
+    (or stdin for ``-``); InputError for a file of JSON records, which are reviews for `eval`
+    rather than texts."""
+    import gzip
+    import zlib
+
     from engine.errors import InputError
 
     try:
@@ -43,6 +65,14 @@ def read_lines(path: str) -> list[str]:
                 raw = fh.read()
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if raw.startswith(b"\x1f\x8b"):  # gzip's magic number
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(
+                f"{path}: not a readable gzip file ({exc})",
+                hint="the file is truncated or damaged (`gzip -t FILE` checks one)",
+            ) from None
     texts = []
     raw = raw.removeprefix(codecs.BOM_UTF8)  # a UTF-8 signature (Windows editors) is no text
     for number, line in enumerate(raw.split(b"\n"), start=1):
@@ -51,8 +81,37 @@ def read_lines(path: str) -> list[str]:
         except UnicodeDecodeError:
             raise InputError(f"{path}, line {number}: not UTF-8 text") from None
         if text:
-            texts.append(text)
+            texts.append((number, text))
+    if texts and _is_json_record(texts[0][1]):
+        raise InputError(
+            f"{path}, line {texts[0][0]}: a JSON record, not a review text: predict would "
+            "score its field names and values as words",
+            hint="`sentitop eval RUN --input FILE` scores review records (with their ratings); "
+            "predict takes plain texts, one per line",
+        )
     return texts
+
+
+def _is_json_record(line: str) -> bool:
+    """Whether a line is a whole JSON object (a review record rather than a text)."""
+    if not (line.startswith("{") and line.endswith("}")):
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def preview(text: str, width: int = PREVIEW_CHARS) -> str:
+    """``text`` on one line, at most ``width`` characters: runs of whitespace become one space,
+    other control characters (a terminal's escape sequences) their escaped form, and a longer
+    text is cut with "…" and its full length."""
+    flat = " ".join(text.split())
+    flat = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in flat)
+    if len(flat) <= width:
+        return flat
+    tail = f"… ({len(text):,} chars)"
+    return flat[: max(1, width - len(tail))].rstrip() + tail
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.errors import InputError
     from engine.sentiment.evaluate import batch_prior, load_run, score_texts
     from engine.sentiment.prior_shift import shift_warning
-    from tui.cli.commands import train_folder
+    from tui.cli.commands.evaluate import classifier_folder
 
     blank = [i + 1 for i, text in enumerate(args.texts) if not text.strip()]
     if blank:  # a score of nothing would look like a verdict (lines of --input skip blanks)
@@ -68,10 +127,17 @@ def run(args: argparse.Namespace) -> int:
             f"TEXT {blank[0]} is empty or only spaces: there is nothing to score",
             hint="leave it out, or give the review's text",
         )
-    texts = list(args.texts) + (read_lines(args.input) if args.input else [])
+    numbered = read_numbered_lines(args.input) if args.input else []
+    if args.input and not numbered:
+        raise InputError(
+            f"{args.input}: no text to score (the file is empty or all its lines are blank)",
+            hint="one review text per line",
+        )
+    texts = list(args.texts) + [text for _, text in numbered]
+    lines: list[int | None] = [None] * len(args.texts) + [n for n, _ in numbered]
     if not texts:
         raise InputError("no text to score", hint="give TEXT arguments or --input FILE")
-    loaded = load_run(train_folder(args.run_dir))
+    loaded = load_run(classifier_folder(args.run_dir))
     if loaded.from_checkpoint:
         print(f"warning: {loaded.from_checkpoint}", file=sys.stderr)
     raw, known = score_texts(loaded, texts)
@@ -80,14 +146,24 @@ def run(args: argparse.Namespace) -> int:
         print(
             json.dumps(
                 [
-                    {"text": t, "p_positive": float(p), "known_words": int(n)}
-                    for t, p, n in zip(texts, proba, known, strict=True)
+                    {
+                        "index": i,
+                        "line": line,
+                        "text": t,
+                        "preview": preview(t),
+                        "chars": len(t),
+                        "p_positive": float(p),
+                        "known_words": int(n),
+                    }
+                    for i, (t, line, p, n) in enumerate(
+                        zip(texts, lines, proba, known, strict=True)
+                    )
                 ]
             )
         )
     else:
         for text, p in zip(texts, proba, strict=True):
-            print(f"{p:.4f}  {text}")
+            print(f"{p:.4f}  {preview(text)}")
     blind = [i + 1 for i, n in enumerate(known) if n == 0]
     if blind:
         print(unread_warning(blind, len(texts)), file=sys.stderr)

@@ -1,0 +1,185 @@
+"""`sentitop eval` / `predict` as a new user meets them: long texts shown short, files that are
+not what the command reads, one-class files, other kinds of run folders, and --json warnings."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.config import ModelConfig, PreprocessConfig, TrainConfig
+from tui.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny finished run on synthetic reviews (no real data needed)."""
+    from engine.preprocess import run_preprocess
+    from engine.sentiment.trainer import DistEnv, Trainer
+    from engine.synth import generate
+
+    base = tmp_path_factory.mktemp("edges")
+    raw, data, run = base / "reviews.jsonl", base / "data", base / "run"
+    generate(raw, 300_000, seed=3, distinct=0.9)
+    run_preprocess(
+        PreprocessConfig(inputs=[str(raw)], output=str(data), workers=1, vocab_size=500, seq_len=40)
+    )
+    cfg = TrainConfig(
+        data_dir=str(data),
+        run_dir=str(run),
+        epochs=2,
+        batch_size=32,
+        lr=1e-2,
+        warmup_steps=1,
+        lr_schedule="constant",
+        model=ModelConfig(preset="seed", hidden=8),
+        checkpoint_every_min=0,
+        pos_weight="none",
+        events_file=False,
+    )
+    Trainer(cfg, env=DistEnv()).fit()
+    return run
+
+
+def _reviews(path: Path, rows: list[tuple[str, float]]) -> Path:
+    path.write_text("".join(json.dumps({"reviewText": t, "overall": r}) + "\n" for t, r in rows))
+    return path
+
+
+def test_preview_is_one_short_line() -> None:
+    from tui.cli.commands.predict import PREVIEW_CHARS, preview
+
+    assert preview("great guitar") == "great guitar"
+    assert preview("a\tb\r\nc \x1b[31mred") == "a b c \\x1b[31mred"  # no raw escape sequence
+    long = preview("word " * 200_000)
+    assert len(long) <= PREVIEW_CHARS and long.endswith("… (1,000,000 chars)")
+
+
+def test_predict_does_not_echo_a_megabyte_text(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It printed the whole 1 MB text back on the terminal; --json keeps the text (a machine
+    format, joined back by its callers) beside the preview and where each text came from."""
+    big = "works great, love it " * 50_000
+    (tmp_path / "texts.txt").write_text(f"short one\n\n{big}\n")
+    assert main(["predict", str(trained_run), "--input", str(tmp_path / "texts.txt")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[0].endswith("  short one")
+    assert len(out[1]) < 100 and "(1,049,999 chars)" in out[1]
+    assert main(["predict", str(trained_run), "first", "--input", str(tmp_path / "texts.txt"),
+                 "--json"]) == 0  # fmt: skip
+    raw = capsys.readouterr().out
+    rows = json.loads(raw)
+    assert rows[2]["text"] == big.strip() and rows[0]["text"] == "first"
+    assert [(r["index"], r["line"], r["chars"]) for r in rows] == [
+        (0, None, 5),
+        (1, 1, 9),
+        (2, 3, len(big.strip())),
+    ]
+    assert rows[1]["preview"] == "short one" and 0.0 <= rows[2]["p_positive"] <= 1.0
+
+
+def test_predict_refuses_a_file_of_review_records(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It scored each JSON line, field names and all, as if it were a review's text."""
+    path = _reviews(tmp_path / "r.jsonl", [("great guitar", 5.0), ("broke", 1.0)])
+    assert main(["predict", str(trained_run), "--input", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"{path}, line 1: a JSON record" in captured.err and "sentitop eval" in captured.err
+
+
+def test_predict_reads_a_gzip_text_file_and_names_an_empty_one(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A .gz text file was "line 1: not UTF-8 text"; an empty file was "no text to score"."""
+    packed = tmp_path / "texts.txt.gz"
+    packed.write_bytes(gzip.compress(b"great guitar\n\nbroke in a day\n"))
+    assert main(["predict", str(trained_run), "--input", str(packed)]) == 0
+    assert [line.split("  ", 1)[1] for line in capsys.readouterr().out.splitlines()] == [
+        "great guitar",
+        "broke in a day",
+    ]
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    assert main(["predict", str(trained_run), "--input", str(empty)]) == 2
+    assert f"{empty}: no text to score (the file is empty" in capsys.readouterr().err
+
+
+def test_eval_of_one_class_says_so_in_text_and_json(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It warned "the model is no better than the majority class" even at 100 % accuracy, and
+    --json carried no warning at all."""
+    path = _reviews(tmp_path / "pos.jsonl", [(f"great product number {i}", 5.0) for i in range(9)])
+    assert main(["eval", str(trained_run), "--input", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "roc_auc n/a (one class)" in captured.out
+    assert "all 9 reviews are positive (one class): ROC AUC is undefined" in captured.err
+    assert "no better than the majority class" not in captured.err
+    assert main(["eval", str(trained_run), "--input", str(path), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["auc"] is None and metrics["from_checkpoint"] is None
+    assert any("one class" in w for w in metrics["warnings"])
+
+
+def test_eval_json_names_checkpoint_weights(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run killed mid-training (checkpoints only): --json said nothing of where the weights
+    came from."""
+    killed = tmp_path / "killed"
+    shutil.copytree(trained_run, killed)
+    (killed / "model.pt").unlink()
+    (killed / "summary.json").unlink()
+    if not (killed / "checkpoints").is_dir():
+        pytest.skip("the fixture run wrote no checkpoint")
+    path = _reviews(tmp_path / "m.jsonl", [("great", 5.0), ("awful broke", 1.0)])
+    assert main(["eval", str(killed), "--input", str(path), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert "model.pt is missing" in metrics["from_checkpoint"]
+    assert metrics["from_checkpoint"] in metrics["warnings"]
+
+
+def test_eval_says_a_file_is_empty_and_that_stdin_is_not_read(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert main(["eval", str(trained_run), "--input", str(empty)]) == 2
+    assert f"no usable review in {empty} ({empty} is empty: 0 bytes)" in capsys.readouterr().err
+    assert main(["eval", str(trained_run), "--input", "-"]) == 2  # was "- not found"
+    assert "--input -: eval reads review files, not stdin" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def embeddings_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished `sentitop embed --mode svd` run (word vectors, no classifier)."""
+    from engine.synth import generate
+
+    base = tmp_path_factory.mktemp("embed")
+    generate(base / "reviews.jsonl", 200_000, seed=4, distinct=0.9)
+    rc = main(["embed", "--input", str(base / "reviews.jsonl"), "--run-dir", str(base / "emb"),
+               "--mode", "svd", "--dim", "8"])  # fmt: skip
+    assert rc == 0
+    return base / "emb"
+
+
+@pytest.mark.parametrize("command", ["eval", "predict"])
+def test_an_embeddings_run_is_named_as_such(
+    command: str, embeddings_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said "no run folder with model.json", as for a typo."""
+    reviews = _reviews(tmp_path / "r.jsonl", [("great", 5.0), ("awful broke", 1.0)])
+    capsys.readouterr()
+    given = ["--input", str(reviews)] if command == "eval" else ["great"]
+    assert main([command, str(embeddings_run), *given]) == 2
+    err = capsys.readouterr().err
+    assert f"{embeddings_run} is an embeddings run (`sentitop embed`)" in err
+    assert "--model-init-embeddings" in err

@@ -1,0 +1,48 @@
+"""`sentitop synth`: an output that is no regular file is left alone; negative sizes and counts
+are called negative, not unreadable."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tui.cli import main
+
+
+def test_a_pipe_or_device_output_is_refused_and_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`synth -o /dev/null` renamed its file over /dev/null (as root: the device was gone)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    rc = main(["synth", "-o", str(fifo), "--size", "10KB", "--json"])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.out == ""
+    assert "is not a regular file (a device, pipe or socket)" in captured.err
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-o", "x.jsonl", "--size=-5KB"], "--size: size must be positive, got '-5KB'"),
+        (["--dataset", "ds", "--reviews=-3"], "--reviews: must be positive, got '-3'"),
+        (["--dataset", "ds", "--reviews", "1e3"], "cannot read '1e3' as a whole number"),
+    ],
+)
+def test_negative_sizes_and_counts_are_called_negative(
+    argv: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """ "-3" was "cannot read '-3' as a size" (and a count was called a size)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["synth", *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
