@@ -14,7 +14,7 @@ bash scripts/setup.sh dev
 export SPARK_LOCAL_IP=127.0.0.1
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/mypy engine remote
+.venv/bin/mypy engine remote tui
 .venv/bin/lint-imports
 set +e
 .venv/bin/python -m pytest -q "$@"
