@@ -9,6 +9,8 @@ This module stays free of torch/textual imports so the dashboard can load it fas
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import sys
@@ -151,12 +153,15 @@ class StreamSink:
 
 
 class JsonlFileSink:
-    """Appends event lines to a file (created with user-only permissions)."""
+    """Appends event lines to a file (created with user-only permissions), holding a shared
+    flock on it while open, so :func:`has_live_writer` can tell a live run from a dead one."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with contextlib.suppress(OSError):  # a file system without locks: liveness unknown
+            fcntl.flock(fd, fcntl.LOCK_SH)  # released on close, and by the kernel on death
         self._fh = os.fdopen(fd, "a", encoding="utf-8", buffering=1)
         self._lock = threading.Lock()
 
@@ -171,6 +176,26 @@ class JsonlFileSink:
         with self._lock:
             if not self._fh.closed:
                 self._fh.close()
+
+
+def has_live_writer(path: str | Path) -> bool:
+    """Whether a process still writes ``path`` through a :class:`JsonlFileSink` (it holds the
+    file's shared lock): False once every writer closed it or died (killed, even by SIGKILL),
+    or when the file is missing. A run whose events stop without `run_end` and have no live
+    writer is over: it did not finish."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return True  # locks unsupported here: assume alive rather than call a live run dead
+    finally:
+        os.close(fd)  # (also drops the lock when it was taken)
+    return False
 
 
 class FanoutSink:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.events import JsonlFileSink
 from remote.review.report import PLOTS, write_report
 from remote.review.views import cost_speed_data
 from remote.runs_store import import_csv, list_runs
@@ -87,20 +88,25 @@ def test_cost_speed_widget_renders_points_and_bars() -> None:
     assert text.count("█") > 40  # efficiency bars, longest for the baseline
 
 
-def test_report_names_a_run_still_running_as_unfinished(
+def test_report_names_a_run_still_running_or_stopped_before_its_end(
     make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     done = make_run("done", nproc=1, epoch_s=[10.0, 10.0], sync_s=0.2, tts=14.0)
     running = make_run("running", nproc=2, epoch_s=[6.0, 6.0], sync_s=1.0, tts=9.0)
     (running / "summary.json").unlink()  # a run in progress has events, no summary yet
     out = tmp_path / "out"
-    code = main(
-        ["report", str(done), "running", "--runs-dir", str(tmp_path / "runs"), "-o", str(out)]
-    )
-    assert code == 2 and not out.exists()
+    argv = ["report", str(done), "running", "--runs-dir", str(tmp_path / "runs"), "-o", str(out)]
+    sink = JsonlFileSink(running / "events.jsonl")  # its controller writes the events
+    try:
+        assert main(argv) == 2 and not out.exists()
+    finally:
+        sink.close()
     err = capsys.readouterr().err
-    assert f"{running}: not finished" in err and "still running" in err
+    assert f"{running}: still running" in err
     assert "sentitop replay running" in err and "Traceback" not in err
+    assert main(argv) == 2 and not out.exists()  # no writer any more: it was killed
+    err = capsys.readouterr().err
+    assert f"{running}: stopped before its end" in err and "killed or crashed" in err
 
 
 def test_an_output_that_is_a_file_is_named_as_one(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import InputError
+from engine.events import JsonlFileSink
 from remote.runs_store import CSV_COLUMNS, import_csv, list_runs, load_run, resolve_runs
 from tests.review.conftest import SEED_CSV
 from tui.cli import main
@@ -86,8 +87,16 @@ def test_one_broken_run_does_not_hide_the_others(
     running.mkdir()
     (running / "events.jsonl").write_text('{"type": "run_start", "t": 1.0}\n')
     assert main(["runs", "--runs-dir", str(root)]) == 0
-    err = capsys.readouterr().err
-    assert "1 run(s) not finished" in err and running.name in err  # listed nowhere before
+    err = capsys.readouterr().err  # nobody writes its events: it was killed
+    assert "1 run(s) stopped before their end" in err and running.name in err
+    sink = JsonlFileSink(running / "events.jsonl")  # as a live run's controller holds it
+    try:
+        assert main(["runs", "--runs-dir", str(root)]) == 0
+        err = capsys.readouterr().err
+        assert "1 run(s) still running" in err and running.name in err
+        assert "stopped before" not in err
+    finally:
+        sink.close()
     assert main(["plan", "profiles/local.yaml", "--runs-dir", str(root)]) == 0
     assert "left out 1 run folder(s) that cannot be read" in capsys.readouterr().err
     assert main(["runs", "--runs-dir", str(tmp_path / "nosuch")]) == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.tui.fakes import FIXTURE_RUN, RUNS_DIR
-from tui.model.rows import load_profile_rows, load_run_rows, price_rows, profile_row
+from tui.model.rows import RowCache, load_profile_rows, load_run_rows, price_rows, profile_row
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,3 +84,43 @@ def test_run_rows_from_events_and_summary(tmp_path: Path) -> None:
     rows = load_run_rows(tmp_path)
     assert [(r.run, r.usd, r.gpus) for r in rows] == [("r1", 9.5, 8)]
     assert load_run_rows(tmp_path / "missing") == []
+
+
+WRITER = """
+import sys, time
+from engine.events import Emitter, JsonlFileSink
+emitter = Emitter(JsonlFileSink(sys.argv[1]), run="r")
+emitter.emit("run_start", profile="p")
+print("WRITING", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_run_whose_process_died_reads_unfinished_not_running(tmp_path: Path) -> None:
+    """A run folder whose events stop without `run_end` was listed `running` forever after its
+    process was killed. Its controller holds a lock on events.jsonl while it writes, so the
+    Runs screen tells a live run from a dead one, also for a row it cached while live."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    run = tmp_path / "20991231-000000-p"
+    run.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(run / "events.jsonl")], env=env,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "WRITING\n"
+        cache: RowCache = {}
+        (live,) = load_run_rows(tmp_path, cache)
+        assert live.status == "running"
+        proc.send_signal(signal.SIGKILL)  # no chance to write run_end or close anything
+        proc.wait(timeout=30)
+        (dead,) = load_run_rows(tmp_path, cache)  # same files, same stamp: the cached row
+        assert dead.status == "unfinished"
+        (fresh,) = load_run_rows(tmp_path)
+        assert fresh.status == "unfinished"
+    finally:
+        proc.kill()
+        proc.wait()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.events import encode_event
+from engine.events import JsonlFileSink, encode_event
 from tests.tui.fakes import SINGLE_RUN, build_app
 from tests.tui.scenes import SIZE, settle
 from tui.model.rows import load_run_rows
@@ -71,7 +71,7 @@ def test_run_rows_are_read_again_only_when_their_folder_changed(tmp_path: Path) 
     cache: dict[str, Any] = {}
     first = load_run_rows(tmp_path, cache)
     again = load_run_rows(tmp_path, cache)
-    assert [r.status for r in first] == ["ok", "running"]
+    assert [r.status for r in first] == ["ok", "unfinished"]  # events, no run_end, no writer
     assert all(x is y for x, y in zip(first, again, strict=True))  # nothing re-read
     write_summary(folder, "failed")
     third = load_run_rows(tmp_path, cache)
@@ -103,8 +103,8 @@ async def until(pilot: Any, done: Any, seconds: float = 5.0) -> None:
 
 
 class FolderRunner:
-    """A runner that, like remote.runner, makes its run folder, writes events while it runs
-    (held until stopped) and summary.json at the end."""
+    """A runner that, like remote.runner, makes its run folder, holds its events file open
+    while it runs (until stopped) and writes summary.json at the end."""
 
     def __init__(self, runs_dir: Path) -> None:
         self.folder = runs_dir / "20261122-120000-local-cpu"
@@ -114,10 +114,12 @@ class FolderRunner:
         self, profile: Any, on_event: Any, stop: asyncio.Event, on_log: Any = None
     ) -> str:
         stopped_cpu_run(self.folder)
+        sink = JsonlFileSink(self.folder / "events.jsonl")  # held while the run lives
         on_event({"type": "run_start", "t": T0, "run": self.folder.name, "profile": "local-cpu"})
         self.started.set()
         await stop.wait()
         write_summary(self.folder)
+        sink.close()
         on_event({"type": "run_end", "t": T0 + 40, "status": "interrupted"})
         return "interrupted"
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from engine.errors import InputError, SentitopError
+from engine.events import has_live_writer
 from tui.model.run_history import Stamp, device_kind, run_stamp, scan_events
 from tui.model.run_state import RunState
 
@@ -294,6 +295,12 @@ def load_run_rows(runs_dir: Path, cache: RowCache | None = None) -> list[RunRow]
         stamp = run_stamp(run_dir)
         known = cache.get(str(run_dir))
         row = known[1] if known is not None and known[0] == stamp else run_row(run_dir)
+        if (
+            row is not None
+            and row.status == "running"
+            and not has_live_writer(run_dir / "events.jsonl")
+        ):  # its files did not change, but its process died since
+            row = replace(row, status="unfinished")
         cache[str(run_dir)] = (stamp, row)
         if row is not None:
             rows.append(row)
@@ -314,6 +321,8 @@ def run_row(run_dir: Path) -> RunRow | None:
         data = {}
     if not data and events_path.is_file():
         data = read_run_state(run_dir).summary_row()
+        if data.get("status") == "running" and not has_live_writer(events_path):
+            data["status"] = "unfinished"  # no run_end and nobody writes: killed or crashed
     if not data:
         return None
     train = data["train"] if isinstance(data.get("train"), dict) else {}

@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
 def _refuse_unfinished(refs: list[str], root: Path | None) -> None:
     """A run folder with events but no summary yet is named as unfinished, not as no run."""
     from engine.errors import InputError
+    from engine.events import has_live_writer
     from remote.run_folder import EVENTS_FILE, SUMMARY_FILE, resolve_run_dir
 
     for ref in refs:
@@ -88,9 +89,13 @@ def _refuse_unfinished(refs: list[str], root: Path | None) -> None:
             folder = resolve_run_dir(ref, want=EVENTS_FILE, root=root)
         except InputError:
             continue  # not a run folder: resolve_runs says what it tried
+        if has_live_writer(folder / EVENTS_FILE):
+            raise InputError(
+                f"{folder}: still running (no {SUMMARY_FILE} yet)",
+                hint=f"report it once it has ended; `sentitop replay {ref}` shows it so far",
+            )
         raise InputError(
-            f"{folder}: not finished ({EVENTS_FILE} but no {SUMMARY_FILE} yet: still running, "
-            "or stopped before its end)",
-            hint=f"report it once it has ended, or leave it out; `sentitop replay {ref}` shows "
-            "it so far",
+            f"{folder}: stopped before its end ({EVENTS_FILE} but no {SUMMARY_FILE}, and no "
+            "process writes it: killed or crashed)",
+            hint=f"leave it out; `sentitop replay {ref}` shows how far it got",
         )

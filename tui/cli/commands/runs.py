@@ -32,6 +32,30 @@ def add_run_sources(parser: argparse.ArgumentParser, import_help: str) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def note_unfinished(root: Path, names: list[str]) -> None:
+    """Name on stderr the run folders without a summary yet (no final figures to list): still
+    running (a process writes their events), or stopped before their end (killed, crashed)."""
+    from engine.events import has_live_writer
+
+    live = [n for n in names if has_live_writer(root / n / "events.jsonl")]
+    dead = [n for n in names if n not in live]
+
+    def shown(group: list[str]) -> str:
+        more = f" (+{len(group) - 3} more)" if len(group) > 3 else ""
+        return ", ".join(group[:3]) + more
+
+    if live:
+        print(f"note: {len(live)} run(s) still running: {shown(live)}", file=sys.stderr)
+    if dead:
+        print(
+            f"note: {len(dead)} run(s) stopped before their end (no summary.json, and no "
+            f"process writes their events: killed or crashed): {shown(dead)}",
+            file=sys.stderr,
+        )
+    if names:
+        print("note: `sentitop replay RUN` shows a run so far", file=sys.stderr)
+
+
 def row(r: Any) -> dict[str, Any]:
     """One run as JSON-ready fields (``epoch_s``: the median epoch, as `sentitop report` uses)."""
     from remote.review.metrics import median_epoch_s
@@ -93,15 +117,7 @@ def run(args: argparse.Namespace) -> int:
     unfinished: list[str] = []
     records = list_runs(args.runs_dir, unreadable, unfinished)
     warn_unreadable(unreadable)
-    if unfinished:  # no final figures to list yet; say they exist rather than hide them
-        shown = ", ".join(unfinished[:3]) + (
-            f" (+{len(unfinished) - 3} more)" if len(unfinished) > 3 else ""
-        )
-        print(
-            f"note: {len(unfinished)} run(s) not finished (no summary.json yet: running, or "
-            f"stopped before their end): {shown}; `sentitop replay RUN` shows one so far",
-            file=sys.stderr,
-        )
+    note_unfinished(runs_dir(args.runs_dir), unfinished)
     for path in args.imports:
         records.extend(import_csv(path))
     if args.json:
