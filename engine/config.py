@@ -52,6 +52,9 @@ class PreprocessConfig:
     """Field holding the review text for generic JSON lines (default reviewText)."""
     rating_field: str | None = None
     """Field holding the 1-5 rating for generic JSON lines (default overall)."""
+    label_field: str | None = None
+    """Field holding a 0/1 label (1 = positive) instead of a star rating, e.g. `label`; files
+    whose records hold only `text` and `label` are recognised without it."""
     append_summary: bool = False
     """Append the `summary` field to the review text."""
     preset: PreprocessPreset = "default"

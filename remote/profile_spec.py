@@ -185,6 +185,8 @@ class PreprocessSpec(Section):
     """Review text field of generic JSON lines."""
     rating_field: str | None = None
     """Rating field of generic JSON lines."""
+    label_field: str | None = None
+    """0/1 label field (1 = positive) of generic JSON lines, instead of a rating."""
     append_summary: bool | None = None
     """Append the summary field to the text."""
     preset: Literal["default", "stopwords", "seed"] | None = None

@@ -21,7 +21,7 @@ from engine.preprocess.inputs import expand_folders
 from engine.preprocess.job import JobSettings
 from engine.preprocess.output_folder import make_stage, output_of, swap_in
 from engine.preprocess.quality import check_preprocess
-from engine.preprocess.readers import check_inputs, detect_spec, plan_tasks
+from engine.preprocess.readers import check_inputs, detect_spec, label_spec, plan_tasks
 from engine.preprocess.records import SKIP_REASONS, RecordSpec
 from engine.preprocess.reduce import PAD_ID, UNK_ID, LabelRule, token_dtype
 from engine.preprocess.run_local import LocalResult, run_local
@@ -80,9 +80,17 @@ def resolve_specs(
 ) -> list[RecordSpec]:
     """One RecordSpec per input (detected or from cfg), label-rule overrides applied; all
     inputs must share one rating scale."""
+    if cfg.label_field and (rating_max is not None or negative_max is not None):
+        raise InputError(
+            "--rating-max / --negative-max set a star-rating scale, but --label-field reads "
+            "a 0/1 label: give one or the other"
+        )
     specs = []
     for path in cfg.inputs:
-        if path.startswith("s3://"):  # cannot probe remotely: explicit fields or McAuley
+        if path.startswith("s3://") and cfg.label_field:  # cannot probe remotely
+            fmt = "mcauley" if cfg.format == "mcauley" else "jsonl"
+            spec = label_spec(cfg.text_field or "reviewText", cfg.label_field, fmt)
+        elif path.startswith("s3://"):  # cannot probe remotely: explicit fields or McAuley
             spec = RecordSpec(
                 format="jsonl" if cfg.format == "jsonl" else "mcauley",
                 text_field=cfg.text_field or "reviewText",
@@ -335,6 +343,7 @@ def _vocab_doc(cfg: PreprocessConfig, job: JobSettings, vocab: list[str]) -> dic
             "format": cfg.format,
             "text_field": cfg.text_field,
             "rating_field": cfg.rating_field,
+            "label_field": cfg.label_field,
             "test_fraction": cfg.test_fraction,
             "max_line_bytes": cfg.max_line_bytes,
             "specs": [s.to_dict() for s in job.specs],

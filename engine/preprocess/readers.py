@@ -9,7 +9,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, BinaryIO, cast
 
 from engine.errors import InputError
@@ -25,6 +25,13 @@ MIN_SPLIT_BYTES = 4 << 20
 """Plain files are split into ranges of at least this many bytes."""
 MAX_SPLIT_BYTES = 32 << 20
 """... and at most this many (progress is reported per range)."""
+
+
+def label_spec(text_field: str, label_field: str, fmt: str = "jsonl") -> RecordSpec:
+    """How to read records whose ``label_field`` holds a 0/1 label (0 negative, 1 positive)."""
+    return RecordSpec(format=fmt, text_field=text_field, rating_field=label_field,
+                      rating_min=0, rating_max=1, negative_max=0)  # fmt: skip
+
 
 KNOWN_LAYOUTS: list[tuple[frozenset[str], RecordSpec]] = [
     (frozenset({"reviewText", "overall"}), RecordSpec()),
@@ -47,6 +54,8 @@ KNOWN_LAYOUTS: list[tuple[frozenset[str], RecordSpec]] = [
         frozenset({"text", "rating"}),
         RecordSpec(format="jsonl", text_field="text", rating_field="rating"),
     ),
+    # binary sentiment sets (SST-2, Yelp polarity, exported Hugging Face datasets): 0/1 labels
+    (frozenset({"text", "label"}), label_spec("text", "label")),
 ]
 """Field layouts recognised by format=auto, first match wins (McAuley 2014/2018, Fine Food,
 Alexa, IMDB, generic text/rating)."""
@@ -234,7 +243,17 @@ def iter_line_blocks(
 
 def detect_spec(path: str, cfg: PreprocessConfig, probe_lines: int = 50) -> RecordSpec:
     """The RecordSpec of a file: from cfg.format/text_field/rating_field, or detected from the
-    first parseable records when format is auto (raises InputError when nothing matches)."""
+    first parseable records when format is auto (raises InputError when nothing matches); a
+    label_field reads a 0/1 label instead of a rating."""
+    if cfg.label_field:
+        if cfg.rating_field:
+            raise InputError(
+                "--label-field and --rating-field both name the label: give one",
+                hint="--label-field for a 0/1 label, --rating-field for star ratings",
+            )
+        fmt = "jsonl" if cfg.format == "auto" else cfg.format
+        base = label_spec(cfg.text_field or _text_field_of(path, cfg), cfg.label_field, fmt)
+        return _with_summary(base, cfg.append_summary)
     if cfg.format != "auto" or cfg.text_field or cfg.rating_field:
         fmt = "jsonl" if cfg.format == "auto" else cfg.format
         text_field = cfg.text_field or "reviewText"
@@ -262,6 +281,14 @@ def detect_spec(path: str, cfg: PreprocessConfig, probe_lines: int = 50) -> Reco
         f"(fields seen: {', '.join(sorted(keys_seen)[:12])})",
         hint="pass --format jsonl --text-field NAME --rating-field NAME",
     )
+
+
+def _text_field_of(path: str, cfg: PreprocessConfig) -> str:
+    """The text field of the layout detected in ``path`` (reviewText when none is known)."""
+    try:
+        return detect_spec(path, replace(cfg, label_field=None)).text_field
+    except InputError:
+        return "reviewText"
 
 
 def _with_summary(spec: RecordSpec, append_summary: bool) -> RecordSpec:

@@ -157,14 +157,18 @@ def read_labelled(
     folder_warnings: list[dict[str, str]] | None = None,
 ) -> tuple[list[str], np.ndarray]:
     """Texts and 0/1 labels of raw review files (a folder: its review files), read with the
-    run's preprocessing settings (``fields``: format, text_field, rating_field given for these
-    files instead); the lines skipped are counted by reason into ``skipped`` and the files a
-    folder left out are warned about in ``folder_warnings``, when given."""
+    run's preprocessing settings (``fields``: format, text_field, rating_field or label_field
+    given for these files instead); the lines skipped are counted by reason into ``skipped``
+    and the files a folder left out are warned about in ``folder_warnings``, when given."""
     from engine.config import PreprocessConfig
     from engine.preprocess.inputs import expand_folders
     from engine.preprocess.readers import iter_records
 
-    settings = {**run.encoder.settings, **{k: v for k, v in (fields or {}).items() if v}}
+    given = {k: v for k, v in (fields or {}).items() if v}
+    settings = {**run.encoder.settings, **given}
+    for named, other in (("label_field", "rating_field"), ("rating_field", "label_field")):
+        if named in given and other not in given:  # the files' field replaces the run's other
+            settings[other] = None
     texts: list[str] = []
     labels: list[int] = []
     paths = list(paths)
@@ -180,6 +184,7 @@ def read_labelled(
             format=settings.get("format", "auto"),
             text_field=settings.get("text_field"),
             rating_field=settings.get("rating_field"),
+            label_field=settings.get("label_field"),
             append_summary=bool(settings.get("append_summary", False)),
             max_line_bytes=int(settings.get("max_line_bytes", 1 << 20)),
         )

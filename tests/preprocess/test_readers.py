@@ -110,3 +110,32 @@ def test_progress_bytes_add_up_to_the_input(
             map_task(task, RecordSpec(), 1000, agg, stats, progress=seen.append_pair)
         assert sum(b for b, _ in seen) == size and all(b >= 0 for b, _ in seen)
         assert sum(n for _, n in seen) == stats.read == 3000 == len(agg)
+
+
+def test_a_0_1_label_field_is_read_as_negative_and_positive(tmp_path: Path) -> None:
+    """Binary-labelled files (text + label, or --label-field NAME) preprocess with label 0
+    negative and 1 positive; a label outside 0/1 is skipped as out of range, and star-rating
+    overrides cannot be mixed with a label field."""
+    import json
+
+    from engine.config import PreprocessConfig
+    from engine.errors import InputError
+    from engine.preprocess import run_preprocess
+
+    rows = [{"text": f"review number {i} is {'good' if i % 3 else 'bad'}", "label": int(i % 3 > 0)}
+            for i in range(60)] + [{"text": "a five", "label": 5}]  # fmt: skip
+    src = tmp_path / "binary.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stats = run_preprocess(PreprocessConfig(inputs=[str(src)], output=str(tmp_path / "a")))
+    assert (stats["positive"], stats["negative"]) == (40, 20)
+    assert stats["skipped"]["rating_out_of_range"] == 1
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_text(
+        "".join(json.dumps({"body": r["text"], "y": r["label"]}) + "\n" for r in rows)
+    )
+    cfg = PreprocessConfig(inputs=[str(renamed)], output=str(tmp_path / "b"), text_field="body",
+                           label_field="y")  # fmt: skip
+    again = run_preprocess(cfg)
+    assert (again["positive"], again["negative"]) == (40, 20)
+    with pytest.raises(InputError, match="--label-field reads a 0/1 label"):
+        run_preprocess(cfg, rating_max=10)

@@ -183,3 +183,27 @@ def test_an_embeddings_run_is_named_as_such(
     err = capsys.readouterr().err
     assert f"{embeddings_run} is an embeddings run (`sentitop embed`)" in err
     assert "--model-init-embeddings" in err
+
+
+def test_eval_reads_files_with_a_0_1_label(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file labelled 0/1 could not be evaluated: --rating-field label read 0 as out of the
+    1..5 range and 1 as negative. `text` + `label` files are recognised; other names are
+    given with --label-field; naming both a rating and a label field is refused."""
+    rows = [("great product, love it", 1), ("terrible, it broke", 0), ("works well", 1)]
+    plain = tmp_path / "binary.jsonl"
+    plain.write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in rows))
+    assert main(["eval", str(trained_run), "--input", str(plain), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["n"] == 3 and metrics["majority_rate"] == pytest.approx(2 / 3)
+    named = tmp_path / "named.jsonl"
+    named.write_text(
+        "".join(json.dumps({"review": t, "sentiment": y, "stars": 3}) + "\n" for t, y in rows)
+    )
+    argv = ["eval", str(trained_run), "--input", str(named), "--text-field", "review"]
+    assert main([*argv, "--label-field", "sentiment", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["n"], again["majority_rate"]) == (3, metrics["majority_rate"])
+    assert main([*argv, "--label-field", "sentiment", "--rating-field", "stars"]) == 2
+    assert "both name the label" in capsys.readouterr().err

@@ -40,6 +40,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--text-field", metavar="NAME", help="the files' review-text field")
     parser.add_argument("--rating-field", metavar="NAME", help="the files' rating field")
+    parser.add_argument(
+        "--label-field",
+        metavar="NAME",
+        help="the files' 0/1 label field (1 = positive), instead of a rating (files holding "
+        "only text and label are recognised without it)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         )
     fields = {"format": args.format, "text_field": args.text_field}
     fields["rating_field"] = args.rating_field
+    fields["label_field"] = args.label_field
     loaded = load_run(classifier_folder(args.run_dir))
     notes = [loaded.from_checkpoint] if loaded.from_checkpoint else []
     for note in notes:
