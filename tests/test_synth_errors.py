@@ -318,12 +318,11 @@ def _terminate_when(argv: list[str], cwd: Path, started: Any) -> subprocess.Comp
 
 @pytest.mark.parametrize("name", ["huge.jsonl", "huge.jsonl.gz"])
 def test_sigterm_removes_the_partial_file(tmp_path: Path, name: str) -> None:
-    tmp = tmp_path / f"{name}.tmp"
-    done = _terminate_when(
-        ["-o", name, "--size", "2GB", "--json"],
-        tmp_path,
-        lambda: tmp.exists() and tmp.stat().st_size > 0,
-    )
+    def writing() -> bool:
+        partial = list(tmp_path.glob(f".{name}.*.partial"))
+        return bool(partial) and partial[0].stat().st_size > 0
+
+    done = _terminate_when(["-o", name, "--size", "2GB", "--json"], tmp_path, writing)
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert "terminated" in done.stderr
     assert "Traceback" not in done.stderr
@@ -339,3 +338,13 @@ def test_sigterm_removes_the_partial_dataset(tmp_path: Path) -> None:
     )
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert _leftovers(tmp_path) == []
+
+
+def test_a_users_file_named_like_the_output_plus_tmp_is_left_alone(tmp_path: Path) -> None:
+    """synth wrote into OUTPUT.tmp and renamed it: a user's own file of that name was
+    overwritten, then gone. Its partial file now has a name of its own."""
+    mine = tmp_path / "reviews.jsonl.tmp"
+    mine.write_text("my notes\n")
+    assert main(["synth", "-o", str(tmp_path / "reviews.jsonl"), "--size", "20KB"]) == 0
+    assert mine.read_text() == "my notes\n"
+    assert _leftovers(tmp_path) == ["reviews.jsonl", "reviews.jsonl.tmp"]

@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -176,6 +176,22 @@ def _estimate_line_bytes(table: texts.TokenTable, pools: records.Pools, seed: in
     return fixed + name + summary + 9 + 10 + 1 + mean_slots * per_slot - 1
 
 
+def _new_partial_file(target: Path) -> tuple[Path, BinaryIO]:
+    """A fresh hidden file beside ``target`` to write into and rename over it at the end: its
+    own name (never a user's NAME.tmp, which a fixed name would overwrite and delete), the
+    umask's permissions."""
+    for attempt in range(100):
+        tmp = target.with_name(f".{target.name}.{os.getpid()}-{attempt}.partial")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise InputError(f"--output: cannot write {str(tmp)!r}: {exc.strerror}") from exc
+        return tmp, os.fdopen(fd, "wb", buffering=8 << 20)
+    raise InputError(f"--output: cannot find a free temporary name beside {str(target)!r}")
+
+
 def _check_arguments(
     path: str | Path,
     size_bytes: int,
@@ -283,11 +299,7 @@ def generate(
     counts = np.zeros(6, dtype=np.int64)
     by_kind = np.zeros(len(records.MALFORMED_KINDS), dtype=np.int64)
     written = lines_total = literal_total = one_off_valid = 0
-    tmp = target.with_name(target.name + ".tmp")
-    try:
-        handle = open(tmp, "wb", buffering=8 << 20)  # noqa: SIM115 (closed on every path below)
-    except OSError as exc:
-        raise InputError(f"--output: cannot write {str(tmp)!r}: {exc.strerror}") from exc
+    tmp, handle = _new_partial_file(target)
     sink = _Sink(handle, gzip)
     try:
         full = False
