@@ -21,6 +21,9 @@ OWN_TEXT_SVD = "svd"
 """ModelConfig.init_embeddings value: vectors from the training split's own text, not a folder."""
 NO_INIT = "none"
 """ModelConfig.init_embeddings value: a random table, whatever the preset's."""
+MAX_SEQ_LEN = 65_536
+"""Longest token sequence a dataset row may hold (a review of ~400 KB of text; an LSTM over
+more steps than that is a typo, and each row's padding would cost its full length on disk)."""
 
 
 def _check(condition: bool, field_name: str, allowed: str, value: object) -> None:
@@ -78,7 +81,9 @@ class PreprocessConfig:
     def __post_init__(self) -> None:
         _check(bool(self.inputs), "inputs", "at least one input path", self.inputs)
         _check(self.vocab_size >= 1, "vocab_size", "an integer >= 1", self.vocab_size)
-        _check(self.seq_len >= 1, "seq_len", "an integer >= 1", self.seq_len)
+        _check(
+            1 <= self.seq_len <= MAX_SEQ_LEN, "seq_len", f"1 <= N <= {MAX_SEQ_LEN:,}", self.seq_len
+        )
         _check(0.0 <= self.test_fraction < 1.0, "test_fraction", "0 <= F < 1", self.test_fraction)
         _check(self.workers is None or self.workers >= 1, "workers", ">= 1", self.workers)
         _check(

@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from engine.config import PreprocessConfig, TrainConfig, config_from_dict
+from engine.config import MAX_SEQ_LEN, PreprocessConfig, TrainConfig, config_from_dict
 
 InstanceTypeName = Annotated[
     str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$", max_length=40)
@@ -175,7 +175,7 @@ class PreprocessSpec(Section):
     """Worker processes of the local runner (default: all cores)."""
     vocab_size: int | None = Field(default=None, ge=1)
     """Words given ids (default 30000)."""
-    seq_len: int | None = Field(default=None, ge=1)
+    seq_len: int | None = Field(default=None, ge=1, le=MAX_SEQ_LEN)
     """Tokens per sequence (default 256)."""
     test_fraction: float | None = Field(default=None, ge=0, lt=1)
     """Fraction of texts in the test split (default 0.1)."""

@@ -141,3 +141,22 @@ def test_cli_distinct(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert 1 - stats["duplicate_rate"] == pytest.approx(0.8, abs=0.04)
     assert main(["synth", "-o", str(path), "--size", "1MB", "--distinct", "2"]) == 2
     assert "--distinct" in capsys.readouterr().err
+
+
+def test_an_absurd_sequence_length_is_refused_everywhere(tmp_path: Path) -> None:
+    """`synth --dataset D --reviews 100 --seq-len 100000000` wrote 19 GB of padding for 100
+    rows; preprocessing and profiles took such a length too. One bound, MAX_SEQ_LEN, for all."""
+    from engine.config import MAX_SEQ_LEN, PreprocessConfig
+    from engine.errors import ConfigError
+    from remote.profile import ProfileError, load_profile
+
+    with pytest.raises(InputError, match="--seq-len: must be 1 to 65,536"):
+        write_synthetic_dataset(tmp_path / "ds", 100, 10, seq_len=MAX_SEQ_LEN + 1)
+    assert not (tmp_path / "ds").exists()
+    with pytest.raises(ConfigError, match="seq_len"):
+        PreprocessConfig(inputs=["x.jsonl"], output="out", seq_len=MAX_SEQ_LEN + 1)
+    profile = tmp_path / "p.yaml"
+    text = Path("profiles/local.yaml").read_text()
+    profile.write_text(text.replace("preprocess:", f"preprocess:\n  seq_len: {MAX_SEQ_LEN + 1}", 1))
+    with pytest.raises(ProfileError, match="seq_len"):
+        load_profile(profile)

@@ -16,6 +16,7 @@ import h5py
 import numpy as np
 import numpy.typing as npt
 
+from engine.config import MAX_SEQ_LEN
 from engine.errors import InputError
 from engine.preprocess.reduce import PAD_ID, UNK_ID, token_dtype
 from engine.preprocess.writer import (
@@ -92,8 +93,8 @@ def write_synthetic_dataset(
             raise InputError(f"{name}: must be >= 0, got {value}")
     if n_train + n_test <= 0:
         raise InputError("n_train + n_test: at least one row is needed")
-    if seq_len < 1:
-        raise InputError(f"--seq-len: must be >= 1, got {seq_len}")
+    if not 1 <= seq_len <= MAX_SEQ_LEN:
+        raise InputError(f"--seq-len: must be 1 to {MAX_SEQ_LEN:,} tokens, got {seq_len:,}")
     if vocab_size < 2:
         raise InputError(f"--vocab-size: must be >= 2, got {vocab_size}")
     if seed < 0:
