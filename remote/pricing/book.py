@@ -309,7 +309,8 @@ def price_book(
             except OSError as exc:
                 book.warnings.append(f"could not write the price cache ({exc})")
     elif not live and stale:
-        book.warnings.append(_fallback_message("offline mode", book, cached, now, fetched=False))
+        reason = "this command reads no network (`sentitop prices --refresh` fetches them)"
+        book.warnings.append(_fallback_message(reason, book, cached, now, fetched=False))
 
     for row in catalog.rows():  # the user's edits win over everything
         if row.source == "user" and row.region == region and row.on_demand_usd is not None:

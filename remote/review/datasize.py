@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.errors import InputError
+
 MB_PER_CPU_S = 80.0
 """Local runner, 1 worker, MB of input per CPU-second (BENCHMARKS.md Preprocessing, quiet)."""
 
@@ -41,6 +43,22 @@ def train_samples(size_bytes: int, test_fraction: float, *, synthetic: bool) -> 
     """Training samples of a corpus of ``size_bytes`` (distinct texts less the test split)."""
     per_gb = TEXTS_PER_GB_SYNTHETIC if synthetic else TEXTS_PER_GB_CORPUS
     return max(1, int(size_bytes / 1e9 * per_gb * (1.0 - test_fraction)))
+
+
+MIN_PLAN_SAMPLES = 1_000
+"""Fewest training reviews a --data-size may stand for: below it a run is its start-up alone,
+and a prediction would look exact and mean nothing."""
+
+
+def require_plannable(n_train: int, size_bytes: int) -> None:
+    """InputError when a corpus of ``size_bytes`` (``n_train`` training reviews) is too small
+    to plan for."""
+    if n_train < MIN_PLAN_SAMPLES:
+        raise InputError(
+            f"--data-size {size_bytes:,} bytes: about {n_train:,} training review(s), too few to "
+            f"plan a run on (at least {MIN_PLAN_SAMPLES:,})",
+            hint="give the corpus's size, e.g. --data-size 92GB",
+        )
 
 
 def prep_time(size_bytes: int, runner: str, machines: str, cores: int) -> PrepEstimate:

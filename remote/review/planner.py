@@ -34,7 +34,7 @@ from remote.review.candidates import (
     gpu_set,
     unsupported_note,
 )
-from remote.review.datasize import PrepEstimate, prep_time, train_samples
+from remote.review.datasize import PrepEstimate, prep_time, require_plannable, train_samples
 from remote.review.hardware import gpu_table
 from remote.review.metrics import billed_usd
 from remote.review.scaling import (
@@ -196,6 +196,7 @@ def _n_train(
     if data_size is not None:
         synthetic = profile.data.synthetic is not None
         n = train_samples(data_size, test, synthetic=synthetic)
+        require_plannable(n, data_size)
         per_gb = "synthetic reviews: 182 k" if synthetic else "old study: 231.5 k"
         inputs.append(
             f"training-set size: {n:,} samples from --data-size ({per_gb} "

@@ -167,3 +167,15 @@ def test_json_is_strict(no_runs: Path, capsys: pytest.CaptureFixture[str]) -> No
     args = ["plan", "local", "--deadline", "2h", "--budget", "$5", "--data-size", "1GB"]
     assert main([*args, "--json", "--runs-dir", str(no_runs)]) == 0
     assert _strict_json(capsys.readouterr().out)["deadline_h"] == 2.0
+
+
+@pytest.mark.parametrize("size", ["1B", "100KB"])
+def test_a_corpus_too_small_to_plan_is_refused(
+    size: str, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--data-size 1B` planned a 9 s run from one training sample, with a band as narrow as
+    a real one; a corpus of fewer than MIN_PLAN_SAMPLES reviews is a usage error (exit 2)."""
+    assert main(["plan", "local", "--data-size", size, "--runs-dir", str(no_runs)]) == 2
+    err = capsys.readouterr().err
+    assert "too few to plan" in err and "Traceback" not in err
+    assert main(["plan", "local", "--data-size", "10MB", "--runs-dir", str(no_runs)]) == 0
