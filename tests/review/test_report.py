@@ -117,3 +117,16 @@ def test_an_output_that_is_a_file_is_named_as_one(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is a file, not a folder"):
         write_report(import_csv(SEED_CSV), taken)
     assert taken.read_text() == "mine"
+
+
+def test_an_empty_output_is_a_usage_error(
+    make_run: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`report RUN -o ""` wrote report.md and five PNGs into the current folder."""
+    done = make_run("done", nproc=1, epoch_s=[10.0, 10.0], sync_s=0.2)
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(done), "-o", ""])
+    assert exc.value.code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -31,7 +31,7 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--output",
         "-o",
-        type=Path,
+        type=_output_folder,
         required=True,
         metavar="DIR",
         help="folder for report.md and the PNG plots",
@@ -71,6 +71,14 @@ def run(args: argparse.Namespace) -> int:
         took = f"{pick.hours:.2f} h" if pick.hours >= 0.1 else f"{pick.hours * 3600:,.0f} s"
         print(f"cheapest within {args.deadline:g} h: {pick.label} ({took}, ${pick.usd:.4g})")
     return 0
+
+
+def _output_folder(value: str) -> Path:
+    """An --output argument (argparse ``type``): an empty one is a usage error, not the current
+    folder (where report.md and five PNGs would land unasked)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("empty; name the folder for report.md and the plots")
+    return Path(value)
 
 
 def _refuse_unfinished(refs: list[str], root: Path | None) -> None:
