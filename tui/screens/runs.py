@@ -194,7 +194,8 @@ class RunsScreen(SentitopScreen):
             return
         self._stamp = message.stamp
         self.rows = message.rows
-        self.set_note(f"{len(self.rows)} runs · space selects, x changes the x-axis")
+        count = f"{len(self.rows)} run" + ("" if len(self.rows) == 1 else "s")
+        self.set_note(f"{count} · space selects, x changes the x-axis")
         self.apply_filter(self.filter_text)
 
     def apply_filter(self, text: str) -> None:
