@@ -25,6 +25,7 @@ from engine.events import Emitter, FanoutSink, JsonlFileSink
 from engine.sentiment.pretrained import check_init_embeddings
 from engine.sentiment.splits import check_dataset
 from remote.advice import priced_advice
+from remote.checkpoint_keeper import NODE_CHECKPOINT
 from remote.cluster_factory import make_cluster
 from remote.clusters import LineCallback
 from remote.cost import CostMeter, CostTicker
@@ -33,7 +34,7 @@ from remote.pricing import PriceBook, load_catalog
 from remote.profile import Profile
 from remote.recovery import RecoveryLedger
 from remote.run_folder import runs_root
-from remote.security import make_private_dir, write_private_file
+from remote.security import copy_private, make_private_dir, write_private_file
 from remote.train_stage import TrainContext, run_training
 
 RunStatus = Literal["ok", "failed", "interrupted", "budget"]
@@ -178,17 +179,25 @@ async def execute_run(
     on_line: LineCallback | None = None,
     stop: asyncio.Event | None = None,
     interrupt_reason: Callable[[], str | None] | None = None,
+    resume_from: Path | None = None,
+    on_start: Callable[[Path], None] | None = None,
 ) -> RunOutcome:
     """Run ``profile`` end to end; never raises for run failures (see RunOutcome).
 
     ``on_event`` gets every event; ``on_line(node, line, event_or_None)`` every node output line.
     ``interrupt_reason`` names why a cancelled run stopped (e.g. a termination signal turned
-    into the Ctrl-C path); None or no answer: the user's Ctrl-C.
+    into the Ctrl-C path); None or no answer: the user's Ctrl-C. ``resume_from``: a stopped
+    run's folder (remote.resume.resumable_run) whose checkpoint the training continues from.
+    ``on_start`` gets the new run folder as soon as it exists.
     """
     run_dir = new_run_dir(runs_dir or runs_root(), profile.name)
+    if on_start is not None:
+        on_start(run_dir)
     write_private_file(
         run_dir / "profile.yaml", yaml.safe_dump(profile.resolved(), sort_keys=False)
     )
+    if resume_from is not None:  # where rank 0 (or the keeper, for remote nodes) resumes from
+        copy_private(resume_from / NODE_CHECKPOINT, run_dir / NODE_CHECKPOINT)
     train_cfg = profile.to_train_config("", run_dir / "train")  # data_dir: set per node
     progress = _Progress(epochs_total=train_cfg.epochs)
 
@@ -223,6 +232,7 @@ async def execute_run(
             usd_per_hour=rate,
             epochs=train_cfg.epochs,
             config=profile.resolved(),
+            resumed_from=None if resume_from is None else resume_from.name,
         )
         for line in profile.cost_lines(book):
             if line.stage == "all":
@@ -235,9 +245,8 @@ async def execute_run(
             on_exceeded=lambda _why: loop.call_soon_threadsafe(budget_hit.set),
         )
         ticker.start()
-        ctx = TrainContext(
-            profile, train_cfg, run_dir, emitter, sink, meter, book, on_line, ledger, notes
-        )
+        ctx = TrainContext(profile, train_cfg, run_dir, emitter, sink, meter, book, on_line,
+                           ledger, notes, resume=resume_from is not None)  # fmt: skip
         status, reason = await _supervise(ctx, stop, budget_hit)
         if status == "budget" and ticker.exceeded_reason:
             reason = ticker.exceeded_reason
@@ -258,6 +267,8 @@ async def execute_run(
             ticker.stop()
         summary = _summary(profile, run_dir, status, reason, started, meter, progress, book)
         summary.update(_recovery_summary(ledger, notes))
+        if resume_from is not None:
+            summary["resumed_from"] = str(resume_from)
         write_private_file(run_dir / "summary.json", json.dumps(summary, indent=2))
         emitter.emit("summary", stage="run", **{k: v for k, v in summary.items() if k != "run"})
         emitter.emit("run_end", status=status, reason=reason)

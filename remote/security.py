@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -149,6 +150,20 @@ def write_private_file(path: str | Path, data: str | bytes) -> Path:
     with os.fdopen(fd, "wb") as fh:
         fh.write(data.encode() if isinstance(data, str) else data)
     return path
+
+
+def copy_private(source: str | Path, target: str | Path) -> Path:
+    """Copy ``source`` to ``target`` (its folders made user-only), readable by the user only;
+    written under a temporary name and renamed, so a reader never sees half a file."""
+    target = Path(target).expanduser()
+    make_private_dir(target.parent)
+    partial = target.with_name(f".{target.name}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+        shutil.copyfileobj(src, out, 16 << 20)
+    os.replace(partial, target)
+    return target
 
 
 def is_private(path: str | Path) -> bool:

@@ -50,6 +50,9 @@ class TrainContext:
     ledger: RecoveryLedger
     notes: dict[str, Any] = field(default_factory=dict)
     """Facts for the summary (where checkpoints are kept)."""
+    resume: bool = False
+    """The first attempt continues from ``run_dir/train/checkpoints/latest.pt`` (a resumed
+    run's, put there before the cluster starts), pushed to every node first."""
 
 
 def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str, Any]:
@@ -114,11 +117,14 @@ async def run_training(ctx: TrainContext, cluster: Cluster, data: PreparedData) 
 
     try:
         await watch.start()
-        resume = False
+        resume, first = ctx.resume, True
+        if resume:  # a resumed run: rank 0 continues from the earlier run's checkpoint
+            await keeper.push(cluster.nodes)
         started = time.time()
         while True:
             commands = await _commands(ctx, cluster, data, resume=resume)
-            if not resume:
+            if first:
+                first = False
                 ctx.emitter.emit(
                     "stage_start",
                     stage="train",

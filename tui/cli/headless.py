@@ -218,6 +218,8 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
         rows.append(("linear companion", companion_line(companion)))
     if summary.get("checkpoints"):
         rows.append(("checkpoints", str(summary["checkpoints"])))
+    if summary.get("resumed_from"):
+        rows.append(("resumed from", f"{summary['resumed_from']} (its last checkpoint)"))
     advice = summary.get("advice")
     if isinstance(advice, Mapping) and advice.get("message"):
         rows.append(("balancer advice", advice["message"]))

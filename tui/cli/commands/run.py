@@ -1,4 +1,5 @@
-"""`sentitop run PROFILE`: the whole job headless — data, preprocess, train — with a summary."""
+"""`sentitop run PROFILE`: the whole job headless — data, preprocess, train — with a summary;
+`sentitop run --resume RUN` continues a stopped run from its last checkpoint."""
 
 from __future__ import annotations
 
@@ -17,7 +18,18 @@ from typing import Any
 def register(sub: Any) -> None:
     """Add the `run` subcommand."""
     parser = sub.add_parser("run", help="run a profile end to end (headless)", description=__doc__)
-    parser.add_argument("profile", help="profile file or name (e.g. profiles/local.yaml)")
+    parser.add_argument(
+        "profile",
+        nargs="?",
+        help="profile file or name (e.g. profiles/local.yaml); with --resume, default: the "
+        "run's own (a given one must have the same data, preprocessing and model)",
+    )
+    parser.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="continue RUN (a run id or folder that stopped before its end: Ctrl-C, a killed "
+        "controller, a budget, a failure) from its last checkpoint, in a new run folder",
+    )
     parser.add_argument("--json", action="store_true", help="print only the summary as JSON")
     parser.add_argument("--runs-dir", type=Path, help="where run folders go (default ./runs)")
     parser.set_defaults(func=run)
@@ -28,18 +40,32 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.text import Text
 
+    from engine.errors import InputError
     from remote.profile import load_profile
+    from remote.resume import resumable_run, resume_hint, resume_profile
 
-    profile = load_profile(args.profile)
+    if args.profile is None and args.resume is None:
+        raise InputError("give a PROFILE to run, or --resume RUN to continue a stopped run")
+    given = load_profile(args.profile) if args.profile is not None else None
+    args.resume_from = None
+    if args.resume is not None:
+        args.resume_from = resumable_run(args.resume, args.runs_dir)
+        given = resume_profile(args.resume_from, given)
+    assert given is not None
+    profile = given
     err = Console(stderr=True)
     for warning in profile.warnings():
         err.print(Text(f"warning: {warning}", "yellow"))
     epochs = profile.to_train_config(".", ".").epochs
     received: list[int] = []
+    started: list[Path] = []
     try:
         with termination_as_interrupt(received):
-            return _run(args, profile, epochs, lambda: termination_reason(received))
+            return _run(args, profile, epochs, lambda: termination_reason(received), started)
     except KeyboardInterrupt:
+        hint = resume_hint(started[0]) if started else None
+        if hint:
+            print(hint, file=sys.stderr)
         if not received:
             raise  # Ctrl-C: the CLI's own message and exit code 130
         name = signal.Signals(received[0]).name
@@ -80,8 +106,10 @@ def _run(
     profile: Any,
     epochs: int,
     interrupt_reason: Callable[[], str | None],
+    started: list[Path],
 ) -> int:
-    """Execute the run with the headless display (or --json) and print the outcome."""
+    """Execute the run with the headless display (or --json) and print the outcome; the new
+    run folder goes into ``started`` as soon as it exists."""
     from rich.text import Text
 
     from remote.runner import execute_run
@@ -90,7 +118,13 @@ def _run(
 
     if args.json:
         outcome = asyncio.run(
-            execute_run(profile, runs_dir=args.runs_dir, interrupt_reason=interrupt_reason)
+            execute_run(
+                profile,
+                runs_dir=args.runs_dir,
+                interrupt_reason=interrupt_reason,
+                resume_from=args.resume_from,
+                on_start=started.append,
+            )
         )
         print(json.dumps(outcome.summary, indent=2))
     else:
@@ -103,10 +137,18 @@ def _run(
                     on_event=display.on_event,
                     on_line=display.on_line,
                     interrupt_reason=interrupt_reason,
+                    resume_from=args.resume_from,
+                    on_start=started.append,
                 )
             )
         console.print(summary_table(outcome.summary))
         console.print(Text(f"run folder: {outcome.run_dir}"))
     if outcome.error is not None:
         print(outcome.error.user_message(), file=sys.stderr)
+    if outcome.status != "ok":
+        from remote.resume import resume_hint
+
+        hint = resume_hint(outcome.run_dir)
+        if hint:
+            print(hint, file=sys.stderr)
     return outcome.exit_code

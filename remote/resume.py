@@ -1,0 +1,100 @@
+"""Continuing a stopped run: which run may be resumed, with which profile, and the hint to do it.
+
+`sentitop run --resume RUN` starts a new run folder whose training continues from RUN's last
+checkpoint (``RUN/train/checkpoints/latest.pt``: written there by a local run, fetched there
+after each checkpoint from a remote rank 0). The new run reuses the cached dataset, puts the
+checkpoint where rank 0 resumes from it, and its summary covers the whole training (the trainer
+restores the epochs done, their history and their time from the checkpoint). The resumed run
+keeps its own folder and cost; the new one's summary names it (``resumed_from``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.errors import InputError
+from engine.events import has_live_writer
+from remote.checkpoint_keeper import NODE_CHECKPOINT
+from remote.profile import Profile, load_profile
+from remote.run_folder import EVENTS_FILE, SUMMARY_FILE, resolve_run_dir
+
+PROFILE_FILE = "profile.yaml"
+"""The resolved profile a run folder records at its start."""
+SAME_SECTIONS = ("data", "preprocess")
+"""Profile sections a resumed run must share with the run it continues (the same dataset)."""
+
+
+def resumable_run(ref: str | Path, runs_dir: str | Path | None = None) -> Path:
+    """The folder of run ``ref`` when it can be resumed: it recorded its profile, stopped
+    before its end and left a checkpoint; InputError saying why not otherwise."""
+    folder = resolve_run_dir(ref, want=PROFILE_FILE, root=runs_dir)
+    if has_live_writer(folder / EVENTS_FILE):
+        raise InputError(
+            f"{folder}: still running; only a stopped run can be resumed",
+            hint="stop it first (Ctrl-C, or s in the dashboard), then resume it",
+        )
+    summary = _read_json(folder / SUMMARY_FILE)
+    if summary.get("status") == "ok":
+        raise InputError(
+            f"{folder}: finished ok; there is nothing to resume",
+            hint="to train longer, start a new run with more epochs",
+        )
+    if not (folder / NODE_CHECKPOINT).is_file():
+        stopped = summary.get("status") or "stopped"
+        raise InputError(
+            f"{folder}: {stopped} before its first checkpoint ({NODE_CHECKPOINT} is missing); "
+            "there is nothing to resume from",
+            hint=f"start it again: sentitop run {folder / PROFILE_FILE}",
+        )
+    return folder
+
+
+def resume_profile(folder: Path, given: Profile | None) -> Profile:
+    """The profile to resume ``folder`` with: ``given`` when its data and preprocessing equal
+    the run's (other settings, such as epochs or nodes, may change), else the run's own."""
+    recorded = load_profile(folder / PROFILE_FILE)
+    if given is None:
+        return recorded
+    old, new = recorded.resolved(), given.resolved()
+    differ = [k for k in SAME_SECTIONS if old.get(k) != new.get(k)]
+    if old.get("train", {}).get("model") != new.get("train", {}).get("model"):
+        differ.append("train.model")
+    if differ:
+        raise InputError(
+            f"{given.where} differs from the run in {folder} in {', '.join(differ)}: its "
+            "checkpoint was trained on that data with that model",
+            hint=f"resume with the run's own profile: sentitop run --resume {folder}",
+        )
+    return given
+
+
+def resume_hint(run_dir: Path) -> str | None:
+    """What to run to continue ``run_dir`` (None when it left no checkpoint)."""
+    checkpoint = run_dir / NODE_CHECKPOINT
+    if not checkpoint.is_file():
+        return None
+    epoch = _checkpoint_epoch(run_dir)
+    where = f" (epochs done: {epoch})" if epoch is not None else ""
+    return f"checkpoint kept{where}; continue with: sentitop run --resume {run_dir}"
+
+
+def _checkpoint_epoch(run_dir: Path) -> int | None:
+    """Epochs the newest checkpoint of ``run_dir`` holds, from its events (None: unknown)."""
+    from engine.events import read_events
+
+    epoch = None
+    for event in read_events(run_dir / EVENTS_FILE):
+        if event.get("type") in ("checkpoint", "checkpoint_stored"):
+            value = event.get("epoch")
+            epoch = value if isinstance(value, int) else epoch
+    return epoch
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,128 @@
+"""`sentitop run --resume RUN`: a stopped run continues from its checkpoint in a new folder."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.events import read_events
+from remote.profile import load_profile
+from remote.runner import execute_run
+
+from .conftest import sentitop
+
+PROFILE = """\
+name: resume-local
+provider: local
+instance_type: m5.large
+data:
+  synthetic: {size: 2MB, seed: 1}
+preprocess: {vocab_size: 500, seq_len: 32}
+train:
+  nproc: 2
+  epochs: 2
+  batch_size: 64
+  log_every: 2
+  checkpoint_every_min: 0
+  checkpoint_every_steps: 4
+  threads: 1
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_a_stopped_run_resumes_from_its_checkpoint_to_the_end(
+    tmp_path: Path, run_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped at its first checkpoint (mid-epoch 0), the run had no way on: `sentitop run`
+    only started afresh. `--resume RUN` trains the rest in a new run folder, from that
+    checkpoint's step, and its summary covers the whole training."""
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", run_env["SENTITOP_CACHE_DIR"])
+    path = tmp_path / "resume-local.yaml"
+    path.write_text(PROFILE)
+    runs = tmp_path / "runs"
+    stop = asyncio.Event()
+    seen: dict[str, Any] = {}
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event["type"] == "checkpoint" and "checkpoint" not in seen:
+            seen["checkpoint"] = event
+            stop.set()
+
+    first = await execute_run(load_profile(path), runs_dir=runs, on_event=on_event, stop=stop)
+    assert first.status == "interrupted" and "checkpoint" in seen
+    done = sentitop("run", "--resume", str(first.run_dir), "--runs-dir", str(runs), "--json",
+                    env=run_env, timeout=400)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["status"] == "ok" and summary["resumed_from"] == str(first.run_dir)
+    assert summary["epochs"] == 2 and len(summary["train"]["per_epoch"]) == 2
+    (second,) = [p for p in runs.iterdir() if p != first.run_dir]
+    events = list(read_events(second / "events.jsonl"))
+    (start,) = [e for e in events if e["type"] == "train_start" and e.get("rank", 0) == 0]
+    assert (start["resumed_epoch"], start["resumed_step"]) == (
+        seen["checkpoint"]["epoch"],
+        seen["checkpoint"]["step"],
+    )
+    assert [e["epoch"] for e in events if e["type"] == "epoch"] == [0, 1]  # 0 finished here
+    run_start = next(e for e in events if e["type"] == "run_start")
+    assert run_start["resumed_from"] == first.run_dir.name
+    # a finished run, a run that left no checkpoint, another profile's data: refused (exit 2)
+    again = sentitop("run", "--resume", str(second), env=run_env)
+    assert again.returncode == 2 and "finished ok" in again.stderr
+    bare = runs / "bare"
+    bare.mkdir()
+    (bare / "profile.yaml").write_text((first.run_dir / "profile.yaml").read_text())
+    (bare / "summary.json").write_text(json.dumps({"status": "failed"}))
+    nothing = sentitop("run", "--resume", str(bare), env=run_env)
+    assert nothing.returncode == 2 and "before its first checkpoint" in nothing.stderr
+    other = tmp_path / "other.yaml"
+    other.write_text(PROFILE.replace("seed: 1", "seed: 2"))
+    mixed = sentitop("run", str(other), "--resume", str(first.run_dir), env=run_env)
+    assert mixed.returncode == 2 and "differs from the run" in mixed.stderr
+    neither = sentitop("run", env=run_env)
+    assert neither.returncode == 2 and "--resume RUN" in neither.stderr
+    for result in (again, nothing, mixed, neither):
+        assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_ctrl_c_after_a_checkpoint_says_how_to_resume(
+    tmp_path: Path, run_env: dict[str, str]
+) -> None:
+    """Ctrl-C printed only "interrupted": the checkpoint and the way on were not said."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from .conftest import ROOT
+
+    path = tmp_path / "resume-local.yaml"
+    path.write_text(PROFILE.replace("epochs: 2", "epochs: 50"))
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", str(path), "--runs-dir",
+                             str(runs)], env=run_env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            logs = list(runs.glob("*/events.jsonl"))
+            if logs and '"type":"checkpoint"' in logs[0].read_text().replace(" ", ""):
+                break
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    (run_dir,) = runs.iterdir()
+    assert f"continue with: sentitop run --resume {run_dir}" in err
+    assert err.strip().endswith("interrupted")
