@@ -200,3 +200,22 @@ async def test_run_screen_at_80x24_keeps_status_and_nodes_in_view() -> None:
         assert nodes.region.right <= 80 and nodes.region.bottom <= 23, nodes.region
         assert rows[nodes.region.y][nodes.region.right - 1] == "╮"  # its whole border shows
         assert screen.max_scroll_y == 0
+
+
+async def test_copies_of_one_profile_are_told_apart_by_their_file(tmp_path: Path) -> None:
+    """Copies of local.yaml under other file names all read "local" in the Profiles table."""
+    import shutil
+
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    for name in ("local.yaml", "mine.yaml"):
+        shutil.copy(Path(__file__).resolve().parents[2] / "profiles" / "local.yaml", folder / name)
+    from tui.model.rows import load_profile_rows
+
+    app = build_app(start="profiles", load_profiles=load_profile_rows)
+    app.services.profiles_dir = folder
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        text = "\n".join(widget_rows(app, app.screen.query_one(DataTable)))
+        assert "local (mine.yaml)" in text, text
+        assert "local (local.yaml)" not in text  # the name says it already

@@ -120,7 +120,7 @@ class ProfilesScreen(SentitopScreen):
             else:
                 status = Text("✓ valid", style="green")
             table.add_row(
-                Text(row.name),  # file names and YAML values are foreign text, not markup
+                Text(_shown_name(row)),  # file names and YAML values are foreign text, not markup
                 Text(row.cluster or "—"),
                 str(row.nodes or "—"),
                 str(row.ranks or "—"),
@@ -243,3 +243,10 @@ def _value(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(_value(v) for v in value)
     return str(value)
+
+
+def _shown_name(row: ProfileRow) -> str:
+    """The profile's name, with its file's when they differ (copies of one profile under other
+    file names all carry the same name inside)."""
+    file = Path(row.path).name
+    return row.name if Path(row.path).stem == row.name else f"{row.name} ({file})"
