@@ -27,8 +27,9 @@ OnEvent = Callable[[dict[str, Any]], None]
 OnLog = Callable[[str, str], None]
 """(node, line): a node's output line that is not an event."""
 RunStarter = Callable[..., Awaitable[Any]]
-"""async (profile, on_event, stop_event, on_log=None) -> result: runs one profile until done or
-stopped; ``on_log`` gets node output lines that are not events."""
+"""async (profile, on_event, stop_event, on_log=None, resume_from=None) -> result: runs one
+profile until done or stopped; ``on_log`` gets node output lines that are not events;
+``resume_from`` is a stopped run's folder to continue (passed only when set)."""
 TearDown = Callable[[str], Any]
 """(run_id) -> None: tear down every cloud resource of a run now (called in a thread)."""
 PriceLoader = Callable[[bool], PriceList]
@@ -39,7 +40,11 @@ def runner_for(runs_dir: Path) -> RunStarter:
     """A RunStarter that runs profiles with remote.runner.execute_run into ``runs_dir``."""
 
     async def start(
-        profile: Any, on_event: OnEvent, stop: asyncio.Event, on_log: OnLog | None = None
+        profile: Any,
+        on_event: OnEvent,
+        stop: asyncio.Event,
+        on_log: OnLog | None = None,
+        resume_from: Path | None = None,
     ) -> Any:
         try:
             from remote.runner import execute_run
@@ -54,7 +59,12 @@ def runner_for(runs_dir: Path) -> RunStarter:
                 on_log(node, line)
 
         outcome = await execute_run(
-            profile, runs_dir=runs_dir, on_event=on_event, on_line=on_line, stop=stop
+            profile,
+            runs_dir=runs_dir,
+            on_event=on_event,
+            on_line=on_line,
+            stop=stop,
+            resume_from=resume_from,
         )
         if outcome.status == "failed" and outcome.error is not None:
             raise outcome.error

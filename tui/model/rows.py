@@ -47,6 +47,8 @@ class ProfileRow:
     """Extra lines shown in the detail pane (instance types, epochs...)."""
     profile: Any = None
     """The validated profile object, handed to the runner on `r`."""
+    resume_from: Path | None = None
+    """A stopped run's folder whose checkpoint the run continues from (Runs screen, `c`)."""
 
     @property
     def valid(self) -> bool:

@@ -29,6 +29,7 @@ KEYS: list[tuple[str, str, str]] = [
     ("Runs", "space / enter / click", "select / unselect a run for the overlay"),
     ("Runs", "x", "overlay x-axis: steps, wall time, dollars"),
     ("Runs", "p", "replay the highlighted run in the Run screen"),
+    ("Runs", "c", "resume the highlighted stopped run from its checkpoint (a new run)"),
     ("Runs", "u", "read the runs folder again"),
     ("Runs", "t", "tear down what the highlighted run left in the cloud (asks first)"),
 ]

@@ -242,7 +242,8 @@ class RunScreen(SentitopScreen):
             state.add_log(node, line)
 
         try:
-            return await self.services.runner()(row.profile, on_event, stop, on_log=on_log)
+            more = {"resume_from": row.resume_from} if row.resume_from is not None else {}
+            return await self.services.runner()(row.profile, on_event, stop, on_log=on_log, **more)
         except asyncio.CancelledError:
             state.end_feed("interrupted", "the dashboard stopped watching")
             raise

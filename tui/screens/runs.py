@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -23,7 +23,7 @@ from tui.model.rows import RowCache, RunRow, load_run_rows, read_run_state
 from tui.model.run_history import Stamp, runs_stamp
 from tui.screens.base import SentitopScreen
 from tui.screens.modals import ConfirmScreen
-from tui.screens.profiles import shown_path
+from tui.screens.profiles import RunRequested, shown_path
 from tui.services import Services
 from tui.widgets.braille import PlotLine
 from tui.widgets.line_plot import LinePlot
@@ -113,6 +113,7 @@ class RunsScreen(SentitopScreen):
         Binding("space", "toggle_run", "Select"),
         Binding("x", "cycle_x", "X-axis"),
         Binding("p", "replay", "Replay"),
+        Binding("c", "resume", "Resume"),
         Binding("u", "reload", "Reload"),
         Binding("t", "teardown", "Tear down"),
     ]
@@ -267,6 +268,33 @@ class RunsScreen(SentitopScreen):
         row = self.current()
         if row is not None:
             self.post_message(ReplayRequested(Path(row.path)))
+
+    def action_resume(self) -> None:
+        row = self.current()
+        if row is None:
+            self.notify("no run highlighted", severity="warning")
+            return
+        self._resume(Path(row.path))
+
+    @work(thread=True, exit_on_error=False, group="resume")
+    def _resume(self, path: Path) -> None:
+        """Check that the run can be resumed and ask the app to run it (or say why not)."""
+        from engine.errors import SentitopError
+        from remote.pricing import load_catalog
+        from remote.resume import PROFILE_FILE, resumable_run, resume_profile
+        from tui.model.rows import profile_row
+
+        try:
+            folder = resumable_run(path)
+            profile = resume_profile(folder, None)
+        except SentitopError as exc:
+            self.app.call_from_thread(
+                self.notify, exc.user_message(), severity="error", markup=False, timeout=10
+            )
+            return
+        row = profile_row(profile, folder / PROFILE_FILE, load_catalog())
+        row = replace(row, resume_from=folder)
+        self.app.call_from_thread(self.post_message, RunRequested(row))
 
     def action_teardown(self) -> None:
         row = self.current()
