@@ -90,7 +90,7 @@ def test_replay_in_a_real_terminal(tmp_path: Path) -> None:
         tmux.wait_for(lambda p: "sentitop keys" not in p)
 
         tmux.keys("4")  # Runs screen reads ./runs
-        pane = tmux.wait_for(lambda p: "two-t4-nodes" in p and "1 runs" in p)
+        pane = tmux.wait_for(lambda p: "two-t4-nodes" in p and "1 run ·" in p)
         tmux.keys("Space")
         tmux.wait_for(lambda p: "train loss of selected runs" in p and "━ 20261121-fixture" in p)
 
