@@ -344,6 +344,8 @@ def _child(
         paths = worker.encode(commands.get())
         spilled = spill_counts(job, worker.spiller)
         results.put(("encoded", wid, (paths, worker.clock.cpu, spilled)))
+    except threading.BrokenBarrierError:
+        return  # the parent stopped the job (Ctrl-C, a failure elsewhere): no traceback here
     except OSError as exc:  # a full disk, reported as such by the parent
         results.put(("oserror", wid, (exc.errno, exc.strerror, traceback.format_exc())))
         raise

@@ -194,6 +194,6 @@ def test_ctrl_c_while_forking_the_workers_is_not_lost(tmp_path: Path) -> None:
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert fired.exists()  # the hook ran: the runner forked a worker
     assert done.returncode == 130, done.stderr
-    assert done.stderr.strip() == "interrupted"
+    assert done.stderr.strip() == "interrupted", done.stderr
     assert not out.exists()
     assert _beside(out) == []
