@@ -17,9 +17,15 @@ The module top stays torch-free so ``sentitop embed`` can reuse the argument set
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
+import signal
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -207,33 +213,242 @@ class _LineSink:
         """Nothing to release."""
 
 
+def open_run_dir(run_dir: Path) -> Path | None:
+    """Create ``run_dir`` if needed and check that it can be written; return the topmost folder
+    this made (removed again when the run fails before training), or None when it existed.
+    ConfigError when it is a file, lies under one, or cannot be written (it crashed with a
+    FileExistsError traceback)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(
+            f"--run-dir {run_dir} is a file, not a folder",
+            hint="name a folder for corpus.npz, embeddings.npy and summary.json (it is created "
+            "when missing)",
+        )
+    _check_not_another_run(run_dir)
+    made = next(
+        (p for p in reversed([run_dir, *run_dir.parents]) if not p.exists()), None
+    )  # the topmost missing folder: mkdir(parents=True) creates it and what lies below
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=run_dir, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        if made is not None and made.is_dir():
+            shutil.rmtree(made, ignore_errors=True)
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            f"--run-dir {run_dir} cannot be created or written: {reason}"
+            + (f" ({exc.filename})" if exc.filename else ""),
+            hint="name a folder you can write to",
+        ) from None
+    return made
+
+
+def _check_not_another_run(run_dir: Path) -> None:
+    """ConfigError when ``run_dir`` holds the summary.json of something other than an
+    embeddings run (a `sentitop train` run, say): an embeddings run replaces its summary.json."""
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        return
+    try:
+        workload = json.loads(path.read_text(encoding="utf-8")).get("workload")
+    except (OSError, ValueError, AttributeError):
+        workload = None
+    if workload != "embeddings":
+        raise ConfigError(
+            f"--run-dir {run_dir} holds another kind of run (its summary.json is not an "
+            "embeddings run's); an embeddings run would replace it",
+            hint="choose a new --run-dir for the embeddings",
+        )
+
+
+@contextlib.contextmanager
+def termination_raises() -> Iterator[None]:
+    """While inside (main thread only), SIGTERM and SIGHUP raise ``SystemExit(128 + signal)``,
+    as the launcher's SIGTERM does while ranks run: the clean-up below runs and the exit code
+    says which signal. Before, a SIGTERM during preparation killed the launcher at once. A
+    signal that was ignored (``nohup``) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous: dict[signal.Signals, Any] = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, _raise)
+    try:
+        yield
+    finally:
+        for which, handler in previous.items():
+            signal.signal(which, handler)
+
+
+def ending(exc: BaseException) -> tuple[str, str]:
+    """(stage status, message) of a run that ``exc`` ended: interrupted (Ctrl-C, SIGTERM,
+    SIGHUP) or failed."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", "interrupted (Ctrl-C)"
+    if isinstance(exc, SystemExit) and isinstance(exc.code, int) and exc.code > 128:
+        try:
+            name = signal.Signals(exc.code - 128).name
+        except ValueError:
+            name = f"signal {exc.code - 128}"
+        return "interrupted", f"terminated ({name})"
+    if isinstance(exc, SentitopError):
+        return "failed", exc.message
+    return "failed", f"{type(exc).__name__}: {exc}"
+
+
+def check_batch(cfg: EmbedConfig, nproc: int) -> None:
+    """Before any rank starts: ConfigError when a worker's documents hold fewer skip-gram pairs
+    than one batch even with every word kept (not one step would train; the run ended `ok`
+    with an SGNS loss of 0.0000). Sub-sampling can still leave fewer: the ranks check that."""
+    from engine.embeddings.corpus import Corpus, max_pairs, shard_docs
+    from engine.embeddings.prepare import CORPUS_FILE
+
+    corpus = Corpus.load(Path(cfg.run_dir) / CORPUS_FILE)
+    workers = nproc - 1 if cfg.mode == "async" else nproc
+    reach = corpus.reach(cfg.window)
+    fewest = min(max_pairs(corpus, shard_docs(corpus, i, workers), reach) for i in range(workers))
+    if fewest >= cfg.batch:
+        return
+    who = "the corpus holds" if workers == 1 else f"the smallest of {workers} workers' shares holds"
+    raise ConfigError(
+        f"--batch {cfg.batch} is more than the {fewest:,} skip-gram pairs {who} (window "
+        f"{cfg.window}, before sub-sampling): not one step would train",
+        hint=f"use a --batch well below {fewest:,}, fewer processes (--nproc), or more text",
+    )
+
+
+class _StartedStages:
+    """An event sink that only notes which stages started."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def write(self, event: Mapping[str, Any]) -> None:
+        """Note a `stage_start`."""
+        if event.get("type") == "stage_start":
+            self.names.add(str(event.get("stage")))
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class _TrainWatch:
+    """Passes rank lines on and notes whether rank 0 ended its train stage itself."""
+
+    def __init__(self, on_line: LineHandler | None) -> None:
+        self.on_line = on_line
+        self.ended = False
+
+    def __call__(self, rank: int, stream: str, line: str) -> None:
+        if rank == 0 and stream == "stdout" and '"stage_end"' in line:
+            from engine.events import parse_event_line
+
+            event = parse_event_line(line)
+            if event is not None and event["type"] == "stage_end" and event.get("stage") == "train":
+                self.ended = True
+        if self.on_line is not None:
+            self.on_line(rank, stream, line)
+        elif stream == "stdout":  # what the launcher does without a handler
+            print(line, flush=True)
+        else:
+            print(f"[rank {rank}] {line}", file=sys.stderr, flush=True)
+
+
 def run_local(
     cfg: EmbedConfig, nproc: int, *, on_line: LineHandler | None = None
 ) -> dict[str, Any]:
     """Prepare the run folder, train on ``nproc`` local ranks, return summary.json's content.
 
     The preparation's events go to RUN_DIR/events.jsonl and to ``on_line`` (stdout when None).
+    A run that fails or is interrupted (Ctrl-C, SIGTERM, SIGHUP) before its ranks start removes
+    the run folder when it made it; otherwise its events end with an `error` and the open
+    stage's `stage_end` (status `failed` or `interrupted`), and no summary.json or
+    embeddings.npy is left to be taken as done.
     """
-    from engine.embeddings.prepare import prepare
     from engine.embeddings.runtime import SUMMARY_FILE
 
     cfg = check_nproc(cfg, nproc)
+    run_dir = Path(cfg.run_dir)
+    with termination_raises():
+        made = open_run_dir(run_dir)
+        try:
+            summary = _prepare_stage(cfg, nproc, on_line)
+        except BaseException:
+            if made is not None:  # nothing of this run is worth keeping
+                shutil.rmtree(made, ignore_errors=True)
+            raise
+        if summary is not None:
+            return summary
+        watch = _TrainWatch(on_line)
+        started = time.time()
+        try:
+            launch(cfg, nproc, on_line=watch)
+        except BaseException as exc:
+            if cfg.events_file and not watch.ended:
+                status, message = ending(exc)
+                _record_end(cfg, "train", status, message, time.time() - started)
+            raise
+    doc: dict[str, Any] = json.loads((run_dir / SUMMARY_FILE).read_text("utf-8"))
+    return doc
+
+
+def _prepare_stage(
+    cfg: EmbedConfig, nproc: int, on_line: LineHandler | None
+) -> dict[str, Any] | None:
+    """prepare (and for --mode svd the vectors: their summary; else None, after checking the
+    batch against the corpus), its events ended by `error` + `stage_end` when it fails."""
+    from engine.embeddings.prepare import prepare
+
     sinks: list[EventSink] = [StreamSink() if on_line is None else _LineSink(on_line)]
     if cfg.events_file:
         sinks.append(JsonlFileSink(Path(cfg.run_dir) / "events.jsonl"))
-    emitter = Emitter(FanoutSink(*sinks), rank=0)
+    started_stages = _StartedStages()
+    emitter = Emitter(FanoutSink(*sinks, started_stages), rank=0)
+    record = Emitter(sinks[-1], rank=0)  # the end of a failed stage: the file (the terminal
+    # gets the error from the command, once)
+    stage: str | None = "prepare"
+    started = time.time()
     try:
         prepare(cfg, emitter)
+        stage = None
         if cfg.mode == "svd":  # no ranks: the vectors are computed here
             from engine.embeddings.svd import run_svd
 
             Path(cfg.run_dir, CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2))
+            stage, started = "svd", time.time()
             return run_svd(cfg, emitter)
+        check_batch(cfg, nproc)
+        return None
+    except BaseException as exc:
+        status, message = ending(exc)
+        hint = exc.hint if isinstance(exc, SentitopError) else None
+        if cfg.events_file:
+            record.emit("error", message=message, **({"hint": hint} if hint else {}))
+            if stage in started_stages.names:  # it has a stage_start to end
+                record.emit("stage_end", stage=stage, status=status, seconds=time.time() - started)
+        raise
     finally:
         emitter.close()
-    launch(cfg, nproc, on_line=on_line)
-    doc: dict[str, Any] = json.loads((Path(cfg.run_dir) / SUMMARY_FILE).read_text("utf-8"))
-    return doc
+
+
+def _record_end(cfg: EmbedConfig, stage: str, status: str, message: str, seconds: float) -> None:
+    """Append `error` and `stage_end` to RUN_DIR/events.jsonl (the ranks could not: stopped)."""
+    try:
+        sink = JsonlFileSink(Path(cfg.run_dir) / "events.jsonl")
+    except OSError:
+        return
+    emitter = Emitter(sink, rank=0)
+    try:
+        emitter.emit("error", message=message)
+        emitter.emit("stage_end", stage=stage, status=status, seconds=seconds)
+    finally:
+        emitter.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -257,6 +472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_rank(cfg)
         if args.prepare_only:
             from engine.embeddings.prepare import prepare
+
+            open_run_dir(Path(cfg.run_dir))
 
             emitter = rank_emitter(cfg.run_dir, 0, events_file=cfg.events_file)
             prepare(cfg, emitter)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engine.balance.args import MAX_STRAGGLE
 from engine.config import config_from_dict, config_to_dict
 from engine.errors import ConfigError
 
@@ -13,6 +16,10 @@ Encoder = Literal["word", "char"]
 Device = Literal["auto", "cpu", "cuda"]
 DEFAULT_WINDOW = 5
 """Context window (words either side) unless a run sets its own."""
+MIN_EVAL_WORDS = 3
+"""Fewest words the PIP loss is taken over: over two it is 0 whatever the vectors."""
+MAX_SEED = 2**32 - 1
+"""Largest seed: ranks derive generator seeds from it (torch takes at most 2**64 - 1)."""
 
 
 def _check(condition: bool, field_name: str, allowed: str, value: object) -> None:
@@ -25,7 +32,9 @@ class EmbedConfig:
     """Settings of one embeddings run (read by every rank from RUN_DIR/embed_config.json)."""
 
     run_dir: str
-    """Run folder: corpus.npz, reference.npz, events.jsonl, embeddings.npy, summary.json."""
+    """Run folder: corpus.npz, reference.npz, events.jsonl, embeddings.npy, summary.json. A
+    re-run into it replaces the vectors and summary (reusing the corpus when the input files
+    and their settings are unchanged); a run stopped early leaves neither."""
     input: str | list[str] | None = None
     """Raw JSON-lines reviews (plain or .gz; McAuley 2014/2018, IMDB, Fine Food, Alexa, or any
     records with a text field; ratings not needed), or folders of them: one path or several,
@@ -85,6 +94,10 @@ class EmbedConfig:
     """Rank 0 appends events to RUN_DIR/events.jsonl."""
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # inf or nan trains nothing and breaks the events
+            value = getattr(self, f.name)
+            if isinstance(value, float):
+                _check(math.isfinite(value), f.name, "a finite number", value)
         _check(
             (self.input is None) != (self.data_dir is None),
             "input/data_dir",
@@ -113,13 +126,33 @@ class EmbedConfig:
             value = getattr(self, name)
             _check(value >= 1, name, "an integer >= 1", value)
         _check(self.max_vocab >= 10, "max_vocab", ">= 10", self.max_vocab)
-        _check(self.eval_words >= 2, "eval_words", ">= 2", self.eval_words)
+        # centred, two words' PIP matrices are both [[1, -1], [-1, 1]] (scaled): loss 0.0000
+        _check(
+            self.eval_words >= MIN_EVAL_WORDS, "eval_words", f">= {MIN_EVAL_WORDS}", self.eval_words
+        )
         _check(0 < self.subsample <= 1, "subsample", "0 < t <= 1", self.subsample)
         _check(self.lr > 0, "lr", "> 0", self.lr)
         _check(self.max_docs is None or self.max_docs >= 1, "max_docs", ">= 1", self.max_docs)
         _check(self.threads is None or self.threads >= 1, "threads", ">= 1", self.threads)
+        _check(0 <= self.seed <= MAX_SEED, "seed", f"an integer from 0 to {MAX_SEED}", self.seed)
         for rank, factor in self.straggle.items():
-            _check(rank >= 0 and factor >= 1, "straggle", "RANK>=0:FACTOR>=1", (rank, factor))
+            _check(
+                rank >= 0 and 1 <= factor <= MAX_STRAGGLE,  # NaN fails, inf would sleep forever
+                "straggle",
+                f"RANK>=0:FACTOR from 1 to {MAX_STRAGGLE:g}",
+                (rank, factor),
+            )
+        if self.straggle and self.mode == "svd":  # it would be accepted and do nothing
+            raise ConfigError(
+                "embed.straggle: --mode svd trains nothing, so there is no rank to slow down",
+                hint="leave --straggle out, or use --mode sync|async",
+            )
+        if self.mode == "async" and 0 in self.straggle:
+            raise ConfigError(
+                "embed.straggle: rank 0 is the parameter server in --mode async; it computes no "
+                "gradients, so slowing it is not a straggling worker",
+                hint="name a worker, rank 1 or above (e.g. --straggle 1:4)",
+            )
 
     @property
     def inputs(self) -> list[str]:

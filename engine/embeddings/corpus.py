@@ -44,6 +44,13 @@ class Corpus:
         """Number of documents (some may be empty)."""
         return len(self.doc_starts) - 1
 
+    def reach(self, window: int) -> int:
+        """``window`` capped at the longest document's length - 1: a pair farther apart than
+        that cannot exist, and each distance costs a pass over the whole corpus (a window of
+        100000 took hours to find nothing, or failed in the SVD's chunked count)."""
+        longest = int(np.diff(self.doc_starts).max()) if self.num_docs else 0
+        return max(0, min(window, longest - 1))
+
     def doc_of(self) -> np.ndarray:
         """(T,) document index of every token."""
         lengths = np.diff(self.doc_starts)
@@ -135,15 +142,25 @@ def read_text_docs(path: str) -> Iterator[list[str]]:
 
 def read_dataset_docs(data_dir: str) -> Iterator[list[str]]:
     """Words of every /train row of a preprocessed dataset (padding and <unk> dropped)."""
-    import h5py
-
     from engine.sentiment.data import dataset_path
+    from engine.sentiment.splits import open_dataset
 
     folder = Path(data_dir)
+    if not folder.is_dir():
+        raise DatasetError(
+            f"--data {folder}: {'not a folder' if folder.exists() else 'no such folder'}",
+            hint="pass a folder `sentitop preprocess` wrote (dataset.h5 + vocab.json), or raw "
+            "review files with --input",
+        )
     try:
         doc = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise DatasetError(f"{folder / 'vocab.json'}: unreadable ({exc})") from None
+        raise DatasetError(
+            f"{folder / 'vocab.json'}: unreadable ({exc})",
+            hint="pass a folder `sentitop preprocess` wrote, or raw review files with --input",
+        ) from None
+    if not isinstance(doc, dict):
+        raise DatasetError(f"{folder / 'vocab.json'}: not a JSON object")
     if "itos" in doc:
         itos = list(doc["itos"])
     elif "words" in doc:
@@ -153,9 +170,20 @@ def read_dataset_docs(data_dir: str) -> Iterator[list[str]]:
             itos[i] = word
     else:
         raise DatasetError(f"{folder / 'vocab.json'}: neither `itos` nor `words` is present")
-    with h5py.File(dataset_path(folder), "r") as fh:
+    path = dataset_path(folder)
+    with open_dataset(path) as fh:  # DatasetError naming a corrupt file or another layout
         tokens = fh["train/tokens"][:]
         lengths = fh["train/lengths"][:]
+    if len(tokens) != len(lengths):
+        raise DatasetError(
+            f"{path}: /train/tokens has {len(tokens)} rows but /train/lengths {len(lengths)}"
+        )
+    if tokens.size and int(tokens.max()) >= len(itos):  # an itos[i] IndexError before
+        raise DatasetError(
+            f"{path}: token id {int(tokens.max())} is past the {len(itos)} words of "
+            f"{folder / 'vocab.json'}: the two files come from different runs",
+            hint="re-run `sentitop preprocess` into an empty folder",
+        )
     for row, length in zip(tokens, lengths, strict=True):
         yield [itos[i] for i in row[: int(length)].tolist() if i >= 2]
 
@@ -173,6 +201,15 @@ def shard_docs(corpus: Corpus, index: int, count: int) -> tuple[int, int]:
     cuts = [int(np.searchsorted(corpus.doc_starts, total * k / count)) for k in range(count + 1)]
     cuts[0], cuts[-1] = 0, corpus.num_docs
     return cuts[index], max(cuts[index], cuts[index + 1])
+
+
+def max_pairs(corpus: Corpus, doc_range: tuple[int, int], window: int) -> int:
+    """Skip-gram pairs of the documents in ``doc_range`` with every word kept: an upper bound
+    of what :func:`epoch_pairs` draws (sub-sampling only removes words)."""
+    lo, hi = doc_range
+    n = np.diff(corpus.doc_starts[lo : hi + 1]).astype(np.int64)
+    m = np.clip(n - 1, 0, window)  # distances 1..m fit inside a document of n words
+    return int((2 * (m * n - m * (m + 1) // 2)).sum())
 
 
 def _offset_pairs(ids: Any, doc: Any, window: int) -> tuple[list[Any], list[Any]]:
@@ -218,7 +255,7 @@ def epoch_pairs(
     doc = corpus.doc_of()[start:stop]
     rng = np.random.default_rng(seed)
     keep = rng.random(len(ids)) < keep_probabilities(corpus.counts, subsample)[ids]
-    centres, contexts = skipgram_pairs(ids[keep], doc[keep], window)
+    centres, contexts = skipgram_pairs(ids[keep], doc[keep], corpus.reach(window))
     order = rng.permutation(len(centres))
     return centres[order], contexts[order], raw
 
@@ -234,6 +271,7 @@ class DevicePairs:
         self.ids = torch.from_numpy(corpus.ids[start:stop].astype(np.int64)).to(device)
         self.doc = torch.from_numpy(corpus.doc_of()[start:stop]).to(device)
         self.counts = corpus.counts
+        self.reach = corpus.reach
         self.keep_cache: dict[float, torch.Tensor] = {}
         self.device = device
 
@@ -247,7 +285,10 @@ class DevicePairs:
         gen = torch.Generator(device=self.device).manual_seed(seed)
         draw = torch.rand(len(self.ids), generator=gen, device=self.device)
         keep = draw < self.keep_cache[subsample][self.ids]
-        centres, contexts = _offset_pairs(self.ids[keep], self.doc[keep], window)
+        centres, contexts = _offset_pairs(self.ids[keep], self.doc[keep], self.reach(window))
+        if not centres:  # documents of one word: no pair at any distance
+            empty = torch.zeros(0, dtype=torch.int64, device=self.device)
+            return empty, empty, self.raw
         c, x = torch.cat(centres), torch.cat(contexts)
         order = torch.randperm(len(c), generator=gen, device=self.device)
         return c[order], x[order], self.raw

@@ -24,7 +24,7 @@ def cooccurrence(corpus: Corpus, rows: int, window: int) -> np.ndarray:
     doc = corpus.doc_of()
     vocab = corpus.vocab_size
     counts = np.zeros(rows * vocab, dtype=np.int64)
-    for off in range(1, window + 1):
+    for off in range(1, corpus.reach(window) + 1):
         same = doc[:-off] == doc[off:]
         left, right = ids[:-off][same], ids[off:][same]
         for w, c in ((left, right), (right, left)):
@@ -102,6 +102,7 @@ def nearest_neighbours(
 ) -> dict[str, list[str]]:
     """The ``k`` nearest words by cosine similarity of each of ``words`` found in ``itos``."""
     index = {w: i for i, w in enumerate(itos[: len(vectors)])}
+    k = min(k, len(vectors) - 1)  # a word is never its own neighbour, even in a tiny vocabulary
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     unit = vectors / np.maximum(norms, 1e-12)
     out: dict[str, list[str]] = {}
@@ -111,6 +112,9 @@ def nearest_neighbours(
             continue
         sims = unit @ unit[i]
         sims[i] = -np.inf
-        top = np.argpartition(-sims, min(k, len(sims) - 1))[:k]
+        if k < 1:
+            out[word] = []
+            continue
+        top = np.argpartition(-sims, k - 1)[:k]
         out[word] = [itos[j] for j in top[np.argsort(-sims[top])]]
     return out

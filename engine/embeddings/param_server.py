@@ -66,6 +66,8 @@ def _serve(run: EmbedRun) -> dict[str, Any]:
     while done < workers:
         sender = dist.recv(buf)  # from whichever worker pushes first
         kind, stats = _unpack(buf)
+        if kind in (GRAD, EPOCH_END):  # a diverged worker: stop before NaN reaches anything
+            run.check_loss(stats.loss_sum, stats.epoch)
         if kind == GRAD:
             offset = HEADER
             for p in params:
@@ -118,6 +120,7 @@ def _work(run: EmbedRun) -> None:
     shard, shards = env.rank - 1, env.world - 1
     for epoch in range(cfg.epochs):
         centres, contexts, words_per_pair = run.shard_pairs(epoch, shard, shards)
+        run.check_steps(epoch, len(centres), f"worker {env.rank}")
         stats = EpochStats(epoch)
         start = time.perf_counter()
         for step in range(len(centres) // cfg.batch):

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.embeddings.config import EmbedConfig
+from engine.embeddings.config import MIN_EVAL_WORDS, EmbedConfig
 from engine.embeddings.corpus import Corpus, build_corpus, read_dataset_docs
 from engine.embeddings.evaluate import sppmi_reference
 from engine.embeddings.sources import Sources, SourceStats
@@ -20,6 +20,25 @@ from engine.events import Emitter
 CORPUS_FILE = "corpus.npz"
 REFERENCE_FILE = "reference.npz"
 KEY_FILE = "prepare.json"
+RESULT_FILES = ("summary.json", "embeddings.npy")
+"""What a finished run leaves (the summary first: without it the folder reads as unfinished)."""
+
+
+def retire_results(run_dir: Path, emitter: Emitter) -> None:
+    """Remove an earlier run's vectors and summary before this run changes the folder: an
+    interrupted or failed re-run then leaves an unfinished folder, never the old summary and
+    vectors beside a new corpus (``train.model.init_embeddings`` took that mix as finished and
+    gave words the vectors of other words whenever the two vocabularies had the same size)."""
+    found = [name for name in RESULT_FILES if (run_dir / name).exists()]
+    for name in (*RESULT_FILES, "summary.json.tmp"):
+        (run_dir / name).unlink(missing_ok=True)
+    if found:  # `warning`'s fields: docs/EVENTS.md's common table (code, message)
+        warning = {
+            "code": "replaced_run",
+            "message": f"{run_dir} held a finished run; its {' and '.join(found)} are removed "
+            "and this run writes new ones (use another --run-dir to keep both)",
+        }
+        emitter.emit("warning", stage="prepare", **warning)
 
 
 def load_docs_corpus(
@@ -51,15 +70,51 @@ def load_docs_corpus(
     )
 
 
+def input_stamps(cfg: EmbedConfig) -> list[list[Any]]:
+    """[path, size, mtime_ns] of every file the corpus is read from (a folder's files as its
+    expansion lists them, a dataset's dataset.h5 and vocab.json): part of the cache key, so an
+    input rewritten in place, or a file added to an input folder, is read again (the old corpus
+    was reused as long as the paths were the same)."""
+    import os
+
+    from engine.embeddings.sources import expand_inputs
+
+    if cfg.inputs:
+        paths = expand_inputs(cfg.inputs)
+    else:
+        assert cfg.data_dir is not None
+        paths = [os.path.join(cfg.data_dir, name) for name in ("dataset.h5", "vocab.json")]
+    stamps: list[list[Any]] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            stamps.append([os.path.abspath(path), None, None])  # the reader names the problem
+            continue
+        stamps.append([os.path.abspath(path), st.st_size, st.st_mtime_ns])
+    return stamps
+
+
+def _read_key(path: Path) -> dict[str, Any]:
+    """prepare.json's content; {} (nothing reusable) when it is unreadable or not an object."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
     """Write (or reuse) corpus.npz and reference.npz in the run folder; return their stats."""
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    key = cfg.corpus_key()
+    key = {**cfg.corpus_key(), "files": input_stamps(cfg)}
     key_path = run_dir / KEY_FILE
-    if key_path.is_file() and (run_dir / REFERENCE_FILE).is_file():
-        recorded = json.loads(key_path.read_text(encoding="utf-8"))
-        if recorded.get("key") == key:
+    reusable = all((run_dir / name).is_file() for name in (KEY_FILE, CORPUS_FILE, REFERENCE_FILE))
+    if reusable:
+        recorded = _read_key(key_path)
+        if recorded.get("key") == key and isinstance(recorded.get("stats"), dict):
+            retire_results(run_dir, emitter)
             for warning in recorded["stats"].get("warnings") or []:  # reused, still true
                 emitter.emit("warning", stage="prepare", **warning)
             emitter.emit("stage_end", stage="prepare", status="cached", seconds=0.0)
@@ -77,7 +132,13 @@ def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
             f"{corpus.vocab_size:,} words",
             hint="use a smaller --dim (50-300 is usual) or more text",
         )
-    corpus.save(run_dir / CORPUS_FILE)
+    if corpus.vocab_size < MIN_EVAL_WORDS:  # the PIP loss would read 0.0000, a fake score
+        raise InputError(
+            f"{', '.join(cfg.inputs) or cfg.data_dir}: only {corpus.vocab_size} words occur "
+            f">= {cfg.min_count} times; embeddings cannot be judged on fewer than "
+            f"{MIN_EVAL_WORDS} words",
+            hint="use more text or a lower --min-count",
+        )
     t_ref = time.perf_counter()
     reference = sppmi_reference(corpus, cfg.eval_words, cfg.window, cfg.negatives, cfg.dim)
     if not np.any(reference):  # every SPPMI entry is 0: the PIP loss would read 1.0 whatever
@@ -87,6 +148,12 @@ def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
             "nothing to learn and nothing to judge embeddings against",
             hint="use more, and more varied, text (or a lower --negatives)",
         )
+    # the folder changes from here, once the input proved usable (a refused input leaves an
+    # earlier run as it was): the cache key goes first and is written last (a failure in
+    # between left the old key beside the new corpus, and the next run reused that mix)
+    key_path.unlink(missing_ok=True)
+    retire_results(run_dir, emitter)
+    corpus.save(run_dir / CORPUS_FILE)
     np.savez(run_dir / REFERENCE_FILE, reference=reference)
     stats: dict[str, Any] = {
         "docs": corpus.num_docs,
@@ -104,7 +171,9 @@ def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
         ]
     if warnings:
         stats["warnings"] = warnings
-    key_path.write_text(json.dumps({"key": key, "stats": stats}), encoding="utf-8")
+    tmp = key_path.with_name(KEY_FILE + ".tmp")
+    tmp.write_text(json.dumps({"key": key, "stats": stats}), encoding="utf-8")
+    tmp.replace(key_path)
     emitter.emit("summary", stage="prepare", **stats)
     emitter.emit("stage_end", stage="prepare", status="ok", seconds=time.perf_counter() - start)
     return stats

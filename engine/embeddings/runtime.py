@@ -8,6 +8,7 @@ once by the launcher (:mod:`engine.embeddings.prepare`) and are read from the ru
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from engine.embeddings.corpus import (
 from engine.embeddings.evaluate import nearest_neighbours, pip_loss
 from engine.embeddings.models import SGNS, build_model
 from engine.embeddings.prepare import CORPUS_FILE, REFERENCE_FILE
+from engine.errors import ConfigError, TrainError
 from engine.events import Emitter
 from engine.sentiment.dist_env import DistEnv
 
@@ -122,6 +124,29 @@ class EmbedRun:
         )
         words_per_pair = raw / max(1, len(centres))
         return torch.from_numpy(centres), torch.from_numpy(contexts), words_per_pair
+
+    def check_steps(self, epoch: int, pairs: int, workers: str) -> None:
+        """ConfigError when ``pairs`` (the fewest skip-gram pairs a worker drew for ``epoch``)
+        do not fill one batch: no step would train, and the run ended `ok` with an SGNS loss of
+        0.0000 and its random start written as the vectors."""
+        if pairs >= self.cfg.batch:
+            return
+        raise ConfigError(
+            f"--batch {self.cfg.batch} is more than the {pairs:,} skip-gram pairs {workers} "
+            f"drew for epoch {epoch + 1} (after sub-sampling): not one step would train",
+            hint=f"use a --batch well below {pairs:,}, fewer processes (--nproc), or more text",
+        )
+
+    def check_loss(self, loss: float, epoch: int) -> None:
+        """TrainError when the SGNS loss is no longer finite (the weights diverged): the vectors
+        are NaN, and the run crashed writing its next event."""
+        if math.isfinite(loss):
+            return
+        raise TrainError(
+            f"the SGNS loss became {loss} in epoch {epoch + 1}: training diverged, the vectors "
+            "are no longer numbers",
+            hint=f"lower --lr (now {self.cfg.lr:g}; 0.01 is the default)",
+        )
 
     # ------------------------------------------------------------------ one step
     def loss(
@@ -222,6 +247,8 @@ class EmbedRun:
         self.model.eval()
         ids = torch.arange(self.corpus.vocab_size, device=self.device)
         vectors = self.model.vectors(ids).cpu().numpy()
+        if not np.isfinite(vectors).all():  # never written as a usable result
+            self.check_loss(math.nan, max(0, len(self.history) - 1))
         train_s = sum(r["seconds"] for r in self.history)
         words = sum(r["words_per_s"] * r["seconds"] for r in self.history)
         summary: dict[str, Any] = {

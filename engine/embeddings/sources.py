@@ -65,6 +65,21 @@ def _text_field(path: str) -> tuple[str, str]:
     )
 
 
+def _has_records(path: str, lines: int = 200) -> bool:
+    """Whether any of the first ``lines`` lines of ``path`` is a JSON (or McAuley literal)
+    object."""
+    from engine.preprocess.readers import gzip_errors, open_binary
+    from engine.preprocess.records import RecordSpec, parse_object
+
+    with gzip_errors(path), open_binary(path) as stream:
+        for n, raw in enumerate(stream):
+            if n >= lines:
+                break
+            if isinstance(parse_object(raw.rstrip(b"\r\n"), RecordSpec()), dict):
+                return True
+    return False
+
+
 @dataclass(slots=True)
 class SourceStats:
     """Documents taken from one file and lines passed over."""
@@ -124,6 +139,12 @@ class Sources:
                 yield cleaned.decode().split()
                 stats.docs += 1  # after the yield: a consumer that stops early did not take it
             if stats.docs + stats.duplicates == 0:
+                if not _has_records(path):  # it named a `reviewText` field no line has
+                    raise InputError(
+                        f"{path}: no usable review: none of its first lines is a JSON record "
+                        f"({stats.skipped} line(s) passed over); not a JSON-lines file?",
+                        hint="pass JSON-lines review files (one JSON object a line) to --input",
+                    )
                 raise InputError(
                     f"{path}: no usable review: no record with any word in its "
                     f"`{stats.text_field}` field ({stats.skipped} line(s) passed over)",

@@ -41,8 +41,10 @@ def cooccurrence(corpus: Corpus, window: int, chunk: int = CHUNK_TOKENS) -> sp.c
     total = sp.csr_matrix((size, size), dtype=np.float64)
     for start in range(0, len(ids), chunk):
         stop = min(len(ids), start + chunk)
-        for d in range(1, window + 1):
+        for d in range(1, corpus.reach(window) + 1):  # the weights keep the window asked for
             end = min(len(ids), stop + d)
+            if end - d <= start:  # a last chunk shorter than d: its pairs were counted before
+                continue
             same = doc[start : end - d] == doc[start + d : end]
             if not same.any():
                 continue

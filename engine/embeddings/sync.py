@@ -35,14 +35,17 @@ def run_sync(run: EmbedRun) -> dict[str, Any] | None:
     for epoch in range(cfg.epochs):
         start = time.perf_counter()
         centres, contexts, words_per_pair = run.shard_pairs(epoch, env.rank, env.world)
-        steps = torch.tensor([len(centres) // cfg.batch], device=run.device)
+        fewest = torch.tensor([len(centres)], device=run.device)
         if env.world > 1:
-            dist.all_reduce(steps, op=dist.ReduceOp.MIN)  # same step count on every rank
+            dist.all_reduce(fewest, op=dist.ReduceOp.MIN)  # same step count on every rank
+        # every rank sees the same count and refuses alike (none waits in a collective)
+        run.check_steps(epoch, int(fewest), "a rank" if env.world > 1 else "the run")
+        steps = int(fewest) // cfg.batch
         stats = EpochStats(epoch)
         stats.sampling = time.perf_counter() - start
         # the loss is summed where it is computed: no device-to-host sync every step
         loss_sum = torch.zeros((), dtype=torch.float64, device=run.device)
-        for step in range(int(steps)):
+        for step in range(steps):
             lo, hi = step * cfg.batch, (step + 1) * cfg.batch
             t_s = time.perf_counter()
             negatives = run.negatives.sample(hi - lo, cfg.negatives)
@@ -64,18 +67,21 @@ def run_sync(run: EmbedRun) -> dict[str, Any] | None:
             if main and global_step % cfg.log_every == 0:
                 now = time.perf_counter()
                 rate = pairs_since_log * env.world / max(now - last_log, 1e-9)
+                step_loss = float(loss.item())
+                run.check_loss(step_loss, epoch)
                 run.emitter.emit(
                     "step",
                     epoch=epoch,
                     step=step,
                     global_step=global_step,
-                    loss=float(loss.item()),
+                    loss=step_loss,
                     samples_per_s=rate,
                     words_per_s=rate * words_per_pair,
                     lr=cfg.lr,
                 )
                 last_log, pairs_since_log = now, 0
         stats.loss_sum = float(loss_sum.item())
+        run.check_loss(stats.loss_sum, epoch)
         if cuda:
             torch.cuda.synchronize(run.device)
         stats.seconds = time.perf_counter() - start

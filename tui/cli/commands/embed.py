@@ -64,12 +64,39 @@ class _Printer:
             print(f"[rank {event.get('rank')}] error: {event.get('message')}", file=sys.stderr)
 
 
+def _stopped(run_dir: str) -> str:
+    """What an interrupted run leaves, for the line that says it stopped."""
+    from pathlib import Path
+
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        return "the run was stopped before it wrote anything"
+    again = "The same command starts it again"
+    if (folder / "prepare.json").is_file():
+        again += ", reusing the prepared corpus"
+    return (
+        f"the run was stopped; {run_dir} holds no finished vectors (no summary.json or "
+        f"embeddings.npy). {again}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Prepare the corpus, launch the ranks and report the summary."""
     from engine.embeddings.cli import config_from_args, run_local
 
     cfg = config_from_args(args)
-    summary = run_local(cfg, args.nproc, on_line=_Printer(quiet=args.json))
+    try:
+        summary = run_local(cfg, args.nproc, on_line=_Printer(quiet=args.json))
+    except KeyboardInterrupt:
+        print(f"interrupted: {_stopped(cfg.run_dir)}", file=sys.stderr)
+        return 130
+    except SystemExit as exc:  # SIGTERM or SIGHUP (engine.embeddings.cli.termination_raises)
+        if not (isinstance(exc.code, int) and exc.code > 128):
+            raise
+        from engine.embeddings.cli import ending
+
+        print(f"{ending(exc)[1]}: {_stopped(cfg.run_dir)}", file=sys.stderr)
+        return exc.code
     if args.json:
         print(json.dumps(summary))
         return 0
