@@ -226,9 +226,13 @@ def launch_ranks(
             _join(ranks)
             tail = "\n".join(failed.tail) or "(no stderr)"
             code = failed.proc.returncode
+            others = (
+                f"; stopped the other {nproc - 1} rank(s)" + (" of this node" if placement else "")
+                if nproc > 1
+                else ""
+            )
             raise LaunchError(
-                f"rank {failed.rank} (pid {failed.proc.pid}) failed: {_describe(code)}; "
-                f"stopped the other {nproc - 1} rank(s)" + (" of this node" if placement else ""),
+                f"rank {failed.rank} (pid {failed.proc.pid}) failed: {_describe(code)}{others}",
                 hint=f"last lines of rank {failed.rank}:\n{tail}",
             )
         _join(ranks)

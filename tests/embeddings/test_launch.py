@@ -70,3 +70,8 @@ def test_launch_ranks_streams_each_rank_and_names_the_failed_one(tmp_path: Path)
     # both ranks fail the same way; whichever exits first is named
     assert re.search(r"rank [01] \(pid \d+\) failed: exit code 2", err.value.message)
     assert err.value.hint is not None and "missing.json" in err.value.hint
+    assert "stopped the other 1 rank(s)" in err.value.message
+    with pytest.raises(LaunchError) as alone:  # one rank: there is no other to stop
+        launcher.launch_ranks("engine.embeddings", ["--config", str(missing), "--rank"], 1,
+                              threads=1, on_line=lambda rank, stream, line: None)  # fmt: skip
+    assert alone.value.message.endswith("failed: exit code 2")
