@@ -19,7 +19,7 @@ from typing import Any
 from engine.config import PreprocessConfig
 from engine.errors import InputError
 from remote.pricing import Catalog, PriceBook, load_catalog
-from remote.profile import EC2Profile, Profile
+from remote.profile import UNSUPPORTED_GPUS, EC2Profile, Profile
 from remote.review.backtest import STUDY_BATCH, STUDY_SAMPLES, study_runs
 from remote.review.candidates import (
     SPOT_INTERRUPTIONS_PER_HOUR,
@@ -541,7 +541,7 @@ def plan_profile(
         ]
     prep_s = min((p.seconds for p in prep), default=0.0)
     choice = choose(candidates, deadline_h=deadline_h, budget_usd=budget_usd, extra_s=prep_s)
-    estimated = sorted({g for g, r in rates.items() if r.estimate})
+    estimated = sorted({g for g, r in rates.items() if r.estimate and g not in UNSUPPORTED_GPUS})
     if target.estimate and target.hardware not in rates:
         estimated.append(target.hardware)
     if estimated:

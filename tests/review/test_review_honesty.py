@@ -134,6 +134,9 @@ def test_plan_never_ranks_gpus_current_pytorch_cannot_use(tmp_path: Path) -> Non
     assert plan.pick is not None and not set(plan.pick.hardware.split("+")) & unsupported
     (note,) = [n for n in plan.notes if n.startswith("not ranked:")]
     assert "p2.xlarge" in note and "the profile's own configuration uses M60" in note
+    g5 = plan_profile(load_profile(ROOT / "profiles" / "aws-g5-2node.yaml"), [])
+    (estimates,) = [n for n in g5.notes if n.startswith("estimates:")]
+    assert "K80" not in estimates and "M60" not in estimates  # not candidates: not estimated
 
 
 def test_plan_band_covers_the_wall_time_swings_of_past_runs(
