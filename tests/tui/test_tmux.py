@@ -94,7 +94,9 @@ def test_replay_in_a_real_terminal(tmp_path: Path) -> None:
         tmux.keys("Space")
         tmux.wait_for(lambda p: "train loss of selected runs" in p and "━ 20261121-fixture" in p)
 
-        tmux.keys("3", "/")
+        tmux.keys("3")  # wait for the Run screen: a key sent before it shows goes to Runs
+        tmux.wait_for(lambda p: "load share per rank" in p and "selected runs" not in p)
+        tmux.keys("/")
         tmux.keys("-l", "gpu-b")
         pane = tmux.wait_for(lambda p: "filter: gpu-b" in p)
         log_lines = [ln for ln in pane.splitlines() if "stopped terminated" in ln]
