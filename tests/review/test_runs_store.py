@@ -207,3 +207,22 @@ def test_an_event_with_wrong_field_types_is_left_out_not_the_run(
     assert main(["runs", "--runs-dir", str(folder.parent), "--json"]) == 0
     assert '"run": "r1"' in capsys.readouterr().out
     assert main(["report", str(folder), "--output", str(tmp_path / "rep")]) == 0
+
+
+def test_an_interrupted_run_lists_the_epochs_its_events_show_done(
+    make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`runs` said `epochs 0` for a run stopped after an epoch (no trainer summary); the Runs
+    screen counted it from the events. Both now say the same."""
+    import json
+
+    folder = make_run("stopped", nproc=1, epoch_s=[5.0, 5.0], sync_s=0.1, status="interrupted")
+    summary = json.loads((folder / "summary.json").read_text())
+    summary.pop("train")  # stopped before the trainer summed up
+    summary["epochs"] = 0
+    (folder / "summary.json").write_text(json.dumps(summary))
+    with (folder / "events.jsonl").open("a") as fh:
+        fh.write('{"type": "checkpoint", "t": 2000.0, "rank": 0, "epoch": 2, "step": 0}\n')
+    assert main(["runs", "--runs-dir", str(folder.parent), "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert (listed["status"], listed["epochs"]) == ("interrupted", 2)

@@ -56,6 +56,16 @@ def note_unfinished(root: Path, names: list[str]) -> None:
         print("note: `sentitop replay RUN` shows a run so far", file=sys.stderr)
 
 
+def epochs_done(r: Any) -> int:
+    """Epochs ``r`` trained: its summary's, else (a run stopped before its trainer summed up)
+    those its events show done, as the Runs screen counts them."""
+    if r.epochs or r.source != "folder":
+        return int(r.epochs)
+    from tui.model.run_history import scan_events
+
+    return scan_events(Path(r.path) / "events.jsonl").epochs_done
+
+
 def row(r: Any) -> dict[str, Any]:
     """One run as JSON-ready fields (``epoch_s``: the median epoch, as `sentitop report` uses)."""
     from remote.review.metrics import median_epoch_s
@@ -75,7 +85,7 @@ def row(r: Any) -> dict[str, Any]:
         "configuration": r.label,
         "hardware": r.hardware,
         "workers": r.workers,
-        "epochs": r.epochs,
+        "epochs": epochs_done(r),
         "epoch_s": None if math.isnan(median) else round(median, 3),
         "epoch_s_mean": None if math.isnan(r.epoch_s) else round(r.epoch_s, 3),
         "wall_s": r.wall_s,
@@ -165,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             Text(outcome.status, style="" if outcome.accuracy_counts else "bold yellow"),
             Text(r.task),
             Text(r.label),
-            str(r.epochs),
+            str(epochs_done(r)),
             "" if math.isnan(median) else f"{median:,.1f}",
             "" if r.wall_s is None else f"{r.wall_s:,.1f}",
             _quality(r),
