@@ -125,6 +125,9 @@ class RunRecord:
     """Seconds the run stood still recovering (summary.json ``downtime_s``)."""
     usd_lost: float = 0.0
     """Dollars the recoveries cost: downtime and redone work at the run's rate."""
+    epochs_in_events: int = 0
+    """Epochs its events show done (`epoch` events, or where the newest checkpoint resumes):
+    what a run stopped before its trainer's summary trained."""
 
     @property
     def train_s(self) -> float:
@@ -408,6 +411,9 @@ def _add_event(record: RunRecord, event: dict[str, Any], state: dict[str, float]
         state["train_t0"] = float(event["t"])
         if isinstance(event.get("threads"), int):
             record.threads = int(event["threads"])
+    elif kind in ("epoch", "checkpoint", "checkpoint_stored") and type(event.get("epoch")) is int:
+        done = event["epoch"] + (1 if kind == "epoch" else 0)  # a checkpoint: where it resumes
+        record.epochs_in_events = max(record.epochs_in_events, done)
     elif kind == "phase":
         record.phases.append(event)
         if event.get("rank") == 0 and isinstance(event.get("eval"), int | float):

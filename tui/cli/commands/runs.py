@@ -59,11 +59,7 @@ def note_unfinished(root: Path, names: list[str]) -> None:
 def epochs_done(r: Any) -> int:
     """Epochs ``r`` trained: its summary's, else (a run stopped before its trainer summed up)
     those its events show done, as the Runs screen counts them."""
-    if r.epochs or r.source != "folder":
-        return int(r.epochs)
-    from tui.model.run_history import scan_events
-
-    return scan_events(Path(r.path) / "events.jsonl").epochs_done
+    return int(r.epochs or r.epochs_in_events)
 
 
 def row(r: Any) -> dict[str, Any]:
