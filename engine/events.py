@@ -89,6 +89,17 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
+def epochs_done_by(event: Mapping[str, Any]) -> int | None:
+    """Epochs an `epoch` event (its epoch + 1) or a checkpoint (where a resume continues) shows
+    done; None for any other event or a malformed epoch."""
+    kind, epoch = event.get("type"), event.get("epoch")
+    if type(epoch) is not int:
+        return None
+    if kind == "epoch":
+        return epoch + 1
+    return epoch if kind in ("checkpoint", "checkpoint_stored") else None
+
+
 def parse_event_line(line: str | bytes) -> dict[str, Any] | None:
     """The event on this line, or None when it is a plain log line."""
     if isinstance(line, bytes):

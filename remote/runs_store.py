@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.errors import InputError
-from engine.events import read_events
+from engine.events import epochs_done_by, read_events
 from remote.cost import peak_rate
 from remote.pricing import Catalog, load_catalog
 from remote.run_folder import SUMMARY_FILE, resolve_run_dir, runs_root
@@ -411,8 +411,7 @@ def _add_event(record: RunRecord, event: dict[str, Any], state: dict[str, float]
         state["train_t0"] = float(event["t"])
         if isinstance(event.get("threads"), int):
             record.threads = int(event["threads"])
-    elif kind in ("epoch", "checkpoint", "checkpoint_stored") and type(event.get("epoch")) is int:
-        done = event["epoch"] + (1 if kind == "epoch" else 0)  # a checkpoint: where it resumes
+    elif (done := epochs_done_by(event)) is not None:
         record.epochs_in_events = max(record.epochs_in_events, done)
     elif kind == "phase":
         record.phases.append(event)

@@ -33,6 +33,22 @@ train:
 """
 
 
+async def stopped_at_checkpoint(path: Path, runs: Path) -> tuple[Any, dict[str, Any]]:
+    """Run the profile at ``path`` into ``runs`` and stop it at its first checkpoint: (the
+    outcome, the newest `checkpoint` event before it stopped)."""
+    stop = asyncio.Event()
+    seen: dict[str, Any] = {}
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event["type"] == "checkpoint":  # more may come while the run stops: the newest counts
+            seen.update(event)
+            stop.set()
+
+    outcome = await execute_run(load_profile(path), runs_dir=runs, on_event=on_event, stop=stop)
+    assert outcome.status == "interrupted" and seen
+    return outcome, seen
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_a_stopped_run_resumes_from_its_checkpoint_to_the_end(
@@ -45,16 +61,7 @@ async def test_a_stopped_run_resumes_from_its_checkpoint_to_the_end(
     path = tmp_path / "resume-local.yaml"
     path.write_text(PROFILE)
     runs = tmp_path / "runs"
-    stop = asyncio.Event()
-    seen: dict[str, Any] = {}
-
-    def on_event(event: dict[str, Any]) -> None:
-        if event["type"] == "checkpoint":  # more may come while the run stops: the newest counts
-            seen["checkpoint"] = event
-            stop.set()
-
-    first = await execute_run(load_profile(path), runs_dir=runs, on_event=on_event, stop=stop)
-    assert first.status == "interrupted" and "checkpoint" in seen
+    first, checkpoint = await stopped_at_checkpoint(path, runs)
     done = sentitop("run", "--resume", str(first.run_dir), "--runs-dir", str(runs), "--json",
                     env=run_env, timeout=400)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -65,8 +72,8 @@ async def test_a_stopped_run_resumes_from_its_checkpoint_to_the_end(
     events = list(read_events(second / "events.jsonl"))
     (start,) = [e for e in events if e["type"] == "train_start" and e.get("rank", 0) == 0]
     assert (start["resumed_epoch"], start["resumed_step"]) == (
-        seen["checkpoint"]["epoch"],
-        seen["checkpoint"]["step"],
+        checkpoint["epoch"],
+        checkpoint["step"],
     )
     ended = [e["epoch"] for e in events if e["type"] == "epoch"]
     assert ended == list(range(start["resumed_epoch"], 2))  # the rest, the resumed one first

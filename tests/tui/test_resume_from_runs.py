@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -12,9 +11,7 @@ import pytest
 from textual.widgets import DataTable
 from textual.widgets._toast import Toast
 
-from remote.profile import load_profile
-from remote.runner import execute_run
-from tests.run.test_resume_run import PROFILE
+from tests.run.test_resume_run import PROFILE, stopped_at_checkpoint
 from tests.tui.fakes import build_app
 from tests.tui.scenes import SIZE, settle
 from tui.services import runner_for
@@ -36,14 +33,7 @@ async def test_c_on_a_stopped_run_resumes_it_in_a_new_run(
     path = tmp_path / "resume-local.yaml"
     path.write_text(PROFILE)
     runs = tmp_path / "runs"
-    stop = asyncio.Event()
-
-    def on_event(event: dict[str, Any]) -> None:
-        if event["type"] == "checkpoint":
-            stop.set()
-
-    first = await execute_run(load_profile(path), runs_dir=runs, on_event=on_event, stop=stop)
-    assert first.status == "interrupted"
+    first, _ = await stopped_at_checkpoint(path, runs)
     app = build_app(start="runs", runs_dir=runs, runner=runner_for(runs))  # type: ignore[arg-type]
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await _until(pilot, lambda: len(app.runs_screen.rows) == 1, 30)

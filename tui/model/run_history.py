@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from engine.events import EVENT_PREFIX
+from engine.events import EVENT_PREFIX, epochs_done_by
 
 Stamp = tuple[Any, ...]
 """Something that changes when a folder's contents (as the runs table shows them) change."""
@@ -95,11 +95,9 @@ def scan_events(path: Path) -> EventFacts:
 
 
 def _note(facts: EventFacts, event: dict[str, Any]) -> None:
-    type_, epoch = event.get("type"), event.get("epoch")
-    if type_ == "epoch" and isinstance(epoch, int):
-        facts.epochs_done = max(facts.epochs_done, epoch + 1)
-    elif type_ in ("checkpoint", "checkpoint_stored") and isinstance(epoch, int):
-        facts.epochs_done = max(facts.epochs_done, epoch)  # where a resume continues
+    type_, done = event.get("type"), epochs_done_by(event)
+    if done is not None:
+        facts.epochs_done = max(facts.epochs_done, done)
     elif type_ == "train_start" and isinstance(event.get("device"), str):
         facts.device = event["device"]
     elif type_ == "rank_start" and not facts.device:
