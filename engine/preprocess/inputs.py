@@ -25,7 +25,8 @@ class InputFiles:
     """Folder as given → review files taken from it."""
     warnings: list[dict[str, str]] = field(default_factory=list)
     """``{code, message}`` per folder that held empty review files (``empty_input_file``) or
-    files of another type (``unknown_input_file``)."""
+    files of another type (``unknown_input_file``), and per file given more than once
+    (``repeated_input_file``: read once)."""
 
 
 def _names(paths: Sequence[Path]) -> str:
@@ -38,7 +39,8 @@ def expand_folders(paths: Sequence[str]) -> InputFiles:
     its non-empty review files (names ending in SUFFIXES, sorted, not recursing). Empty review
     files and other files in a folder are skipped with a warning naming them (hidden files and
     subfolders silently); InputError names a folder that cannot be listed or that holds no
-    non-empty review file."""
+    non-empty review file. A file met again (named twice, or also through its folder) is read
+    once, where first met, with a warning: every runner counts its lines once."""
     result = InputFiles()
     for raw in paths:
         folder = Path(raw)
@@ -83,4 +85,30 @@ def expand_folders(paths: Sequence[str]) -> InputFiles:
             )
         result.files += [str(p) for p in taken]
         result.folders[raw] = len(taken)
-    return result
+    return _read_once(result)
+
+
+def _read_once(found: InputFiles) -> InputFiles:
+    """Drop the files already met earlier in ``found.files`` (the same file by its real path,
+    an s3:// URL by its text), warning about them."""
+    seen: dict[str, str] = {}
+    files, repeated = [], []
+    for path in found.files:
+        key = path if path.startswith("s3://") else os.path.realpath(path)
+        if key in seen:
+            repeated.append(path if path == seen[key] else f"{path} (= {seen[key]})")
+            continue
+        seen[key] = path
+        files.append(path)
+    if repeated:
+        more = f" (+{len(repeated) - SHOWN} more)" if len(repeated) > SHOWN else ""
+        found.warnings.append(
+            {
+                "code": "repeated_input_file",
+                "message": f"{len(repeated)} input file(s) given more than once, read once: "
+                + ", ".join(repeated[:SHOWN])
+                + more,
+            }
+        )
+    found.files = files
+    return found

@@ -31,7 +31,7 @@ def _skip_breakdown(stats: Mapping[str, Any], top: int = 3) -> str:
 
 def check_preprocess(cfg: PreprocessConfig, stats: Mapping[str, Any]) -> list[dict[str, str]]:
     """Raise InputError (exit 2) when no usable review or only one class remains; return the
-    warnings ({code, message}) for a high skipped share or a rare class."""
+    warnings ({code, message}) for empty input files, a high skipped share or a rare class."""
     read, kept = int(stats["read"]), int(stats["kept"])
     files = _files(cfg)
     if kept == 0:
@@ -54,6 +54,15 @@ def check_preprocess(cfg: PreprocessConfig, stats: Mapping[str, Any]) -> list[di
             hint="ratings up to --negative-max are negative; add reviews of the other class",
         )
     warnings = []
+    empty = list(stats.get("empty_files") or [])
+    if empty:  # a folder's empty files are left out before, with a warning of their own
+        shown = ", ".join(empty[:3]) + (f" (+{len(empty) - 3} more)" if len(empty) > 3 else "")
+        warnings.append(
+            {
+                "code": "empty_input_file",
+                "message": f"{len(empty)} input file(s) hold no lines: {shown}",
+            }
+        )
     skipped = int(stats["skipped_total"])
     if read and skipped / read > cfg.max_skipped_share:
         warnings.append(

@@ -56,6 +56,9 @@ class RecordSpec:
         return {f: getattr(self, f) for f in self.__slots__}
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+"""Byte order mark that Windows tools put before a file's first line (not part of the JSON)."""
+
 Parsed = tuple[bytes, int]
 """(cleaned text, rating)."""
 
@@ -76,7 +79,10 @@ def _literal(line: bytes) -> Any:
 
 
 def parse_object(line: bytes, spec: RecordSpec) -> dict[str, Any] | str:
-    """The decoded object of a line (JSON, or a Python literal for McAuley), or a skip reason."""
+    """The decoded object of a line (JSON, or a Python literal for McAuley), or a skip reason;
+    a leading UTF-8 byte order mark is ignored (it cost such a file its first review)."""
+    if line.startswith(UTF8_BOM):
+        line = line[len(UTF8_BOM) :]
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import posixpath
 import zipfile
 from collections import Counter
 from collections.abc import Iterator
@@ -73,6 +74,7 @@ class PreprocessJob(MRJob):  # type: ignore[misc]
         super().load_args(args)
         settings = json.loads(self.options.settings)
         self.inputs: list[str] = settings.get("inputs", [])
+        self.uris: list[list[str]] = settings.get("uris", [[p] for p in self.inputs])
         self.specs = [RecordSpec(**s) for s in settings.get("specs", [])]
         self.stop = frozenset(w.encode() for w in settings.get("stopwords", []))
         self.test_fraction = float(settings.get("test_fraction", 0.1))
@@ -91,11 +93,16 @@ class PreprocessJob(MRJob):  # type: ignore[misc]
         ]
 
     def _file_index(self, uri: str) -> int:
-        if uri in self.inputs:
-            return self.inputs.index(uri)
-        names = [os.path.basename(p) for p in self.inputs]
-        base = os.path.basename(uri)
-        return names.index(base) if base in names else 0
+        """The input a mapper's file is, by the URIs mrjob may hand over for it (never by a
+        bare file name: folders often hold files of the same name)."""
+        for index, names in enumerate(self.uris):
+            if uri in names:
+                return index
+        uploaded = posixpath.basename(uri)  # a copy on HDFS/S3 keeps mrjob's upload name
+        for index, names in enumerate(self.uris):
+            if uploaded in names[1:2]:
+                return index
+        raise ValueError(f"mrjob handed over {uri!r}, which is none of the inputs {self.inputs}")
 
     def map_file(self, path: str, uri: str) -> Iterator[tuple[Key, Any]]:
         """One raw file → (["T", text], per-rating counts) per distinct text, and its stats."""
@@ -196,6 +203,26 @@ def _no_config_notice() -> Iterator[None]:
         logger.removeFilter(quiet)
 
 
+def input_uris(inputs: list[str]) -> list[list[str]]:
+    """Per input, what mrjob may name it in a mapper: the path as given (an s3:// URI stays
+    itself) and, for a local file, the name mrjob's upload manager gives its copy on HDFS/S3
+    (``reviews-1.jsonl`` for a second ``reviews.jsonl``), its absolute path (inline) and
+    ``file://`` URI."""
+    from mrjob.parse import is_uri, to_uri
+    from mrjob.setup import name_uniquely
+
+    uploaded: dict[str, str] = {}
+    result = []
+    for path in inputs:
+        if is_uri(path):
+            result.append([path])
+            continue
+        if path not in uploaded:
+            uploaded[path] = name_uniquely(path, set(uploaded.values()), unhide=True)
+        result.append([path, uploaded[path], os.path.abspath(path), to_uri(path)])
+    return result
+
+
 def run_mrjob(
     cfg: PreprocessConfig, job: JobSettings, progress: Progress | None, extra_args: list[str]
 ) -> LocalResult:
@@ -205,6 +232,7 @@ def run_mrjob(
 
     settings = {
         "inputs": cfg.inputs,
+        "uris": input_uris(cfg.inputs),
         "specs": [s.to_dict() for s in job.specs],
         "stopwords": sorted(w.decode() for w in job.stop),
         "test_fraction": job.test_fraction,

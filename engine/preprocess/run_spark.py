@@ -4,6 +4,7 @@ SPARK_MASTER); the driver encodes and writes HDF5 like the mrjob runners."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import warnings
 from collections import Counter
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from operator import add
 from typing import Any
 
+from engine.errors import ConfigError, LaunchError
 from engine.preprocess.job import JobSettings
 from engine.preprocess.mapper import MapStats, map_task
 from engine.preprocess.readers import MapTask
@@ -78,15 +80,39 @@ def quiet_log_config(folder: str, level: str) -> str:
     return path
 
 
+def check_java() -> None:
+    """ConfigError when pyspark cannot find the Java it starts Spark with (it printed "JAVA_HOME
+    is not set" and a traceback of JAVA_GATEWAY_EXITED)."""
+    home = os.environ.get("JAVA_HOME")
+    if home and not os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        raise ConfigError(
+            f"--runner spark needs Java: JAVA_HOME={home} holds no bin/java",
+            hint="point JAVA_HOME at a JDK or JRE 17 or later, or unset it to use the java on PATH",
+        )
+    if not home and shutil.which("java") is None:
+        raise ConfigError(
+            "--runner spark needs Java 17 or later: no java on PATH and JAVA_HOME is not set",
+            hint="install a JRE (e.g. apt-get install openjdk-17-jre-headless) or set "
+            "JAVA_HOME; without Java use --runner local (all cores of this machine)",
+        )
+
+
 def run_spark(
     tasks: list[MapTask], job: JobSettings, workers: int, progress: Progress | None
 ) -> LocalResult:
-    """Run the job on Spark (master from SPARK_MASTER, default local[workers])."""
+    """Run the job on Spark (master from SPARK_MASTER, default local[N]: N = workers, at most
+    one thread per map task; more only cost threads, and --workers 100000 made the JVM fail
+    to create them). ``workers`` is also the number of reduce partitions."""
+    check_java()
+    if "SPARK_MASTER" not in os.environ:
+        workers = max(1, min(workers, len(tasks)))
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv's packages
     # pyspark warns about pandas once its SQL types load; the job sends no pandas data
     warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
+    from py4j.protocol import Py4JError
     from pyspark import SparkConf, SparkContext
+    from pyspark.errors import PySparkException
 
     master = os.environ.get("SPARK_MASTER", f"local[{workers}]")
     level = os.environ.get("SPARK_LOG_LEVEL", "ERROR")
@@ -100,7 +126,15 @@ def run_spark(
         .set("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g"))
         .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
     )
-    sc = SparkContext.getOrCreate(conf)
+    try:
+        sc = SparkContext.getOrCreate(conf)
+    except (Py4JError, PySparkException) as exc:  # the JVM did not start (threads, memory)
+        said = [ln.strip(": \t") for ln in str(exc).splitlines() if ln.strip(": \t")]
+        cause = next((ln for ln in said if ln.startswith(("java.", "org.", "["))), None)
+        raise LaunchError(
+            f"could not start Spark (master {master}): {cause or (said or [repr(exc)])[0]}",
+            hint="SPARK_LOG_LEVEL=WARN shows Spark's own log; without Spark use --runner local",
+        ) from exc
     sc.setLogLevel(level)
     try:
         rows = (

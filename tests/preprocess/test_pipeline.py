@@ -257,6 +257,27 @@ def test_missing_input_names_it(tmp_path: Path) -> None:
     assert not (tmp_path / "o" / "dataset.h5").exists()
 
 
+def test_an_empty_input_file_given_by_name_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty file among the inputs (a failed download) was listed in stats.json's
+    empty_files only; an empty file in an input folder already got a warning."""
+    from tui.cli import main
+
+    empty = tmp_path / "part-2.jsonl"
+    empty.write_bytes(b"")
+    full = write_lines(tmp_path / "part-1.jsonl", [review("sturdy stand", 5), review("wobbly", 1)])
+    out = tmp_path / "out"
+    argv = ["preprocess", "-i", str(full), str(empty), "-o", str(out), "--workers", "1", "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    stats = json.loads(captured.out)
+    assert stats["warnings"] == [
+        {"code": "empty_input_file", "message": f"1 input file(s) hold no lines: {empty}"}
+    ]
+    assert f"WARNING: 1 input file(s) hold no lines: {empty}" in " ".join(captured.err.split())
+
+
 def test_gzip_and_plain_inputs_agree(tmp_path: Path, preprocess: Run) -> None:
     plain = _corpus(tmp_path, 500)
     gz = tmp_path / "c.jsonl.gz"

@@ -125,3 +125,15 @@ def test_iter_records_reads_gzip_and_skips_bad_lines(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(b"\n".join([review("Loved it", 5), b"{bad", review("Meh.", 2)])))
     records = list(iter_records(str(path), _cfg()))
     assert [(r.text, r.rating, r.label) for r in records] == [("loved it", 5, 1), ("meh", 2, 0)]
+
+
+def test_a_byte_order_mark_before_the_first_line_is_ignored(tmp_path: Path) -> None:
+    """A file saved by a Windows tool starts with a UTF-8 BOM: its first review was skipped as
+    malformed_json (and a one-line file's format could not be detected)."""
+    bom = b"\xef\xbb\xbf"
+    assert parse_line(bom + review("great tuner", 4), MC) == (b"great tuner", 4)
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(bom + json.dumps({"Text": "stale beans", "Score": 1}).encode() + b"\r\n")
+    cfg = PreprocessConfig(inputs=[str(path)], output=str(tmp_path / "o"))
+    assert detect_spec(str(path), cfg).text_field == "Text"
+    assert [r.text for r in iter_records(str(path), cfg)] == ["stale beans"]

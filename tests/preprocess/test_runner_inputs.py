@@ -1,0 +1,73 @@
+"""The mrjob runners read each input with its own record format, as the local runner does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import assert_same_dataset, review, write_lines
+
+Run = Callable[..., dict[str, Any]]
+COUNTS = ("read", "kept", "skipped", "lines_per_file", "empty_files", "warnings")
+
+
+def _food(text: str, score: int) -> bytes:
+    """A Fine Food line (fields Text/Score, not reviewText/overall)."""
+    return json.dumps({"Id": 1, "Text": text, "Score": score}).encode()
+
+
+def test_same_named_files_in_two_folders_keep_their_own_format(
+    tmp_path: Path, preprocess: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inline runner told relative inputs apart by file name: b/reviews.jsonl (Fine Food)
+    was read with a/reviews.jsonl's McAuley fields, and all its lines were skipped as
+    missing_text."""
+    monkeypatch.chdir(tmp_path)  # inputs as a user types them, relative
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    mcauley = write_lines(
+        Path("a", "reviews.jsonl"),
+        [review(f"guitar string {i} sounds great", 5 if i % 3 else 1) for i in range(30)],
+    )
+    food = write_lines(
+        Path("b", "reviews.jsonl"),
+        [_food(f"coffee bean {i} tastes stale", 1 if i % 2 else 5) for i in range(20)],
+    )
+    local = preprocess([mcauley, food])
+    inline = preprocess([mcauley, food], runner="inline")
+    assert_same_dataset(local, inline)
+    assert {k: inline["stats"][k] for k in COUNTS} == {k: local["stats"][k] for k in COUNTS}
+    assert inline["stats"]["lines_per_file"] == [30, 20]
+    assert inline["stats"]["skipped_total"] == 0
+
+
+def test_a_file_given_twice_is_read_once_by_every_runner(tmp_path: Path, preprocess: Run) -> None:
+    """`-i data data/x.jsonl` read x.jsonl twice; the inline runner then counted both copies'
+    lines for the first and listed the second as an empty file."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    path = write_lines(
+        folder / "x.jsonl", [review(f"pedal {i} works", 5 if i % 2 else 2) for i in range(10)]
+    )
+    local = preprocess([folder, path])
+    inline = preprocess([folder, path], runner="inline")
+    assert_same_dataset(local, inline)
+    for got in (local, inline):
+        stats = got["stats"]
+        assert stats["inputs"] == [str(path)]
+        assert (stats["read"], stats["lines_per_file"], stats["empty_files"]) == (10, [10], [])
+        assert [w["code"] for w in stats["warnings"]] == ["repeated_input_file"]
+        assert str(path) in stats["warnings"][0]["message"]
+
+
+def test_uploaded_copies_are_named_as_mrjob_names_them() -> None:
+    """Hadoop and EMR map an uploaded copy, named by mrjob's upload manager."""
+    from engine.preprocess.run_mrjob import input_uris
+
+    uris = input_uris(["a/reviews.jsonl", "b/reviews.jsonl", "s3://bucket/reviews.jsonl"])
+    assert [u[1] for u in uris[:2]] == ["reviews.jsonl", "reviews-1.jsonl"]
+    assert uris[2] == ["s3://bucket/reviews.jsonl"]

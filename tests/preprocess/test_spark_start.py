@@ -1,0 +1,78 @@
+"""The spark runner: no Java, a Spark that does not start, or huge --workers are clear errors
+or just work, never a py4j traceback."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.config import PreprocessConfig
+from engine.errors import ConfigError
+from engine.preprocess import run_preprocess
+
+from .conftest import review, write_lines
+
+ROOT = Path(__file__).parents[2]
+needs_spark = pytest.mark.skipif(
+    importlib.util.find_spec("pyspark") is None or shutil.which("java") is None,
+    reason="pyspark and java are needed for the spark runner",
+)
+
+
+def _reviews(tmp_path: Path) -> Path:
+    lines = [review(f"review {i} good", 5 if i % 3 else 1) for i in range(30)]
+    return write_lines(tmp_path / "a.jsonl", lines)
+
+
+@pytest.mark.parametrize("java_home", [None, "/nonexistent-jdk"])
+def test_spark_without_java_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, java_home: str | None
+) -> None:
+    """pyspark printed "JAVA_HOME is not set" and a JAVA_GATEWAY_EXITED traceback (exit 1)."""
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no java on it
+    if java_home:
+        monkeypatch.setenv("JAVA_HOME", java_home)
+    else:
+        monkeypatch.delenv("JAVA_HOME", raising=False)
+    out = tmp_path / "out"
+    cfg = PreprocessConfig(inputs=[str(_reviews(tmp_path))], output=str(out), runner="spark")
+    with pytest.raises(ConfigError, match="--runner spark needs Java") as err:
+        run_preprocess(cfg)
+    assert (java_home or "--runner local") in f"{err.value.message} {err.value.hint}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl"]
+
+
+def _cli(tmp_path: Path, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "engine.preprocess", "-i", str(_reviews(tmp_path)),
+            "-o", str(tmp_path / "out"), "--runner", "spark", "--json", *extra]  # fmt: skip
+    env = {**{k: v for k, v in os.environ.items() if k != "SPARK_MASTER"}, **env}
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=300, env=env,
+                          check=False)  # fmt: skip
+
+
+@needs_spark
+@pytest.mark.slow
+def test_a_spark_that_does_not_start_is_a_launch_error(tmp_path: Path) -> None:
+    """A mistyped SPARK_MASTER ended in a pyspark traceback."""
+    done = _cli(tmp_path, SPARK_MASTER="sparkk://nowhere:7077")
+    assert done.returncode == 1, done.stderr
+    assert "launch failed: could not start Spark (master sparkk://nowhere:7077)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@needs_spark
+@pytest.mark.slow
+def test_spark_with_more_workers_than_tasks_runs(tmp_path: Path) -> None:
+    """--workers 100000 asked Spark for local[100000]: the JVM could not create the threads
+    and the run ended in a py4j OutOfMemoryError traceback."""
+    done = _cli(tmp_path, "--workers", "100000")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "out" / "dataset.h5").exists()
