@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from engine.balance.args import MAX_STRAGGLE
 from engine.embeddings.config import EmbedConfig
-from engine.errors import ConfigError, SentitopError
+from engine.embeddings.events_file import RunEventsFile
+from engine.embeddings.rank_watch import TrainWatch
+from engine.errors import ConfigError, LaunchError, SentitopError
 from engine.events import (
     Emitter,
     EventSink,
@@ -304,21 +306,38 @@ def ending(exc: BaseException) -> tuple[str, str]:
 
 def check_batch(cfg: EmbedConfig, nproc: int) -> None:
     """Before any rank starts: ConfigError when a worker's documents hold fewer skip-gram pairs
-    than one batch even with every word kept (not one step would train; the run ended `ok`
-    with an SGNS loss of 0.0000). Sub-sampling can still leave fewer: the ranks check that."""
-    from engine.embeddings.corpus import Corpus, max_pairs, shard_docs
+    than one batch (not one step would train; the run ended `ok` with an SGNS loss of 0.0000):
+    with every word kept, and on CPU also after epoch 1's sub-sampling, drawn as the ranks draw
+    it (that was found by the ranks only: every rank and the launcher printed it, exit 1).
+    Later epochs' draws, and a GPU's, are still checked by the ranks."""
+    from engine.embeddings.corpus import (
+        Corpus,
+        epoch_pair_count,
+        max_pairs,
+        pair_seed,
+        shard_docs,
+    )
     from engine.embeddings.prepare import CORPUS_FILE
 
     corpus = Corpus.load(Path(cfg.run_dir) / CORPUS_FILE)
     workers = nproc - 1 if cfg.mode == "async" else nproc
+    shards = [shard_docs(corpus, i, workers) for i in range(workers)]
     reach = corpus.reach(cfg.window)
-    fewest = min(max_pairs(corpus, shard_docs(corpus, i, workers), reach) for i in range(workers))
+    fewest = min(max_pairs(corpus, docs, reach) for docs in shards)
+    who = "the corpus holds" if workers == 1 else f"the smallest of {workers} workers' shares holds"
+    when = "before sub-sampling"
+    if fewest >= cfg.batch and cfg.device == "cpu":
+        fewest = min(
+            epoch_pair_count(corpus, docs, window=cfg.window, subsample=cfg.subsample,
+                             seed=pair_seed(cfg.seed, 0, i))
+            for i, docs in enumerate(shards)
+        )  # fmt: skip
+        when = "after epoch 1's sub-sampling"
     if fewest >= cfg.batch:
         return
-    who = "the corpus holds" if workers == 1 else f"the smallest of {workers} workers' shares holds"
     raise ConfigError(
         f"--batch {cfg.batch} is more than the {fewest:,} skip-gram pairs {who} (window "
-        f"{cfg.window}, before sub-sampling): not one step would train",
+        f"{cfg.window}, {when}): not one step would train",
         hint=f"use a --batch well below {fewest:,}, fewer processes (--nproc), or more text",
     )
 
@@ -336,28 +355,6 @@ class _StartedStages:
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-class _TrainWatch:
-    """Passes rank lines on and notes whether rank 0 ended its train stage itself."""
-
-    def __init__(self, on_line: LineHandler | None) -> None:
-        self.on_line = on_line
-        self.ended = False
-
-    def __call__(self, rank: int, stream: str, line: str) -> None:
-        if rank == 0 and stream == "stdout" and '"stage_end"' in line:
-            from engine.events import parse_event_line
-
-            event = parse_event_line(line)
-            if event is not None and event["type"] == "stage_end" and event.get("stage") == "train":
-                self.ended = True
-        if self.on_line is not None:
-            self.on_line(rank, stream, line)
-        elif stream == "stdout":  # what the launcher does without a handler
-            print(line, flush=True)
-        else:
-            print(f"[rank {rank}] {line}", file=sys.stderr, flush=True)
 
 
 def run_local(
@@ -385,14 +382,17 @@ def run_local(
             raise
         if summary is not None:
             return summary
-        watch = _TrainWatch(on_line)
+        watch = TrainWatch(on_line)
         started = time.time()
         try:
             launch(cfg, nproc, on_line=watch)
         except BaseException as exc:
+            own = watch.reported() if isinstance(exc, LaunchError) else None
             if cfg.events_file and not watch.ended:
-                status, message = ending(exc)
+                status, message = ending(own or exc)
                 _record_end(cfg, "train", status, message, time.time() - started)
+            if own is not None:  # a setting the ranks refused: said once, with its exit code
+                raise own from None
             raise
     doc: dict[str, Any] = json.loads((run_dir / SUMMARY_FILE).read_text("utf-8"))
     return doc
@@ -406,8 +406,9 @@ def _prepare_stage(
     from engine.embeddings.prepare import prepare
 
     sinks: list[EventSink] = [StreamSink() if on_line is None else _LineSink(on_line)]
-    if cfg.events_file:
-        sinks.append(JsonlFileSink(Path(cfg.run_dir) / "events.jsonl"))
+    events = RunEventsFile(cfg.run_dir) if cfg.events_file else None
+    if events is not None:
+        sinks.append(events)
     started_stages = _StartedStages()
     emitter = Emitter(FanoutSink(*sinks, started_stages), rank=0)
     record = Emitter(sinks[-1], rank=0)  # the end of a failed stage: the file (the terminal
@@ -415,7 +416,7 @@ def _prepare_stage(
     stage: str | None = "prepare"
     started = time.time()
     try:
-        prepare(cfg, emitter)
+        prepare(cfg, emitter, events)
         stage = None
         if cfg.mode == "svd":  # no ranks: the vectors are computed here
             from engine.embeddings.svd import run_svd
@@ -475,8 +476,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             open_run_dir(Path(cfg.run_dir))
 
-            emitter = rank_emitter(cfg.run_dir, 0, events_file=cfg.events_file)
-            prepare(cfg, emitter)
+            events = RunEventsFile(cfg.run_dir) if cfg.events_file else None
+            emitter = Emitter(FanoutSink(StreamSink(), *([events] if events else [])), rank=0)
+            prepare(cfg, emitter, events)
             emitter.close()
             Path(cfg.run_dir, CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2))
             return 0

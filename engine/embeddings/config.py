@@ -33,8 +33,9 @@ class EmbedConfig:
 
     run_dir: str
     """Run folder: corpus.npz, reference.npz, events.jsonl, embeddings.npy, summary.json. A
-    re-run into it replaces the vectors and summary (reusing the corpus when the input files
-    and their settings are unchanged); a run stopped early leaves neither."""
+    re-run into it replaces the vectors, summary and events (reusing the corpus when the input
+    files and their settings are unchanged); a run stopped early leaves neither vectors nor
+    summary."""
     input: str | list[str] | None = None
     """Raw JSON-lines reviews (plain or .gz; McAuley 2014/2018, IMDB, Fine Food, Alexa, or any
     records with a text field; ratings not needed), or folders of them: one path or several,
@@ -91,7 +92,7 @@ class EmbedConfig:
     straggle: dict[int, float] = field(default_factory=dict)
     """Injected slowness: rank -> factor (the rank sleeps (factor-1) x its compute each step)."""
     events_file: bool = True
-    """Rank 0 appends events to RUN_DIR/events.jsonl."""
+    """Write events to RUN_DIR/events.jsonl (a re-run starts it afresh)."""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # inf or nan trains nothing and breaks the events

@@ -250,14 +250,40 @@ def epoch_pairs(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Shuffled skip-gram pairs of the documents in ``doc_range`` after sub-sampling (drawn
     with ``seed``), and the raw corpus tokens that range stands for."""
+    rng = np.random.default_rng(seed)
+    ids, doc, raw = _kept_tokens(corpus, doc_range, subsample, rng)
+    centres, contexts = skipgram_pairs(ids, doc, corpus.reach(window))
+    order = rng.permutation(len(centres))
+    return centres[order], contexts[order], raw
+
+
+def epoch_pair_count(
+    corpus: Corpus, doc_range: tuple[int, int], *, window: int, subsample: float, seed: int
+) -> int:
+    """How many pairs :func:`epoch_pairs` draws with these arguments (the same sub-sampling
+    draw), counted without building them: the launcher's check of --batch before ranks start."""
+    _, doc, _ = _kept_tokens(corpus, doc_range, subsample, np.random.default_rng(seed))
+    same_doc = (
+        np.count_nonzero(doc[:-off] == doc[off:]) for off in range(1, corpus.reach(window) + 1)
+    )
+    return 2 * sum(int(n) for n in same_doc)  # each pair both ways, as _offset_pairs makes them
+
+
+def pair_seed(seed: int, epoch: int, shard: int) -> int:
+    """The sub-sampling seed of ``shard``'s pairs in ``epoch`` of a run seeded ``seed``."""
+    return (seed * 1_000_003 + epoch) * 1009 + shard
+
+
+def _kept_tokens(
+    corpus: Corpus, doc_range: tuple[int, int], subsample: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(ids, document index) of the tokens of ``doc_range`` that sub-sampling keeps (one draw
+    of ``rng`` per token), and the raw corpus tokens that range stands for."""
     start, stop, raw = _token_span(corpus, doc_range)
     ids = corpus.ids[start:stop]
     doc = corpus.doc_of()[start:stop]
-    rng = np.random.default_rng(seed)
     keep = rng.random(len(ids)) < keep_probabilities(corpus.counts, subsample)[ids]
-    centres, contexts = skipgram_pairs(ids[keep], doc[keep], corpus.reach(window))
-    order = rng.permutation(len(centres))
-    return centres[order], contexts[order], raw
+    return ids[keep], doc[keep], raw
 
 
 class DevicePairs:

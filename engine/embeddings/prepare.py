@@ -13,6 +13,7 @@ import numpy as np
 from engine.embeddings.config import MIN_EVAL_WORDS, EmbedConfig
 from engine.embeddings.corpus import Corpus, build_corpus, read_dataset_docs
 from engine.embeddings.evaluate import sppmi_reference
+from engine.embeddings.events_file import EVENTS_FILE, RunEventsFile
 from engine.embeddings.sources import Sources, SourceStats
 from engine.errors import ConfigError, InputError
 from engine.events import Emitter
@@ -24,19 +25,26 @@ RESULT_FILES = ("summary.json", "embeddings.npy")
 """What a finished run leaves (the summary first: without it the folder reads as unfinished)."""
 
 
-def retire_results(run_dir: Path, emitter: Emitter) -> None:
+def retire_results(run_dir: Path, emitter: Emitter, events: RunEventsFile | None = None) -> None:
     """Remove an earlier run's vectors and summary before this run changes the folder: an
     interrupted or failed re-run then leaves an unfinished folder, never the old summary and
     vectors beside a new corpus (``train.model.init_embeddings`` took that mix as finished and
-    gave words the vectors of other words whenever the two vocabularies had the same size)."""
+    gave words the vectors of other words whenever the two vocabularies had the same size).
+    Its events go too (``events``: this run's file): they were appended to, and a replay
+    showed both runs as one."""
     found = [name for name in RESULT_FILES if (run_dir / name).exists()]
     for name in (*RESULT_FILES, "summary.json.tmp"):
         (run_dir / name).unlink(missing_ok=True)
+    if events is not None and events.replace():
+        found.append(EVENTS_FILE)
     if found:  # `warning`'s fields: docs/EVENTS.md's common table (code, message)
+        names = " and ".join([", ".join(found[:-1]), found[-1]] if len(found) > 1 else found)
+        held = "a finished" if RESULT_FILES[0] in found else "an earlier"
+        verb = "are" if len(found) > 1 else "is"
         warning = {
             "code": "replaced_run",
-            "message": f"{run_dir} held a finished run; its {' and '.join(found)} are removed "
-            "and this run writes new ones (use another --run-dir to keep both)",
+            "message": f"{run_dir} held {held} run; its {names} {verb} removed and this run "
+            "writes new ones (use another --run-dir to keep both)",
         }
         emitter.emit("warning", stage="prepare", **warning)
 
@@ -104,8 +112,12 @@ def _read_key(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
-    """Write (or reuse) corpus.npz and reference.npz in the run folder; return their stats."""
+def prepare(
+    cfg: EmbedConfig, emitter: Emitter, events: RunEventsFile | None = None
+) -> dict[str, Any]:
+    """Write (or reuse) corpus.npz and reference.npz in the run folder; return their stats.
+    ``events`` (the events file ``emitter`` writes, if any) starts afresh when the folder held
+    an earlier run, as the results do."""
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     key = {**cfg.corpus_key(), "files": input_stamps(cfg)}
@@ -114,7 +126,7 @@ def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
     if reusable:
         recorded = _read_key(key_path)
         if recorded.get("key") == key and isinstance(recorded.get("stats"), dict):
-            retire_results(run_dir, emitter)
+            retire_results(run_dir, emitter, events)
             for warning in recorded["stats"].get("warnings") or []:  # reused, still true
                 emitter.emit("warning", stage="prepare", **warning)
             emitter.emit("stage_end", stage="prepare", status="cached", seconds=0.0)
@@ -152,7 +164,7 @@ def prepare(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
     # earlier run as it was): the cache key goes first and is written last (a failure in
     # between left the old key beside the new corpus, and the next run reused that mix)
     key_path.unlink(missing_ok=True)
-    retire_results(run_dir, emitter)
+    retire_results(run_dir, emitter, events)
     corpus.save(run_dir / CORPUS_FILE)
     np.savez(run_dir / REFERENCE_FILE, reference=reference)
     stats: dict[str, Any] = {

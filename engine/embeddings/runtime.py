@@ -23,6 +23,7 @@ from engine.embeddings.corpus import (
     DevicePairs,
     NegativeSampler,
     epoch_pairs,
+    pair_seed,
     shard_docs,
 )
 from engine.embeddings.evaluate import nearest_neighbours, pip_loss
@@ -107,7 +108,7 @@ class EmbedRun:
         and the raw words per pair (sub-sampling is redrawn every epoch). On a GPU the pairs
         are built there (:class:`DevicePairs`), on CPU with numpy (:func:`epoch_pairs`)."""
         doc_range = shard_docs(self.corpus, shard, shards)
-        seed = (self.cfg.seed * 1_000_003 + epoch) * 1009 + shard
+        seed = pair_seed(self.cfg.seed, epoch, shard)
         if self.device.type != "cpu":
             if self.device_pairs is None:
                 self.device_pairs = DevicePairs(self.corpus, doc_range, self.device)

@@ -64,11 +64,12 @@ def run_sync(run: EmbedRun) -> dict[str, Any] | None:
             stats.add(hi - lo, 0.0, (hi - lo) * words_per_pair)
             global_step += 1
             pairs_since_log += hi - lo
+            if global_step % cfg.log_every == 0:
+                step_loss = float(loss.item())
+                run.check_loss(_any_rank(step_loss, env.world, run.device), epoch)
             if main and global_step % cfg.log_every == 0:
                 now = time.perf_counter()
                 rate = pairs_since_log * env.world / max(now - last_log, 1e-9)
-                step_loss = float(loss.item())
-                run.check_loss(step_loss, epoch)
                 run.emitter.emit(
                     "step",
                     epoch=epoch,
@@ -81,16 +82,28 @@ def run_sync(run: EmbedRun) -> dict[str, Any] | None:
                 )
                 last_log, pairs_since_log = now, 0
         stats.loss_sum = float(loss_sum.item())
-        run.check_loss(stats.loss_sum, epoch)
         if cuda:
             torch.cuda.synchronize(run.device)
         stats.seconds = time.perf_counter() - start
         gathered = _gather(stats, env.world)
+        for each in gathered:  # every rank sees every loss, so all stop alike
+            run.check_loss(each.loss_sum, epoch)
         if main:
             run.epoch_event(epoch, gathered, run.pip())
     if not main:
         return None
     return run.finish(pip0, {"workers": env.world})
+
+
+def _any_rank(loss: float, world: int, device: torch.device) -> float:
+    """The sum of every rank's ``loss`` (not finite when any rank's is not): each rank checks
+    it, so all stop together. Only rank 0 checked its own, and its peers, left waiting in the
+    next all-reduce, crashed with a gloo traceback under the diverged-loss message."""
+    if world == 1:
+        return loss
+    total = torch.tensor([loss], dtype=torch.float64, device=device)
+    dist.all_reduce(total)
+    return float(total.item())
 
 
 def _gather(stats: EpochStats, world: int) -> list[EpochStats]:

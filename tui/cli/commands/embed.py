@@ -60,8 +60,6 @@ class _Printer:
                 f"PIP loss {event['pip_loss']:.4f}  {event['seconds']:.1f} s  "
                 f"{event['words_per_s']:,.0f} words/s"
             )
-        elif event["type"] == "error":
-            print(f"[rank {event.get('rank')}] error: {event.get('message')}", file=sys.stderr)
 
 
 def _stopped(run_dir: str) -> str:
