@@ -6,6 +6,9 @@ after each checkpoint from a remote rank 0). The new run reuses the cached datas
 checkpoint where rank 0 resumes from it, and its summary covers the whole training (the trainer
 restores the epochs done, their history and their time from the checkpoint). The resumed run
 keeps its own folder and cost; the new one's summary names it (``resumed_from``).
+
+A run resumed once or more is one training spread over a chain of run folders
+(remote.resume_chain): a run a later one continued is not resumed again.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import InputError
-from engine.events import has_live_writer
+from engine.events import has_live_writer, read_events
 from remote.checkpoint_keeper import NODE_CHECKPOINT
 from remote.profile import Profile, load_profile
+from remote.resume_chain import continued_by
 from remote.run_folder import EVENTS_FILE, SUMMARY_FILE, resolve_run_dir
 
 PROFILE_FILE = "profile.yaml"
@@ -48,7 +52,16 @@ def resumable_run(ref: str | Path, runs_dir: str | Path | None = None) -> Path:
             "there is nothing to resume from",
             hint=f"start it again: sentitop run {folder / PROFILE_FILE}",
         )
-    return folder
+    later = continued_by(folder)
+    if later is not None:
+        raise InputError(
+            f"{folder}: already resumed by run {later.folder.name} ({later.status}); resuming "
+            "it again would train the same epochs twice and pay for them twice",
+            hint=f"continue the newest run of its chain: sentitop run --resume {later.folder}"
+            if later.status != "ok"
+            else "its training finished there; start a new run to train longer",
+        )
+    return folder.absolute()
 
 
 def resume_profile(folder: Path, given: Profile | None) -> Profile:
@@ -82,8 +95,6 @@ def resume_hint(run_dir: Path) -> str | None:
 
 def _checkpoint_epoch(run_dir: Path) -> int | None:
     """Epochs the newest checkpoint of ``run_dir`` holds, from its events (None: unknown)."""
-    from engine.events import read_events
-
     epoch = None
     for event in read_events(run_dir / EVENTS_FILE):
         if event.get("type") in ("checkpoint", "checkpoint_stored"):

@@ -125,6 +125,8 @@ class RunRecord:
     """Seconds the run stood still recovering (summary.json ``downtime_s``)."""
     usd_lost: float = 0.0
     """Dollars the recoveries cost: downtime and redone work at the run's rate."""
+    resumed_from: str | None = None
+    """The stopped run it continued (summary.json ``resumed_from``; see remote.resume_chain)."""
     epochs_in_events: int = 0
     """Epochs its events show done (`epoch` events, or where the newest checkpoint resumes):
     what a run stopped before its trainer's summary trained."""
@@ -347,6 +349,7 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         recoveries=int(summary.get("recoveries") or 0),
         downtime_s=_num(summary, "downtime_s") or 0.0,
         usd_lost=_num(summary, "usd_lost") or 0.0,
+        resumed_from=str(summary["resumed_from"]) if summary.get("resumed_from") else None,
     )
     if (folder / "events.jsonl").is_file():
         _add_events(record, folder / "events.jsonl")

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import InputError
+from remote.resume_chain import Chain
 from remote.review import plots
+from remote.review.chains import fold_chains
 from remote.review.metrics import (
     ConfigMetrics,
     SeriesMetrics,
@@ -46,13 +48,16 @@ def write_report(
     epochs: int | None = None,
     deadline_h: float | None = None,
 ) -> Report:
-    """Write report.md and the PNG plots of ``runs`` (one series) into ``output``."""
+    """Write report.md and the PNG plots of ``runs`` (one series) into ``output``; a resumed
+    training counts once, as its chain of runs (remote.review.chains.fold_chains)."""
     if not runs:
         raise InputError("no runs to report on", hint="name run folders, run/sweep ids or a CSV")
+    runs, chains, folded = fold_chains(runs)
     try:
         series = series_metrics(runs, epochs=epochs)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    series.notes[:0] = folded
     if output.exists() and not output.is_dir():
         raise InputError(f"--output {output} is a file, not a folder", hint="name a folder")
     try:
@@ -64,7 +69,7 @@ def write_report(
     pick = cheapest_within(series.configs, deadline_h) if deadline_h is not None else None
     path = output / "report.md"
     try:  # the Markdown first: a folder that cannot take it fails before the slow plots
-        path.write_text(render_markdown(series, deadline_h, pick), encoding="utf-8")
+        path.write_text(render_markdown(series, deadline_h, pick, chains), encoding="utf-8")
         files = {
             "speedup": plots.speedup_plot(series, output / PLOTS["speedup"]),
             "throughput": plots.throughput_plot(series, output / PLOTS["throughput"]),
@@ -124,9 +129,13 @@ def cost_table(series: SeriesMetrics) -> list[str]:
 
 
 def render_markdown(
-    series: SeriesMetrics, deadline_h: float | None, pick: ConfigMetrics | None
+    series: SeriesMetrics,
+    deadline_h: float | None,
+    pick: ConfigMetrics | None,
+    chains: dict[str, Chain] | None = None,
 ) -> str:
-    """The report's Markdown text."""
+    """The report's Markdown text (``chains``: resumed runs' chains by run id)."""
+    chains = chains or {}
     base = series.baseline
     n = series.epochs
     out = [
@@ -171,6 +180,7 @@ def render_markdown(
         "",
         "## Runs",
         "",
+        *_chains_text(chains),
         "| run | configuration | source | status | epochs | median epoch s | wall s | run $ "
         "| recoveries | sweep |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -178,11 +188,11 @@ def render_markdown(
     for c in series.configs:
         for r in c.runs:
             where = f"{r.path.name}:{r.line}" if r.line else r.path.name
+            chain = chains.get(r.run_id)
             out.append(
-                f"| {_cell(r.run_id)} | {c.label} | {r.source} ({_cell(where)}) | "
-                f"{run_outcome(r).status} | {r.epochs} | {_f(median_epoch_s(r), ',.1f')} | "
-                f"{_f(r.wall_s, ',.1f')} | "
-                f"{'–' if r.usd is None else _money(r.usd)} | {_recoveries(r)} | "
+                f"| {_cell(r.run_id)}{_resumed(chain)} | {c.label} | {r.source} ({_cell(where)}) "
+                f"| {run_outcome(r).status} | {r.epochs} | {_f(median_epoch_s(r), ',.1f')} | "
+                f"{_wall(r, chain)} | {_run_usd(r, chain)} | {_recoveries(r)} | "
                 f"{_cell(r.sweep or '–')} |"
             )
     lost = [r for c in series.configs for r in c.runs if r.recoveries]
@@ -236,6 +246,43 @@ def _deadline_text(
         f"**Cheapest within {deadline_h:g} h: {pick.label}** — {_h(pick.hours)} h, "
         f"{_money(pick.usd)} for {series.epochs} epochs."
     )
+
+
+def _chains_text(chains: dict[str, Chain]) -> list[str]:
+    """What a resumed run's row shows (nothing when no run was resumed)."""
+    if not chains:
+        return []
+    return [
+        "A resumed training is one row: its wall s and run $ are those of its whole chain of "
+        "runs (the run's own in brackets); its epoch time counts only whole epochs trained on "
+        "its configuration.",
+        "",
+    ]
+
+
+def _resumed(chain: Chain | None) -> str:
+    """' (resumes B ← A)': the runs a resumed run continues, newest first."""
+    if chain is None:
+        return ""
+    names = [leg.folder.name for leg in reversed(chain.legs[:-1])]
+    names += [f"{chain.missing} (folder gone)"] if chain.missing else []
+    return _cell(f" (resumes {' ← '.join(names)})")
+
+
+def _wall(r: RunRecord, chain: Chain | None) -> str:
+    """Wall seconds of the run, or of its whole chain with the run's own in brackets."""
+    if chain is None:
+        return _f(r.wall_s, ",.1f")
+    return f"{chain.wall_s:,.1f} ({_f(r.wall_s, ',.1f')})"
+
+
+def _run_usd(r: RunRecord, chain: Chain | None) -> str:
+    """The run's $, or its whole chain's with the run's own in brackets (and what is missing)."""
+    own = "–" if r.usd is None else _money(r.usd)
+    if chain is None:
+        return own
+    gone = f"; {_cell(', '.join(chain.unpriced))} not counted" if chain.unpriced else ""
+    return f"{_money(chain.usd)} ({own}{gone})"
 
 
 def _recoveries(r: RunRecord) -> str:

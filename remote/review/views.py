@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from remote.review.chains import fold_chains
 from remote.review.metrics import cheapest_within, pareto_front, series_metrics
 from remote.runs_store import RunRecord
 
@@ -41,8 +42,9 @@ class CostSpeedData:
 def cost_speed_data(
     runs: list[RunRecord], *, epochs: int | None = None, deadline_h: float | None = None
 ) -> CostSpeedData:
-    """The view's data for ``runs`` as one series (empty with a message when none trained)."""
-    usable = [r for r in runs if r.epoch_seconds]
+    """The view's data for ``runs`` as one series (empty with a message when none trained); a
+    resumed training counts once, as its chain (remote.review.chains.fold_chains)."""
+    usable = [r for r in fold_chains(runs)[0] if r.epoch_seconds]
     if not usable:
         return CostSpeedData(
             epochs or 0, "", "", (), (), deadline_h, "select runs that finished at least one epoch"

@@ -62,6 +62,10 @@ async def test_a_stopped_run_resumes_from_its_checkpoint_to_the_end(
     path.write_text(PROFILE)
     runs = tmp_path / "runs"
     first, checkpoint = await stopped_at_checkpoint(path, runs)
+    other = tmp_path / "other.yaml"
+    other.write_text(PROFILE.replace("seed: 1", "seed: 2"))
+    mixed = sentitop("run", str(other), "--resume", str(first.run_dir), env=run_env)
+    assert mixed.returncode == 2 and "differs from the run" in mixed.stderr
     done = sentitop("run", "--resume", str(first.run_dir), "--runs-dir", str(runs), "--json",
                     env=run_env, timeout=400)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -88,13 +92,11 @@ async def test_a_stopped_run_resumes_from_its_checkpoint_to_the_end(
     (bare / "summary.json").write_text(json.dumps({"status": "failed"}))
     nothing = sentitop("run", "--resume", str(bare), env=run_env)
     assert nothing.returncode == 2 and "before its first checkpoint" in nothing.stderr
-    other = tmp_path / "other.yaml"
-    other.write_text(PROFILE.replace("seed: 1", "seed: 2"))
-    mixed = sentitop("run", str(other), "--resume", str(first.run_dir), env=run_env)
-    assert mixed.returncode == 2 and "differs from the run" in mixed.stderr
+    twice = sentitop("run", "--resume", str(first.run_dir), env=run_env)  # resumed already
+    assert twice.returncode == 2 and f"already resumed by run {second.name}" in twice.stderr
     neither = sentitop("run", env=run_env)
     assert neither.returncode == 2 and "--resume RUN" in neither.stderr
-    for result in (again, nothing, mixed, neither):
+    for result in (again, nothing, mixed, twice, neither):
         assert "Traceback" not in result.stderr
 
 

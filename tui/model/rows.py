@@ -107,6 +107,18 @@ class RunRow:
     f1: float | None = None
     samples_per_s: float | None = None
     status: str = ""
+    resumed_from: str = ""
+    """The stopped run it continued (summary.json ``resumed_from``), "" when none."""
+    chain_hours: float | None = None
+    """A resumed run: hours of its whole chain of runs (its own included; None: not resumed)."""
+    chain_usd: float | None = None
+    """A resumed run: $ of its whole chain of runs (its own included)."""
+    chain_runs: int = 0
+    """A resumed run: how many runs its chain holds (itself included; 0: not resumed)."""
+    chain_unpriced: tuple[str, ...] = ()
+    """A resumed run: runs of its chain whose $ is not counted (folder gone, no summary)."""
+    resumed_by: str = ""
+    """The run that continued this stopped one ("" when none): its $ counts in that chain."""
 
 
 def _node_count(profile: Any) -> int:
@@ -306,7 +318,35 @@ def load_run_rows(runs_dir: Path, cache: RowCache | None = None) -> list[RunRow]
         cache[str(run_dir)] = (stamp, row)
         if row is not None:
             rows.append(row)
-    return rows
+    return link_chains(rows)
+
+
+def link_chains(rows: list[RunRow]) -> list[RunRow]:
+    """``rows`` with each resumed run's chain totals and each resumed run's successor (copies:
+    cached rows stay as read, since a later resume changes an older run's row)."""
+    from remote.resume_chain import Leg, resume_chain, resumed_by
+
+    legs = {
+        Path(r.path): Leg(Path(r.path), r.resumed_from or None, r.usd, r.hours * 3600.0, r.status)
+        for r in rows
+    }
+    later = resumed_by(legs.values())
+    out = []
+    for row in rows:
+        chain = resume_chain(legs[Path(row.path)], legs)
+        by = later.get(Path(row.path).absolute().resolve())
+        if by:  # a later run continued it: its figures are part of that run's chain
+            row = replace(row, resumed_by=by[-1].folder.name)  # a copy: the cache keeps its own
+        elif chain is not None:
+            row = replace(  # a copy: the cached row stays as read
+                row,
+                chain_hours=chain.wall_s / 3600.0,
+                chain_usd=chain.usd,
+                chain_runs=len(chain.legs) + (1 if chain.missing else 0),
+                chain_unpriced=tuple(chain.unpriced),
+            )
+        out.append(row)
+    return out
 
 
 def run_row(run_dir: Path) -> RunRow | None:
@@ -349,4 +389,5 @@ def run_row(run_dir: Path) -> RunRow | None:
         f1=data.get("f1"),
         samples_per_s=data.get("samples_per_s"),
         status=str(data.get("status") or ""),
+        resumed_from=str(data.get("resumed_from") or ""),
     )

@@ -42,6 +42,7 @@ from tui.model.run_views import EMBEDDINGS
 from tui.replay import replay_file
 from tui.screens.base import SentitopScreen
 from tui.screens.modals import ConfirmScreen
+from tui.screens.runs import request_resume
 from tui.services import Services
 from tui.widgets.braille import PlotLine
 from tui.widgets.line_plot import LinePlot
@@ -58,6 +59,8 @@ EPOCH_ROWS = 500
 POST_EVERY_S = 0.05
 """Feed workers post at most one EventsIngested per this many seconds."""
 DOWN_STATUSES = {"stopped", "terminated", "lost", "failed", "done", "down"}
+STOPPED_STATUSES = ("interrupted", "failed", "budget", "unfinished")
+"""Run statuses of a run that ended before its end (resumable once it wrote a checkpoint)."""
 SHARES_EMPTY = "no load shares yet (they come with the first balance plan or step)"
 EPOCH_COLUMNS = {
     "sentiment": (("ep", 2), ("train", 5), ("test", 5), ("acc", 5), ("F1", 5), ("time", 5)),
@@ -108,6 +111,7 @@ class RunScreen(SentitopScreen):
     """Under 32 rows the tables and log shrink, so the status lines stay in view."""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "stop", "Stop"),
+        Binding("c", "resume", "Resume"),
         Binding("t", "teardown", "Tear down"),
         Binding("x", "cycle_x", "X-axis"),
     ]
@@ -132,6 +136,8 @@ class RunScreen(SentitopScreen):
         self._table_workload = ""
         self._shown: dict[str, object] = {}
         """What each slow-to-paint widget shows now, so an unchanged one is not redrawn."""
+        self._replayed: Path | None = None
+        """The run folder being replayed (None: a live run, or nothing)."""
 
     # ------------------------------------------------------------------ layout
     def compose_body(self) -> ComposeResult:
@@ -196,10 +202,12 @@ class RunScreen(SentitopScreen):
             self.query_one("#epochs", DataTable).clear()
             self._set_epoch_columns("sentiment")
             self.refresh_views(force=True)
+            self.refresh_bindings()
 
     def start_replay(self, path: Path, speed: float = 0.0) -> Worker[None]:
         """Play a recorded run through this screen (speed 0 = as fast as possible)."""
         self._reset(f"replay {Path(path).name}" + (f" x{speed:g}" if speed > 0 else ""))
+        self._replayed = Path(path).parent if Path(path).is_file() else Path(path)
         self._feed = self._replay(Path(path), speed)
         return self._feed
 
@@ -221,6 +229,7 @@ class RunScreen(SentitopScreen):
     def start_live(self, row: ProfileRow) -> Worker[Any]:
         """Run a profile with the runner and watch it."""
         self._reset(f"live {row.name}")
+        self._replayed = None
         self.live_row = row
         self._feed = self._live(row)
         return self._feed
@@ -284,6 +293,7 @@ class RunScreen(SentitopScreen):
     def on_feed_ended(self, message: FeedEnded) -> None:
         self.source = f"{self.source} · {message.source} ended ({message.status})"
         self.refresh_views(force=True)
+        self.refresh_bindings()  # a stopped run with a checkpoint offers `c`
         if message.source == "live":
             self.notify(f"run ended: {message.status}", timeout=6, markup=False)
 
@@ -309,6 +319,33 @@ class RunScreen(SentitopScreen):
         if yes and self._stop_event is not None:
             self._stop_event.set()
             self.notify("stopping… nodes are torn down when the run ends")
+
+    def run_dir(self) -> Path | None:
+        """The folder of the run shown: the one replayed, else the live run's in the runs
+        folder (None before its `run_start`)."""
+        if self._replayed is not None:
+            return self._replayed
+        return self.services.runs_dir / self.state.run_id if self.state.run_id else None
+
+    def stopped_with_checkpoint(self) -> bool:
+        """Whether the run shown stopped before its end after writing a checkpoint."""
+        return (
+            not self.live
+            and self.state.status in STOPPED_STATUSES
+            and self.state.last_checkpoint is not None
+        )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`c` (resume) is offered only for a run that stopped with a checkpoint."""
+        return self.stopped_with_checkpoint() if action == "resume" else True
+
+    def action_resume(self) -> None:
+        """Continue the stopped run from its checkpoint, as `c` on the Runs screen does."""
+        folder = self.run_dir()
+        if folder is None or not self.stopped_with_checkpoint():
+            self.notify("only a run that stopped after a checkpoint can be resumed")
+            return
+        request_resume(self, folder)
 
     def action_teardown(self) -> None:
         up = self.cloud_resources_up()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
@@ -104,6 +105,46 @@ def curve_x(state: RunState, axis: str) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(state.usd_at(t.tolist()), dtype=np.float64), y
 
 
+def request_resume(screen: SentitopScreen, path: Path) -> None:
+    """The `c` key of the Runs and Run screens: check in a thread that the run in ``path`` can
+    be resumed and ask the app (a RunRequested from ``screen``) to run it, or say why not."""
+    screen.run_worker(
+        partial(_resume_request, screen, path), thread=True, exit_on_error=False, group="resume"
+    )
+
+
+def _resume_request(screen: SentitopScreen, path: Path) -> None:
+    from engine.errors import SentitopError
+    from remote.pricing import load_catalog
+    from remote.resume import PROFILE_FILE, resumable_run, resume_profile
+    from tui.model.rows import profile_row
+
+    try:
+        folder = resumable_run(path)
+        profile = resume_profile(folder, None)
+    except SentitopError as exc:
+        screen.app.call_from_thread(
+            screen.notify, exc.user_message(), severity="error", markup=False, timeout=10
+        )
+        return
+    row = profile_row(profile, folder / PROFILE_FILE, load_catalog())
+    row = replace(row, resume_from=folder)
+    screen.app.call_from_thread(screen.post_message, RunRequested(row))
+
+
+def chain_note(row: RunRow) -> str:
+    """What a run of a resume chain is (Σ: the chain's whole training), "" for another run."""
+    if row.resumed_by:
+        return f"{row.status}, resumed by {fit_run_id(row.resumed_by)} (counted in its Σ)"
+    if not row.chain_runs:
+        return ""
+    unpriced = f" · not counted: {', '.join(row.chain_unpriced)}" if row.chain_unpriced else ""
+    return (
+        f"resumes {fit_run_id(Path(row.resumed_from).name)} · Σ over {row.chain_runs} runs: "
+        f"{fmt_usd(row.chain_usd)}, {row.chain_hours or 0:.2f} h{unpriced}"
+    )
+
+
 class RunsScreen(SentitopScreen):
     """History table and an overlay of the selected runs' loss curves."""
 
@@ -134,6 +175,8 @@ class RunsScreen(SentitopScreen):
         """Rows of unchanged run folders, kept between reads (by load workers, under the lock)."""
         self._cache_lock = threading.Lock()
         self._poll: Timer | None = None
+        self._count_note = ""
+        """The note line when the highlighted run is not part of a resume chain."""
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
@@ -196,8 +239,14 @@ class RunsScreen(SentitopScreen):
         self._stamp = message.stamp
         self.rows = message.rows
         count = f"{len(self.rows)} run" + ("" if len(self.rows) == 1 else "s")
-        self.set_note(f"{count} · space selects, x changes the x-axis")
+        self._count_note = f"{count} · space selects, x changes the x-axis"
+        self.set_note(self._count_note)
         self.apply_filter(self.filter_text)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """A run of a resume chain says what the chain is and cost (Σ: the whole training)."""
+        row = self.current()
+        self.set_note((chain_note(row) if row is not None else "") or self._count_note)
 
     def apply_filter(self, text: str) -> None:
         needle = text.lower()
@@ -221,12 +270,12 @@ class RunsScreen(SentitopScreen):
                 Text(row.profile),
                 f"{row.gpus} {row.device}".rstrip() if row.gpus else row.device or "—",
                 str(row.epochs),
-                f"{row.hours:.2f}",
-                fmt_usd(row.usd),
+                f"{row.hours:.2f}" if row.chain_hours is None else f"Σ{row.chain_hours:.2f}",
+                fmt_usd(row.usd) if row.chain_usd is None else f"Σ{fmt_usd(row.chain_usd)}",
                 fmt(row.accuracy),
                 fmt(row.f1),
                 nice_number(row.samples_per_s) if row.samples_per_s else "—",
-                Text(row.status),
+                Text("continued", style="dim") if row.resumed_by else Text(row.status),
                 key=row.path,
             )
         if self.shown:
@@ -274,27 +323,7 @@ class RunsScreen(SentitopScreen):
         if row is None:
             self.notify("no run highlighted", severity="warning")
             return
-        self._resume(Path(row.path))
-
-    @work(thread=True, exit_on_error=False, group="resume")
-    def _resume(self, path: Path) -> None:
-        """Check that the run can be resumed and ask the app to run it (or say why not)."""
-        from engine.errors import SentitopError
-        from remote.pricing import load_catalog
-        from remote.resume import PROFILE_FILE, resumable_run, resume_profile
-        from tui.model.rows import profile_row
-
-        try:
-            folder = resumable_run(path)
-            profile = resume_profile(folder, None)
-        except SentitopError as exc:
-            self.app.call_from_thread(
-                self.notify, exc.user_message(), severity="error", markup=False, timeout=10
-            )
-            return
-        row = profile_row(profile, folder / PROFILE_FILE, load_catalog())
-        row = replace(row, resume_from=folder)
-        self.app.call_from_thread(self.post_message, RunRequested(row))
+        request_resume(self, Path(row.path))
 
     def action_teardown(self) -> None:
         row = self.current()

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +63,47 @@ def epochs_done(r: Any) -> int:
     return int(r.epochs or r.epochs_in_events)
 
 
-def row(r: Any) -> dict[str, Any]:
-    """One run as JSON-ready fields (``epoch_s``: the median epoch, as `sentitop report` uses)."""
+@dataclass(frozen=True, slots=True)
+class Links:
+    """How the listed runs continue each other (remote.resume_chain)."""
+
+    chains: dict[Path, Any]
+    """Run folder → the chain it ends (remote.resume_chain.Chain), for runs that resumed another."""
+    later: dict[Path, list[str]]
+    """Run folder → the runs that continued it."""
+
+    @classmethod
+    def of(cls, records: list[Any]) -> Links:
+        """The links between ``records`` (runs they continue but do not list are read too)."""
+        from remote.resume_chain import Leg, resume_chain, resumed_by
+
+        legs = {
+            r.path: Leg(r.path, r.resumed_from, r.usd, r.wall_s, r.status)
+            for r in records
+            if r.source == "folder"
+        }
+        chains = {p: c for p, leg in legs.items() if (c := resume_chain(leg, legs)) is not None}
+        later = {p: [leg.folder.name for leg in ls] for p, ls in resumed_by(legs.values()).items()}
+        return cls(chains, later)
+
+    def chain(self, r: Any) -> Any:
+        """The chain ``r`` ends, or None."""
+        return self.chains.get(r.path) if r.source == "folder" else None
+
+    def continued_by(self, r: Any) -> list[str]:
+        """Names of the runs that continued ``r``."""
+        return self.later.get(r.path.absolute().resolve(), []) if r.source == "folder" else []
+
+
+def row(r: Any, links: Links | None = None) -> dict[str, Any]:
+    """One run as JSON-ready fields (``epoch_s``: the median epoch, as `sentitop report` uses;
+    ``chain_*``: the whole training of a resumed run, its own figures included)."""
     from remote.review.metrics import median_epoch_s
     from remote.review.outcome import run_outcome
 
     outcome = run_outcome(r)
     median = median_epoch_s(r)
+    chain = links.chain(r) if links else None
     return {
         "run": r.run_id,
         "source": r.source,
@@ -98,6 +133,12 @@ def row(r: Any) -> dict[str, Any]:
         "recoveries": r.recoveries,
         "downtime_s": r.downtime_s,
         "usd_lost": r.usd_lost,
+        "resumed_from": Path(r.resumed_from).name if r.resumed_from else None,
+        "resumed_by": links.continued_by(r) if links else [],
+        "chain": [leg.folder.name for leg in chain.legs] if chain else None,
+        "chain_usd": round(chain.usd, 6) if chain else None,
+        "chain_wall_s": round(chain.wall_s, 3) if chain else None,
+        "chain_not_counted": chain.unpriced if chain else None,
     }
 
 
@@ -126,8 +167,9 @@ def run(args: argparse.Namespace) -> int:
     note_unfinished(runs_dir(args.runs_dir), unfinished)
     for path in args.imports:
         records.extend(import_csv(path))
+    links = Links.of(records)
     if args.json:
-        print(json.dumps([row(r) for r in records], indent=2))
+        print(json.dumps([row(r, links) for r in records], indent=2))
         return 0
     from rich.table import Table
     from rich.text import Text
@@ -166,22 +208,50 @@ def run(args: argparse.Namespace) -> int:
     for r in records:
         outcome = run_outcome(r)
         median = median_epoch_s(r)
+        chain, later = links.chain(r), links.continued_by(r)
         table.add_row(  # ids, labels and sweep names come from folders: never markup
-            Text(r.run_id),
+            _run_cell(r, chain, later),
             Text(outcome.status, style="" if outcome.accuracy_counts else "bold yellow"),
             Text(r.task),
             Text(r.label),
             str(epochs_done(r)),
             "" if math.isnan(median) else f"{median:,.1f}",
-            "" if r.wall_s is None else f"{r.wall_s:,.1f}",
+            ("" if r.wall_s is None else f"{r.wall_s:,.1f}")
+            + (f"\nΣ {chain.wall_s:,.1f}" if chain else ""),
             _quality(r),
             _rate(r),
-            "" if r.usd is None else f"{r.usd:.4f}",
+            ("" if r.usd is None else f"{r.usd:.4f}") + (f"\nΣ {chain.usd:.4f}" if chain else ""),
             _recoveries(r),
             Text((r.sweep or "") + (f" ({r.mode})" if r.sweep else "")),
         )
     console.print(table)
+    if links.chains:
+        console.print(
+            Text(
+                "Σ: the whole training of a resumed run, over every run of its chain (its own "
+                "figure included); a run resumed by another is part of that chain"
+            ),
+            style="dim",
+        )
     return 0
+
+
+def _run_cell(r: Any, chain: Any, later: list[str]) -> Any:
+    """The run id (a rich Text), with the run it resumed (and the chain's length) or the runs
+    that resumed it on a second line."""
+    from rich.text import Text
+
+    cell = Text(r.run_id)
+    if chain is not None:
+        gone = f", {chain.missing} gone" if chain.missing else ""
+        cell.append(
+            f"\n↳ resumes {chain.legs[-2].folder.name if len(chain.legs) > 1 else chain.missing}"
+            f" ({len(chain.legs)} runs{gone})",
+            style="cyan",
+        )
+    for name in later:
+        cell.append(f"\n↪ resumed by {name}", style="dim")
+    return cell
 
 
 def _recoveries(r: Any) -> str:

@@ -1,0 +1,112 @@
+"""A resumed training is one chain of runs: its $ and hours add up, and it is counted once."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.errors import InputError
+from remote.checkpoint_keeper import NODE_CHECKPOINT
+from remote.resume import resumable_run
+from tui.cli import main
+
+
+def resumed(folder: Path, epoch: int, step: int) -> None:
+    """Make ``folder``'s trainer start where a resume took over (epoch, step within it)."""
+    lines = (folder / "events.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    for event in events:
+        if event["type"] == "train_start":
+            event.update(resumed_epoch=epoch, resumed_step=step)
+    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+@pytest.fixture
+def chain(make_run: Callable[..., Path]) -> tuple[Path, Path, Path]:
+    """A stopped with a checkpoint mid-epoch 1, B resumed it there and stopped with one
+    mid-epoch 2, C resumed B there and finished: 4 epochs of 10 s, of which the two split ones
+    read 3 s and 4 s in C's history (the part after the resume). $0.50 + $0.30 + $0.70."""
+
+    def stopped(name: str, usd: float, wall: float, before: Path | None) -> Path:
+        extra: dict[str, Any] = {"usd": usd, "wall_s": wall, "epochs": None}
+        extra |= {"resumed_from": str(before)} if before else {}
+        folder = make_run(name, nproc=2, epoch_s=[10.0], sync_s=1.0, status="interrupted",
+                          summary_extra=extra)  # fmt: skip
+        summary = json.loads((folder / "summary.json").read_text())
+        summary["train"] = {}  # a run stopped before its trainer summed up
+        (folder / "summary.json").write_text(json.dumps(summary))
+        (folder / NODE_CHECKPOINT).parent.mkdir(parents=True)
+        (folder / NODE_CHECKPOINT).write_bytes(b"checkpoint")
+        return folder
+
+    a = stopped("20261127-100000-tiny", 0.5, 1800.0, None)
+    b = stopped("20261127-110000-tiny", 0.3, 900.0, a)
+    resumed(b, 1, 3)
+    c = make_run("20261127-120000-tiny", nproc=2, epoch_s=[10.0, 3.0, 4.0, 10.0],
+                 sync_s=1.0, summary_extra={"usd": 0.7, "wall_s": 2700.0,
+                                            "resumed_from": str(b)})  # fmt: skip
+    resumed(c, 2, 5)
+    return a, b, c
+
+
+def test_runs_json_gives_the_chain_total_of_a_resumed_run(
+    chain: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The resumed run's $ was its own ($0.70): the $1.50 the training cost was nowhere."""
+    a, b, c = chain
+    assert main(["runs", "--runs-dir", str(c.parent), "--json"]) == 0
+    rows = {r["run"]: r for r in json.loads(capsys.readouterr().out)}
+    last = rows[c.name]
+    assert last["usd"] == pytest.approx(0.7) and last["resumed_from"] == b.name
+    assert last["chain"] == [a.name, b.name, c.name]
+    assert last["chain_usd"] == pytest.approx(1.5) and last["chain_wall_s"] == pytest.approx(5400)
+    assert rows[a.name]["resumed_by"] == [b.name] and rows[b.name]["resumed_by"] == [c.name]
+    assert main(["runs", "--runs-dir", str(c.parent)]) == 0
+    table = capsys.readouterr().out
+    assert f"resumes {b.name} (3 runs)" in table and "Σ 1.5000" in table
+    # the first run's folder deleted: the chain says so and counts what is left
+    shutil.rmtree(a)
+    assert main(["runs", "--runs-dir", str(c.parent), "--json"]) == 0
+    last = {r["run"]: r for r in json.loads(capsys.readouterr().out)}[c.name]
+    assert last["chain"] == [b.name, c.name] and last["chain_not_counted"] == [a.name]
+    assert last["chain_usd"] == pytest.approx(1.0)
+
+
+def test_report_counts_a_resumed_training_once_at_its_whole_cost(
+    chain: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """Named together, the stopped runs were left out silently and the result showed only the
+    last run's $0.70; the split epochs (3 s, 4 s) pulled the median epoch time down to 7 s."""
+    a, b, c = chain
+    out = tmp_path / "report"
+    assert main(["report", str(a), str(b), str(c), "-o", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    runs = text.split("## Runs")[1]
+    assert runs.count("| 20261127-") == 1  # one row: the chain, under its last run
+    assert f"{c.name} (resumes {b.name} ← {a.name})" in runs
+    assert "$1.50 ($0.70)" in runs and "5,400.0 (2,700.0)" in runs
+    assert f"{a.name}: resumed, counted in the chain of {c.name}" in text
+    assert "2 epoch(s) split by a mid-epoch resume" in text
+    assert "| 10.0 | 40 |" in text  # median epoch 10 s, so 40 s for 4 epochs
+    # only the first run named: the report is of its chain, not of a stopped run
+    alone = tmp_path / "alone"
+    assert main(["report", str(a), "-o", str(alone)]) == 0
+    text = (alone / "report.md").read_text()
+    assert f"{a.name}: resumed; reported as its chain, which ends in {c.name}" in text
+    assert "$1.50 ($0.70)" in text
+
+
+def test_a_run_resumed_already_is_not_resumed_again(chain: tuple[Path, Path, Path]) -> None:
+    """Resuming A again trained its epochs a second time (and billed them) beside B and C."""
+    a, b, c = chain
+    with pytest.raises(InputError, match=f"already resumed by run {b.name}") as caught:
+        resumable_run(a)
+    assert caught.value.hint is not None and f"--resume {b}" in caught.value.hint
+    with pytest.raises(InputError, match=f"already resumed by run {c.name} \\(ok\\)") as caught:
+        resumable_run(b)
+    assert caught.value.hint == "its training finished there; start a new run to train longer"
