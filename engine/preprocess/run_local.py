@@ -346,6 +346,9 @@ def _child(
         results.put(("encoded", wid, (paths, worker.clock.cpu, spilled)))
     except threading.BrokenBarrierError:
         return  # the parent stopped the job (Ctrl-C, a failure elsewhere): no traceback here
+    except KeyboardInterrupt:  # a terminal's Ctrl-C reaches the whole group: the parent says
+        results.put(("interrupted", wid, None))  # it once (a SIGINT to this worker alone
+        return  # stops the run the same way) — no traceback per worker
     except OSError as exc:  # a full disk, reported as such by the parent
         results.put(("oserror", wid, (exc.errno, exc.strerror, traceback.format_exc())))
         raise
@@ -511,6 +514,8 @@ class _Pool:
         if msg[0] == "progress":
             if progress:
                 progress(msg[1], msg[2])
+        elif msg[0] == "interrupted":
+            raise KeyboardInterrupt
         elif msg[0] == "error":
             raise RuntimeError(f"preprocess worker {msg[1]} failed:\n{msg[2]}")
         elif msg[0] == "oserror":

@@ -197,3 +197,51 @@ def test_ctrl_c_while_forking_the_workers_is_not_lost(tmp_path: Path) -> None:
     assert done.stderr.strip() == "interrupted", done.stderr
     assert not out.exists()
     assert _beside(out) == []
+
+
+WORKER_WRAPPER = """
+import os, sys, time
+import engine.preprocess.run_local as run_local
+from engine.preprocess.cli import main
+
+real = run_local._Worker.map
+
+def map_slowly(self, tasks, report):
+    if self.wid == 1:  # a forked worker: the test sends SIGINT now
+        print(f"PAUSED {os.getpid()}", flush=True)
+        time.sleep(60)
+    return real(self, tasks, report)
+
+run_local._Worker.map = map_slowly
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("target", ["group", "worker"])
+def test_ctrl_c_while_a_forked_worker_maps_is_said_once(tmp_path: Path, target: str) -> None:
+    """SIGINT to the process group (a terminal's Ctrl-C) or to one forked worker alone while it
+    maps: exit 130, "interrupted" and nothing else on stderr (each worker printed a
+    KeyboardInterrupt traceback), no output and no stage folder left."""
+    out = tmp_path / "out"
+    src = _input(tmp_path, 70_000)  # > 4 MB: split in several ranges, so workers are forked
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-c", WORKER_WRAPPER, "-i", str(src), "-o", str(out), "--workers",
+            "2", "--json"]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        said, _, pid = proc.stdout.readline().partition(" ")
+        assert said == "PAUSED"
+        if target == "group":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(int(pid), signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert err.strip() == "interrupted", err
+    assert not out.exists()
+    assert _beside(out) == []
