@@ -417,6 +417,9 @@ def preprocess_on_emr(
 
     if cfg.runner != "emr":
         cfg = dataclasses.replace(cfg, runner="emr")
+    # before any cluster can exist: without credentials mrjob failed on a cluster id of None
+    # and the teardown's own "could not list the clusters" buried that cause
+    aws.require_credentials("start an EMR cluster", settings.region)
     emitter = emitter or Emitter()
     on_line, close_log = _log_writer(Path(run_dir) if run_dir is not None else None)
     handler = ProgressHandler(emitter, on_line, cancel)

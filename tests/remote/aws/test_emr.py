@@ -252,6 +252,28 @@ def test_failed_step_is_a_cloud_error_and_terminates(
     assert live_clusters(run_id) == []
 
 
+def test_no_credentials_is_said_before_anything_starts(tmp_path: Path) -> None:
+    """Without AWS credentials the command said "could not terminate the EMR cluster(s)" with
+    mrjob's "ClusterId None" in brackets: now the cause, before a run id or a wheel."""
+    empty = tmp_path / "none"
+    empty.write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {"AWS_CONFIG_FILE": str(empty), "AWS_SHARED_CREDENTIALS_FILE": str(empty),
+            "AWS_EC2_METADATA_DISABLED": "true"}  # fmt: skip
+    src = write_reviews(tmp_path / "reviews.json", n=20)
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "preprocess", "-i", str(src), "-o", str(out),
+         "--runner", "emr", "--s3", "s3://my-bucket/prefix"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    said = "cloud error: could not start an EMR cluster in us-east-1: no AWS credentials found"
+    assert done.stderr.startswith(said)
+    assert "EMR run id" not in done.stderr and "terminate" not in done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()
+
+
 def _wait_for_cluster(run_id: str, alive=lambda: True, timeout: float = 90) -> str:
     deadline = time.monotonic() + timeout
     while not (ids := live_clusters(run_id)):

@@ -40,6 +40,7 @@ def _run_on_emr(args: argparse.Namespace) -> int:
     from engine.errors import ConfigError
     from engine.events import Emitter, StreamSink
     from engine.preprocess.cli import config_from_args, print_warnings, summary_table
+    from remote import aws
     from remote.emr import EMRSettings, preprocess_on_emr, settings_from_profile
     from remote.profile import load_profile
 
@@ -61,6 +62,7 @@ def _run_on_emr(args: argparse.Namespace) -> int:
                 "you can write"
             ) from None
         raise
+    aws.require_credentials("start an EMR cluster", settings.region)  # before the run id line
     run_id = f"preprocess-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
     print(
         f"EMR run id {run_id} (region {settings.region}); if sentitop is killed, "
