@@ -196,3 +196,21 @@ def test_the_header_rate_ends_as_the_runs_own_figure() -> None:
     assert state.samples_per_s == 1722
     state.ingest({"type": "summary", "t": 2.0, "stage": "train", "samples_per_s": 1737.0})
     assert state.samples_per_s == 1737.0
+
+
+def test_a_resumed_run_counts_the_epochs_it_took_over() -> None:
+    """A run resumed after 2 of 3 epochs has one epoch event (epoch 2): its status said
+    "epoch 2/3" while training the third, and the ETA counted two epochs to go."""
+    from tui.widgets.run_status import stages_text, status_text
+
+    state = RunState()
+    state.ingest({"type": "run_start", "t": 0.0, "run": "r2", "profile": "tiny", "world_size": 1})
+    state.ingest({"type": "train_start", "t": 1.0, "rank": 0, "epochs": 3, "resumed_epoch": 2,
+                  "resumed_step": 0, "steps_per_epoch": 10, "total_steps": 30})  # fmt: skip
+    assert state.epochs_done == 2
+    assert "epoch 3/3" in status_text(state, {"eta": None, "projected": None}).plain
+    rows = [(s.name, s.status, s.seconds, s.done, s.total, s.unit) for s in state.stages.values()]
+    assert "epoch 3/3" in stages_text(rows, (state.epochs_done, 3)).plain
+    state.ingest({"type": "epoch", "t": 31.0, "epoch": 2, "seconds": 30.0, "accuracy": 0.8})
+    assert state.epochs_seen == 1 and state.epochs_done == 3
+    assert state.eta_seconds() == 0.0

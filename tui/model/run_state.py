@@ -83,6 +83,9 @@ class RunState(RunViews):
     events_seen: int = 0
     epochs_seen: int = 0
     """Epoch events ingested (the epochs deque keeps the newest max_epochs_kept)."""
+    resumed_epoch: int = 0
+    """Epochs done before the trainer started (`train_start` ``resumed_epoch``): a resumed
+    run's first epoch event is not its first epoch."""
     version: int = 0
     """Bumped by every ingest call, so views can skip redraws."""
 
@@ -299,6 +302,7 @@ class RunState(RunViews):
     def _on_train_start(self, ev: Mapping[str, Any], rel: float) -> None:
         """The trainer's plan: the train stage counts steps from here (and epochs)."""
         self.train_plan = {k: v for k, v in ev.items() if k not in ("type", "t", "run", "node")}
+        self.resumed_epoch = max(self.resumed_epoch, int(_num(ev.get("resumed_epoch")) or 0))
         stage = self._stage("train")
         if stage.status == "pending":
             stage.status = "running"  # `sentitop train`: no launcher says the stage began

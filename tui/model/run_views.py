@@ -56,6 +56,7 @@ class RunViews:
         last_checkpoint: dict[str, Any] | None
         summary: dict[str, Any]
         epochs_seen: int
+        resumed_epoch: int
         stages: dict[str, StageInfo]
         nodes: dict[str, NodeInfo]
         epochs: deque[EpochRow]
@@ -125,7 +126,7 @@ class RunViews:
         if stage is not None and stage.name == "train" and total_epochs and done_epochs:
             mean = sum(done_epochs) / len(done_epochs)
             into = self.predicted_epoch_s or mean
-            remaining = max(total_epochs - self.epochs_seen, 0)
+            remaining = max(total_epochs - self.epochs_done, 0)
             return max(remaining * into, 0.0)
         if stage is not None and stage.total and stage.rate:
             return max(stage.total - stage.done, 0.0) / stage.rate
@@ -171,8 +172,9 @@ class RunViews:
     @property
     def epochs_done(self) -> int:
         """Epochs completed: the highest `epoch` event index + 1, or where the newest checkpoint
-        resumes (an interrupted run may have checkpointed an epoch it did not report)."""
-        done = max((r.epoch + 1 for r in self.epochs), default=0)
+        resumes (an interrupted run may have checkpointed an epoch it did not report), or the
+        epochs a resumed run's trainer started after."""
+        done = max([r.epoch + 1 for r in self.epochs] + [self.resumed_epoch])
         checkpoint = self.last_checkpoint or {}
         resumes = checkpoint.get("epoch")
         return max(done, resumes if isinstance(resumes, int) else 0)

@@ -438,6 +438,7 @@ class RunScreen(SentitopScreen):
             "usd_per_hour": st.usd_per_hour,
             "epochs_total": st.total_epochs,
             "epochs_seen": st.epochs_seen,
+            "epochs_done": st.epochs_done,
             "phases": {r: dict(v) for r, v in st.phase_last.items()},
             "phase_epoch": st.phase_epoch,
             "log": list(st.log)[-200:],
@@ -451,7 +452,7 @@ class RunScreen(SentitopScreen):
 
     def _draw_status(self, st: RunState, snap: dict[str, Any]) -> None:
         self.query_one("#run-status", Static).update(status_text(st, snap))
-        epochs = (snap["epochs_seen"], snap["epochs_total"])
+        epochs = (snap["epochs_done"], snap["epochs_total"])
         if not self._changed("stages", (snap["stages"], epochs)):
             return
         self.query_one("#run-stages", Static).update(stages_text(snap["stages"], epochs))

@@ -36,7 +36,7 @@ def status_text(st: RunState, snap: dict[str, Any]) -> Text:
     else:
         rate = f"{nice_number(st.samples_per_s)} samples/s" if st.samples_per_s else "— samples/s"
     total = st.total_epochs
-    done = st.epochs_seen
+    done = st.epochs_done  # a resumed run's epoch events start where it took over
     current = done if st.finished or (total and done >= total) else done + 1
     line2 = Text.assemble(
         ("epoch ", "dim"),
