@@ -28,3 +28,21 @@ def available_memory() -> int:
 def default_budget() -> int:
     """The memory budget when none is given: DEFAULT_BUDGET_SHARE of the available memory."""
     return max(MIN_BUDGET, int(available_memory() * DEFAULT_BUDGET_SHARE))
+
+
+def budget_warning(budget: int | None) -> dict[str, str] | None:
+    """A ``memory_budget_above_available`` warning ({code, message}) when a given budget is
+    more than the memory available now: the runner would not spill before the machine runs
+    out of memory (a typo such as 1000GB for 1000MB was taken silently)."""
+    if budget is None:
+        return None
+    available = available_memory()
+    if budget <= available:
+        return None
+    return {
+        "code": "memory_budget_above_available",
+        "message": f"--memory-budget {budget / 1e9:,.2f} GB is more than the "
+        f"{available / 1e9:,.2f} GB of memory available: the local runner spills only past "
+        "its budget, so it may run out of memory first (without --memory-budget it takes "
+        f"{DEFAULT_BUDGET_SHARE:.0%} of the available memory)",
+    }

@@ -133,6 +133,7 @@ def run_cli(args: argparse.Namespace) -> int:
     """Run preprocessing for parsed arguments; returns the exit code."""
     from engine.events import Emitter, StreamSink
     from engine.preprocess import run_preprocess
+    from engine.preprocess.budget import budget_warning
     from engine.preprocess.inputs import expand_folders
     from engine.preprocess.readers import check_inputs
 
@@ -143,6 +144,8 @@ def run_cli(args: argparse.Namespace) -> int:
     total = sum(check_inputs(local)) if len(local) == len(found.files) else None  # s3: unknown
     for folder, taken in found.folders.items():
         print(f"{folder}: {taken} review file(s) taken", file=sys.stderr)
+    if cfg.runner == "local" and (too_big := budget_warning(cfg.memory_budget)):
+        print_warnings({"warnings": [too_big]})  # now, while a Ctrl-C costs nothing
     options = {
         "rating_max": args.rating_max,
         "negative_max": args.negative_max,

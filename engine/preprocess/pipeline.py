@@ -16,7 +16,7 @@ from typing import Any
 from engine.config import PreprocessConfig
 from engine.errors import InputError, StorageError
 from engine.events import Emitter
-from engine.preprocess.budget import default_budget
+from engine.preprocess.budget import budget_warning, default_budget
 from engine.preprocess.inputs import expand_folders
 from engine.preprocess.job import JobSettings
 from engine.preprocess.output_folder import make_stage, output_of, swap_in
@@ -158,6 +158,8 @@ def run_preprocess(
         total = sum(sizes.values())
         workers = cfg.workers or os.cpu_count() or 1
         budget = cfg.memory_budget or default_budget()
+        if cfg.runner == "local" and (too_big := budget_warning(cfg.memory_budget)):
+            found.warnings.append(too_big)
         extra = _spill_warning(cfg, emitter, budget, workers, total, tmp)
         job = JobSettings(
             specs=specs,

@@ -135,6 +135,29 @@ def test_budget_below_the_minimum_is_exit_2(tmp_path: Path) -> None:
     )
 
 
+def test_budget_above_the_available_memory_is_warned_about_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--memory-budget 1000TB (a slip for 1000MB) was taken silently: the runner then never
+    spills and the machine runs out of memory. Said before the run starts and in stats.json;
+    a budget that fits says nothing."""
+    from tui.cli import main
+
+    src = tmp_path / "in.jsonl"
+    write_lines(src, TWO_CLASSES)
+    argv = ["preprocess", "-i", str(src), "--workers", "1", "--json", "--memory-budget"]
+    assert main([*argv, "1000TB", "-o", str(tmp_path / "big")]) == 0
+    out, err = capsys.readouterr()
+    codes = [w["code"] for w in json.loads(out)["warnings"]]
+    assert codes == ["memory_budget_above_available"]
+    said = " ".join(err.split())
+    assert said.startswith("WARNING: --memory-budget 1,000,000.00 GB is more than the ")
+    assert said.count("may run out of memory first") == 2  # at the start, and with the stats
+    assert main([*argv, "64MB", "-o", str(tmp_path / "fits")]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["warnings"] == [] and "WARNING" not in err
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs (a real full disk); skipped where mounting is not allowed."""
