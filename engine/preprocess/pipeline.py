@@ -291,7 +291,7 @@ def _finish(
     """Write the set into ``out`` (the stage folder): dataset.h5 (combined here unless the
     runner wrote it), vocab.json and stats.json, whose warnings begin with ``input_warnings``
     (the files the input folders held but gave nothing)."""
-    warnings = check_preprocess(cfg, build_stats(cfg, result, 0.0))  # raises before writing
+    warnings = check_preprocess(cfg, build_stats(cfg, result, 0.0), job.specs)  # raises first
     finish_cpu = time.process_time()
     vocab_doc = _vocab_doc(cfg, job, result.vocab)
     tmp_h5 = os.path.join(tmp, "dataset.h5")

@@ -3,12 +3,12 @@ warning (no dataset is published for an error; warnings go to stats.json and `wa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.config import PreprocessConfig
 from engine.errors import InputError
-from engine.preprocess.records import SKIP_REASONS
+from engine.preprocess.records import SKIP_REASONS, RecordSpec
 
 
 def _files(cfg: PreprocessConfig) -> str:
@@ -16,7 +16,9 @@ def _files(cfg: PreprocessConfig) -> str:
     return shown + (f" (+{len(cfg.inputs) - 3} more)" if len(cfg.inputs) > 3 else "")
 
 
-def _skip_breakdown(stats: Mapping[str, Any], top: int = 3) -> str:
+def _skip_breakdown(
+    stats: Mapping[str, Any], cfg: PreprocessConfig, specs: Sequence[RecordSpec], top: int = 3
+) -> str:
     """'13 invalid_utf8 (line is not valid UTF-8, e.g. f.json:1), 2 ...' for the largest reasons."""
     skipped = stats.get("skipped") or {}
     examples = stats.get("skipped_examples") or {}
@@ -24,12 +26,34 @@ def _skip_breakdown(stats: Mapping[str, Any], top: int = 3) -> str:
     parts = []
     for n, reason in ranked:
         where = ", ".join((examples.get(reason) or [])[:1])
-        why = SKIP_REASONS.get(reason, reason) + (f", e.g. {where}" if where else "")
+        why = _reason(reason, cfg, specs) + (f", e.g. {where}" if where else "")
         parts.append(f"{n:,} {reason} ({why})")
     return "; ".join(parts)
 
 
-def check_preprocess(cfg: PreprocessConfig, stats: Mapping[str, Any]) -> list[dict[str, str]]:
+def _reason(reason: str, cfg: PreprocessConfig, specs: Sequence[RecordSpec]) -> str:
+    """What a skip reason means, naming the field read when every file was read alike (a
+    --label-field run said "rating field absent" of its label)."""
+    fields = {(spec.text_field, spec.rating_field) for spec in specs}
+    if len(fields) != 1:
+        return SKIP_REASONS.get(reason, reason)
+    ((text, rating),) = fields
+    score = f"label field `{rating}`" if cfg.label_field else f"rating field `{rating}`"
+    named = {
+        "missing_text": f"text field `{text}` absent or null",
+        "text_not_string": f"text field `{text}` is not a string",
+        "missing_rating": f"{score} absent or null",
+        "bad_rating": f"{score} not a whole number",
+        "rating_out_of_range": f"{score} outside rating_min..rating_max",
+    }
+    if cfg.label_field:
+        named["bad_rating"] = named["rating_out_of_range"] = f"{score} not 0 or 1"
+    return named.get(reason) or SKIP_REASONS.get(reason, reason)
+
+
+def check_preprocess(
+    cfg: PreprocessConfig, stats: Mapping[str, Any], specs: Sequence[RecordSpec] = ()
+) -> list[dict[str, str]]:
     """Raise InputError (exit 2) when no usable review or only one class remains; return the
     warnings ({code, message}) for empty input files, a high skipped share or a rare class."""
     read, kept = int(stats["read"]), int(stats["kept"])
@@ -40,11 +64,12 @@ def check_preprocess(cfg: PreprocessConfig, stats: Mapping[str, Any]) -> list[di
                 f"{files}: empty input, no review lines to preprocess",
                 hint="pass a file of JSON-lines reviews (`sentitop synth` makes one)",
             )
-        why = _skip_breakdown(stats) or f"{int(stats.get('duplicates', 0)):,} duplicates"
+        why = _skip_breakdown(stats, cfg, specs)
+        why = why or f"{int(stats.get('duplicates', 0)):,} duplicates"
         raise InputError(
             f"{files}: no usable review in {read:,} line(s): {why}",
-            hint="check the file format: --format, --text-field, --rating-field (in a profile: "
-            "preprocess.format, .text_field, .rating_field)",
+            hint="check the file format: --format, --text-field, --rating-field or --label-field "
+            "(in a profile: preprocess.format, .text_field, .rating_field, .label_field)",
         )
     positive, negative = int(stats["positive"]), int(stats["negative"])
     if not positive or not negative:
@@ -69,7 +94,8 @@ def check_preprocess(cfg: PreprocessConfig, stats: Mapping[str, Any]) -> list[di
             {
                 "code": "skipped_share",
                 "message": f"{files}: skipped {skipped / read:.0%} of {read:,} lines (more than "
-                f"max_skipped_share {cfg.max_skipped_share:.0%}): {_skip_breakdown(stats)}",
+                f"max_skipped_share {cfg.max_skipped_share:.0%}): "
+                + _skip_breakdown(stats, cfg, specs),
             }
         )
     rare, name = min((positive, "positive"), (negative, "negative"))

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import IO, TYPE_CHECKING, BinaryIO, cast
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 from engine.errors import InputError
 from engine.preprocess.records import Record, RecordSpec, parse_line, parse_object
@@ -261,34 +261,73 @@ def detect_spec(path: str, cfg: PreprocessConfig, probe_lines: int = 50) -> Reco
             format=fmt, text_field=text_field, rating_field=cfg.rating_field or "overall"
         )
         return _with_summary(base, cfg.append_summary)
-    keys_seen: set[str] = set()
+    records = _probe(path, probe_lines)
+    for obj in records:
+        for fields, spec in KNOWN_LAYOUTS:
+            if fields <= set(obj):
+                return _with_summary(spec, cfg.append_summary)
+    if not records:  # empty or entirely unreadable: every line will be counted as skipped
+        return _with_summary(RecordSpec(), cfg.append_summary)
+    keys_seen = sorted({key for obj in records for key in obj})
+    raise InputError(
+        f"{path}: cannot tell the review text and rating fields apart "
+        f"(fields seen: {', '.join(keys_seen[:12])})",
+        hint=_field_hint(records),
+    )
+
+
+def _probe(path: str, probe_lines: int) -> list[dict[str, Any]]:
+    """The records among the first ``probe_lines`` lines of ``path`` that parse."""
+    records = []
     with gzip_errors(path), open_binary(path) as stream:
         for n, raw in enumerate(stream):
             if n >= probe_lines:
                 break
             obj = parse_object(raw.rstrip(b"\r\n"), RecordSpec())
-            if isinstance(obj, str):
-                continue
-            keys = set(obj)
-            for fields, spec in KNOWN_LAYOUTS:
-                if fields <= keys:
-                    return _with_summary(spec, cfg.append_summary)
-            keys_seen |= keys
-    if not keys_seen:  # empty or entirely unreadable: every line will be counted as skipped
-        return _with_summary(RecordSpec(), cfg.append_summary)
-    raise InputError(
-        f"{path}: cannot tell the review text and rating fields apart "
-        f"(fields seen: {', '.join(sorted(keys_seen)[:12])})",
-        hint="pass --format jsonl --text-field NAME --rating-field NAME",
-    )
+            if not isinstance(obj, str):
+                records.append(obj)
+    return records
+
+
+def _longest_text_field(records: list[dict[str, Any]], besides: str = "") -> str | None:
+    """The field whose string values are longest on average over ``records`` (a review's text
+    is its longest field), ``besides`` left out; None when no field holds strings."""
+    lengths: dict[str, list[int]] = {}
+    for obj in records:
+        for key, value in obj.items():
+            if key != besides and isinstance(value, str):
+                lengths.setdefault(key, []).append(len(value))
+    if not lengths:
+        return None
+    return max(lengths, key=lambda key: sum(lengths[key]) / len(records))
+
+
+def _field_hint(records: list[dict[str, Any]]) -> str:
+    """How to name the fields, with the ones these records suggest."""
+    text = _longest_text_field(records)
+    numbers: dict[str, set[Any]] = {}
+    for obj in records:
+        for key, value in obj.items():
+            if key != text and isinstance(value, int | float) and not isinstance(value, bool):
+                numbers.setdefault(key, set()).add(value)
+    label = next((k for k, v in numbers.items() if v <= {0, 1}), None)
+    stars = next((k for k, v in numbers.items() if k != label and v <= {1, 2, 3, 4, 5}), None)
+    given = f"--text-field {text or 'NAME'} "
+    if label and not stars:
+        return f"pass {given}--label-field {label} (0 negative, 1 positive)"
+    if stars:
+        return f"pass {given}--rating-field {stars} (1-5 stars)"
+    return f"pass {given}and --rating-field NAME (1-5 stars) or --label-field NAME (0/1)"
 
 
 def _text_field_of(path: str, cfg: PreprocessConfig) -> str:
-    """The text field of the layout detected in ``path`` (reviewText when none is known)."""
+    """The text field of the layout detected in ``path``, else its longest string field other
+    than the label (reviewText when it holds none)."""
     try:
         return detect_spec(path, replace(cfg, label_field=None)).text_field
     except InputError:
-        return "reviewText"
+        found = _longest_text_field(_probe(path, 50), besides=cfg.label_field or "")
+        return found or "reviewText"
 
 
 def _with_summary(spec: RecordSpec, append_summary: bool) -> RecordSpec:

@@ -139,3 +139,62 @@ def test_a_0_1_label_field_is_read_as_negative_and_positive(tmp_path: Path) -> N
     assert (again["positive"], again["negative"]) == (40, 20)
     with pytest.raises(InputError, match="--label-field reads a 0/1 label"):
         run_preprocess(cfg, rating_max=10)
+
+
+@pytest.mark.parametrize(
+    ("rows", "options", "said", "hint"),
+    [
+        (  # no flag: the fields a file's records suggest
+            [{"text": "great stuff here", "sentiment": 1}, {"text": "awful", "sentiment": 0}],
+            {},
+            "cannot tell the review text and rating fields apart (fields seen: sentiment, text)",
+            "pass --text-field text --label-field sentiment (0 negative, 1 positive)",
+        ),
+        (
+            [
+                {"body": "great stuff here", "stars": 5, "id": 1},
+                {"body": "bad", "stars": 1, "id": 2},
+            ],
+            {},
+            "cannot tell the review text and rating fields apart (fields seen: body, id, stars)",
+            "pass --text-field body --rating-field stars (1-5 stars)",
+        ),
+        (  # the text field is the longest string one, not reviewText: the label is what is absent
+            [{"text": "great stuff here", "sentiment": 1}, {"text": "awful", "sentiment": 0}],
+            {"label_field": "label"},
+            "no usable review in 2 line(s): 2 missing_rating (label field `label` absent or null",
+            "--label-field",
+        ),
+        (
+            [{"text": "great stuff here", "sentiment": "pos"}, {"text": "bad", "sentiment": "neg"}],
+            {"label_field": "sentiment"},
+            "2 bad_rating (label field `sentiment` not 0 or 1",
+            "--label-field",
+        ),
+        (
+            [{"body": "great stuff here", "stars": 5}, {"body": "bad", "stars": 1}],
+            {"text_field": "body"},
+            "2 missing_rating (rating field `overall` absent or null",
+            "--rating-field",
+        ),
+    ],
+)
+def test_unreadable_fields_are_named_with_what_to_pass(
+    tmp_path: Path, rows: list[dict[str, object]], options: dict[str, str], said: str, hint: str
+) -> None:
+    """--label-field on a file without a known layout read `reviewText` and said "missing_text
+    (text field absent)"; a label of "pos" said "rating not a whole number"; the hint never
+    named --label-field."""
+    import json
+
+    from engine.config import PreprocessConfig
+    from engine.errors import InputError
+    from engine.preprocess import run_preprocess
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = PreprocessConfig(inputs=[str(src)], output=str(tmp_path / "o"), **options)
+    with pytest.raises(InputError) as caught:
+        run_preprocess(cfg)
+    assert said in caught.value.message
+    assert hint in (caught.value.hint or "")
