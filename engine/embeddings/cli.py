@@ -364,9 +364,9 @@ def run_local(
 
     The preparation's events go to RUN_DIR/events.jsonl and to ``on_line`` (stdout when None).
     A run that fails or is interrupted (Ctrl-C, SIGTERM, SIGHUP) before its ranks start removes
-    the run folder when it made it; otherwise its events end with an `error` and the open
-    stage's `stage_end` (status `failed` or `interrupted`), and no summary.json or
-    embeddings.npy is left to be taken as done.
+    the run folder when it made it, unless its corpus was prepared (kept for a re-run);
+    otherwise its events end with an `error` and the open stage's `stage_end` (status `failed`
+    or `interrupted`), and no summary.json or embeddings.npy is left to be taken as done.
     """
     from engine.embeddings.runtime import SUMMARY_FILE
 
@@ -376,9 +376,14 @@ def run_local(
         made = open_run_dir(run_dir)
         try:
             summary = _prepare_stage(cfg, nproc, on_line)
-        except BaseException:
-            if made is not None:  # nothing of this run is worth keeping
+        except BaseException as exc:
+            if made is not None and not _prepared(run_dir):  # nothing worth keeping
                 shutil.rmtree(made, ignore_errors=True)
+            elif made is not None and isinstance(exc, ConfigError):  # e.g. --batch too large
+                exc.hint = (f"{exc.hint}; " if exc.hint else "") + (
+                    f"the corpus prepared in {run_dir} is kept: a re-run with the same input "
+                    "reuses it"
+                )
             raise
         if summary is not None:
             return summary
@@ -396,6 +401,15 @@ def run_local(
             raise
     doc: dict[str, Any] = json.loads((run_dir / SUMMARY_FILE).read_text("utf-8"))
     return doc
+
+
+def _prepared(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a finished preparation (its cache key is written last): a run
+    refused after it (a --batch above the corpus's pairs) leaves it for the next run to reuse
+    (it was removed with the folder, and preparing a large corpus again took minutes)."""
+    from engine.embeddings.prepare import KEY_FILE
+
+    return (run_dir / KEY_FILE).is_file()
 
 
 def _prepare_stage(

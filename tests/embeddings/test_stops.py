@@ -105,8 +105,15 @@ def test_a_run_that_cannot_train_fails_with_a_message_and_no_vectors(
     assert out.returncode == code, out.stderr
     assert out.stderr.count(message) == 1 and "Out of range float" not in out.stderr
     assert not (run / "summary.json").exists() and not (run / "embeddings.npy").exists()
-    if code == 2:  # the sub-sampled pairs are counted before any rank starts: no folder made
-        assert not run.exists() and "launch:" not in out.stderr
+    if code == 2:  # counted before any rank starts; the prepared corpus stays for a re-run
+        assert "launch:" not in out.stderr and f"the corpus prepared in {run} is kept" in out.stderr
+        again = subprocess.run(
+            _embed_cmd(reviews, run, "--epochs", "1", "--batch", "64"),
+            cwd=ROOT, capture_output=True, text=True, timeout=280,
+        )  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        ends = [e for e in read_events(run / "events.jsonl") if e["type"] == "stage_end"]
+        assert ends[0]["stage"] == "prepare" and ends[0]["status"] == "cached"
         return
     assert _last_stage_end(run) == ("train", "failed")
     assert os.path.isfile(run / "corpus.npz")  # prepared: a re-run with other flags reuses it
