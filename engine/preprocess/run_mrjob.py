@@ -184,23 +184,31 @@ def upload_output(local_dir: str, uri: str) -> None:
 
 
 class _NoConfigNotice(logging.Filter):
-    """Drops mrjob's "No configs specified for inline runner": without an mrjob.conf (the
-    usual case) it is noise, and with no logging set up Python printed it on the terminal."""
+    """Drops mrjob's "No configs specified for inline runner" (without an mrjob.conf, the usual
+    case, it is noise, and with no logging set up Python printed it on the terminal) and its
+    "Error while reading from FILE:" between blank lines (the error raised names the file)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """False for that one notice; every other mrjob.conf record passes."""
-        return not record.getMessage().startswith("No configs specified for ")
+        """False for those notices; every other record passes."""
+        said = record.getMessage().strip()
+        return not said.startswith(("No configs specified for ", "Error while reading from "))
+
+
+QUIETED_LOGGERS = ("mrjob.conf", "mrjob.inline", "mrjob.local")
+"""mrjob's loggers that :class:`_NoConfigNotice` filters."""
 
 
 @contextlib.contextmanager
 def _no_config_notice() -> Iterator[None]:
-    logger = logging.getLogger("mrjob.conf")
+    loggers = [logging.getLogger(name) for name in QUIETED_LOGGERS]
     quiet = _NoConfigNotice()
-    logger.addFilter(quiet)
+    for logger in loggers:
+        logger.addFilter(quiet)
     try:
         yield
     finally:
-        logger.removeFilter(quiet)
+        for logger in loggers:
+            logger.removeFilter(quiet)
 
 
 def input_uris(inputs: list[str]) -> list[list[str]]:

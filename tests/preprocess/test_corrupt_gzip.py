@@ -31,3 +31,22 @@ def test_the_format_probe_names_a_damaged_file(tmp_path: Path) -> None:
         detect_spec(str(path), PreprocessConfig(inputs=[str(path)], output="-"))
     with pytest.raises(InputError, match="not a readable gzip file"):
         _text_field(str(path))
+
+
+@pytest.mark.parametrize(
+    "runner", ["local", "inline", pytest.param("spark", marks=pytest.mark.slow)]
+)
+def test_every_runner_says_a_truncated_gzip_in_two_lines(
+    tmp_path: Path, runner: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """On Spark the map task's InputError came back as 170 lines of Java and Python
+    tracebacks (exit 1); mrjob's inline runner printed "Error while reading from" first."""
+    from tui.cli import main
+
+    path = truncated_gzip(tmp_path)
+    out = tmp_path / "out"
+    assert main(["preprocess", "-i", str(path), "-o", str(out), "--runner", runner, "--json"]) == 2
+    err = [ln for ln in capfd.readouterr().err.splitlines() if "incubator modules" not in ln]
+    assert err[0].startswith(f"bad input: {path}: not a readable gzip file"), err
+    assert err[1].startswith("  hint: the file is truncated or damaged") and len(err) == 2, err
+    assert not out.exists()
