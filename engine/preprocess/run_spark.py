@@ -3,9 +3,13 @@ SPARK_MASTER); the driver encodes and writes HDF5 like the mrjob runners."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import shutil
+import signal
 import sys
+import threading
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -14,6 +18,7 @@ from typing import Any
 
 from engine import errors
 from engine.errors import ConfigError, LaunchError, SentitopError
+from engine.fork_guard import ForkGuard
 from engine.preprocess.job import JobSettings
 from engine.preprocess.mapper import MapStats, map_task
 from engine.preprocess.readers import MapTask
@@ -115,6 +120,72 @@ def check_java() -> None:
         )
 
 
+class _Py4JRootRecords(logging.Filter):
+    """Drops what py4j logs on the root logger (``logging.exception``: "KeyboardInterrupt while
+    sending command" with a traceback, at every Ctrl-C during a JVM call); the error raised
+    says what failed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for py4j's records."""
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
+def _start_context(conf: Any, master: str) -> Any:
+    """The SparkContext for ``conf``, with Python's own Ctrl-C back in place: a Ctrl-C while
+    the JVM starts is held and raised once it is up (then stopped), and pyspark's SIGINT
+    handler, which calls into the JVM from inside the handler, is replaced (a Ctrl-C in the
+    middle of another JVM call printed py4j's "reentrant call" tracebacks)."""
+    from py4j.protocol import Py4JError
+    from pyspark import SparkContext
+    from pyspark.errors import PySparkException
+
+    started: list[Any] = []
+    try:
+        with ForkGuard():  # on leaving: the handlers from before pyspark's, and a held Ctrl-C
+            started.append(SparkContext._active_spark_context or _new_context(conf))
+    except KeyboardInterrupt:
+        for sc in started:
+            _stop_quietly(sc)
+        raise
+    except (Py4JError, PySparkException) as exc:  # the JVM did not start (threads, memory)
+        said = [ln.strip(": \t") for ln in str(exc).splitlines() if ln.strip(": \t")]
+        cause = next((ln for ln in said if ln.startswith(("java.", "org.", "["))), None)
+        raise LaunchError(
+            f"could not start Spark (master {master}): {cause or (said or [repr(exc)])[0]}",
+            hint="SPARK_LOG_LEVEL=WARN shows Spark's own log; without Spark use --runner local",
+        ) from exc
+    return started[0]
+
+
+def _new_context(conf: Any) -> Any:
+    """A SparkContext whose JVM (and the Python workers it forks) runs in a session of its own:
+    a terminal's Ctrl-C reaches the driver only, which stops the context. Its workers took
+    the Ctrl-C too (pyspark restores SIGINT in them) and died first, so the run ended in
+    "Python worker exited unexpectedly" errors, or exit 1, instead of "interrupted". The JVM
+    still exits when the driver does (it watches its stdin pipe)."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    fresh = not SparkContext._gateway
+    kwargs = {"start_new_session": True}
+    gateway = launch_gateway(conf, popen_kwargs=kwargs) if fresh else None  # type: ignore[no-untyped-call]
+    return SparkContext(conf=conf, gateway=gateway)
+
+
+def _stop_quietly(sc: Any) -> None:
+    """Stop a context after a Ctrl-C: the JVM (in the terminal's process group) may be gone
+    already, and py4j logged each failed call with a traceback."""
+    logging.disable(logging.CRITICAL)
+    try:
+        with contextlib.suppress(Exception):
+            sc.setLogLevel("OFF")  # the tasks the stop kills are not errors to show
+        sc.stop()
+    except Exception:  # the JVM went with the Ctrl-C: nothing left to stop
+        pass
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def run_spark(
     tasks: list[MapTask], job: JobSettings, workers: int, progress: Progress | None
 ) -> LocalResult:
@@ -128,9 +199,7 @@ def run_spark(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv's packages
     # pyspark warns about pandas once its SQL types load; the job sends no pandas data
     warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
-    from py4j.protocol import Py4JError
-    from pyspark import SparkConf, SparkContext
-    from pyspark.errors import PySparkException
+    from pyspark import SparkConf
 
     master = os.environ.get("SPARK_MASTER", f"local[{workers}]")
     level = os.environ.get("SPARK_LOG_LEVEL", "ERROR")
@@ -144,15 +213,56 @@ def run_spark(
         .set("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g"))
         .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
     )
+    quiet, ctrl_c = _Py4JRootRecords(), _CtrlC()
+    logging.getLogger().addFilter(quiet)
     try:
-        sc = SparkContext.getOrCreate(conf)
-    except (Py4JError, PySparkException) as exc:  # the JVM did not start (threads, memory)
-        said = [ln.strip(": \t") for ln in str(exc).splitlines() if ln.strip(": \t")]
-        cause = next((ln for ln in said if ln.startswith(("java.", "org.", "["))), None)
-        raise LaunchError(
-            f"could not start Spark (master {master}): {cause or (said or [repr(exc)])[0]}",
-            hint="SPARK_LOG_LEVEL=WARN shows Spark's own log; without Spark use --runner local",
-        ) from exc
+        with ctrl_c:
+            result = _run_job(tasks, job, workers, progress, conf, master, level)
+    except Exception:
+        if ctrl_c.pressed:  # py4j turned it into "Answer from Java side is empty"
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        logging.getLogger().removeFilter(quiet)
+    if ctrl_c.pressed:  # it landed where Python ignores exceptions (a py4j finalizer)
+        raise KeyboardInterrupt
+    return result
+
+
+class _CtrlC:
+    """``with _CtrlC() as c:`` raises KeyboardInterrupt on SIGINT as Python does, and notes it
+    in ``c.pressed``: one that lands in a py4j object's finalizer is printed as "Exception
+    ignored" and lost, and the run went on to write its output (exit 0)."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._raise)
+        return self
+
+    def _raise(self, signum: int, frame: Any) -> None:
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _run_job(
+    tasks: list[MapTask],
+    job: JobSettings,
+    workers: int,
+    progress: Progress | None,
+    conf: Any,
+    master: str,
+    level: str,
+) -> LocalResult:
+    """Start the context, run the map/reduce steps, encode the part here."""
+    sc = _start_context(conf, master)
     sc.setLogLevel(level)
     try:
         rows = (
@@ -166,8 +276,10 @@ def run_spark(
             dict(rows.flatMap(_train_words).map(lambda w: (w, 1)).reduceByKey(add).collect())
         )
         collected = rows.collect()
-    finally:
-        sc.stop()
+    except BaseException:  # a Ctrl-C (as itself or as a py4j error), a failed task
+        _stop_quietly(sc)
+        raise
+    sc.stop()
     part = ReducedPart()
     stats = MapStats()
     for key, value in collected:

@@ -76,3 +76,53 @@ def test_spark_with_more_workers_than_tasks_runs(tmp_path: Path) -> None:
     done = _cli(tmp_path, "--workers", "100000")
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "out" / "dataset.h5").exists()
+
+
+CTRL_C_WRAPPER = """
+import sys
+from pyspark.core.rdd import RDD
+from tui.cli import main
+
+real = RDD.collect
+
+def collect(self):
+    print("COLLECTING", flush=True)  # the test sends SIGINT to the group now
+    return real(self)
+
+RDD.collect = collect
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@needs_spark
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.0, 1.0])
+def test_ctrl_c_during_a_spark_job_is_interrupted_in_one_line(tmp_path: Path, delay: float) -> None:
+    """A terminal's Ctrl-C while the job ran: its Python workers took it too and died first
+    ("Python worker exited unexpectedly", or exit 1 with py4j tracebacks), or it landed in a
+    py4j finalizer and was lost (exit 0, output written). Now: exit 130, "interrupted"."""
+    import signal
+    import time
+
+    src = tmp_path / "big.jsonl"
+    lines = [review(f"review {i} of the sturdy stand {i % 977}", 5 if i % 3 else 1)
+             for i in range(200_000)]  # fmt: skip
+    write_lines(src, lines)
+    out = tmp_path / "out"
+    argv = [sys.executable, "-c", CTRL_C_WRAPPER, "preprocess", "-i", str(src), "-o", str(out),
+            "--runner", "spark", "--json"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "COLLECTING\n"
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    said = [ln for ln in err.splitlines() if "incubator modules" not in ln]
+    assert proc.returncode == 130, err[-3000:]
+    assert said == ["interrupted"], err[-3000:]
+    assert not out.exists()
