@@ -78,6 +78,11 @@ class Candidate:
         """$ at the slow end of the band."""
         return billed_usd(self.seconds * self.band, self.usd_per_hour)
 
+    @property
+    def usd_low(self) -> float:
+        """$ at the fast end of the band (never under the billing minimum)."""
+        return billed_usd(self.seconds / self.band, self.usd_per_hour)
+
     def fits(self, deadline_h: float | None, budget_usd: float | None, *, high: bool) -> bool:
         """Meets the deadline and budget (at the slow end of the band when ``high``)."""
         factor = self.band if high else 1.0
@@ -101,7 +106,7 @@ class Candidate:
             "hours_band": [round(self.hours / self.band, 4), round(self.hours * self.band, 4)],
             "usd": round(self.usd, 4),
             "usd_band": [
-                round(billed_usd(self.seconds / self.band, self.usd_per_hour), 4),
+                round(self.usd_low, 4),
                 round(self.usd_high, 4),
             ],
             "band": round(self.band, 3),

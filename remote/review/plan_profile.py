@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ import yaml
 from engine.errors import InputError, ProfileError
 from remote.profile import EC2Profile, Profile, load_profile
 from remote.review.candidates import Candidate
+from remote.review.money_text import money
 
 DEFAULT_KEY = {"key_name": "sentitop", "key": "~/.ssh/sentitop.pem"}
 """SSH access of new EC2 groups when the source profile has none (the shipped profiles' own)."""
@@ -111,30 +114,60 @@ def write_profile(
     path = Path(path).expanduser()
     if path.suffix not in (".yaml", ".yml"):
         raise InputError(f"--write-profile {path}: expected a .yaml file name")
+    if profile.source is not None and path.resolve() == Path(profile.source).resolve():
+        raise InputError(
+            f"--write-profile {path}: that is the profile being planned; it would be replaced",
+            hint="name a new file, e.g. " + str(path.with_name(f"{path.stem}-plan{path.suffix}")),
+        )
+    if path.is_dir():
+        raise InputError(f"--write-profile {path}: a folder, not a file name")
     header = (
         f"# Written by `sentitop plan {profile.name}` on {date.today().isoformat()}: "
         f"{cand.label} ({cand.hardware}),\n"
-        f"# {epochs} epoch(s) predicted {cand.hours:.2f} h (band {cand.hours / cand.band:.2f}-"
-        f"{cand.hours * cand.band:.2f} h), ${cand.usd:.2f} (budget below: the slow end).\n"
+        f"# {epochs} epoch(s) predicted {_took(cand.seconds)} (band "
+        f"{_took(cand.seconds / cand.band)}-{_took(cand.seconds * cand.band)}), "
+        f"{money(cand.usd)} (budget below: the slow end).\n"
         f"# Basis: {cand.basis}\n"
     )
     warning = size_warning(profile, data_size)
     if warning:
         header += f"# WARNING: {warning}\n"
     config = chosen_config(profile, cand, epochs, data_size)
-    text = header + yaml.safe_dump(config, sort_keys=False)
+    text = header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
+    draft = _validated_draft(text, path, data_size)  # a file already at `path` stays until then
+    try:
+        os.replace(draft, path)
+    except OSError as exc:
+        draft.unlink(missing_ok=True)
+        raise InputError(f"--write-profile {path}: cannot write ({exc})") from None
+    return load_profile(path)
+
+
+def _validated_draft(text: str, path: Path, data_size: int | None) -> Path:
+    """``text`` written beside ``path`` under a temporary name and validated as a profile;
+    removed again (and the problem raised, naming ``path``) when it does not validate."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        fd, name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".yaml", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
     except OSError as exc:
         raise InputError(f"--write-profile {path}: cannot write ({exc})") from None
+    draft = Path(name)
     try:
-        return load_profile(path)
+        load_profile(draft)
     except ProfileError as exc:
-        path.unlink(missing_ok=True)
-        if data_size is not None and "data.synthetic.size" in exc.message:
+        draft.unlink(missing_ok=True)
+        message = exc.message.replace(str(draft), str(path))
+        if data_size is not None and "data.synthetic.size" in message:
             raise InputError(
                 f"--data-size {data_size}: not a size the written profile's "
-                f"data.synthetic.size accepts ({exc.message.split(': ', 2)[-1]})"
+                f"data.synthetic.size accepts ({message.split(': ', 2)[-1]})"
             ) from None
-        raise
+        raise ProfileError(message, hint=exc.hint) from None
+    return draft
+
+
+def _took(seconds: float) -> str:
+    """Hours to 0.01, or seconds below 6 minutes (where 0.00 h would say nothing)."""
+    return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds:,.0f} s"

@@ -499,8 +499,8 @@ def plan_profile(
             profile, hardware, instance_type, count, workload, job, own_rate, catalog
         )
         inputs.append(
-            "no past run of this workload on this machine: "
-            "predicted from the development host's measured rate"
+            ("past runs above not usable" if hardware in by_hw else "no past run of this workload")
+            + " on this machine: predicted from the development host's measured rate"
         )
     else:
         groups = _train_groups(profile)
@@ -543,7 +543,7 @@ def plan_profile(
     choice = choose(candidates, deadline_h=deadline_h, budget_usd=budget_usd, extra_s=prep_s)
     estimated = sorted({g for g, r in rates.items() if r.estimate and g not in UNSUPPORTED_GPUS})
     if target.estimate and target.hardware not in rates:
-        estimated.append(target.hardware)
+        estimated.append(target.hardware + (" (past runs not usable)" if hardware in by_hw else ""))
     if estimated:
         notes.append(
             "estimates: no run of this workload was measured on "

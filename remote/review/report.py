@@ -18,6 +18,7 @@ from remote.review.metrics import (
     pareto_front,
     series_metrics,
 )
+from remote.review.money_text import money
 from remote.review.outcome import run_outcome
 from remote.runs_store import RunRecord
 
@@ -87,19 +88,13 @@ def write_report(
 
 
 def _cell(text: str) -> str:
-    """Text from a folder or file name as one Markdown table cell (a `|` would split it)."""
+    """Text from a folder, file name or CSV field (a run id, a configuration's instance type or
+    GPU model) as one Markdown table cell (a `|` would split it)."""
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def _f(value: float | None, fmt: str = ".2f") -> str:
     return "–" if value is None or not math.isfinite(value) else format(value, fmt)
-
-
-def _money(value: float) -> str:
-    """$12.34; small amounts with 2 significant digits ($0.0016, $1.2e-05)."""
-    if value >= 0.1 or value == 0:
-        return f"${value:,.2f}"
-    return f"${value:.2g}"
 
 
 def _h(hours: float) -> str:
@@ -118,12 +113,12 @@ def cost_table(series: SeriesMetrics) -> list[str]:
     lines = [head, "|" + "---|" * 15]
     for c in series.configs:
         lines.append(
-            f"| {c.label} | {c.workers} | {c.hardware} | {c.usd_per_hour:.4g} | "
-            f"{c.epoch_s:,.1f} | {c.epoch_s * n:,.0f} | {_h(c.hours)} | {_money(c.usd)} | "
+            f"| {_cell(c.label)} | {c.workers} | {_cell(c.hardware)} | {c.usd_per_hour:.4g} | "
+            f"{c.epoch_s:,.1f} | {c.epoch_s * n:,.0f} | {_h(c.hours)} | {money(c.usd)} | "
             f"{_f(c.speedup)} | {_f(c.efficiency)} | {_f(c.speedup_tts)} | "
             f"{_f(c.efficiency_tts)} | {_f(c.samples_per_s, ',.0f')} | "
             f"{_f(c.accuracy, '.3f')} | "
-            f"{'–' if c.usd_per_point is None else _money(c.usd_per_point)} |"
+            f"{'–' if c.usd_per_point is None else money(c.usd_per_point)} |"
         )
     return lines
 
@@ -170,7 +165,7 @@ def render_markdown(
         "",
         "Frontier (no other configuration is both faster and cheaper): "
         + ", ".join(
-            f"{c.label} ({_h(c.hours)} h, {_money(c.usd)})" for c in pareto_front(series.configs)
+            f"{c.label} ({_h(c.hours)} h, {money(c.usd)})" for c in pareto_front(series.configs)
         )
         + ".",
         "",
@@ -190,7 +185,8 @@ def render_markdown(
             where = f"{r.path.name}:{r.line}" if r.line else r.path.name
             chain = chains.get(r.run_id)
             out.append(
-                f"| {_cell(r.run_id)}{_resumed(chain)} | {c.label} | {r.source} ({_cell(where)}) "
+                f"| {_cell(r.run_id)}{_resumed(chain)} | {_cell(c.label)} | {r.source} "
+                f"({_cell(where)}) "
                 f"| {run_outcome(r).status} | {r.epochs} | {_f(median_epoch_s(r), ',.1f')} | "
                 f"{_wall(r, chain)} | {_run_usd(r, chain)} | {_recoveries(r)} | "
                 f"{_cell(r.sweep or '–')} |"
@@ -202,7 +198,7 @@ def render_markdown(
         out += [
             "",
             f"{sum(r.recoveries for r in lost)} recovery(ies) from lost nodes in {len(lost)} "
-            f"run(s): {down:,.0f} s of downtime and {_money(usd)} lost (downtime and redone work "
+            f"run(s): {down:,.0f} s of downtime and {money(usd)} lost (downtime and redone work "
             "at each run's rate); every recovery is a `recovery` event in the run's events.jsonl.",
         ]
     notes = series.notes + [f"{c.label}: {note}" for c in series.configs for note in c.notes]
@@ -240,11 +236,11 @@ def _deadline_text(
         fastest = min(series.configs, key=lambda c: c.hours)
         return (
             f"**No configuration meets the {deadline_h:g} h deadline**; the fastest is "
-            f"{fastest.label} at {_h(fastest.hours)} h ({_money(fastest.usd)})."
+            f"{fastest.label} at {_h(fastest.hours)} h ({money(fastest.usd)})."
         )
     return (
         f"**Cheapest within {deadline_h:g} h: {pick.label}** — {_h(pick.hours)} h, "
-        f"{_money(pick.usd)} for {series.epochs} epochs."
+        f"{money(pick.usd)} for {series.epochs} epochs."
     )
 
 
@@ -278,15 +274,15 @@ def _wall(r: RunRecord, chain: Chain | None) -> str:
 
 def _run_usd(r: RunRecord, chain: Chain | None) -> str:
     """The run's $, or its whole chain's with the run's own in brackets (and what is missing)."""
-    own = "–" if r.usd is None else _money(r.usd)
+    own = "–" if r.usd is None else money(r.usd)
     if chain is None:
         return own
     gone = f"; {_cell(', '.join(chain.unpriced))} not counted" if chain.unpriced else ""
-    return f"{_money(chain.usd)} ({own}{gone})"
+    return f"{money(chain.usd)} ({own}{gone})"
 
 
 def _recoveries(r: RunRecord) -> str:
     """Recoveries of a run with their downtime and cost, or –."""
     if not r.recoveries:
         return "–"
-    return f"{r.recoveries} ({r.downtime_s:,.0f} s, {_money(r.usd_lost)})"
+    return f"{r.recoveries} ({r.downtime_s:,.0f} s, {money(r.usd_lost)})"

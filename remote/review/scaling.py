@@ -13,9 +13,10 @@ C is the compute of one epoch on one unit (measured epoch time minus the measure
 count are preferred when planning that count); a₁ and k are
 fitted to the per-step `allreduce_opt` seconds of the runs (a₁ from 1-worker runs, k from
 multi-worker runs). Runs without phase events (imported CSV rows) give C from 1-worker runs and
-k from the epoch time left over at n > 1. A predicted wall time adds the measured fixed
-overhead (process start-up, data loading, teardown), preprocessing when the dataset is not
-cached, and evaluation per epoch.
+k from the epoch time left over at n > 1; a run folder without them (a truncated events.jsonl)
+is left out, with a line in the inputs, when other runs of its class have them. A predicted
+wall time adds the measured fixed overhead (process start-up, data loading, teardown),
+preprocessing when the dataset is not cached, and evaluation per epoch.
 """
 
 from __future__ import annotations
@@ -143,6 +144,11 @@ class ScalingModel:
         return self.fixed_s or 0.0
 
 
+def _timed(m: Measurement) -> bool:
+    """True when the run's `phase` events measured its sync seconds and steps."""
+    return m.sync_s is not None and bool(m.steps)
+
+
 def fit(measurements: list[Measurement], hardware: str) -> ScalingModel:
     """Fit the scaling model to measurements of one hardware class and workload."""
     if not measurements:
@@ -150,9 +156,16 @@ def fit(measurements: list[Measurement], hardware: str) -> ScalingModel:
             f"no past runs on {hardware} to predict from",
             hint="run the profile (or a sweep) once, or import published runs",
         )
-    n_ref = next((m.n_train for m in measurements if m.n_train), None)
-    per_step = all(m.sync_s is not None and m.steps for m in measurements)
     inputs: list[str] = []
+    untimed = [m for m in measurements if m.run.source == "folder" and not _timed(m)]
+    if untimed and any(_timed(m) for m in measurements):
+        measurements = [m for m in measurements if all(m is not u for u in untimed)]
+        inputs.append(
+            f"left out {len(untimed)} run folder(s) whose events.jsonl has no `phase` events "
+            "(truncated, or written before they existed): " + ", ".join(m.label for m in untimed)
+        )
+    n_ref = next((m.n_train for m in measurements if m.n_train), None)
+    per_step = all(_timed(m) for m in measurements)
 
     def scale(m: Measurement) -> float:
         return (n_ref / m.n_train) if n_ref and m.n_train else 1.0
@@ -178,8 +191,9 @@ def fit(measurements: list[Measurement], hardware: str) -> ScalingModel:
         ones = [m.epoch_s * scale(m) for m in measurements if m.workers == 1]
         if not ones:
             raise InputError(
-                f"{hardware}: imported runs need a 1-worker run to separate "
-                "compute from all-reduce time"
+                f"{hardware}: runs without `phase` events (imported rows, or run folders whose "
+                "events.jsonl lacks them) need a 1-worker run to separate compute from "
+                "all-reduce time"
             )
         c1 = statistics.fmean(ones)
         a1 = 0.0
@@ -192,7 +206,7 @@ def fit(measurements: list[Measurement], hardware: str) -> ScalingModel:
         computes = [(1, x) for x in ones]
         inputs.append(
             f"all-reduce per epoch: k = {k:,.1f} s x 2(n-1)/n, from the epoch time "
-            "left over at n > 1 (no phase events in imported runs)"
+            "left over at n > 1 (no `phase` events in these runs)"
         )
     by_workers: dict[int, list[float]] = {}
     for n, c in computes:

@@ -23,7 +23,9 @@ PROFILES = sorted((ROOT / "profiles").glob("*.yaml"))
 
 @pytest.fixture
 def no_runs(tmp_path: Path) -> Path:
-    return tmp_path / "runs"
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    return folder
 
 
 @pytest.mark.parametrize("path", PROFILES, ids=[p.stem for p in PROFILES])

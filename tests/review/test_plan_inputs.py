@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def no_runs(tmp_path: Path) -> Path:
-    return tmp_path / "runs"
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    return folder
 
 
 def _strict_json(text: str) -> dict:  # type: ignore[type-arg]

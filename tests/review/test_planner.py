@@ -104,8 +104,11 @@ def test_plan_cli(local_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["target"]["workers"] == 1 and data["epochs"] == 2
     assert data["prediction_errors"] and data["inputs"]
+    (local_runs / "none").mkdir()
     assert main(["plan", str(TINY), "--runs-dir", str(local_runs / "none")]) == 0
     assert "estimate" in capsys.readouterr().out
+    assert main(["plan", str(TINY), "--runs-dir", str(local_runs / "typo")]) == 2
+    assert f"--runs-dir {local_runs / 'typo'}: no such folder" in capsys.readouterr().err
     assert main(["plan", str(TINY), "--epochs", "0", "--runs-dir", str(local_runs)]) == 2
 
 

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from remote.review.candidates import SPOT_INTERRUPTIONS_MAX, SPOT_INTERRUPTIONS_PER_HOUR
+from remote.review.money_text import money
 from tui.cli.commands.runs import add_run_sources
 
 TOP = 12
@@ -152,8 +153,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
     size = parse_size(args.data_size, name="--data-size") if args.data_size else None
     profile = load_profile(args.profile)
-    from tui.cli.commands.runs import warn_unreadable
+    from tui.cli.commands.runs import require_runs_dir, warn_unreadable
 
+    require_runs_dir(args.runs_dir)
     unreadable: list[str] = []
     runs = list_runs(args.runs_dir, unreadable)
     warn_unreadable(unreadable)  # a measured rate may be missing from the plan: say why
@@ -207,6 +209,11 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds:,.0f} s"
 
 
+def _amount(usd: float) -> str:
+    """:func:`money` without its $ (the table's $ columns say it)."""
+    return money(usd).removeprefix("$")
+
+
 def _row(c: Any) -> list[str]:
     low, high = c.seconds / c.band, c.seconds * c.band
     return [
@@ -217,8 +224,8 @@ def _row(c: Any) -> list[str]:
         f"{c.usd_per_hour:.4g}",
         _hours(c.seconds),
         f"{_hours(low)} – {_hours(high)}" if c.band > 1.0005 else "",
-        f"{c.usd:,.2f}",
-        f"{c.usd / c.band:,.2f} – {c.usd_high:,.2f}" if c.band > 1.0005 else "",
+        _amount(c.usd),
+        f"{_amount(c.usd_low)} – {_amount(c.usd_high)}" if c.band > 1.0005 else "",
         "estimate" if c.estimate else "measured",
         f"{len(c.actual_s)} ({_hours(sum(c.actual_s) / len(c.actual_s))})" if c.actual_s else "",
     ]
@@ -248,7 +255,7 @@ def render(plan: Any, *, top: int = TOP) -> None:
     console.print(
         f"[bold]{escape(plan.profile)}[/bold]: {escape(t.label)} on {escape(t.hardware)}, "
         f"{plan.epochs} epoch(s): predicted {_hours(t.seconds)} (band {_hours(t.seconds / t.band)}"
-        f" – {_hours(t.seconds * t.band)}), ${t.usd:.2f} at ${t.usd_per_hour:.4g}/h ({kind})"
+        f" – {_hours(t.seconds * t.band)}), {money(t.usd)} at ${t.usd_per_hour:.4g}/h ({kind})"
     )
     console.print(f"  basis: {escape(t.basis)}")
     if plan.target_wall_s is not None:
@@ -311,7 +318,7 @@ def render(plan: Any, *, top: int = TOP) -> None:
         )
         console.print(
             f"[green]{how} meeting the constraints: {escape(plan.pick.label)} "
-            f"({_hours(plan.pick.seconds)}, ${plan.pick.usd:.2f})[/green], {sure}"
+            f"({_hours(plan.pick.seconds)}, {money(plan.pick.usd)})[/green], {sure}"
         )
         console.print(f"  basis: {escape(plan.pick.basis)}")
     for line in plan.notes:

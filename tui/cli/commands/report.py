@@ -31,7 +31,7 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--output",
         "-o",
-        type=_output_folder,
+        type=output_folder,
         required=True,
         metavar="DIR",
         help="folder for report.md and the PNG plots",
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _output_folder(value: str) -> Path:
+def output_folder(value: str) -> Path:
     """An --output argument (argparse ``type``): an empty one is a usage error, not the current
     folder (where report.md and five PNGs would land unasked)."""
     if not value.strip():

@@ -152,14 +152,22 @@ def warn_unreadable(unreadable: list[str]) -> None:
         )
 
 
+def require_runs_dir(path: Path | None) -> None:
+    """Refuse a --runs-dir given but not there (a typo would read as "no past runs")."""
+    if path is not None and not Path(path).expanduser().is_dir():
+        from engine.errors import InputError
+
+        raise InputError(
+            f"--runs-dir {path}: no such folder",
+            hint="name the folder `sentitop run --runs-dir` wrote to (default ./runs)",
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the runs (oldest first)."""
     from remote.runs_store import import_csv, list_runs, runs_dir
 
-    if args.runs_dir and not Path(args.runs_dir).expanduser().is_dir():
-        from engine.errors import InputError
-
-        raise InputError(f"--runs-dir {args.runs_dir}: no such folder")
+    require_runs_dir(args.runs_dir)
     unreadable: list[str] = []
     unfinished: list[str] = []
     records = list_runs(args.runs_dir, unreadable, unfinished)

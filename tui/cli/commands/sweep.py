@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tui.cli.commands.report import output_folder
 from tui.cli.commands.run import termination_as_interrupt, termination_reason
 
 
@@ -41,7 +42,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--runs-dir", type=Path, help="where run folders go (default ./runs)")
     parser.add_argument(
         "--report",
-        type=Path,
+        type=output_folder,
         metavar="DIR",
         help="write the review report of the sweep into DIR afterwards",
     )
@@ -57,6 +58,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.epochs is not None and args.epochs < 1:
         raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
+    for flag, folder in (("--runs-dir", args.runs_dir), ("--report", args.report)):
+        if folder is not None and folder.expanduser().exists() and not folder.expanduser().is_dir():
+            raise InputError(  # found now, not after the sweep has run (and cost)
+                f"{flag} {folder} is a file, not a folder", hint="name a folder"
+            )
     profile = load_profile(args.profile)
     plan = plan_sweep(
         profile,
@@ -116,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         if ok:
             report = write_report(ok, args.report)
             print(f"report: {report.markdown}")
+        else:
+            print(f"no report in {args.report}: no run of the sweep ended ok", file=err)
     if any(o.status == "interrupted" for o in outcomes):
         return 130
     return 0 if all(o.status == "ok" for o in outcomes) else 1

@@ -1,0 +1,79 @@
+"""`sentitop plan --write-profile`: never loses a file that was there, reads as written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from remote.profile import load_profile
+from tui.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def no_runs(tmp_path: Path) -> Path:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    return folder
+
+
+def test_the_planned_profile_is_not_overwritten(
+    tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    own = tmp_path / "mine.yaml"
+    shutil.copy(ROOT / "profiles" / "local.yaml", own)
+    before = own.read_text()
+    args = ["plan", str(own), "--deadline", "2h", "--runs-dir", str(no_runs)]
+    assert main([*args, "--write-profile", str(own)]) == 2
+    assert "the profile being planned" in capsys.readouterr().err
+    assert own.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.yaml", "runs"]
+
+
+def test_a_refused_profile_leaves_the_file_that_was_there(
+    tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "picked.yaml"
+    out.write_text("# my notes\n")
+    args = ["plan", "local", "--runs-dir", str(no_runs), "--write-profile", str(out)]
+    assert main([*args, "--data-size", "5TB"]) == 2  # plannable, but no synthetic.size
+    err = capsys.readouterr().err
+    assert "--data-size 5000000000000" in err and "data.synthetic.size" in err
+    assert out.read_text() == "# my notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["picked.yaml", "runs"]  # no draft
+
+
+def test_written_profile_reads_as_text_with_its_figures(
+    tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "picked.yaml"
+    out.write_text("# replaced\n")
+    args = ["plan", "local", "--deadline", "2h", "--top", "1", "--runs-dir", str(no_runs)]
+    assert main([*args, "--write-profile", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "\\x" not in text and "×" in text  # 'local ×2 proc', not 'local \xD72 proc'
+    assert "predicted 0.00 h" not in text and "$0.00 " not in text  # a seconds-long local run
+    assert load_profile(out).name == "local-plan"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["picked.yaml", "runs"]
+
+
+def test_small_amounts_are_shown_and_the_band_keeps_the_billing_minimum(
+    no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["plan", "local", "--top", "12", "--runs-dir", str(no_runs)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "$0.00 at" not in out  # the header of a seconds-long local run
+    row = next(line for line in out.splitlines() if line.startswith("│ 1×g4dn.xlarge "))
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    usd, band = cells[7], cells[8]
+    minimum = f"{60 * 0.526 / 3600:.2g}"  # a few seconds are billed as 60 at $0.526/h
+    assert usd == minimum and band == f"{minimum} – {minimum}"
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    row_json = next(c for c in data["candidates"] if c["label"] == "1×g4dn.xlarge")
+    assert row_json["usd_band"][0] == pytest.approx(60 * 0.526 / 3600, abs=1e-4)
