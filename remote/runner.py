@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
-from engine.errors import DatasetError, SentitopError
+from engine.errors import DatasetError, InputError, SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
 from engine.sentiment.pretrained import check_init_embeddings
 from engine.sentiment.splits import check_dataset
@@ -66,7 +66,13 @@ CTRL_C_REASON = "interrupted by the user (Ctrl-C)"
 def new_run_dir(root: Path, profile_name: str) -> Path:
     """A fresh private run folder named ``YYYYmmdd-HHMMSS-<profile>`` (an absolute path: node
     processes run with other working directories)."""
-    root = make_private_dir(root.expanduser().resolve())
+    try:
+        root = make_private_dir(root.expanduser().resolve())
+    except OSError as exc:  # a file of that name, no permission: a FileExistsError traceback
+        raise InputError(
+            f"--runs-dir {root}: cannot hold run folders ({exc.strerror or exc})",
+            hint="name a folder you can write (default ./runs)",
+        ) from None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for attempt in range(100):
         name = f"{stamp}-{profile_name}" + (f"-{attempt}" if attempt else "")

@@ -31,6 +31,9 @@ EMBEDDINGS = "embeddings"
 """summary.json's `workload` of an embeddings run (`sentitop embed`); sentiment runs have none."""
 SWEEP_FILE = "sweep.json"
 """Written into a run folder by `sentitop sweep`: sweep id, mode, index."""
+MAX_EPOCHS = 100_000
+"""Most epochs an imported CSV row may claim (a row stands for that many epoch times: 1e30
+was an OverflowError, 1e8 a list of 800 MB)."""
 
 CSV_COLUMNS: dict[str, str] = {
     "run": "unique id of the row (required)",
@@ -438,7 +441,7 @@ def import_csv(path: str | Path, catalog: Catalog | None = None) -> list[RunReco
     """Recorded runs from a CSV of published results (see :data:`CSV_COLUMNS`)."""
     path = Path(path).expanduser()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # Excel starts a CSV with a BOM
     except FileNotFoundError:
         raise InputError(f"{path}: no such CSV file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -551,7 +554,7 @@ def _csv_record(raw: dict[str, str], path: Path, line: int, catalog: Catalog) ->
         if specs is None or specs.on_demand_usd is None:
             raise row.fail("usd_per_hour", f"empty and no catalog price for {instance_type!r}")
         price = specs.on_demand_usd
-    epochs = int(row.number("epochs", required=True, integer=True, low=1) or 1)
+    epochs = int(row.number("epochs", required=True, integer=True, low=1, high=MAX_EPOCHS) or 1)
     seconds = row.number("seconds", required=True, low=0, strict_low=True) or 0.0
     n_train = row.number("n_train", integer=True, low=1)
     return RunRecord(

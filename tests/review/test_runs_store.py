@@ -125,12 +125,22 @@ def test_csv_defaults_from_catalog(tmp_path: Path) -> None:
         ("x,g3.4xlarge,1,10", r":3: 4 fields, the header has 6"),
         ("x,g3.4xlarge,-1,10,5,", r":3: count: -1 must be >= 1"),
         ("x,g3.4xlarge,1,10,nan,", r":3: seconds: 'nan' is not finite"),
+        ("x,g3.4xlarge,1,1e30,5,", r":3: epochs: 1e30 must be <= 100000"),  # OverflowError
+        ("x,g3.4xlarge,1,1e8,5,", r":3: epochs: 1e8 must be <= 100000"),  # 800 MB of floats
     ],
 )
 def test_malformed_rows_name_file_line_field(tmp_path: Path, row: str, message: str) -> None:
     path = _csv(tmp_path, row)
     with pytest.raises(InputError, match=str(path).replace(".", r"\.") + message):
         import_csv(path)
+
+
+def test_a_csv_saved_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
+    """Excel writes a BOM before the header: "unknown column(s) \ufeffrun; missing run"."""
+    path = _csv(tmp_path, "x,g5.12xlarge,2,3,900,")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    (run,) = import_csv(path)
+    assert run.run_id == "x" and run.epochs == 3
 
 
 def test_header_and_duplicates(tmp_path: Path) -> None:

@@ -104,6 +104,17 @@ def test_bad_profile_exits_2_naming_file_and_field(tmp_path, run_env) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_a_runs_dir_that_is_a_file_exits_2(write_profile, tmp_path, run_env) -> None:
+    """It was a FileExistsError traceback from making the runs folder."""
+    blocker = tmp_path / "runs-file"
+    blocker.write_text("not a folder")
+    result = sentitop("run", str(write_profile()), "--runs-dir", str(blocker), env=run_env,
+                      timeout=120)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert f"--runs-dir {blocker}: cannot hold run folders" in result.stderr
+    assert "Traceback" not in result.stderr and blocker.read_text() == "not a folder"
+
+
 def test_missing_input_file_exits_2(tmp_path, run_env) -> None:
     profile = tmp_path / "missing.yaml"
     profile.write_text("name: missing\nprovider: local\ndata:\n  inputs: [/nonexistent/x.json]\n")
