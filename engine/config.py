@@ -338,6 +338,7 @@ class TrainConfig:
             if isinstance(value, float):
                 _check(math.isfinite(value), f"train.{f.name}", "a finite number", value)
         _check(self.epochs >= 1, "train.epochs", ">= 1", self.epochs)
+        _check(0 <= self.seed < 2**32, "train.seed", "0 .. 2**32-1", self.seed)  # numpy's range
         _check(self.batch_size >= 1, "train.batch_size", ">= 1", self.batch_size)
         _check(self.lr > 0, "train.lr", "> 0", self.lr)
         _check(

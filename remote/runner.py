@@ -23,7 +23,7 @@ import yaml
 from engine.errors import DatasetError, InputError, SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
 from engine.sentiment.pretrained import check_init_embeddings
-from engine.sentiment.splits import check_dataset
+from engine.sentiment.splits import check_batch_size, check_dataset
 from remote.advice import priced_advice
 from remote.checkpoint_keeper import NODE_CHECKPOINT
 from remote.cluster_factory import make_cluster
@@ -336,6 +336,7 @@ async def _stages(ctx: TrainContext) -> None:
             "reviews kept after de-duplication): raise data.synthetic.size (1MB or more) or "
             "set data.synthetic.distinct (e.g. 0.9) for more distinct reviews per MB",
         ) from None
+    await asyncio.to_thread(check_batch_size, data.dataset_dir, ctx.train)  # before machines
     cluster = make_cluster(ctx.profile)
     async with cluster:
         await run_training(ctx, cluster, data)

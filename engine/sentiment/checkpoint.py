@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import tempfile
 from pathlib import Path
@@ -33,6 +34,9 @@ MODEL_SPEC = "model.json"
 VOCAB = "vocab.json"
 TRAIN_CONFIG = "train_config.json"
 SUMMARY = "summary.json"
+UNREADABLE = (OSError, RuntimeError, EOFError, ValueError, KeyError, pickle.UnpicklingError)
+"""What torch.load raises on a file that is not a torch save (text, truncated, another
+pickle): a garbage file raises KeyError or ValueError from the unpickler, not OSError."""
 
 
 def _atomic_replace(path: Path, write: Any) -> None:
@@ -80,10 +84,16 @@ def load_checkpoint(run_dir: str | Path) -> dict[str, Any] | None:
         return None
     try:
         state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError) as exc:
+    except UNREADABLE as exc:
         raise TrainError(
-            f"{path} cannot be read: {exc}", hint="delete it to start over, or restore a copy"
-        ) from exc
+            f"{path} cannot be read (not a checkpoint, or truncated): {type(exc).__name__}: {exc}",
+            hint="delete it to start over, or restore a copy",
+        ) from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise TrainError(
+            f"{path} is not a training checkpoint (no model state in it)",
+            hint="delete it to start over, or restore a copy",
+        )
     return state
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.errors import InputError
+from engine.errors import InputError, TrainError
 from engine.preprocess.reduce import UNK_ID
 from engine.sentiment import checkpoint as ckpt
 from engine.sentiment.metrics import score_labels
@@ -72,9 +72,9 @@ def confusion_stats(
 
 def load_run(run_dir: str | Path, network_only: bool = False) -> LoadedRun:
     """Model weights (model.pt, else the latest checkpoint), shape and vocabulary of a run;
-    ``network_only`` leaves out what was fitted after training (blend and companion)."""
-    from engine.preprocess.encode import load_encoder
-
+    ``network_only`` leaves out what was fitted after training (blend and companion). A file
+    of the run that cannot be read, or a vocab.json of another dataset, is an InputError
+    naming it (exit 2)."""
     run = Path(run_dir)
     spec_path = run / ckpt.MODEL_SPEC
     if not spec_path.is_file():
@@ -82,13 +82,16 @@ def load_run(run_dir: str | Path, network_only: bool = False) -> LoadedRun:
             f"{spec_path} not found: {run} is not a training run folder",
             hint="pass the --run-dir of a `sentitop train` run",
         )
-    spec = ModelShape.from_dict(json.loads(spec_path.read_text()))
+    spec = _read_spec(spec_path)
     weights = run / ckpt.MODEL_WEIGHTS
     from_checkpoint = None
     if weights.is_file():
-        state = torch.load(weights, map_location="cpu")
+        state = _read_weights(weights)
     else:
-        saved = ckpt.load_checkpoint(run)
+        try:
+            saved = ckpt.load_checkpoint(run)
+        except TrainError as exc:
+            raise InputError(exc.message, hint=exc.hint) from None
         if saved is None:
             raise InputError(
                 f"{run} has neither model.pt nor a checkpoint",
@@ -119,7 +122,63 @@ def load_run(run_dir: str | Path, network_only: bool = False) -> LoadedRun:
             "can be fitted again: engine.sentiment.after_training.refit_saved_run",
         ) from None
     model.eval()
-    return LoadedRun(run, model, load_encoder(run), from_checkpoint)
+    return LoadedRun(run, model, _read_encoder(run, spec), from_checkpoint)
+
+
+_NOT_THE_RUNS = "restore the file from the run's training, or train the run again"
+
+
+def _read_spec(path: Path) -> ModelShape:
+    """model.json as a ModelShape (InputError naming it when it is not one)."""
+    try:
+        return ModelShape.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise InputError(
+            f"{path}: not a model shape written by `sentitop train` ({type(exc).__name__}: {exc})",
+            hint=_NOT_THE_RUNS,
+        ) from None
+
+
+def _read_weights(path: Path) -> dict[str, Any]:
+    """The state_dict saved in model.pt (InputError naming it when it holds none)."""
+    try:
+        state = torch.load(path, map_location="cpu")
+    except ckpt.UNREADABLE as exc:
+        raise InputError(
+            f"{path}: not readable as model weights (truncated, or not a torch save): "
+            f"{type(exc).__name__}: {exc}",
+            hint=_NOT_THE_RUNS,
+        ) from None
+    if not isinstance(state, dict):
+        raise InputError(
+            f"{path}: holds a {type(state).__name__}, not model weights", hint=_NOT_THE_RUNS
+        )
+    return state
+
+
+def _read_encoder(run: Path, spec: ModelShape) -> Any:
+    """The encoder of RUN/vocab.json; InputError when the file is not a vocabulary, or not the
+    one the model was trained with (its ids would index another embedding table)."""
+    from engine.preprocess.encode import load_encoder
+
+    path = run / ckpt.VOCAB
+    try:
+        encoder = load_encoder(run)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise InputError(
+            f"{path}: not a vocabulary written by `sentitop preprocess` "
+            f"({type(exc).__name__}: {exc})",
+            hint=_NOT_THE_RUNS,
+        ) from None
+    if encoder.num_ids != spec.vocab_size:
+        raise InputError(
+            f"{path} holds {encoder.num_ids:,} token ids but the model's embedding table "
+            f"(model.json vocab_size) has {spec.vocab_size:,}: it is the vocabulary of another "
+            "dataset, so every text would be read as other words",
+            hint="copy in the vocab.json of the dataset this run was trained on, or train "
+            "the run again",
+        )
+    return encoder
 
 
 def predict_proba(run: LoadedRun, texts: Sequence[str], batch_size: int = _BATCH) -> np.ndarray:

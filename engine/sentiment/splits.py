@@ -1,17 +1,21 @@
-"""Training refuses an unreadable dataset.h5, another layout, or a split empty or of one class
-(torch-free, so launchers check before they start ranks); the majority check of a finished run."""
+"""Training refuses an unreadable dataset.h5, another layout, a vocab.json not its own, or a
+split empty or of one class (torch-free, so launchers check before they start ranks); the
+majority check of a finished run."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine.errors import DatasetError
+from engine.errors import ConfigError, DatasetError
 
 DATASET_FILE = "dataset.h5"
+VOCAB_FILE = "vocab.json"
 SUPPORTED_FORMAT_VERSIONS = (1,)
 LAYOUT = tuple(f"{s}/{p}" for s in ("train", "test") for p in ("tokens", "labels", "lengths"))
 """The datasets every dataset.h5 holds (engine/sentiment/data.py describes them)."""
@@ -76,15 +80,90 @@ def open_dataset(path: Path) -> Any:
 
 def check_dataset(data_dir: str | Path, max_train_samples: int | None = None) -> None:
     """Check ``data_dir/dataset.h5`` before any rank starts: readable, the expected layout and
-    format_version, and both splits' labels (a missing file is left to the loader's own
-    error)."""
+    format_version, the vocab.json beside it its own (:func:`check_vocab`), and both splits'
+    labels (a missing dataset.h5 is left to the loader's own error)."""
     path = Path(data_dir) / DATASET_FILE
     if not path.is_file():
         return
     with open_dataset(path) as fh:
+        check_vocab(path, dict(fh.attrs))
         for split in ("train", "test"):
             limit = max_train_samples if split == "train" else None
             check_split(path, split, fh[f"{split}/labels"][:limit])
+
+
+def train_rows(data_dir: str | Path, max_train_samples: int | None = None) -> int:
+    """The training samples a run on ``data_dir`` uses (its train split, at most
+    ``max_train_samples``)."""
+    with open_dataset(Path(data_dir) / DATASET_FILE) as fh:
+        rows = int(fh["train/labels"].shape[0])
+    return rows if max_train_samples is None else min(rows, max_train_samples)
+
+
+def check_batch_size(data_dir: str | Path, cfg: Any) -> None:
+    """Refuse a batch size (a TrainConfig's ``batch_size``) above both the training samples and
+    ``lr_reference_batch`` (ConfigError, exit 2): every step would be the whole split, at a
+    learning rate scaled up to the batch asked for (lr × batch / lr_reference_batch), and
+    training diverged (loss 12.5 at 1,000,000 on 1,318 samples) yet "finished". A small
+    dataset at the default batch only takes one step an epoch, at lr itself."""
+    rows = train_rows(data_dir, cfg.max_train_samples)
+    if cfg.batch_size <= max(rows, cfg.lr_reference_batch):
+        return
+    scaled = cfg.lr * cfg.batch_size / cfg.lr_reference_batch
+    raise ConfigError(
+        f"batch size {cfg.batch_size:,} (--batch-size; train.batch in a profile) is larger "
+        f"than the {rows:,} training samples of {Path(data_dir) / DATASET_FILE}: each step "
+        f"would be the whole split, at a learning rate scaled to that batch ({scaled:.3g} = "
+        "lr × batch / lr_reference_batch)",
+        hint=f"use a batch size of {max(rows, cfg.lr_reference_batch):,} or less",
+    )
+
+
+def check_vocab(dataset: Path, attrs: dict[str, Any]) -> None:
+    """DatasetError (exit 2) unless the vocab.json beside ``dataset`` is the vocabulary its
+    token ids were encoded with: same hash of its content as the dataset's ``vocab_sha256``
+    (written by preprocess and synth), else, for a dataset without one, as many ids. The run
+    folder keeps a copy for eval and predict: another dataset's would read every text as
+    other words, and its negation and lexicon ids would mark other words while training."""
+    path = dataset.parent / VOCAB_FILE
+    redo = "copy in the vocab.json written with this dataset.h5, or re-run preprocessing"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DatasetError(
+            f"{path} not found: eval and predict need the vocabulary {dataset.name} was "
+            "encoded with",
+            hint=redo,
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"{path}: unreadable ({exc})", hint=redo) from None
+    if not isinstance(doc, dict):
+        raise DatasetError(f"{path}: not a vocabulary (a JSON object)", hint=redo)
+    expected = attrs.get("vocab_sha256")
+    if expected is not None:
+        content = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+        if content == str(expected):
+            return
+        raise DatasetError(
+            f"{path} is not the vocabulary {dataset} was encoded with (its content differs "
+            f"from the dataset's vocab_sha256; {_ids(doc)} ids here, "
+            f"{int(attrs.get('vocab_size', -2)) + 2:,} in the dataset): a vocab.json of "
+            "another dataset?",
+            hint=redo,
+        )
+    words = doc.get("itos", doc.get("words"))
+    ids = int(attrs.get("vocab_size", -2)) + 2
+    if isinstance(words, list | dict) and "vocab_size" in attrs and len(words) != ids:
+        raise DatasetError(
+            f"{path} holds {len(words):,} ids but {dataset} was encoded with {ids:,}: a "
+            "vocab.json of another dataset?",
+            hint=redo,
+        )
+
+
+def _ids(doc: dict[str, Any]) -> str:
+    words = doc.get("itos", doc.get("words"))
+    return f"{len(words):,}" if isinstance(words, list | dict) else "no"
 
 
 def majority_check(

@@ -115,6 +115,17 @@ def test_a_runs_dir_that_is_a_file_exits_2(write_profile, tmp_path, run_env) -> 
     assert "Traceback" not in result.stderr and blocker.read_text() == "not a folder"
 
 
+def test_a_batch_above_the_training_split_exits_2_before_any_node(write_profile, run_env) -> None:
+    """`sentitop train` refuses it; a profile's train.batch went on to a learning rate scaled
+    to the batch and a diverged model that "finished"."""
+    path = write_profile()
+    path.write_text(path.read_text().replace("batch: 64", "batch: 1000000"))
+    result = sentitop("run", str(path), env=run_env, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "batch size 1,000,000 (--batch-size; train.batch in a profile)" in result.stderr
+    assert "Traceback" not in result.stderr and "launch:" not in result.stderr
+
+
 def test_missing_input_file_exits_2(tmp_path, run_env) -> None:
     profile = tmp_path / "missing.yaml"
     profile.write_text("name: missing\nprovider: local\ndata:\n  inputs: [/nonexistent/x.json]\n")

@@ -43,6 +43,16 @@ def test_skipped_lines_are_counted_and_reported(tmp_path: Path) -> None:
     assert skipped_line({"n": 5, "lines": 5, "skipped": {}}) is None
 
 
+def test_every_skip_reason_is_counted_commonest_first() -> None:
+    """The line named the first three reasons met, so its counts fell short of its total."""
+    skipped = {"missing_text": 1, "invalid_utf8": 1, "bad_rating": 1, "malformed_json": 3}
+    line = skipped_line({"n": 40, "lines": 46, "skipped": {**skipped, "rating_out_of_range": 1}})
+    assert line is not None and line.startswith("skipped 7 of 46 lines: 3 malformed_json (")
+    counted = [int(part.split()[0]) for part in line.split(": ", 1)[1].replace(",", ";").split(";")]
+    assert sum(counted) == 7, line
+    assert line.endswith("; 1 bad_rating, 1 rating_out_of_range")
+
+
 def test_files_with_other_field_names_are_read_when_named(tmp_path: Path) -> None:
     rows = [{"body": f"fine item {i}", "stars": 5 if i % 2 else 1} for i in range(10)]
     path = _write(tmp_path / "other.jsonl", rows)

@@ -96,6 +96,8 @@ def test_a_broken_dataset_is_refused_before_the_ranks(
         ({"warmup_steps": -5}, "train.warmup_steps"),
         ({"lr_reference_batch": 0}, "train.lr_reference_batch"),
         ({"max_train_samples": 0}, "train.max_train_samples"),
+        ({"seed": -1}, "train.seed"),  # a numpy ValueError traceback from every rank
+        ({"seed": 2**32}, "train.seed"),
     ],
 )
 def test_train_settings_no_run_can_use_are_refused(fields: dict[str, Any], named: str) -> None:

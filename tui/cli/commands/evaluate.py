@@ -178,17 +178,20 @@ def chance_warning(metrics: dict[str, Any]) -> str | None:
 
 
 def skipped_line(metrics: dict[str, Any]) -> str | None:
-    """How many lines were skipped and why (the three commonest reasons)."""
+    """How many lines were skipped and why: the three commonest reasons explained, the count
+    of each other one after them (the parts add up to the total)."""
     skipped = metrics.get("skipped") or {}
     total = sum(skipped.values())
     if not total:
         return None
     from engine.preprocess.records import SKIP_REASONS
 
+    commonest = sorted(skipped.items(), key=lambda item: -item[1])
     why = "; ".join(
-        f"{n:,} {reason} ({SKIP_REASONS.get(reason, reason)})"
-        for reason, n in list(skipped.items())[:3]
+        f"{n:,} {reason} ({SKIP_REASONS.get(reason, reason)})" for reason, n in commonest[:3]
     )
+    if commonest[3:]:
+        why += "; " + ", ".join(f"{n:,} {reason}" for reason, n in commonest[3:])
     return f"skipped {total:,} of {metrics['lines']:,} lines: {why}"
 
 

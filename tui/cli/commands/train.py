@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,18 @@ def resumed_settings(args: argparse.Namespace) -> dict[str, Any] | None:
     saved_path = Path(args.run_dir or "") / "train_config.json"
     if not args.resume or not args.run_dir or not saved_path.is_file():
         return None
-    saved: dict[str, Any] = json.loads(saved_path.read_text(encoding="utf-8"))
+    try:
+        saved: dict[str, Any] = json.loads(saved_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"--resume: {saved_path} cannot be read ({exc})",
+            hint="restore it from a copy, or train a new --run-dir",
+        ) from None
+    if not isinstance(saved, dict):
+        raise ConfigError(
+            f"--resume: {saved_path} is not a training configuration (a JSON object)",
+            hint="restore it from a copy, or train a new --run-dir",
+        )
     given = flag_values(args, TrainConfig)
     changed = [
         f"--{k.replace('_', '-')} {given[k]} (the run has {saved.get(k)})"
@@ -154,10 +166,16 @@ def check_run_dir(cfg: Any) -> None:
 
     run_dir = Path(cfg.run_dir)
     if cfg.resume:
-        if not (run_dir / "checkpoints" / "latest.pt").is_file():
+        latest = run_dir / "checkpoints" / "latest.pt"
+        if not latest.is_file():
             raise ConfigError(  # it would start a new run while the user expects a continuation
                 f"--resume: {run_dir} holds no checkpoint (checkpoints/latest.pt) to continue",
                 hint="check --run-dir, or leave out --resume to start a new run there",
+            )
+        if not zipfile.is_zipfile(latest):  # torch.save writes a zip: else every rank fails
+            raise ConfigError(
+                f"--resume: {latest} is not a checkpoint (truncated, or not a torch save)",
+                hint="restore it from a copy, or train a new --run-dir",
             )
         return
     if (run_dir / "summary.json").is_file():
@@ -217,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError, LaunchError
     from engine.sentiment.pretrained import check_init_embeddings
-    from engine.sentiment.splits import check_dataset
+    from engine.sentiment.splits import check_batch_size, check_dataset
     from engine.sentiment.train import config_from_args, launch_local
 
     cfg = config_from_args(args, base=resumed_settings(args))
@@ -230,13 +248,19 @@ def run(args: argparse.Namespace) -> int:
             hint="run `sentitop preprocess` first, or pass --data",
         )
     check_dataset(cfg.data_dir, cfg.max_train_samples)  # empty or one-class split: exit 2
+    check_batch_size(cfg.data_dir, cfg)  # a batch above the split: a scaled lr that diverges
     check_init_embeddings(cfg.model)  # a missing embeddings run: exit 2, no rank started
     printer = _Printer(quiet=args.json)
+    saved = Path(cfg.run_dir) / "checkpoints" / "latest.pt"
     try:
         launch_local(cfg, args.nproc, on_line=printer)
     except LaunchError as exc:
-        if (Path(cfg.run_dir) / "checkpoints" / "latest.pt").is_file():  # said last, after the tail
+        if saved.is_file():  # said last, after the tail
             exc.hint = "\n".join(filter(None, [exc.hint, resume_hint(cfg, printer.checkpoint)]))
+        raise
+    except KeyboardInterrupt:  # Ctrl-C: the ranks are stopped; say where the run can go on
+        if saved.is_file():
+            print(resume_hint(cfg, printer.checkpoint), file=sys.stderr)
         raise
     summary = printer.summary or json.loads((Path(cfg.run_dir) / "summary.json").read_text())
     summary = {k: v for k, v in summary.items() if k not in ("type", "t", "rank", "stage")}
