@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
 from engine.errors import SentitopError
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Stop signals the suite was started with ignored (a background job of a script ignores
+    SIGINT, nohup SIGHUP) are handled again, so the processes the signal tests start and stop
+    inherit the handling a terminal gives them rather than the launcher's."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    for number in (signal.SIGHUP, signal.SIGTERM):
+        if signal.getsignal(number) is signal.SIG_IGN:
+            signal.signal(number, signal.SIG_DFL)
 
 
 @pytest.hookimpl(hookwrapper=True)
