@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from rich.console import Console
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 
 from engine.errors import LaunchError
 from tests.tui.fakes import (
@@ -153,6 +153,22 @@ async def test_profiles_detail_and_invalid_profile_does_not_run() -> None:
         await pilot.pause()
         assert runner.calls == [] and isinstance(app.screen, ProfilesScreen)
         assert any("does not validate" in n for n in notes(app))
+
+
+async def test_slash_typed_in_the_filter_box_is_a_character_on_every_screen() -> None:
+    app = build_app(replay=FIXTURE_RUN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for mode in ("run", "profiles"):
+            await app.switch_mode(mode)
+            await pilot.pause()
+            await pilot.press("slash", *"a/b")
+            await pilot.pause()
+            box = app.screen.query_one("#filter", Input)
+            assert box.value == "a/b" and app.screen.focused is box
+            await pilot.press("escape")
+            await pilot.pause()
+            assert box.value == "" and app.screen.focused is not box
 
 
 async def test_profile_filter() -> None:

@@ -96,8 +96,8 @@ def test_replay_in_a_real_terminal(tmp_path: Path) -> None:
 
         tmux.keys("3")  # wait for the Run screen: a key sent before it shows goes to Runs
         tmux.wait_for(lambda p: "load share per rank" in p and "selected runs" not in p)
-        tmux.keys("/")
-        tmux.keys("-l", "gpu-b")
+        # one burst, as a paste or a fast typist sends it: the keys after '/' go to the filter
+        tmux.keys("-l", "/gpu-b")
         pane = tmux.wait_for(lambda p: "filter: gpu-b" in p)
         log_lines = [ln for ln in pane.splitlines() if "stopped terminated" in ln]
         assert log_lines and all("gpu-b" in ln for ln in log_lines)

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Footer, Input, TextArea
 from textual.worker import Worker, WorkerState
 
 from tui.widgets.nav import NavBar
@@ -29,7 +29,9 @@ class SentitopScreen(Screen[None]):
     MODE = ""
     """Mode name of this screen (profiles, prices, run, runs)."""
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "filter", "Filter"),
+        # priority: the app runs it before it hands on the next key, so "/gpu-b" typed or
+        # pasted in one burst lands in the filter box instead of the widget behind it
+        Binding("slash", "filter", "Filter", priority=True),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
     DEFAULT_CSS = """
@@ -64,10 +66,14 @@ class SentitopScreen(Screen[None]):
         """Show a short status note in the nav bar."""
         self.query_one(NavBar).set_note(note)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """While a text box has focus, "/" is a character to type, not the filter key."""
+        return not (action == "filter" and isinstance(self.focused, (Input, TextArea)))
+
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.add_class("visible")
-        box.focus()
+        self.set_focus(box)  # now, not after a refresh: the keys that follow must reach it
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)

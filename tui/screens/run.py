@@ -337,7 +337,9 @@ class RunScreen(SentitopScreen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`c` (resume) is offered only for a run that stopped with a checkpoint."""
-        return self.stopped_with_checkpoint() if action == "resume" else True
+        if action == "resume":
+            return self.stopped_with_checkpoint()
+        return super().check_action(action, parameters)
 
     def action_resume(self) -> None:
         """Continue the stopped run from its checkpoint, as `c` on the Runs screen does."""
