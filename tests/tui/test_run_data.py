@@ -51,3 +51,20 @@ def test_phase_events_fill_memory_per_rank_and_many_ranks_show_the_largest() -> 
         state.ingest({"type": "phase", "t": 1.0, "rank": rank, "epoch": 0, "rss_mb": 100.0 + rank})
     assert state.rank_rss_mb == {r: 100.0 + r for r in range(6)}
     assert str(data_and_memory(state)) == "  RAM/rank max 105 MB"
+
+
+async def test_every_status_field_stays_in_view_when_the_line_is_longer_than_the_terminal(
+    tmp_path: Path,
+) -> None:
+    app = build_app(replay=_with_data_fields(tmp_path))
+    async with app.run_test(size=(110, 40)) as pilot:  # the narrowest "wide" layout
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunScreen)
+        strips = [strip.text for strip in screen._compositor.render_strips()]
+        region = screen.query_one("#run-status").region
+        shown = "\n".join(strips[region.y : region.bottom])  # the status rows on screen
+        flat = " ".join(shown.split())  # a wrapped field may break across rows
+        for field in ("epoch 3/3", "cost $0.499", "read 3.14 MB/s", "RAM/rank 310/294/301/289 MB"):
+            assert field in flat, (field, shown)
+        assert flat.index("cost $0.499") < flat.index("read 3.14")  # cost comes first

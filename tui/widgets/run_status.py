@@ -14,7 +14,8 @@ STATUS_STYLE = {"running": "bold green", "ok": "bold cyan", "waiting": "dim"}
 
 
 def status_text(st: RunState, snap: dict[str, Any]) -> Text:
-    """Two lines: run, profile, ranks, price, status, warnings; epoch, step, rates, time, $."""
+    """Two lines: run, profile, ranks, price, status, warnings; epoch, step, rate, time, $,
+    data rate and memory."""
     style = STATUS_STYLE.get(st.status, "bold red")
     line1 = Text.assemble(
         ("run ", "dim"),
@@ -45,13 +46,13 @@ def status_text(st: RunState, snap: dict[str, Any]) -> Text:
         f"{st.global_step:,}",
         ("  ", ""),
         rate,
-        data_and_memory(st),
         ("  elapsed ", "dim"),
         fmt_duration(st.elapsed),
         ("  ETA ", "dim"),
         fmt_duration(snap["eta"]),
         ("  cost ", "dim"),
-        cost_text(st, snap["projected"]),
+        cost_text(st, snap["projected"]),  # before the data rate and memory: it matters most
+        data_and_memory(st),
         recovery_summary(st.recoveries),
     )
     return Text("\n").join([line1, line2])
