@@ -290,7 +290,9 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         )
     summary = _read_json(folder / "summary.json")
     embeddings = summary.get("workload") == EMBEDDINGS
-    raw_train = summary if embeddings else summary.get("train")  # embeddings: a flat summary
+    # flat summaries: an embeddings run's, and the trainer's own (`sentitop train --run-dir`)
+    flat = embeddings or ("train" not in summary and "per_epoch" in summary)
+    raw_train = summary if flat else summary.get("train")
     train: dict[str, Any] = raw_train if isinstance(raw_train, dict) else {}
     config = _profile_config(folder)
     catalog = catalog or load_catalog()

@@ -236,3 +236,26 @@ def test_an_interrupted_run_lists_the_epochs_its_events_show_done(
     assert main(["runs", "--runs-dir", str(folder.parent), "--json"]) == 0
     (listed,) = json.loads(capsys.readouterr().out)
     assert (listed["status"], listed["epochs"]) == ("interrupted", 2)
+
+
+def test_a_folder_written_by_sentitop_train_reads_with_its_epochs(tmp_path: Path) -> None:
+    from engine.config import ModelConfig, TrainConfig
+    from engine.sentiment.trainer import DistEnv, Trainer
+    from engine.synth.dataset import write_synthetic_dataset
+
+    data, run = tmp_path / "data", tmp_path / "run"
+    write_synthetic_dataset(data, 240, 80, seq_len=12, vocab_size=50)
+    cfg = TrainConfig(
+        data_dir=str(data),
+        run_dir=str(run),
+        epochs=2,
+        batch_size=32,
+        model=ModelConfig(preset="seed", hidden=8),
+        checkpoint_every_min=0,
+    )
+    Trainer(cfg, env=DistEnv()).fit()
+    record = load_run(run)  # the trainer's own summary.json: per_epoch at its top level
+    assert record.epochs == 2 and len(record.epoch_seconds) == 2
+    assert all(s > 0 for s in record.epoch_seconds)
+    assert main(["report", str(run), "--output", str(tmp_path / "report")]) == 0
+    assert (tmp_path / "report" / "report.md").is_file()
