@@ -31,6 +31,7 @@ from typing import IO
 
 from engine.errors import ConfigError, LaunchError
 from engine.fork_guard import ForkGuard
+from engine.preprocess.budget import available_memory
 
 LineHandler = Callable[[int, str, str], None]
 """Called with (rank, "stdout"|"stderr", line without newline) for every output line."""
@@ -171,6 +172,25 @@ def _stop(ranks: Sequence[_Rank], grace_s: float) -> None:
             return
 
 
+RANK_MEMORY_FLOOR = 180 << 20
+"""The least memory one rank holds before any data: the interpreter with torch and the trainer
+imported (RssAnon measured 180 MB; a rank of the default model holds ≈ 310 MB, README)."""
+
+
+def check_rank_memory(nproc: int) -> None:
+    """Refuse (ConfigError, exit 2) a rank count whose imports alone need more memory than this
+    machine has available: 500 ranks on a small box would otherwise swap for minutes, silent."""
+    available = available_memory()
+    if nproc * RANK_MEMORY_FLOOR <= available:
+        return
+    raise ConfigError(
+        f"--nproc {nproc}: {nproc} ranks need at least {nproc * RANK_MEMORY_FLOOR / 1e9:,.1f} GB "
+        f"of memory ({RANK_MEMORY_FLOOR / 1e6:.0f} MB each before any data), and this machine "
+        f"has {available / 1e9:,.1f} GB available",
+        hint=f"use --nproc {max(1, available // RANK_MEMORY_FLOOR)} or fewer (or more nodes)",
+    )
+
+
 def launch_ranks(
     module: str,
     args: Sequence[str],
@@ -194,6 +214,7 @@ def launch_ranks(
     """
     if nproc < 1:
         raise ConfigError(f"--nproc = {nproc} must be >= 1")
+    check_rank_memory(nproc)
     handler = on_line or _default_handler
     port = placement.master_port if placement and placement.master_port else free_port()
     ranks: list[_Rank] = []

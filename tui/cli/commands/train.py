@@ -234,6 +234,7 @@ def check_straggle(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError, LaunchError
+    from engine.launch import check_rank_memory
     from engine.sentiment.pretrained import check_init_embeddings
     from engine.sentiment.splits import check_batch_size, check_dataset
     from engine.sentiment.train import config_from_args, launch_local
@@ -242,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
     check_run_dir(cfg)
     args.nproc = ranks_to_launch(args.nproc, cfg)
     check_straggle(args)
+    check_rank_memory(args.nproc)  # before anything is written to the run folder
     if not (Path(cfg.data_dir) / "dataset.h5").is_file():
         raise InputError(
             f"{cfg.data_dir}/dataset.h5 not found",
