@@ -37,6 +37,9 @@ LineHandler = Callable[[int, str, str], None]
 """Called with (rank, "stdout"|"stderr", line without newline) for every output line."""
 
 _POLL_S = 0.05
+_CAUSE_WAIT_S = 5.0
+"""After a rank exits non-zero, how long to wait for a peer still running to die by a signal
+(the cause, then named instead)."""
 _TAIL = 30
 _RANK_END = '{"type":"rank_end"'
 
@@ -270,13 +273,22 @@ def _global(local_rank: int, placement: Placement | None) -> int:
 
 
 def _supervise(ranks: Sequence[_Rank], handler: LineHandler) -> _Rank | None:
-    """Wait until every rank exited 0 (None) or one failed (that rank, the first seen)."""
+    """Wait until every rank exited 0 (None) or one failed: the rank to blame. A rank killed
+    by a signal is the cause and its peers then fail in collectives, but a peer can exit first
+    (the killed one still writing its stacks): failures that are only exit codes wait up to
+    _CAUSE_WAIT_S for a rank still running to die by a signal."""
+    blame_by: float | None = None
     while True:
         codes = [(r, r.proc.poll()) for r in ranks]
         failed = [r for r, code in codes if code not in (None, 0) and not _excuse(r, handler)]
-        if failed:  # a rank killed by a signal is the cause; peers then fail in collectives
-            return min(failed, key=lambda r: (r.proc.returncode >= 0, r.rank))
-        if all(code == 0 or r.excused for r, code in codes):
+        if failed:
+            now = time.monotonic()
+            blame_by = now + _CAUSE_WAIT_S if blame_by is None else blame_by
+            killed = any(r.proc.returncode < 0 for r in failed)
+            running = any(code is None for _, code in codes)
+            if killed or not running or now >= blame_by:
+                return min(failed, key=lambda r: (r.proc.returncode >= 0, r.rank))
+        elif all(code == 0 or r.excused for r, code in codes):
             return None
         time.sleep(_POLL_S)
 

@@ -1,14 +1,16 @@
-"""A rank for launcher tests: ``python -m tests.train.crashing_rank before|after|never``.
+"""A rank for launcher tests: ``python -m tests.train.crashing_rank before|after|late|never``.
 
 It runs the real rank life (:func:`engine.rank_main.run_as_rank`, gloo barrier included) and
 aborts like a C++ ``std::terminate`` would: inside its work (``before``), after its ``rank_end``
-while tearing down (``after``), or not at all (``never``). Only rank 1 aborts.
+while tearing down (``after``), inside its work a second after rank 0 exited 1 as a peer of a
+lost rank does (``late``), or not at all (``never``). Only rank 1 aborts.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 import torch.distributed as dist
 
@@ -25,6 +27,11 @@ def main() -> None:
     def work() -> None:
         dist.init_process_group("gloo")
         if crashes and mode == "before":
+            os.abort()
+        if mode == "late":
+            if not crashes:
+                os._exit(1)  # the peer's exit is seen first
+            time.sleep(1.0)
             os.abort()
 
     code = run_as_rank(work, Emitter(StreamSink(), rank=rank))

@@ -101,6 +101,15 @@ def test_a_rank_that_crashes_before_finishing_fails_the_launch() -> None:
 
 
 @pytest.mark.slow
+def test_the_crashed_rank_is_blamed_even_when_a_peer_exits_first() -> None:
+    from engine.errors import LaunchError
+
+    with pytest.raises(LaunchError, match=r"rank 1 .* killed by SIGABRT") as failed:
+        _launch("late")
+    assert failed.value.hint is not None and "Fatal Python error: Aborted" in failed.value.hint
+
+
+@pytest.mark.slow
 def test_ranks_that_finish_cleanly_report_rank_end_and_no_warning() -> None:
     lines = _launch("never")
     assert sorted(r for r, _, line in lines if line.startswith('{"type":"rank_end"')) == [0, 1]
