@@ -12,21 +12,16 @@ import csv
 import io
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from engine.errors import InputError
 from engine.events import epochs_done_by, read_events
 from remote.cost import peak_rate
 from remote.pricing import Catalog, load_catalog
 from remote.run_folder import SUMMARY_FILE, resolve_run_dir, runs_root
+from remote.run_record import BILLINGS, RunRecord
 
-Billing = Literal["per_second", "hours_2dp"]
-Mode = Literal["strong", "weak"]
-BILLINGS: tuple[str, ...] = ("per_second", "hours_2dp")
-"""per_second: EC2 per-second billing, 60 s minimum; hours_2dp: hours rounded to 0.01 x rate
-(how the old study priced its table)."""
 EMBEDDINGS = "embeddings"
 """summary.json's `workload` of an embeddings run (`sentitop embed`); sentiment runs have none."""
 SWEEP_FILE = "sweep.json"
@@ -57,107 +52,6 @@ CSV_COLUMNS: dict[str, str] = {
     "note": "free text (optional)",
 }
 """Columns of an import CSV; lines starting with # are comments."""
-
-
-@dataclass(slots=True)
-class RunRecord:
-    """One run as the review sees it (from a run folder or a CSV row)."""
-
-    run_id: str
-    source: Literal["folder", "csv"]
-    path: Path
-    """The run folder, or the CSV file."""
-    profile: str
-    provider: str
-    status: str
-    instance_type: str | None
-    """Priced instance type (None: unpriced local machine)."""
-    instances: int
-    """Machines of the configuration."""
-    workers: int
-    """Training processes (= GPUs on GPU clusters)."""
-    gpus: int
-    gpu_model: str
-    """GPU model, '' for CPU training."""
-    usd_per_hour: float
-    """Price of the whole configuration per hour."""
-    epochs: int
-    epoch_seconds: list[float]
-    """Training seconds of each epoch (CSV: total / epochs)."""
-    line: int | None = None
-    """CSV line of an imported row."""
-    billing: Billing = "per_second"
-    mode: Mode = "strong"
-    sweep: str | None = None
-    wall_s: float | None = None
-    eval_s: float = 0.0
-    """Evaluation seconds over the run."""
-    prep_s: float = 0.0
-    """Synthetic generation + preprocessing seconds (0 when cached)."""
-    data_cached: bool = False
-    time_to_threshold_s: float | None = None
-    loss_threshold: float | None = None
-    accuracy: float | None = None
-    f1: float | None = None
-    samples_per_s: float | None = None
-    n_train: int | None = None
-    global_batch: int | None = None
-    threads: int | None = None
-    """torch threads per rank (from the trainer's `train_start` event)."""
-    usd: float | None = None
-    """Recorded (metered) or published cost of the whole run."""
-    started: float | None = None
-    note: str = ""
-    phases: list[dict[str, Any]] = field(default_factory=list)
-    """`phase` events (per rank per epoch: compute and all-reduce seconds)."""
-    curve: list[tuple[float, float]] = field(default_factory=list)
-    """(seconds since training began, smoothed train loss) from `step` events."""
-    workload: str = ""
-    """Model + sequence settings: runs with the same workload share per-sample costs."""
-    data_key: str = ""
-    """Data + preprocessing settings: runs with the same key train on the same samples."""
-    task: str = "sentiment"
-    """What the run trained: sentiment, or embeddings (summary.json's `workload`)."""
-    words_per_s: float | None = None
-    """Embeddings runs: corpus words per training second."""
-    pip_loss: float | None = None
-    """Embeddings runs: final PIP loss against the SPPMI reference."""
-    recoveries: int = 0
-    """Lost nodes the run recovered from (summary.json ``recoveries``)."""
-    downtime_s: float = 0.0
-    """Seconds the run stood still recovering (summary.json ``downtime_s``)."""
-    usd_lost: float = 0.0
-    """Dollars the recoveries cost: downtime and redone work at the run's rate."""
-    resumed_from: str | None = None
-    """The stopped run it continued (summary.json ``resumed_from``; see remote.resume_chain)."""
-    epochs_in_events: int = 0
-    """Epochs its events show done (`epoch` events, or where the newest checkpoint resumes):
-    what a run stopped before its trainer's summary trained."""
-
-    @property
-    def train_s(self) -> float:
-        """Training seconds over all epochs."""
-        return sum(self.epoch_seconds)
-
-    @property
-    def epoch_s(self) -> float:
-        """Mean training seconds of one epoch."""
-        return self.train_s / len(self.epoch_seconds) if self.epoch_seconds else math.nan
-
-    @property
-    def hardware(self) -> str:
-        """What a worker runs on: the GPU model, or 'local CPU'."""
-        if self.gpu_model:
-            return self.gpu_model
-        return "local CPU" if self.provider == "local" else f"CPU {self.instance_type or '?'}"
-
-    @property
-    def label(self) -> str:
-        """Configuration label: '4×g3.4xlarge', 'local ×2 proc'."""
-        if self.provider == "local":
-            return f"local ×{self.workers} proc"
-        base = f"{self.instances}×{self.instance_type}" if self.instance_type else self.profile
-        return base if self.gpus == self.workers else f"{base} ({self.workers} proc)"
 
 
 def runs_dir(root: str | Path | None = None) -> Path:
@@ -218,6 +112,21 @@ def resolve_runs(
                 hint="`sentitop runs` lists the run ids and sweep ids",
             )
         out.extend(sweep)
+    return _once_each(out)
+
+
+def _once_each(records: list[RunRecord]) -> list[RunRecord]:
+    """Each run folder once, where first named (a run named twice, or by its id and by its
+    sweep id, is one run: a report would count it twice)."""
+    seen: set[Path] = set()
+    out: list[RunRecord] = []
+    for record in records:
+        if record.source == "folder":
+            folder = record.path.resolve()
+            if folder in seen:
+                continue
+            seen.add(folder)
+        out.append(record)
     return out
 
 
@@ -236,6 +145,16 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object")
     return data
+
+
+def _check_fields(summary: dict[str, Any], path: Path) -> None:
+    """Refuse a summary whose status or epoch count cannot be right (the listing then leaves
+    the run out with a warning naming the file, instead of showing the values as they are)."""
+    status, epochs = summary.get("status"), summary.get("epochs")
+    if status is not None and not isinstance(status, str):
+        raise InputError(f"{path}: status: expected a word such as ok, not {status!r}")
+    if epochs is not None and (type(epochs) is not int or epochs < 0):
+        raise InputError(f"{path}: epochs: expected a count (0 or more), not {epochs!r}")
 
 
 def _num(data: dict[str, Any], key: str) -> float | None:
@@ -289,6 +208,7 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
             f"{folder}: no such run folder", hint="`sentitop runs` lists the recorded runs"
         )
     summary = _read_json(folder / "summary.json")
+    _check_fields(summary, folder / "summary.json")
     embeddings = summary.get("workload") == EMBEDDINGS
     # flat summaries: an embeddings run's, and the trainer's own (`sentitop train --run-dir`)
     flat = embeddings or ("train" not in summary and "per_epoch" in summary)

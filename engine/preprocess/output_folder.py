@@ -119,6 +119,12 @@ def make_stage(out: Path) -> Path:
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise StorageError(f"no space left on the device of {out.parent}") from exc
+        blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+        if blocker is not None:  # mkdir says only "File exists" or "Not a directory"
+            raise InputError(
+                f"cannot write the output folder {out}: {blocker} is a file, not a folder",
+                hint="pick an --output inside a folder",
+            ) from exc
         raise InputError(
             f"cannot write the output folder {out}: {exc.strerror or type(exc).__name__}",
             hint="its parent folder must be a writable folder",

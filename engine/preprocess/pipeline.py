@@ -103,10 +103,16 @@ def resolve_specs(
             spec = replace(spec, rating_max=rating_max)
         if negative_max is not None:
             spec = replace(spec, negative_max=negative_max)
+        if spec.rating_max <= spec.rating_min:
+            raise InputError(
+                f"--rating-max {spec.rating_max}: the highest rating must be above the "
+                f"lowest, {spec.rating_min} ({path})"
+            )
         if not spec.rating_min <= spec.negative_max < spec.rating_max:
             raise InputError(
-                f"negative_max {spec.negative_max} must lie in "
-                f"{spec.rating_min}..{spec.rating_max - 1}"
+                f"--negative-max {spec.negative_max}: ratings up to it are negative, so it must "
+                f"lie in {spec.rating_min}..{spec.rating_max - 1} (the scale of {path} is "
+                f"{spec.rating_min}-{spec.rating_max})"
             )
         specs.append(spec)
     rules = {LabelRule.of(s) for s in specs}

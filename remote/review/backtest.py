@@ -31,7 +31,8 @@ from remote.review.transfer import (
     bundled_anchors,
     transfer_rate,
 )
-from remote.runs_store import RunRecord, import_csv
+from remote.run_record import RunRecord
+from remote.runs_store import import_csv
 
 STUDY_SAMPLES = 19_170_000
 """Training samples per epoch of the old study (inferred: see device_rates.csv)."""

@@ -13,7 +13,7 @@ from remote.resume_chain import Chain, Leg, continued_by, resume_chain, resumed_
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from remote.runs_store import RunRecord
+    from remote.run_record import RunRecord
 
 
 def _key(path: Path) -> Path:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from remote.cost import BILLING_MINIMUM_S
 from remote.review.outcome import run_outcome
-from remote.runs_store import Billing, RunRecord
+from remote.run_record import Billing, RunRecord
 
 
 def billed_usd(seconds: float, usd_per_hour: float, billing: Billing = "per_second") -> float:

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from remote.runs_store import RunRecord
+from remote.run_record import RunRecord
 
 BELOW_MAJORITY = "below_majority"
 """summary.json warning code of a model that does not beat always answering the commoner class."""

@@ -57,7 +57,8 @@ from remote.review.transfer import (
     resolved_model,
     transfer_rate,
 )
-from remote.runs_store import RunRecord, workload_keys
+from remote.run_record import RunRecord
+from remote.runs_store import workload_keys
 
 __all__ = ["Candidate", "Plan", "compute_units", "fit", "measure", "plan_profile", "ring"]
 

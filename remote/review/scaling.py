@@ -27,7 +27,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from engine.errors import InputError
-from remote.runs_store import RunRecord
+from remote.run_record import RunRecord
 
 
 def compute_units(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from remote.review.chains import fold_chains
 from remote.review.metrics import cheapest_within, pareto_front, series_metrics
-from remote.runs_store import RunRecord
+from remote.run_record import RunRecord
 
 
 @dataclass(frozen=True, slots=True)

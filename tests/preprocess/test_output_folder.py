@@ -245,3 +245,14 @@ def test_ctrl_c_while_a_forked_worker_maps_is_said_once(tmp_path: Path, target: 
     assert err.strip() == "interrupted", err
     assert not out.exists()
     assert _beside(out) == []
+
+
+def test_an_output_under_a_file_names_the_file(tmp_path: Path) -> None:
+    blocker = tmp_path / "reviews.jsonl"
+    blocker.write_text("{}\n")
+    for out in (blocker / "sub", blocker / "a" / "b"):
+        cfg = PreprocessConfig(inputs=[str(_input(tmp_path, 40))], output=str(out))
+        with pytest.raises(InputError) as caught:
+            run_preprocess(cfg)
+        assert caught.value.message.endswith(f"{blocker} is a file, not a folder")
+    assert blocker.read_text() == "{}\n"

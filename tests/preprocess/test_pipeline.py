@@ -302,8 +302,10 @@ def test_imdb_layout_uses_its_ten_star_scale(tmp_path: Path, preprocess: Run) ->
     strict = preprocess([path], test_fraction=0.0, negative_max=5)
     assert (strict["stats"]["positive"], strict["stats"]["negative"]) == (2, 2)
     assert strict["vocab"]["settings"]["specs"][0]["negative_max"] == 5
-    with pytest.raises(InputError, match="negative_max"):
+    with pytest.raises(InputError, match=r"--negative-max 10: .* 1\.\.9 \(the scale of .*imdb"):
         preprocess([path], negative_max=10)
+    with pytest.raises(InputError, match=r"--rating-max 1: the highest rating must be above"):
+        preprocess([path], rating_max=1)
 
 
 def test_append_summary_and_fine_food_fields(tmp_path: Path, preprocess: Run) -> None:

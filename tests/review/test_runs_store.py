@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,6 +58,8 @@ def test_list_and_resolve(make_run: Callable[..., Path], tmp_path: Path) -> None
     assert [r.run_id for r in resolve_runs(["sw"], root)] == ["a", "b"]
     assert [r.run_id for r in resolve_runs(["c", str(root / "a")], root)] == ["c", "a"]
     assert len(resolve_runs([str(SEED_CSV)], root)) == 3
+    # one run named twice, or by its id and by its sweep, counts once
+    assert [r.run_id for r in resolve_runs(["a", str(root / "a"), "sw", "./a"], root)] == ["a", "b"]
     with pytest.raises(InputError, match=r"nosuch: no run folder with summary\.json .*no sweep id"):
         resolve_runs(["nosuch"], root)
     with pytest.raises(InputError, match=r"not-a-run: no run folder with summary\.json \(tried"):
@@ -68,6 +71,26 @@ def test_broken_summary_names_the_file(make_run: Callable[..., Path]) -> None:
     (folder / "summary.json").write_text('{"status": "ok",\n "x": }')
     with pytest.raises(InputError, match=r"summary.json:2: invalid JSON"):
         load_run(folder)
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"status": 5}, "status: expected a word such as ok, not 5"),
+        ({"epochs": -3}, "epochs: expected a count (0 or more), not -3"),
+        ({"epochs": "3"}, "epochs: expected a count (0 or more), not '3'"),
+    ],
+)
+def test_a_summary_with_impossible_values_is_left_out_and_named(
+    make_run: Callable[..., Path], tmp_path: Path, fields: dict[str, object], said: str
+) -> None:
+    make_run("a", nproc=1, epoch_s=[5.0], sync_s=0.1)
+    bad = make_run("b", nproc=1, epoch_s=[5.0], sync_s=0.1)
+    summary = json.loads((bad / "summary.json").read_text())
+    (bad / "summary.json").write_text(json.dumps({**summary, **fields}))
+    unreadable: list[str] = []
+    assert [r.run_id for r in list_runs(tmp_path / "runs", unreadable)] == ["a"]
+    assert len(unreadable) == 1 and f"b/summary.json: {said}" in unreadable[0]
 
 
 def test_one_broken_run_does_not_hide_the_others(
@@ -101,6 +124,9 @@ def test_one_broken_run_does_not_hide_the_others(
     assert "left out 1 run folder(s) that cannot be read" in capsys.readouterr().err
     assert main(["runs", "--runs-dir", str(tmp_path / "nosuch")]) == 2
     assert "no such folder" in capsys.readouterr().err
+    (tmp_path / "a-file").write_text("x")
+    assert main(["runs", "--runs-dir", str(tmp_path / "a-file")]) == 2
+    assert "a-file: a file, not a folder" in capsys.readouterr().err
 
 
 def test_csv_defaults_from_catalog(tmp_path: Path) -> None:

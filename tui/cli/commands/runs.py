@@ -157,8 +157,9 @@ def require_runs_dir(path: Path | None) -> None:
     if path is not None and not Path(path).expanduser().is_dir():
         from engine.errors import InputError
 
+        what = "a file, not a folder" if Path(path).expanduser().exists() else "no such folder"
         raise InputError(
-            f"--runs-dir {path}: no such folder",
+            f"--runs-dir {path}: {what}",
             hint="name the folder `sentitop run --runs-dir` wrote to (default ./runs)",
         )
 
