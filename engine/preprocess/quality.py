@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.config import PreprocessConfig
 from engine.errors import InputError
+from engine.preprocess.readers import check_label_values, is_label_spec
 from engine.preprocess.records import SKIP_REASONS, RecordSpec
 
 
@@ -54,8 +55,9 @@ def _reason(reason: str, cfg: PreprocessConfig, specs: Sequence[RecordSpec]) -> 
 def check_preprocess(
     cfg: PreprocessConfig, stats: Mapping[str, Any], specs: Sequence[RecordSpec] = ()
 ) -> list[dict[str, str]]:
-    """Raise InputError (exit 2) when no usable review or only one class remains; return the
-    warnings ({code, message}) for empty input files, a high skipped share or a rare class."""
+    """Raise InputError (exit 2) when no usable review or only one class remains, or a label
+    field is not 0/1 on many lines (a star rating); return the warnings ({code, message}) for
+    empty input files, a high skipped share or a rare class."""
     read, kept = int(stats["read"]), int(stats["kept"])
     files = _files(cfg)
     if kept == 0:
@@ -71,6 +73,9 @@ def check_preprocess(
             hint="check the file format: --format, --text-field, --rating-field or --label-field "
             "(in a profile: preprocess.format, .text_field, .rating_field, .label_field)",
         )
+    if specs and all(is_label_spec(spec) for spec in specs):  # one rule for all (resolve_specs)
+        skipped_by = stats.get("skipped") or {}
+        check_label_values(cfg.inputs, specs[0], skipped_by, read, cfg.max_line_bytes)
     positive, negative = int(stats["positive"]), int(stats["negative"])
     if not positive or not negative:
         have = "positive" if positive else "negative"
@@ -96,6 +101,15 @@ def check_preprocess(
                 "message": f"{files}: skipped {skipped / read:.0%} of {read:,} lines (more than "
                 f"max_skipped_share {cfg.max_skipped_share:.0%}): "
                 + _skip_breakdown(stats, cfg, specs),
+            }
+        )
+    if not int(stats.get("test", 0)):
+        warnings.append(
+            {
+                "code": "empty_test_split",
+                "message": f"the test split is empty (test_fraction {cfg.test_fraction:g} of "
+                f"{kept:,} reviews): `sentitop train` needs held-out reviews to pick its best "
+                "epoch and measure accuracy, and will refuse this dataset",
             }
         )
     rare, name = min((positive, "positive"), (negative, "negative"))

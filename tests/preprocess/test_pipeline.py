@@ -272,10 +272,24 @@ def test_an_empty_input_file_given_by_name_is_warned_about(
     assert main(argv) == 0
     captured = capsys.readouterr()
     stats = json.loads(captured.out)
-    assert stats["warnings"] == [
-        {"code": "empty_input_file", "message": f"1 input file(s) hold no lines: {empty}"}
-    ]
+    assert stats["warnings"][0] == {
+        "code": "empty_input_file",
+        "message": f"1 input file(s) hold no lines: {empty}",
+    }
     assert f"WARNING: 1 input file(s) hold no lines: {empty}" in " ".join(captured.err.split())
+    assert [w["code"] for w in stats["warnings"][1:]] == ["empty_test_split"]  # 2 reviews
+
+
+def test_an_empty_test_split_is_warned_about_since_training_refuses_it(
+    tmp_path: Path, preprocess: Run
+) -> None:
+    path = _corpus(tmp_path, 200)
+    none_held_out = preprocess([path], test_fraction=0.0)
+    assert none_held_out["stats"]["test"] == 0
+    assert [w["code"] for w in none_held_out["stats"]["warnings"]] == ["empty_test_split"]
+    assert "test_fraction 0 of" in none_held_out["stats"]["warnings"][0]["message"]
+    held_out = preprocess([path])
+    assert held_out["stats"]["test"] > 0 and held_out["stats"]["warnings"] == []
 
 
 def test_gzip_and_plain_inputs_agree(tmp_path: Path, preprocess: Run) -> None:
