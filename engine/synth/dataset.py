@@ -84,10 +84,13 @@ def write_synthetic_dataset(
     groups, dtypes, chunking and attributes) holding random rows with a learnable sentiment
     signal; no raw text is generated. The same arguments give the same arrays. A split of two
     rows or more holds both labels (should every row draw one label, row 0's is flipped).
-    `progress` gets the rows written so far. Returns the stats written to stats.json.
+    `progress` gets the rows written so far, after each block and once more just before the
+    files are published; an exception it raises (a stop: Ctrl-C, SIGTERM) ends the call like any
+    failure. Returns the stats written to stats.json.
 
     InputError (naming the option) when out_dir is a file or its disk lacks the space; on any
-    failure or interruption nothing is left behind (no folder this call created)."""
+    failure or interruption nothing is left behind: no folder this call created, and in a folder
+    that was there no vocab.json or stats.json without their dataset.h5."""
     for name, value in (("n_train", n_train), ("n_test", n_test)):
         if value < 0:
             raise InputError(f"{name}: must be >= 0, got {value}")
@@ -109,6 +112,9 @@ def write_synthetic_dataset(
     except BaseException:  # Ctrl-C, SIGTERM (see the CLI), a full disk: no folder left behind
         for folder in created:
             shutil.rmtree(folder, ignore_errors=True)
+        if not (out / "dataset.h5").exists():  # stopped while publishing, or the old set's JSON
+            for name in ("vocab.json", "stats.json"):
+                (out / name).unlink(missing_ok=True)
         raise
 
 
@@ -243,6 +249,8 @@ def _write(
             },
         }
         docs = {out / "vocab.json": vocab_doc, out / "stats.json": stats}
+        if progress is not None:  # once more just before publishing: a stop it raises leaves
+            progress(done)  # nothing, even one that reached Python after its last call
         publish_dataset(tmp_h5, out / "dataset.h5", docs)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -270,7 +270,9 @@ def generate(
     Anything written is removed when generation fails or is interrupted. Returns counts:
     records, bytes, file_bytes,
     distinct_texts, duplicate_rate, malformed (and by kind), python_literal, ratings (1..5 over
-    well-formed records), seconds, mb_per_s. `progress` gets the uncompressed bytes written so far.
+    well-formed records), seconds, mb_per_s. `progress` gets the uncompressed bytes written so far,
+    after each block and once more just before the file is put in place; an exception it raises
+    (a stop: Ctrl-C, SIGTERM) ends the call with nothing written.
     """
     target = _check_arguments(path, size_bytes, seed, malformed_rate, distinct, gzip)
     gzip = target.name.endswith(".gz")
@@ -365,6 +367,8 @@ def generate(
                 f"--size: {size_bytes:,} bytes hold no review line of this seed",
                 hint=f"give a larger --size (at least {format_size(MIN_SIZE)} is safe)",
             )
+        if progress is not None:  # once more just before the rename: a stop it raises leaves
+            progress(written)  # nothing, even one that reached Python after its last call
         os.replace(tmp, target)
     except BaseException as exc:  # Ctrl-C, SIGTERM (see the CLI), a full disk: no partial file
         sink.abort()

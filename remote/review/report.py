@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import math
+import os
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import InputError
+from engine.fork_guard import ForkGuard
 from remote.resume_chain import Chain
 from remote.review import plots
 from remote.review.chains import fold_chains
@@ -20,7 +25,7 @@ from remote.review.metrics import (
 )
 from remote.review.money_text import money
 from remote.review.outcome import run_outcome
-from remote.runs_store import RunRecord
+from remote.run_record import RunRecord
 
 PLOTS = {
     "speedup": "speedup_efficiency.png",
@@ -30,6 +35,9 @@ PLOTS = {
     "pareto": "pareto.png",
 }
 """Plot name → file name in the output folder."""
+REPORT_FILE = "report.md"
+_STAGE_PREFIX = ".report-new-"
+"""The stage folder inside the output folder: this prefix and the writing process's id."""
 
 
 @dataclass(slots=True)
@@ -48,9 +56,16 @@ def write_report(
     *,
     epochs: int | None = None,
     deadline_h: float | None = None,
+    progress: Callable[[Path], None] | None = None,
 ) -> Report:
     """Write report.md and the PNG plots of ``runs`` (one series) into ``output``; a resumed
-    training counts once, as its chain of runs (remote.review.chains.fold_chains)."""
+    training counts once, as its chain of runs (remote.review.chains.fold_chains).
+
+    The files are written into a hidden stage folder inside ``output``, then moved into place
+    together (report.md last, stop signals held meanwhile): a call that fails or is stopped
+    (Ctrl-C, SIGTERM) before then leaves ``output`` as it was (an earlier report stays whole)
+    and removes a folder it created. ``progress`` gets each file's name once it is in the
+    stage; an exception it raises (a stop) ends the call the same way."""
     if not runs:
         raise InputError("no runs to report on", hint="name run folders, run/sweep ids or a CSV")
     runs, chains, folded = fold_chains(runs)
@@ -61,30 +76,103 @@ def write_report(
     series.notes[:0] = folded
     if output.exists() and not output.is_dir():
         raise InputError(f"--output {output} is a file, not a folder", hint="name a folder")
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(
-            f"{output}: cannot create the output folder ({exc.strerror or exc})"
-        ) from None
+    created = [p for p in (output, *output.parents) if not p.exists()][-1:]  # the outermost
     pick = cheapest_within(series.configs, deadline_h) if deadline_h is not None else None
-    path = output / "report.md"
-    try:  # the Markdown first: a folder that cannot take it fails before the slow plots
-        path.write_text(render_markdown(series, deadline_h, pick, chains), encoding="utf-8")
-        files = {
-            "speedup": plots.speedup_plot(series, output / PLOTS["speedup"]),
-            "throughput": plots.throughput_plot(series, output / PLOTS["throughput"]),
-            "loss": plots.loss_plot(series, output / PLOTS["loss"]),
-            "cost": plots.cost_table_plot(series, output / PLOTS["cost"]),
-            "pareto": plots.pareto_plot(series, output / PLOTS["pareto"], deadline_h, pick),
-        }
-    except OSError as exc:
-        where = exc.filename or output
-        raise InputError(
-            f"--output {output}: cannot write {where} ({exc.strerror or exc})",
-            hint="name a folder you can write to",
-        ) from None
-    return Report(path, files, series, pick)
+    published = False
+    try:
+        try:
+            output.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(
+                f"{output}: cannot create the output folder ({exc.strerror or exc})"
+            ) from None
+        try:
+            for name in (REPORT_FILE, *PLOTS.values()):  # before the slow plots, and before
+                if (output / name).is_dir():  # any file is replaced: never half a new report
+                    raise IsADirectoryError(errno.EISDIR, "a folder is in the way", output / name)
+            stage = _make_stage(output)
+            try:
+                _write_files(stage, series, deadline_h, pick, chains, progress)
+                with ForkGuard():  # a stop meanwhile is delivered once every file is in place
+                    for name in (*PLOTS.values(), REPORT_FILE):  # report.md last
+                        os.replace(stage / name, output / name)
+                    published = True
+            finally:
+                shutil.rmtree(stage, ignore_errors=True)
+        except OSError as exc:
+            where = _named_for_user(exc.filename, output)
+            raise InputError(
+                f"--output {output}: cannot write {where} ({exc.strerror or exc})",
+                hint="name a folder you can write to",
+            ) from None
+    except BaseException:
+        if not published:
+            for folder in created:
+                shutil.rmtree(folder, ignore_errors=True)
+        raise
+    files = {key: output / name for key, name in PLOTS.items()}
+    return Report(output / REPORT_FILE, files, series, pick)
+
+
+def _write_files(
+    stage: Path,
+    series: SeriesMetrics,
+    deadline_h: float | None,
+    pick: ConfigMetrics | None,
+    chains: dict[str, Chain],
+    progress: Callable[[Path], None] | None,
+) -> None:
+    """report.md, then the plots, into ``stage`` (the Markdown first: a folder that cannot take
+    it fails before the slow plots); ``progress`` after each."""
+    done = progress or (lambda _name: None)
+    path = stage / REPORT_FILE
+    path.write_text(render_markdown(series, deadline_h, pick, chains), encoding="utf-8")
+    done(Path(REPORT_FILE))
+    makers: dict[str, Callable[[Path], Path]] = {
+        "speedup": lambda to: plots.speedup_plot(series, to),
+        "throughput": lambda to: plots.throughput_plot(series, to),
+        "loss": lambda to: plots.loss_plot(series, to),
+        "cost": lambda to: plots.cost_table_plot(series, to),
+        "pareto": lambda to: plots.pareto_plot(series, to, deadline_h, pick),
+    }
+    for key, make in makers.items():
+        make(stage / PLOTS[key])
+        done(Path(PLOTS[key]))
+
+
+def _make_stage(output: Path) -> Path:
+    """A fresh hidden stage folder inside ``output`` (those of dead earlier calls removed)."""
+    for entry in output.glob(f"{_STAGE_PREFIX}*"):
+        pid = entry.name.removeprefix(_STAGE_PREFIX)
+        if entry.is_dir() and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+    stage = output / f"{_STAGE_PREFIX}{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
+    return stage
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _named_for_user(filename: str | bytes | None, output: Path) -> Path:
+    """The path an error names: for the stage folder ``output``, for a file in it that file's
+    place in ``output``."""
+    if filename is None:
+        return output
+    path = Path(os.fsdecode(filename))
+    if path.name.startswith(_STAGE_PREFIX):
+        return output
+    if path.parent.name.startswith(_STAGE_PREFIX):
+        return output / path.name
+    return path
 
 
 def _cell(text: str) -> str:

@@ -8,6 +8,7 @@ remote.runs_store.CSV_COLUMNS).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -53,16 +54,31 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write the report; exit 2 on unknown runs or bad CSV rows."""
+    """Write the report; exit 2 on unknown runs or bad CSV rows. Ctrl-C (exit 130) and SIGTERM
+    (143) stop it with no partial report left: an earlier report in DIR stays as it was."""
     from engine.errors import InputError
     from remote.review.report import write_report
     from remote.runs_store import resolve_runs
+    from tui.cli.stop_signals import Terminated, ending, stop_signals
 
     if args.epochs is not None and args.epochs < 1:
         raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
     _refuse_unfinished(args.runs, args.runs_dir)
     runs = resolve_runs(args.runs, args.runs_dir)
-    report = write_report(runs, args.output, epochs=args.epochs, deadline_h=args.deadline)
+    try:
+        with stop_signals() as guard:
+            report = write_report(
+                runs,
+                args.output,
+                epochs=args.epochs,
+                deadline_h=args.deadline,
+                progress=lambda _name: guard.check(),  # a stop Python dropped ends it here
+            )
+            guard.check()
+    except (KeyboardInterrupt, Terminated) as exc:
+        code, words = ending(exc)
+        print(f"{words}: no partial report was left in {args.output}", file=sys.stderr)
+        return code
     print(f"report: {report.markdown}")
     for path in report.plots.values():
         print(f"plot:   {path}")

@@ -4,18 +4,16 @@ preprocessed-layout dataset.h5 directly (for training benchmarks)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from types import FrameType
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn, TaskID
+
+    from tui.cli.stop_signals import StopGuard
 
 MIN_SPLIT_ROWS = 2
 """--dataset: rows each split needs at least (the writer then gives it both labels)."""
@@ -104,67 +102,37 @@ def _progress(quiet: bool, *amount: ProgressColumn) -> Progress:
     )
 
 
-class _Terminated(BaseException):
-    """Raised in the main thread by SIGTERM, so the writers' cleanup runs as for Ctrl-C."""
+def _step(guard: StopGuard, bar: Progress, task: TaskID) -> Callable[[int], None]:
+    """A progress callback: `guard.check` (a Ctrl-C or SIGTERM that Python dropped stops the
+    writer here), then move `bar`'s `task` to the amount done."""
 
+    def update(done: int) -> None:
+        guard.check()
+        bar.update(task, completed=done)
 
-class _Guard:
-    """SIGTERM's handler raises _Terminated; where Python drops that (a weakref callback, a
-    destructor) the next `check` (every progress step) raises it again."""
-
-    def __init__(self) -> None:
-        self.terminated = False
-
-    def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        self.terminated = True
-        raise _Terminated
-
-    def check(self) -> None:
-        if self.terminated:
-            raise _Terminated
-
-    def step(self, bar: Progress, task: TaskID) -> Callable[[int], None]:
-        """A progress callback: `check`, then move `bar`'s `task` to the amount done."""
-
-        def update(done: int) -> None:
-            self.check()
-            bar.update(task, completed=done)
-
-        return update
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[_Guard]:
-    """While the body runs (in the main thread), SIGTERM raises _Terminated."""
-    guard = _Guard()
-    if threading.current_thread() is not threading.main_thread():
-        yield guard
-        return
-    previous = signal.signal(signal.SIGTERM, guard.on_sigterm)
-    try:
-        yield guard
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return update
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check the arguments, write the file or dataset; SIGTERM stops it (exit 143) with the
-    partial output removed, like Ctrl-C (exit 130)."""
+    """Check the arguments, write the file or dataset; Ctrl-C (exit 130) and SIGTERM (143) stop
+    it with the partial output removed, even where Python drops the KeyboardInterrupt."""
     from engine.errors import InputError
+    from tui.cli.stop_signals import Terminated, ending, stop_signals
 
     if args.seed < 0:
         raise InputError(f"--seed: must be >= 0, got {args.seed}", hint="for example --seed 0")
     try:
-        with _sigterm_interrupts() as guard:
+        with stop_signals() as guard:
             if args.dataset is not None or args.reviews is not None:
                 return _run_dataset(args, guard)
             return _run_reviews(args, guard)
-    except _Terminated:
-        print("terminated (SIGTERM): no partial output was left behind", file=sys.stderr)
-        return 128 + signal.SIGTERM
+    except (KeyboardInterrupt, Terminated) as exc:
+        code, words = ending(exc)
+        print(f"{words}: no partial output was left behind", file=sys.stderr)
+        return code
 
 
-def _run_reviews(args: argparse.Namespace, guard: _Guard) -> int:
+def _run_reviews(args: argparse.Namespace, guard: StopGuard) -> int:
     """Generate the file with a progress bar, then print a summary (or JSON)."""
     from rich.progress import DownloadColumn, TransferSpeedColumn
     from rich.table import Table
@@ -194,8 +162,9 @@ def _run_reviews(args: argparse.Namespace, guard: _Guard) -> int:
             malformed_rate=args.malformed_rate,
             distinct=args.distinct,
             gzip=args.gzip,
-            progress=guard.step(bar, task),
+            progress=_step(guard, bar, task),
         )
+    guard.check()  # a stop Python dropped after the writer's last check is no success
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0
@@ -217,7 +186,7 @@ def _run_reviews(args: argparse.Namespace, guard: _Guard) -> int:
     return 0
 
 
-def _run_dataset(args: argparse.Namespace, guard: _Guard) -> int:
+def _run_dataset(args: argparse.Namespace, guard: StopGuard) -> int:
     """`--dataset DIR --reviews N`: write the dataset folder directly, then print its stats."""
     from rich.console import Console
     from rich.progress import MofNCompleteColumn
@@ -259,8 +228,9 @@ def _run_dataset(args: argparse.Namespace, guard: _Guard) -> int:
             seq_len=args.seq_len,
             vocab_size=args.vocab_size,
             seed=args.seed,
-            progress=guard.step(bar, task),
+            progress=_step(guard, bar, task),
         )
+    guard.check()  # a stop Python dropped after the writer's last check is no success
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0

@@ -1,0 +1,85 @@
+"""`synth` stopped by Ctrl-C or SIGTERM: exit 130 / 143 with nothing left behind, also when Python
+drops the KeyboardInterrupt (raised inside a weakref callback: "Exception ignored")."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.synth.dataset import write_synthetic_dataset
+from tests.stall import signal_when, stalled_sentitop
+
+WORDS = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated (SIGTERM)"}
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def _assert_stopped(done: subprocess.CompletedProcess[str], signum: int) -> None:
+    assert done.returncode == 128 + signum, done.stderr
+    assert f"{WORDS[signum]}: no partial output was left behind" in done.stderr
+    assert "wrote" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("name", ["huge.jsonl", "huge.jsonl.gz"])
+def test_ctrl_c_stops_a_review_file_with_exit_130(tmp_path: Path, name: str) -> None:
+    """`synth … && preprocess …` must stop at an interrupted synth."""
+
+    def writing() -> bool:
+        partial = list(tmp_path.glob(f".{name}.*.partial"))
+        return bool(partial) and partial[0].stat().st_size > 0
+
+    cmd = [sys.executable, "-m", "tui.cli", "synth", "-o", name, "--size", "2GB", "--json"]
+    done = signal_when(cmd, writing, signal.SIGINT, cwd=tmp_path)
+    _assert_stopped(done, signal.SIGINT)
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_dropped_ctrl_c_still_stops_a_review_file(tmp_path: Path) -> None:
+    """Dropped after the last block, it went on: the file was put in place and exit 0."""
+    marker = tmp_path / "stalled"
+    argv = ["synth", "-o", str(tmp_path / "r.jsonl"), "--size", "2MB", "--json"]
+    cmd = stalled_sentitop("engine.synth.generate:_Sink.close", marker, "drop", argv)
+    done = signal_when(cmd, marker.exists, signal.SIGINT)
+    assert "Exception ignored" in done.stderr  # the stall did drop it
+    _assert_stopped(done, signal.SIGINT)
+    assert _leftovers(tmp_path) == ["stalled"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_dropped_stop_still_stops_a_dataset(tmp_path: Path, signum: int) -> None:
+    """Dropped in h5py's finalisation (`--reviews 30M` did so), the dataset was published and
+    `wrote DIR: 27,000,000 train + 3,000,000 test rows` printed with exit 0."""
+    marker = tmp_path / "stalled"
+    argv = ["synth", "--dataset", str(tmp_path / "ds"), "--reviews", "1000", "--json"]
+    cmd = stalled_sentitop("h5py:File.close", marker, "drop", argv)
+    done = signal_when(cmd, marker.exists, signum)
+    assert "Exception ignored" in done.stderr
+    _assert_stopped(done, signum)
+    assert _leftovers(tmp_path) == ["stalled"]
+
+
+def test_ctrl_c_stops_a_dataset_with_exit_130(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "ds"
+    cmd = [sys.executable, "-m", "tui.cli", "synth", "--dataset", str(out), "--reviews", "2M"]
+    done = signal_when([*cmd, "--json"], lambda: out.is_dir() and any(out.iterdir()), signal.SIGINT)
+    _assert_stopped(done, signal.SIGINT)
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_stop_while_publishing_leaves_no_json_without_its_dataset(tmp_path: Path) -> None:
+    """Re-writing a dataset folder removes the old dataset.h5 first; stopped before the new one
+    was published, the old vocab.json and stats.json stayed, describing a dataset gone."""
+    out = tmp_path / "ds"
+    write_synthetic_dataset(out, 30, 10, seq_len=5, vocab_size=20)
+    marker = tmp_path / "stalled"
+    argv = ["synth", "--dataset", str(out), "--reviews", "1000", "--json"]
+    cmd = stalled_sentitop("engine.synth.dataset:publish_dataset", marker, "block", argv)
+    done = signal_when(cmd, marker.exists, signal.SIGTERM)
+    _assert_stopped(done, signal.SIGTERM)
+    assert _leftovers(out) == []

@@ -1,0 +1,67 @@
+"""Ctrl-C and SIGTERM as exceptions that clean-up runs through and Python cannot lose."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that stop a command: Ctrl-C (exit 130) and a supervisor's or `kill`'s SIGTERM (143)."""
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by SIGTERM, so clean-up runs as for Ctrl-C's KeyboardInterrupt."""
+
+
+class StopGuard:
+    """SIGINT raises KeyboardInterrupt and SIGTERM raises :class:`Terminated`, and the signal is
+    remembered: where Python drops the exception (raised inside a weakref callback or a
+    destructor, e.g. h5py's or matplotlib's object finalisation, it only prints "Exception
+    ignored" and carries on), the next :meth:`check` raises it again, so a stop is never lost."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        """The first stop signal received (None: none yet)."""
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """The signal handler: remember ``signum``, then raise its exception."""
+        if self.received is None:
+            self.received = signum
+        self.check()
+
+    def check(self) -> None:
+        """Raise the exception of the signal received, if any (call it between steps of work,
+        and once more before the output is put in place)."""
+        if self.received == signal.SIGINT:
+            raise KeyboardInterrupt
+        if self.received is not None:
+            raise Terminated
+
+
+def ending(exc: KeyboardInterrupt | Terminated) -> tuple[int, str]:
+    """(exit code, words for the message) of a command stopped by ``exc``."""
+    if isinstance(exc, KeyboardInterrupt):
+        return 128 + signal.SIGINT, "interrupted (Ctrl-C)"
+    return 128 + signal.SIGTERM, "terminated (SIGTERM)"
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[StopGuard]:
+    """While inside (main thread only), :data:`STOP_SIGNALS` go to a :class:`StopGuard`. A signal
+    that was ignored (a background job of a script ignores SIGINT) stays ignored."""
+    guard = StopGuard()
+    if threading.current_thread() is not threading.main_thread():
+        yield guard
+        return
+    previous = {}
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) not in (signal.SIG_IGN, None):  # None: set outside Python
+            previous[signum] = signal.signal(signum, guard.on_signal)
+    try:
+        yield guard
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
