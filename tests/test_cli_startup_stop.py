@@ -1,0 +1,19 @@
+"""A Ctrl-C while the command modules are still importing ends with a message, not a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+import tui.cli.main as cli
+
+
+def test_ctrl_c_while_the_commands_import_says_interrupted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def importing() -> None:
+        raise KeyboardInterrupt  # where a real Ctrl-C at start-up lands: importing a command
+
+    monkeypatch.setattr(cli, "build_parser", importing)
+    assert cli.main(["runs"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "interrupted"
