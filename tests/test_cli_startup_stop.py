@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
-import tui.cli.main as cli
+cli = importlib.import_module("tui.cli.main")  # the module: tui.cli's `main` is its function
 
 
 def test_ctrl_c_while_the_commands_import_says_interrupted(
