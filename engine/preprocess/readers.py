@@ -4,10 +4,11 @@ detect the record format, and iterate parsed records (for eval/predict on new ra
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
@@ -31,6 +32,97 @@ def label_spec(text_field: str, label_field: str, fmt: str = "jsonl") -> RecordS
     """How to read records whose ``label_field`` holds a 0/1 label (0 negative, 1 positive)."""
     return RecordSpec(format=fmt, text_field=text_field, rating_field=label_field,
                       rating_min=0, rating_max=1, negative_max=0)  # fmt: skip
+
+
+NOT_LABEL_SHARE = 0.2
+"""A label field whose value is not 0 or 1 on more than this share of the lines read is not a
+0/1 label (a star rating read as one took 1★ reviews for positives): an error (exit 2). Below
+it, such lines are skipped and counted, as any bad line."""
+NOT_LABEL_REASONS = ("bad_rating", "rating_out_of_range")
+"""The skip reasons of a label field whose value is not 0 or 1."""
+
+
+def is_label_spec(spec: RecordSpec) -> bool:
+    """Whether ``spec`` reads a 0/1 label (label_spec) rather than a star rating."""
+    return (spec.rating_min, spec.rating_max, spec.negative_max) == (0, 1, 0)
+
+
+def check_label_values(
+    paths: Sequence[str],
+    spec: RecordSpec,
+    skipped: Mapping[str, int],
+    lines: int,
+    max_line_bytes: int = 1 << 20,
+) -> None:
+    """Raise InputError when ``spec`` reads a 0/1 label whose field held another value on more
+    than NOT_LABEL_SHARE of the ``lines`` read from ``paths`` (``skipped``: their skip counts),
+    naming the first such line of the local files and its value."""
+    count = sum(int(skipped.get(reason, 0)) for reason in NOT_LABEL_REASONS)
+    if not is_label_spec(spec) or not lines or count / lines <= NOT_LABEL_SHARE:
+        return
+    field = spec.rating_field
+    first = _first_not_label(paths, spec, max_line_bytes)
+    value: Any = None if first is None else first[1]
+    example = "" if first is None else f" (e.g. {first[0]} value {_shown(value)})"
+    rating = _is_number(value)
+    raise InputError(
+        f"field `{field}` holds values other than 0/1 on {count:,} of {lines:,} lines"
+        f"{example}: "
+        + ("it looks like a rating, not a 0/1 label" if rating else "it is not a 0/1 label"),
+        hint=(
+            f"use --rating-field {field} to read it as a star rating"
+            if rating
+            else "map its values to 0 (negative) and 1 (positive)"
+        )
+        + ", or name the files' 0/1 field with --label-field",
+    )
+
+
+def _first_not_label(
+    paths: Sequence[str], spec: RecordSpec, max_line_bytes: int
+) -> tuple[str, Any] | None:
+    """("FILE:LINE", value) of the first line of the local ``paths`` whose label field holds
+    neither 0 nor 1 (None when there is none, or the files are not local)."""
+    for path in paths:
+        if not os.path.isfile(path):
+            continue
+        task = MapTask(0, path, 0, os.path.getsize(path), is_gzip(path), 0)
+        number = 0
+        for lines, too_long in iter_task_blocks(task, max_line_bytes):
+            long_lines = set(too_long)
+            for i, line in enumerate(lines):
+                number += 1
+                if (
+                    i in long_lines
+                    or parse_line(line, spec, max_line_bytes) not in NOT_LABEL_REASONS
+                ):
+                    continue
+                obj = parse_object(line, spec)
+                value = obj.get(spec.rating_field) if isinstance(obj, dict) else None
+                return f"{path}:{number}", value
+    return None
+
+
+def _shown(value: Any, width: int = 40) -> str:
+    """A field's value as JSON writes it, cut to ``width`` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _is_number(value: Any) -> bool:
+    """Whether a field's value is a number, or a string holding one (a rating's look)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int | float):
+        return True
+    try:
+        float(str(value).strip())
+    except ValueError:
+        return False
+    return True
 
 
 KNOWN_LAYOUTS: list[tuple[frozenset[str], RecordSpec]] = [

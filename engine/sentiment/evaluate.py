@@ -218,10 +218,11 @@ def read_labelled(
     """Texts and 0/1 labels of raw review files (a folder: its review files), read with the
     run's preprocessing settings (``fields``: format, text_field, rating_field or label_field
     given for these files instead); the lines skipped are counted by reason into ``skipped``
-    and the files a folder left out are warned about in ``folder_warnings``, when given."""
+    and the files a folder left out are warned about in ``folder_warnings``, when given. A
+    label field that is not 0/1 on many lines of a file (a star rating) is an InputError."""
     from engine.config import PreprocessConfig
     from engine.preprocess.inputs import expand_folders
-    from engine.preprocess.readers import iter_records
+    from engine.preprocess.readers import check_label_values, detect_spec, iter_records
 
     given = {k: v for k, v in (fields or {}).items() if v}
     settings = {**run.encoder.settings, **given}
@@ -247,9 +248,14 @@ def read_labelled(
             append_summary=bool(settings.get("append_summary", False)),
             max_line_bytes=int(settings.get("max_line_bytes", 1 << 20)),
         )
-        for record in iter_records(path, cfg, skipped=skipped):
+        spec, in_file, read = detect_spec(path, cfg), Counter[str](), len(texts)
+        for record in iter_records(path, cfg, spec, skipped=in_file):
             texts.append(record.text)
             labels.append(record.label)
+        lines = len(texts) - read + sum(in_file.values())
+        check_label_values([path], spec, in_file, lines, cfg.max_line_bytes)
+        if skipped is not None:
+            skipped.update(in_file)
     if not texts:
         why = ", ".join(f"{n} {reason}" for reason, n in (skipped or Counter()).most_common(3))
         empty = [path for path in expanded.files if Path(path).stat().st_size == 0]
@@ -265,22 +271,25 @@ def read_labelled(
 
 
 def source_rate(run: LoadedRun) -> float:
-    """The training prior the run's probabilities are calibrated to (from its summary.json)."""
+    """The prior the loaded model's probabilities are calibrated to (from the run's
+    summary.json; the validation split's rate when the model applies the blend fitted there)."""
     path = run.run_dir / ckpt.SUMMARY
     if not path.is_file():
         raise InputError(
             f"{path} not found: the run has not finished, so its training prior is unknown",
             hint="score without --adapt-prior, or wait for the run to finish",
         )
-    return source_rate_of(json.loads(path.read_text()))
+    blended = run.model.spec.blend is not None
+    return source_rate_of(json.loads(path.read_text()), blended=blended)
 
 
 def batch_prior(
     run: LoadedRun, proba: np.ndarray, adapt_prior: bool
 ) -> tuple[np.ndarray, PriorEstimate | None]:
     """(probabilities to decide on, the batch's estimated positive rate): re-weighted to that
-    rate with ``adapt_prior``; without it the estimate is made when it can be (a finished run,
-    enough texts) so a caller can warn about a prior shift, and the probabilities are kept."""
+    rate with ``adapt_prior`` when the estimate can be trusted (else kept: ``estimate.doubt``
+    says why); without it the estimate is made when it can be (a finished run, enough texts)
+    so a caller can warn about a prior shift, and the probabilities are kept."""
     if adapt_prior:
         return adapt(proba, source_rate(run))
     if len(proba) < MIN_TEXTS or not (run.run_dir / ckpt.SUMMARY).is_file():
@@ -303,8 +312,9 @@ def evaluate_files(
     differ (``distinct_texts``: the intervals treat repeats as independent), the lines read
     and skipped by reason (``fields``: as in :func:`read_labelled`); ``prior`` holds
     the files' positive rate as the model estimates it without their labels, and with
-    ``adapt_prior`` the decisions use probabilities re-weighted to that rate
-    (``unadapted_accuracy`` is the accuracy without)."""
+    ``adapt_prior`` the decisions use probabilities re-weighted to that rate when it can be
+    trusted (``prior_adapted``; ``unadapted_accuracy`` is the accuracy without; else
+    ``prior_refused`` and the plain probabilities)."""
     skipped: Counter[str] = Counter()
     left_out: list[dict[str, str]] = []
     texts, labels = read_labelled(run, paths, skipped, fields, left_out)
@@ -316,7 +326,8 @@ def evaluate_files(
     metrics["input_warnings"] = left_out
     metrics["lines"] = len(texts) + sum(skipped.values())
     metrics["prior"] = None if estimate is None else estimate.to_dict()
-    metrics["prior_adapted"] = adapt_prior
-    if adapt_prior:
+    metrics["prior_adapted"] = adapt_prior and estimate is not None and estimate.trusted
+    metrics["prior_refused"] = adapt_prior and not metrics["prior_adapted"]
+    if metrics["prior_adapted"]:
         metrics["unadapted_accuracy"] = float(((raw > 0.5) == labels.astype(bool)).mean())
     return metrics

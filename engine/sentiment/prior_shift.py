@@ -7,7 +7,10 @@ Saerens, Latinne & Decaestecker (2002, "Adjusting the outputs of a classifier to
 probabilities") estimate the new rate from the unlabelled batch alone: alternate re-weighting
 each P(positive) by new/old prior odds and taking the mean of the re-weighted probabilities
 until it stops moving. It needs probabilities calibrated on the training distribution (the
-trainer's best-epoch model is; see BENCHMARKS.md) and a batch large enough to average over.
+trainer's best-epoch model is; see BENCHMARKS.md) and a batch large enough to average over. A
+model whose probabilities barely separate the classes (an under-trained one) makes EM amplify a
+small miscalibration into a large, wrong shift; such an estimate is marked (``doubt``): no
+warning is given about it and ``adapt`` keeps the plain probabilities.
 """
 
 from __future__ import annotations
@@ -28,6 +31,19 @@ _CLIP = 1e-5
 _BOUND = 1e-3
 """... and an estimate within _BOUND of 0 or 1 is a model without calibration, not a rate."""
 
+AGREE = 0.05
+"""An estimate within this of the batch's mean P(positive) or of its share predicted positive
+agrees with what the model says of the batch directly: it is trusted."""
+MAX_GAIN = 1.5
+"""Beyond AGREE, EM may move the estimate away from the mean P(positive) at most this many times
+as far as that mean lies from the training rate. For a calibrated model the factor is
+1/separation - 1 (separation: mean P(positive) of positives minus that of negatives). Measured:
+about 1 for a model trained on samples of seven Amazon categories scoring the eighth
+(Instruments: adapting gained 4 points), 1.8-2.6 for one trained on Instruments alone scoring
+other categories (adapting cost up to 40 points), 3-8 for an under-trained one (EM ran
+0.87 -> 0.57 on reviews 88 % positive and adapting cost 13 points: the case that set this
+rule). A larger factor turns a small miscalibration of the mean into a large, wrong shift."""
+
 
 @dataclass(frozen=True, slots=True)
 class PriorEstimate:
@@ -40,6 +56,18 @@ class PriorEstimate:
     n: int
     iterations: int
     converged: bool
+    mean_proba: float | None = None
+    """The batch's mean P(positive), the simplest estimate of its rate."""
+    predicted_rate: float | None = None
+    """Share of the batch the model calls positive (P > 0.5)."""
+    doubt: str | None = None
+    """Why the estimate cannot be trusted (EM did not settle, or it strays from what the model
+    says of the batch directly); None when it can."""
+
+    @property
+    def trusted(self) -> bool:
+        """Whether a shift may be warned about and the probabilities re-weighted to it."""
+        return self.doubt is None
 
     def to_dict(self) -> dict[str, Any]:
         """For JSON output."""
@@ -89,13 +117,41 @@ def estimate_rate(
             "estimate it (a model that learned little gives ~0.5 everywhere)",
             hint="score without --adapt-prior",
         )
-    return PriorEstimate(source, rate, len(p), iterations, converged)
+    mean, predicted = float(p.mean()), float(np.mean(p > 0.5))
+    unsettled = f"EM did not settle in {iterations} iterations"
+    doubt = _doubt(source, rate, mean, predicted) if converged else unsettled
+    return PriorEstimate(source, rate, len(p), iterations, converged, mean, predicted, doubt)
+
+
+def _doubt(source: float, rate: float, mean: float, predicted: float) -> str | None:
+    """Why a converged estimate cannot be trusted (see AGREE and MAX_GAIN), or None."""
+    if min(abs(rate - mean), abs(rate - predicted)) <= AGREE:
+        return None
+    if abs(rate - mean) <= MAX_GAIN * abs(mean - source):
+        return None
+    return (
+        f"EM ran to {100 * rate:.1f} % while the model's mean P(positive) is "
+        f"{100 * mean:.1f} % and it calls {100 * predicted:.1f} % positive (training rate "
+        f"{100 * source:.1f} %): its probabilities separate the classes too little, or are "
+        "not calibrated, for the estimate to mean a shift (an under-trained model?)"
+    )
 
 
 def adapt(proba: np.ndarray, source_rate: float) -> tuple[np.ndarray, PriorEstimate]:
-    """(re-weighted P(positive), the estimate): the batch scored under its own estimated rate."""
+    """(P(positive) to decide on, the estimate): re-weighted to the batch's estimated rate, or
+    the plain probabilities when that estimate cannot be trusted (``estimate.doubt``)."""
     estimate = estimate_rate(proba, source_rate)
+    if not estimate.trusted:
+        return np.asarray(proba, dtype=np.float64), estimate
     return reweight(proba, estimate.source_rate, estimate.target_rate), estimate
+
+
+def refusal_warning(estimate: PriorEstimate) -> str:
+    """What --adapt-prior says when it keeps the plain probabilities."""
+    return (
+        "warning: --adapt-prior kept the plain probabilities (nothing re-weighted): the "
+        f"estimated positive rate cannot be trusted: {estimate.doubt}"
+    )
 
 
 def calibrated_rate(positive_rate: float, pos_weight: float | None) -> float:
@@ -107,35 +163,49 @@ def calibrated_rate(positive_rate: float, pos_weight: float | None) -> float:
     return rate * pos_weight / (rate * pos_weight + 1.0 - rate)
 
 
-def source_rate_of(summary: dict[str, Any]) -> float:
-    """The calibrated training prior of a run from its summary.json: ``train_positive_rate``,
-    else (runs before it was recorded) the validation split's rate from its confusion matrix.
-    A run that does not beat the majority rate on its validation split has no usable one."""
+def source_rate_of(summary: dict[str, Any], blended: bool | None = None) -> float:
+    """The prior a run's probabilities are calibrated to, from its summary.json. A blend
+    (engine/sentiment/blend.py; ``blended``: whether the scoring model uses it, by default
+    whether the run applied one) refits the logit's bias on the validation split, so its
+    probabilities average to that split's positive rate (from the confusion matrix); without
+    one, ``train_positive_rate`` (moved by pos_weight), else (runs before it was recorded) the
+    validation split's rate. A run that does not beat the majority rate on its validation split
+    has no usable one."""
     if any(w.get("code") == "below_majority" for w in summary.get("warnings") or []):
         raise InputError(
             "the run does not beat the majority rate on its own validation split: its "
             "probabilities carry no prior worth adapting",
             hint="train a model that learns first (see the run's below_majority warning)",
         )
+    if blended is None:
+        blended = bool((summary.get("blend") or {}).get("applied"))
     rate = summary.get("train_positive_rate")
+    confusion = summary.get("confusion")
+    if blended and confusion:  # a blend is fitted without pos_weight (blend.py refuses one)
+        return _check_rate(_positive_share(confusion), "the validation positive rate")
     if rate is None:
-        confusion = summary.get("confusion")
         if not confusion:
             raise InputError(
                 "the run's summary.json has neither train_positive_rate nor a validation "
                 "confusion matrix: its training prior is unknown",
                 hint="retrain with this version, or score without --adapt-prior",
             )
-        (tn, fp), (fn, tp) = confusion
-        total = tn + fp + fn + tp
-        rate = (fn + tp) / total if total else float("nan")
+        rate = _positive_share(confusion)
     return calibrated_rate(float(rate), summary.get("pos_weight"))
 
 
+def _positive_share(confusion: list[list[int]]) -> float:
+    """Share of true positives in a [[tn, fp], [fn, tp]] confusion matrix (nan when empty)."""
+    (tn, fp), (fn, tp) = confusion
+    total = tn + fp + fn + tp
+    return (fn + tp) / total if total else float("nan")
+
+
 def shift_warning(estimate: PriorEstimate, threshold: float = 0.1) -> str | None:
-    """A warning when the batch's estimated positive rate is far from the training one."""
+    """A warning when the batch's estimated positive rate is far from the training one (none
+    when the estimate cannot be trusted: a warning would advise a harmful re-weighting)."""
     gap = estimate.target_rate - estimate.source_rate
-    if abs(gap) < threshold:
+    if abs(gap) < threshold or not estimate.trusted:
         return None
     return (
         f"warning: these {estimate.n} reviews look {100 * estimate.target_rate:.0f} % positive "

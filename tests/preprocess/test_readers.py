@@ -141,6 +141,75 @@ def test_a_0_1_label_field_is_read_as_negative_and_positive(tmp_path: Path) -> N
         run_preprocess(cfg, rating_max=10)
 
 
+STARS = [5, 4, 1, 5, 2, 5, 3, 5, 5, 4, 5, 1]
+"""A 1-5 star field: read as a 0/1 label, its 1★ reviews were the positives and the rest
+skipped."""
+
+
+@pytest.mark.parametrize(
+    ("values", "count", "first", "says", "hint"),
+    [
+        (STARS, 10, "in.jsonl:1 value 5.0", "it looks like a rating", "--rating-field stars"),
+        (  # 0-5 stars: 0★ and 1★ passed as negative and positive, a dataset was written
+            [0, 1, 2, 3, 4, 5] * 2,
+            8,
+            "in.jsonl:3 value 2.0",
+            "it looks like a rating",
+            "--rating-field stars",
+        ),
+        (
+            ["pos", "neg", 1, 0, "pos", "neg"] * 2,
+            8,
+            'in.jsonl:1 value "pos"',
+            "it is not a 0/1 label",
+            "map its values to 0 (negative) and 1 (positive)",
+        ),
+    ],
+)
+def test_a_label_field_that_is_not_0_1_is_an_error_not_a_dataset(
+    tmp_path: Path, values: list[object], count: int, first: str, says: str, hint: str
+) -> None:
+    """--label-field on a star-rating field read 1★ reviews as positive and skipped the others:
+    a 1-5 field stopped at "all usable reviews are positive", a 0-5 one produced a dataset with
+    a warning. A field that is not 0/1 on many lines is now named as such (exit 2)."""
+    import json
+
+    from engine.config import PreprocessConfig
+    from engine.errors import InputError
+    from engine.preprocess import run_preprocess
+
+    src = tmp_path / "in.jsonl"
+    words = ["fine cable", "awful strings", "good stand", "bad tuner"]
+    rows = [
+        {"body": f"{words[i % 4]} number {i}", "stars": float(v) if isinstance(v, int) else v}
+        for i, v in enumerate(values)
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = PreprocessConfig(
+        inputs=[str(src)], output=str(tmp_path / "o"), text_field="body", label_field="stars"
+    )
+    with pytest.raises(InputError) as caught:
+        run_preprocess(cfg)
+    message = caught.value.message
+    assert f"field `stars` holds values other than 0/1 on {count} of {len(values)} lines" in message
+    assert f"(e.g. {tmp_path / first})" in message and says in message
+    assert hint in (caught.value.hint or "")
+    assert not (tmp_path / "o" / "dataset.h5").exists()
+
+
+def test_a_few_bad_labels_stay_skipped_lines(tmp_path: Path) -> None:
+    """The rule is a share: a label field with 0/1 on most lines keeps its few others skipped."""
+    from engine.errors import InputError
+    from engine.preprocess.readers import check_label_values, label_spec
+    from engine.preprocess.records import RecordSpec
+
+    spec = label_spec("text", "label")
+    check_label_values([], spec, {"rating_out_of_range": 20}, 100)  # 20 %: skipped, warned
+    check_label_values([], RecordSpec(), {"rating_out_of_range": 90}, 100)  # stars: not a label
+    with pytest.raises(InputError, match="on 21 of 100 lines: it is not a 0/1 label"):
+        check_label_values([], spec, {"rating_out_of_range": 11, "bad_rating": 10}, 100)
+
+
 @pytest.mark.parametrize(
     ("rows", "options", "said", "hint"),
     [

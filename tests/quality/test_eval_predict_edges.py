@@ -207,3 +207,27 @@ def test_eval_reads_files_with_a_0_1_label(
     assert (again["n"], again["majority_rate"]) == (3, metrics["majority_rate"])
     assert main([*argv, "--label-field", "sentiment", "--rating-field", "stars"]) == 2
     assert "both name the label" in capsys.readouterr().err
+
+
+def test_eval_refuses_a_star_rating_read_as_a_0_1_label(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`eval --label-field overall` on 1-5 star reviews skipped 97 % of the lines, read the
+    1★ ones as positive and printed "accuracy 0.8750" with exit 0. A label field that is not
+    0/1 on many lines is an error naming the field, a line and its value; a few such lines
+    among 0/1 labels stay skipped lines."""
+    stars = _reviews(
+        tmp_path / "stars.jsonl", [(f"review {i} works", 5.0 - i % 5) for i in range(20)]
+    )
+    argv = ["eval", str(trained_run), "--input", str(stars), "--label-field", "overall"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "field `overall` holds values other than 0/1 on 16 of 20 lines" in err
+    assert f"(e.g. {stars}:1 value 5.0): it looks like a rating" in err
+    assert "--rating-field overall" in err
+    rows = [(f"great review {i}", float(i % 2)) for i in range(20)] + [("odd one", 3.0)]
+    mostly = _reviews(tmp_path / "mostly.jsonl", rows)
+    argv = ["eval", str(trained_run), "--input", str(mostly), "--label-field", "overall"]
+    assert main([*argv, "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["n"] == 20 and metrics["skipped"] == {"rating_out_of_range": 1}

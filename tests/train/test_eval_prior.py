@@ -42,11 +42,14 @@ def _cli(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
     return out
 
 
-def test_eval_sees_a_shifted_batch_and_adapts_to_it(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def shift_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small run trained on reviews 80 % positive (its folder holds the run in run/)."""
     from engine.config import ModelConfig, PreprocessConfig, TrainConfig
     from engine.preprocess import run_preprocess
     from engine.sentiment.trainer import DistEnv, Trainer
 
+    tmp_path = tmp_path_factory.mktemp("shift")
     train = tmp_path / "train.jsonl"
     _reviews(train, 600, 0.8, seed=0)
     run_preprocess(PreprocessConfig(inputs=[str(train)], output=str(tmp_path / "d"), workers=1))
@@ -65,8 +68,12 @@ def test_eval_sees_a_shifted_batch_and_adapts_to_it(tmp_path: Path) -> None:
         seed=1,
     )
     Trainer(cfg, env=DistEnv()).fit()
-    run = str(tmp_path / "run")
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    return tmp_path
+
+
+def test_eval_sees_a_shifted_batch_and_adapts_to_it(shift_run: Path, tmp_path: Path) -> None:
+    run = str(shift_run / "run")
+    summary = json.loads((shift_run / "run" / "summary.json").read_text())
     assert summary["train_positive_rate"] == pytest.approx(0.8, abs=0.05)
 
     shifted = tmp_path / "shifted.jsonl"
@@ -105,3 +112,54 @@ def test_eval_sees_a_shifted_batch_and_adapts_to_it(tmp_path: Path) -> None:
     few.write_text("great item\nbroke after a week\n")
     refused = _cli("predict", run, "--input", str(few), "--adapt-prior", code=2)
     assert "at least 50 texts" in refused.stderr
+
+
+def test_an_estimate_that_cannot_be_trusted_is_not_acted_on(
+    shift_run: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A one-epoch run's eval on reviews as positive as its training data said they "look 62 %
+    positive" and advised --adapt-prior, which cost 13 points of accuracy: probabilities that
+    barely separate the classes, a little low on average, as that run's were. Now no shift is
+    claimed, and eval/predict --adapt-prior keep the plain probabilities and say why (exit 0)."""
+    import engine.sentiment.evaluate as evaluate
+    from tui.cli import main
+
+    same = tmp_path / "same.jsonl"
+    _reviews(same, 400, 0.8, seed=8)
+
+    def weak(run: object, texts: list[str]) -> np.ndarray:
+        good = np.array([any(word in text for word in GOOD) for text in texts])
+        x = np.random.default_rng(0).normal(np.where(good, 0.5, -0.5), 1.0)
+        return 1.0 / (1.0 + np.exp(-(x + np.log(0.8 / 0.2) - 0.4)))
+
+    monkeypatch.setattr(evaluate, "predict_proba", weak)
+    argv = ["eval", str(shift_run / "run"), "--input", str(same)]
+    assert main([*argv, "--json"]) == 0
+    plain = capsys.readouterr()
+    metrics = json.loads(plain.out)
+    assert metrics["prior"]["doubt"] and not metrics["prior_adapted"]
+    assert metrics["prior"]["target_rate"] < 0.65  # EM ran away: what would have been claimed
+    assert "look" not in plain.err and "--adapt-prior" not in plain.err
+    assert main(argv) == 0
+    assert "not trusted, no shift claimed" in capsys.readouterr().out
+    assert main([*argv, "--adapt-prior", "--json"]) == 0
+    refused = capsys.readouterr()
+    kept = json.loads(refused.out)
+    assert not kept["prior_adapted"] and kept["prior_refused"] and "unadapted_accuracy" not in kept
+    assert "kept the plain probabilities" in refused.err and "look" not in refused.err
+    assert any("kept the plain probabilities" in w for w in kept["warnings"])
+    assert kept["accuracy"] == metrics["accuracy"]
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(json.loads(line)["text"] + "\n" for line in same.open()))
+
+    def scored(run: object, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return weak(run, texts), np.ones(len(texts), dtype=np.int64)  # every word known
+
+    monkeypatch.setattr(evaluate, "score_texts", scored)
+    assert main(["predict", str(shift_run / "run"), "--input", str(texts), "--adapt-prior"]) == 0
+    said = capsys.readouterr().err
+    assert "kept the plain probabilities" in said and "re-weighted to it" not in said

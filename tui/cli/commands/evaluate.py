@@ -110,12 +110,16 @@ def classifier_folder(ref: str) -> Path:
 
 def prior_warning(metrics: dict[str, Any]) -> str | None:
     """A warning when the files' estimated positive rate is far from the training data's and
-    the probabilities were not adapted to it."""
-    from engine.sentiment.prior_shift import PriorEstimate, shift_warning
+    the probabilities were not adapted to it, or when --adapt-prior was asked for but refused
+    (an estimate that cannot be trusted: the probabilities are kept)."""
+    from engine.sentiment.prior_shift import PriorEstimate, refusal_warning, shift_warning
 
     if metrics.get("prior_adapted") or not metrics.get("prior"):
         return None
-    return shift_warning(PriorEstimate(**metrics["prior"]))
+    estimate = PriorEstimate(**metrics["prior"])
+    if metrics.get("prior_refused"):
+        return refusal_warning(estimate)
+    return shift_warning(estimate)
 
 
 def prior_line(metrics: dict[str, Any]) -> str | None:
@@ -132,6 +136,8 @@ def prior_line(metrics: dict[str, Any]) -> str | None:
         line += (
             f"; decisions re-weighted to it (accuracy without: {metrics['unadapted_accuracy']:.4f})"
         )
+    elif prior.get("doubt"):
+        line += f"; not trusted, no shift claimed: {prior['doubt']}"
     return line
 
 

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     """Print one probability per text (and the batch's estimated positive rate when asked)."""
     from engine.errors import InputError
     from engine.sentiment.evaluate import batch_prior, load_run, score_texts
-    from engine.sentiment.prior_shift import shift_warning
+    from engine.sentiment.prior_shift import refusal_warning, shift_warning
     from tui.cli.commands.evaluate import classifier_folder
 
     blank = [i + 1 for i, text in enumerate(args.texts) if not text.strip()]
@@ -168,12 +168,16 @@ def run(args: argparse.Namespace) -> int:
     if blind:
         print(unread_warning(blind, len(texts)), file=sys.stderr)
     if estimate is not None:
+        adapted = args.adapt_prior and estimate.trusted
         note = (
             f"positive rate: training {estimate.source_rate:.4f}, this batch "
             f"{estimate.target_rate:.4f} as the model estimates it"
-            + ("; probabilities re-weighted to it" if args.adapt_prior else "")
+            + ("; probabilities re-weighted to it" if adapted else "")
+            + ("" if estimate.trusted else "; not trusted, no shift claimed")
         )
         print(note, file=sys.stderr)
+        if args.adapt_prior and not estimate.trusted:
+            print(refusal_warning(estimate), file=sys.stderr)
         warning = None if args.adapt_prior else shift_warning(estimate)
         if warning:
             print(warning, file=sys.stderr)
