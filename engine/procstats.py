@@ -1,6 +1,8 @@
-"""This process's anonymous resident memory and storage reads, from /proc (None elsewhere)."""
+"""Process facts: this process's anonymous memory and storage reads, and whether a pid lives."""
 
 from __future__ import annotations
+
+import os
 
 
 def rss_anon_bytes() -> int | None:
@@ -25,3 +27,14 @@ def storage_read_bytes() -> int | None:
     except OSError:
         return None
     return None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

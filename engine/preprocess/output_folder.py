@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 from engine.errors import InputError, StorageError
+from engine.procstats import process_alive
 
 OUTPUT_FILES = frozenset({"dataset.h5", "vocab.json", "stats.json"})
 """What a finished output folder holds."""
@@ -44,16 +45,6 @@ def output_of(path: str | Path) -> str:
     return str(path)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _clear_stale(out: Path) -> None:
     """Remove the stage folders of dead runs beside ``out``; a previous output left aside by a
     swap cut between its two renames is put back first."""
@@ -62,7 +53,7 @@ def _clear_stale(out: Path) -> None:
         kind, _, pid = entry.name.removeprefix(prefix).partition("-")
         if not entry.name.startswith(prefix) or kind not in (_NEW, _OLD) or not pid.isdigit():
             continue
-        if _alive(int(pid)):
+        if process_alive(int(pid)):
             continue
         if kind == _OLD and not out.exists():
             os.rename(entry, out)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engine.errors import InputError
 from engine.fork_guard import ForkGuard
+from engine.procstats import process_alive
 from remote.resume_chain import Chain
 from remote.review import plots
 from remote.review.chains import fold_chains
@@ -144,22 +145,12 @@ def _make_stage(output: Path) -> Path:
     """A fresh hidden stage folder inside ``output`` (those of dead earlier calls removed)."""
     for entry in output.glob(f"{_STAGE_PREFIX}*"):
         pid = entry.name.removeprefix(_STAGE_PREFIX)
-        if entry.is_dir() and pid.isdigit() and not _alive(int(pid)):
+        if entry.is_dir() and pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
     stage = output / f"{_STAGE_PREFIX}{os.getpid()}"
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir()
     return stage
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _named_for_user(filename: str | bytes | None, output: Path) -> Path:
