@@ -156,6 +156,18 @@ class Profile(Section):
         """How errors name the profile: its file, or its name when it has none."""
         return str(self._source) if self._source else f"profile {self.name!r}"
 
+    def check_key_files(self) -> None:
+        """Refuse (ProfileError, exit 2) a node whose private key file is not there: SSH would
+        say so only at its first connection, after EC2 instances started billing. (A local
+        profile has no nodes.)"""
+        for i, node in enumerate(getattr(self, "nodes", [])):
+            if node.key and not Path(node.key).expanduser().is_file():
+                raise ProfileError(
+                    f"{self.where}: nodes[{i}].key: {node.key} is not a file",
+                    hint="name the private key the nodes accept (for EC2: the key pair "
+                    "key_name's .pem), or drop key to use ssh-agent and ~/.ssh keys",
+                )
+
     # -- conversion into engine configs --------------------------------------------------
     def to_preprocess_config(
         self, output_dir: str | Path, inputs: list[str] | None = None

@@ -310,6 +310,7 @@ async def _supervise(
 
 async def _stages(ctx: TrainContext) -> None:
     check_init_embeddings(ctx.train.model)  # a missing embeddings run: exit 2, nothing started
+    ctx.profile.check_key_files()  # a missing SSH key: exit 2 before any instance bills
     if ctx.profile.provider == "ec2":  # no credentials: say so before preprocessing, not after
         from remote import aws
 
