@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,24 @@ def test_sweep_cli_rejects_bad_arguments(
     assert main(["sweep", str(TINY), "--nproc", "1,2", "--weak", "--per-worker", "0", *runs]) == 2
     assert "--per-worker 0: expected samples per worker >= 1" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # nothing was launched
+
+
+def test_the_sweep_line_of_a_model_below_the_majority_rate_says_so(
+    make_run: Callable[..., Path],
+) -> None:
+    from types import SimpleNamespace
+
+    from tui.cli.commands.sweep import _status_words
+
+    good = make_run("good", nproc=1, epoch_s=[5.0], sync_s=0.1)
+    useless = make_run("useless", nproc=1, epoch_s=[5.0], sync_s=0.1)
+    summary = json.loads((useless / "summary.json").read_text())
+    summary.update(accuracy=0.812, majority_rate=0.812)
+    (useless / "summary.json").write_text(json.dumps(summary))
+    assert _status_words(SimpleNamespace(status="ok", run_dir=good)) == "ok"
+    assert _status_words(SimpleNamespace(status="ok", run_dir=useless)) == (
+        "ok, below majority 0.812"
+    )
+    gone = SimpleNamespace(status="ok", run_dir=useless.parent / "gone")
+    assert _status_words(gone) == "ok"  # unreadable: the runner's word
+    assert _status_words(SimpleNamespace(status="failed", run_dir=good)) == "failed"
