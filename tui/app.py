@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,6 +26,11 @@ from tui.services import Services
 from tui.widgets.nav import SCREENS
 
 MODE_ORDER = [mode for mode, _ in SCREENS]
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+"""Signals that end the dashboard as `q` does, a live run stopped and torn down first (in the
+terminal's raw mode Ctrl-C is a key, so a SIGINT comes only from outside)."""
 
 
 class SentitopApp(App[int]):
@@ -62,8 +70,17 @@ class SentitopApp(App[int]):
         self.runs_screen = RunsScreen(services)
         """The Runs screen (told when a run started from here starts or ends)."""
         self.add_mode("runs", lambda: self.runs_screen)
+        self.stop_on_signals = False
+        """Handle STOP_SIGNALS (set by run_dashboard: the real terminal, not a test pilot)."""
+        self.stopping_for: int | None = None
+        """The stop signal being handled (None: none came)."""
 
     async def on_mount(self) -> None:
+        if self.stop_on_signals:
+            loop = asyncio.get_running_loop()
+            for signum in STOP_SIGNALS:
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.add_signal_handler(signum, self.stop_signal, signum)
         await self.switch_mode(self.start_mode)
         if self.replay_path is not None:
             if self.current_mode != "run":
@@ -102,9 +119,21 @@ class SentitopApp(App[int]):
             self.notify("stopping the run and tearing down… the app quits when done")
             self.run_worker(self._stop_then_exit(), exclusive=True, group="quit")
 
-    async def _stop_then_exit(self) -> None:
+    async def _stop_then_exit(self, code: int = 0) -> None:
         await self.run_screen.stop_and_wait()
-        self.exit(0)
+        self.exit(return_code=code)
+
+    def stop_signal(self, signum: int) -> None:
+        """SIGTERM, SIGHUP (the terminal closed) or a SIGINT sent from outside: stop a live run
+        (a checkpoint, its nodes torn down) as quitting does, then exit 128 + the signal."""
+        if self.stopping_for is not None:
+            return
+        self.stopping_for = signum
+        code = 128 + signum
+        if self.run_screen.live:
+            self.run_worker(self._stop_then_exit(code), exclusive=True, group="quit")
+        else:
+            self.exit(return_code=code)
 
     # -------------------------------------------------------------- messages
     async def on_run_requested(self, message: RunRequested) -> None:
@@ -198,7 +227,9 @@ def make_app(
 
 
 def run_dashboard(**kwargs: Any) -> int:
-    """Run the dashboard in this terminal; returns the exit code."""
+    """Run the dashboard in this terminal; returns the exit code (128 + the signal when a stop
+    signal ended it, after a live run's nodes were torn down)."""
     app = make_app(**kwargs)
+    app.stop_on_signals = True
     result = app.run()
     return int(result or app.return_code or 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import signal
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,29 @@ async def test_quit_asks_while_cloud_nodes_are_up() -> None:
         await pilot.press("y")
         await settle(pilot)
     assert runner.stopped and app.return_code == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+async def test_a_stop_signal_stops_the_live_run_then_exits_with_its_code(signum: int) -> None:
+    """The dashboard died at SIGTERM or SIGHUP (its terminal closed) with the run's cloud
+    nodes still up: nothing tore them down."""
+    runner = FakeRunner()
+    app = build_app(runner=runner)
+    async with app.run_test(size=SIZE) as pilot:
+        await start_cloud_run(pilot, app, runner)
+        app.stop_signal(signum)  # what the handler run_dashboard installs calls
+        app.stop_signal(signal.SIGTERM)  # a second signal changes nothing
+        await settle(pilot)
+    assert runner.stopped and app.return_code == 128 + signum
+
+
+async def test_a_stop_signal_with_nothing_running_exits_at_once() -> None:
+    app = build_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.stop_signal(signal.SIGHUP)
+        await pilot.pause()
+    assert app.return_code == 128 + signal.SIGHUP
 
 
 async def test_teardown_asks_then_calls_teardown() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -109,5 +110,31 @@ def test_replay_in_a_real_terminal(tmp_path: Path) -> None:
         while not exit_file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert exit_file.read_text().strip() == "0"
+    finally:
+        tmux("kill-server", check=False)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_ends_the_real_dashboard_with_its_code(tmp_path: Path, signum: int) -> None:
+    """A SIGINT from outside ended it with exit 0; SIGTERM killed it with the terminal left in
+    the app's screen (and, live, the run's nodes up)."""
+    shutil.copytree(FIXTURE_RUN, tmp_path / "runs" / FIXTURE_RUN.name)
+    exit_file, pid_file = tmp_path / "exit-code", tmp_path / "pid"
+    app = (  # an inner shell that writes its pid, then becomes the app
+        f"echo $$ > {pid_file}; exec env -u COLUMNS -u LINES PYTHONPATH={ROOT} "
+        f"{sys.executable} -m tui replay runs/{FIXTURE_RUN.name} --speed 0"
+    )
+    command = f"cd {tmp_path} && sh -c '{app}'; echo $? > {exit_file}"
+    tmux = Tmux(f"sentitop-test-{os.getpid()}-{signum}")
+    tmux("new-session", "-d", "-s", "app", "-x", "120", "-y", "40", "sh", "-c", command)
+    try:
+        tmux("set-option", "-t", "app", "remain-on-exit", "on")
+        tmux.wait_for(lambda p: "replay ended (ok)" in p)
+        os.kill(int(pid_file.read_text()), signum)  # the app itself, not the shell
+        deadline = time.monotonic() + 15
+        while not exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert exit_file.read_text().strip() == str(128 + signum)
+        assert "replay ended" not in tmux.pane()  # it left its screen: the terminal is restored
     finally:
         tmux("kill-server", check=False)
