@@ -232,14 +232,9 @@ def _prep(profile: Profile, catalog: Catalog, size: int | None) -> list[PrepEsti
         row = catalog.specs(pre.emr.instance_type)
         cores = pre.emr.count * (row.vcpus if row else 4)
         out.append(prep_time(size, "emr", f"{pre.emr.count}×{pre.emr.instance_type}", cores))
-    groups = _train_groups(profile)
-    if groups:
-        row = catalog.specs(groups[0][0])
-        cores = pre.workers or (row.vcpus if row else 1)
-        out.append(prep_time(size, "local", f"1×{groups[0][0]} (first node)", cores))
-    else:
-        cores = pre.workers or os.cpu_count() or 1
-        out.append(prep_time(size, "local", "this machine", cores))
+    # the local runner runs where `sentitop run` runs (remote.datasets), before any node starts
+    cores = pre.workers or os.cpu_count() or 1
+    out.append(prep_time(size, "local", "this machine, before the nodes start", cores))
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -243,6 +244,11 @@ def test_data_size_predicts_preprocessing_per_runner_and_samples(
     assert emr["machines"] == "2×m4.xlarge" and emr["cores"] == 8
     assert emr["seconds"] == pytest.approx(92e9 / 1e6 / (80 * 8 * 0.89), rel=1e-3)
     assert "not measured" in emr["basis"]
+    local = runners["local"]  # where `sentitop run` preprocesses: here, not on a node
+    cores = os.cpu_count() or 1
+    assert local["machines"].startswith("this machine") and local["cores"] == cores
+    rate = 80 * (1 if cores == 1 else cores * 0.89)
+    assert local["seconds"] == pytest.approx(92e9 / 1e6 / rate, rel=1e-3)
 
 
 def test_choose_without_constraints_is_the_cheapest() -> None:
