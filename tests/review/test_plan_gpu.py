@@ -362,3 +362,22 @@ def test_transfer_prefers_an_anchor_of_the_same_model_at_another_length() -> Non
     est = transfer_rate(Workload.of_preset("default", 256, 1024), "A10G", bundled_anchors())
     assert "samples/s of the default model, 100 tokens" in est.basis
     assert "sequential LSTM passes to the default model, 256 tokens" in est.basis
+
+
+def test_write_profile_warns_when_the_key_file_it_names_is_missing(
+    tmp_path: Path,
+    no_runs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/sentitop.pem here
+    out = tmp_path / "picked.yaml"
+    args = ["plan", "aws-g5-2node", "--runs-dir", str(no_runs), "--write-profile", str(out)]
+    assert main(args) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "warning: " in err and "nodes[0].key: ~/.ssh/sentitop.pem is not a file" in err
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "sentitop.pem").write_text("a key")
+    out.unlink()
+    assert main(args) == 0
+    assert "is not a file" not in capsys.readouterr().err

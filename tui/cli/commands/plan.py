@@ -142,7 +142,7 @@ def _strict(value: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Print the plan; exit 2 on bad input."""
-    from engine.errors import InputError
+    from engine.errors import InputError, SentitopError
     from engine.synth.size import parse_size
     from remote.profile import load_profile
     from remote.review.plan_profile import size_warning, write_profile
@@ -192,6 +192,10 @@ def run(args: argparse.Namespace) -> int:
         warning = size_warning(profile, size)
         if warning:
             print(f"warning: {args.write_profile}: {warning}", file=sys.stderr)
+        try:
+            written.check_key_files()  # `run` refuses it until the key is there: say so now
+        except SentitopError as exc:
+            print(f"warning: {exc.message}; {exc.hint}", file=sys.stderr)
     for line in plan.skipped:
         print(f"warning: --import {line}", file=sys.stderr)
     if args.json:
