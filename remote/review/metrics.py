@@ -143,6 +143,13 @@ def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> Serie
             "the runs differ in model or sequence settings: their epoch times are not the same "
             "job's, so speedups between them mix two effects"
         )
+    single = [r.run_id for r in usable if r.source == "folder" and len(r.epoch_seconds) == 1]
+    if single and len(configs) > 1:
+        notes.append(
+            f"one measured epoch only: {', '.join(single)}: a first epoch carries the warm-up "
+            "(allocation, caches, the data copy), so speedups and efficiencies from it can be "
+            "off, even above 1; measure 2 epochs or more"
+        )
     skipped = [r.run_id for r in runs if not r.epoch_seconds]
     if skipped:
         notes.append(f"left out (no measured epoch): {', '.join(skipped)}")

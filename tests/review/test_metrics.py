@@ -47,6 +47,22 @@ def test_weak_scaling_efficiency(make_run: Callable[..., Path]) -> None:
     assert [c.speedup for c in s.configs] == pytest.approx([1.0, 1.6, 2.0])
 
 
+def test_a_series_of_one_epoch_runs_says_its_ratios_carry_the_warm_up(
+    make_run: Callable[..., Path],
+) -> None:
+    one = [
+        load_run(make_run(n, nproc=w, epoch_s=[s], sync_s=0.0))
+        for n, w, s in (("a", 1, 10.0), ("b", 2, 4.2))
+    ]
+    notes = series_metrics(one).notes
+    assert any(n.startswith("one measured epoch only: a, b: a first epoch") for n in notes)
+    two = [
+        load_run(make_run(n, nproc=w, epoch_s=[s, s], sync_s=0.0))
+        for n, w, s in (("c", 1, 10.0), ("d", 2, 6.0))
+    ]
+    assert not any("one measured epoch" in n for n in series_metrics(two).notes)
+
+
 def test_repeated_configuration_pools_runs(make_run: Callable[..., Path]) -> None:
     runs = [
         load_run(make_run("a", nproc=1, epoch_s=[9.0, 11.0], sync_s=0.0)),
@@ -57,15 +73,15 @@ def test_repeated_configuration_pools_runs(make_run: Callable[..., Path]) -> Non
 
 
 def test_different_workloads_are_not_one_series(make_run: Callable[..., Path]) -> None:
-    sentiment = load_run(make_run("a", nproc=1, epoch_s=[9.0], sync_s=0.0))
+    sentiment = load_run(make_run("a", nproc=1, epoch_s=[9.0, 9.0], sync_s=0.0))
     embeddings = load_run(make_run("e", nproc=1, epoch_s=[1.0], sync_s=0.0))
     embeddings.task = "embeddings"
     with pytest.raises(ValueError, match=r"different workloads \(embeddings: e; sentiment: a\)"):
         series_metrics([sentiment, embeddings])
-    other_model = load_run(make_run("b", nproc=2, epoch_s=[5.0], sync_s=0.0))
+    other_model = load_run(make_run("b", nproc=2, epoch_s=[5.0, 5.0], sync_s=0.0))
     other_model.workload = other_model.workload + "x"
     assert not series_metrics(
-        [sentiment, load_run(make_run("c", nproc=2, epoch_s=[5.0], sync_s=0.0))]
+        [sentiment, load_run(make_run("c", nproc=2, epoch_s=[5.0, 5.0], sync_s=0.0))]
     ).notes
     notes = series_metrics([sentiment, other_model]).notes
     assert any("differ in model or sequence settings" in n for n in notes)
