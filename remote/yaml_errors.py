@@ -44,9 +44,11 @@ def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
-        raise YamlSyntaxError(
-            [Problem(line, "", f"not valid YAML: {exc.problem or exc.context}")]
-        ) from None
+        what = str(exc.problem or exc.context)
+        start = exc.context_mark
+        if exc.problem and exc.context and start is not None and start.line + 1 != line:
+            what += f" ({exc.context} that starts on line {start.line + 1})"  # the likely slip
+        raise YamlSyntaxError([Problem(line, "", f"not valid YAML: {what}")]) from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError([Problem(None, "", f"not valid YAML: {exc}")]) from None
     duplicates = list(_duplicate_keys(node, ()))

@@ -304,6 +304,7 @@ def test_several_problems_are_reported_together(tmp_path: Path) -> None:
 def test_yaml_syntax_error_and_non_mapping(tmp_path: Path) -> None:
     message = error_of(write(tmp_path, "name: x\nprovider: [local\n"))
     assert "not valid YAML" in message and str(tmp_path) in message
+    assert "(while parsing a flow sequence that starts on line 2)" in message  # the slip's line
     assert "a mapping of fields" in error_of(write(tmp_path, "- just\n- a list\n", "l.yaml"))
 
 
