@@ -8,8 +8,9 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
-from tests.tui.fakes import FIXTURE_RUN, SINGLE_RUN, build_app
+from tests.tui.fakes import FIXTURE_RUN, SINGLE_RUN, FakeRunner, build_app
 from tui.app import SentitopApp
+from tui.screens.run import RunScreen
 
 SIZE = (120, 40)
 """Terminal size of snapshots and screenshots."""
@@ -60,3 +61,14 @@ SCENES: dict[str, Scene] = {
     "help": Scene(lambda: build_app(start="profiles"), _help),
 }
 """Scene name -> scene (also the PNG file name under docs/screenshots/)."""
+
+
+async def start_cloud_run(pilot, app: SentitopApp, runner: FakeRunner) -> RunScreen:  # type: ignore[no-untyped-def]
+    """Start the fake cloud profile (second row) and wait until its run holds, live."""
+    await settle(pilot)
+    await pilot.press("down", "r")
+    await runner.holding.wait()
+    await pilot.pause(0.1)
+    screen = app.screen
+    assert isinstance(screen, RunScreen)
+    return screen

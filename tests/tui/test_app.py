@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import signal
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from tests.tui.fakes import (
     fake_epoch_costs,
     fake_profile_rows,
 )
-from tests.tui.scenes import SIZE, settle
+from tests.tui.scenes import SIZE, settle, start_cloud_run
 from tui.app import SentitopApp
 from tui.model.rows import EpochCosts, ProfileRow
 from tui.screens.help import HelpScreen
@@ -185,16 +184,6 @@ async def test_profile_filter() -> None:
         assert len(screen.shown) == 3
 
 
-async def start_cloud_run(pilot, app: SentitopApp, runner: FakeRunner) -> RunScreen:  # type: ignore[no-untyped-def]
-    await settle(pilot)
-    await pilot.press("down", "r")
-    await runner.holding.wait()
-    await pilot.pause(0.1)
-    screen = app.screen
-    assert isinstance(screen, RunScreen)
-    return screen
-
-
 async def test_run_stop_asks_then_stops() -> None:
     runner = FakeRunner()
     app = build_app(runner=runner)
@@ -258,29 +247,6 @@ async def test_quit_asks_while_cloud_nodes_are_up() -> None:
         await pilot.press("y")
         await settle(pilot)
     assert runner.stopped and app.return_code == 0
-
-
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-async def test_a_stop_signal_stops_the_live_run_then_exits_with_its_code(signum: int) -> None:
-    """The dashboard died at SIGTERM or SIGHUP (its terminal closed) with the run's cloud
-    nodes still up: nothing tore them down."""
-    runner = FakeRunner()
-    app = build_app(runner=runner)
-    async with app.run_test(size=SIZE) as pilot:
-        await start_cloud_run(pilot, app, runner)
-        app.stop_signal(signum)  # what the handler run_dashboard installs calls
-        app.stop_signal(signal.SIGTERM)  # a second signal changes nothing
-        await settle(pilot)
-    assert runner.stopped and app.return_code == 128 + signum
-
-
-async def test_a_stop_signal_with_nothing_running_exits_at_once() -> None:
-    app = build_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        app.stop_signal(signal.SIGHUP)
-        await pilot.pause()
-    assert app.return_code == 128 + signal.SIGHUP
 
 
 async def test_teardown_asks_then_calls_teardown() -> None:
