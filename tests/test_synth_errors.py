@@ -43,6 +43,16 @@ def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
+def _stage_written(out: Path) -> bool:
+    """True once the stage folder the dataset for `out` is built in holds a file."""
+    try:
+        return any(
+            any(stage.iterdir()) for stage in out.parent.glob(f".{out.name}.preprocess-new-*")
+        )
+    except OSError:  # not there yet, or removed while looked at
+        return False
+
+
 def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> str:
     """Run `sentitop synth ARGV`: exit 2 and a `bad input` message holding every needle."""
     code = main(["synth", *argv])
@@ -334,7 +344,7 @@ def test_sigterm_removes_the_partial_dataset(tmp_path: Path) -> None:
     done = _terminate_when(
         ["--dataset", str(out), "--reviews", "5M", "--json"],
         tmp_path,
-        lambda: out.is_dir() and any(out.iterdir()),
+        lambda: _stage_written(out),
     )
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert _leftovers(tmp_path) == []

@@ -160,3 +160,28 @@ def test_an_absurd_sequence_length_is_refused_everywhere(tmp_path: Path) -> None
     profile.write_text(text.replace("preprocess:", f"preprocess:\n  seq_len: {MAX_SEQ_LEN + 1}", 1))
     with pytest.raises(ProfileError, match="seq_len"):
         load_profile(profile)
+
+
+def test_a_dataset_folder_is_replaced_whole(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    write_synthetic_dataset(out, 300, 100, seq_len=8, vocab_size=50, seed=1)
+    write_synthetic_dataset(out, 200, 100, seq_len=6, vocab_size=40, seed=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # no stage folder beside it
+    assert sorted(p.name for p in out.iterdir()) == ["dataset.h5", "stats.json", "vocab.json"]
+    info = read_info(out)
+    assert (info.seq_len, info.vocab_size) == (6, 42)  # 40 words + padding + unknown
+    assert json.loads((out / "stats.json").read_text())["train"] == 200
+    assert load_split(out, "train").tokens.shape == (200, 6)
+
+
+def test_a_dataset_folder_holding_other_files_is_refused_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me\n")
+    assert main(["synth", "--dataset", str(out), "--reviews", "1k"]) == 2
+    err = capsys.readouterr().err
+    assert "--dataset" in err and "notes.txt" in err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]

@@ -20,6 +20,16 @@ def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
+def _stage_written(out: Path) -> bool:
+    """True once the stage folder the dataset for `out` is built in holds a file."""
+    try:
+        return any(
+            any(stage.iterdir()) for stage in out.parent.glob(f".{out.name}.preprocess-new-*")
+        )
+    except OSError:  # not there yet, or removed while looked at
+        return False
+
+
 def _assert_stopped(done: subprocess.CompletedProcess[str], signum: int) -> None:
     assert done.returncode == 128 + signum, done.stderr
     assert f"{WORDS[signum]}: no partial output was left behind" in done.stderr
@@ -67,19 +77,26 @@ def test_a_dropped_stop_still_stops_a_dataset(tmp_path: Path, signum: int) -> No
 def test_ctrl_c_stops_a_dataset_with_exit_130(tmp_path: Path) -> None:
     out = tmp_path / "new" / "ds"
     cmd = [sys.executable, "-m", "tui.cli", "synth", "--dataset", str(out), "--reviews", "2M"]
-    done = signal_when([*cmd, "--json"], lambda: out.is_dir() and any(out.iterdir()), signal.SIGINT)
+    done = signal_when([*cmd, "--json"], lambda: _stage_written(out), signal.SIGINT)
     _assert_stopped(done, signal.SIGINT)
     assert _leftovers(tmp_path) == []
 
 
-def test_a_stop_while_publishing_leaves_no_json_without_its_dataset(tmp_path: Path) -> None:
-    """Re-writing a dataset folder removes the old dataset.h5 first; stopped before the new one
-    was published, the old vocab.json and stats.json stayed, describing a dataset gone."""
+def _contents(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("point", ["publish_dataset", "swap_in"])
+def test_a_stop_before_the_swap_keeps_the_previous_dataset(tmp_path: Path, point: str) -> None:
+    """Re-writing a dataset folder removed the old dataset.h5 first: a stop before the new one
+    was published lost the old set. The new set is now built beside it and swapped in whole."""
     out = tmp_path / "ds"
     write_synthetic_dataset(out, 30, 10, seq_len=5, vocab_size=20)
+    before = _contents(out)
     marker = tmp_path / "stalled"
     argv = ["synth", "--dataset", str(out), "--reviews", "1000", "--json"]
-    cmd = stalled_sentitop("engine.synth.dataset:publish_dataset", marker, "block", argv)
+    cmd = stalled_sentitop(f"engine.synth.dataset:{point}", marker, "block", argv)
     done = signal_when(cmd, marker.exists, signal.SIGTERM)
     _assert_stopped(done, signal.SIGTERM)
-    assert _leftovers(out) == []
+    assert _contents(out) == before
+    assert _leftovers(tmp_path) == ["ds", "stalled"]

@@ -23,7 +23,7 @@ from engine.procstats import process_alive
 
 OUTPUT_FILES = frozenset({"dataset.h5", "vocab.json", "stats.json"})
 """What a finished output folder holds."""
-_OURS_HIDDEN = (".preprocess-tmp-", ".vocab.json.tmp-", ".stats.json.tmp-")
+_OURS_HIDDEN = (".preprocess-tmp-", ".vocab.json.tmp-", ".stats.json.tmp-", ".synth-tmp-")
 """Leftovers of older versions' runs inside the output folder (replaced with it)."""
 _NEW, _OLD = "new", "old"
 _RENAME_EXCHANGE = 2
@@ -70,16 +70,16 @@ def foreign_entries(out: Path) -> list[str]:
     )
 
 
-def _check_replaceable(out: Path) -> None:
+def _check_replaceable(out: Path, flag: str) -> None:
     if out.exists() and not out.is_dir():  # it read "cannot write to the scratch folder"
         raise InputError(
-            f"--output {out} is a file, not a folder",
+            f"{flag} {out} is a file, not a folder",
             hint="name a folder for dataset.h5, vocab.json and stats.json (it is created when "
             "missing)",
         )
     if out.is_dir() and os.path.ismount(out):  # a mount point cannot be renamed
         raise InputError(
-            f"--output {out} is a mount point; preprocessing replaces the output folder as a whole",
+            f"{flag} {out} is a mount point; the folder is replaced as a whole",
             hint=f"name a folder inside it, e.g. {out / 'dataset'}",
         )
     foreign = foreign_entries(out) if out.is_dir() else []
@@ -87,22 +87,22 @@ def _check_replaceable(out: Path) -> None:
         more = f" (+{len(foreign) - 3} more)" if len(foreign) > 3 else ""
         shown = ", ".join(foreign[:3]) + more
         raise InputError(
-            f"--output {out} holds files that are not a dataset's ({shown}); preprocessing "
-            "replaces the folder as a whole",
+            f"{flag} {out} holds files that are not a dataset's ({shown}); the folder is "
+            "replaced as a whole",
             hint="name a new or empty folder, or one that holds only dataset.h5, vocab.json and "
             "stats.json",
         )
 
 
-def make_stage(out: Path) -> Path:
-    """A fresh, empty stage folder beside ``out`` for the new set (InputError when ``out`` is
-    a file or holds other files, or its parent cannot be written)."""
-    _check_replaceable(out)
+def make_stage(out: Path, flag: str = "--output") -> Path:
+    """A fresh, empty stage folder beside ``out`` for the new set (InputError naming ``flag``
+    when ``out`` is a file or holds other files, or its parent cannot be written)."""
+    _check_replaceable(out, flag)
     stage = _stage_name(out, _NEW, os.getpid())
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         _clear_stale(out)
-        _check_replaceable(out)  # a set put back by _clear_stale is replaceable too
+        _check_replaceable(out, flag)  # a set put back by _clear_stale is replaceable too
         shutil.rmtree(stage, ignore_errors=True)
         stage.mkdir()
         if out.is_dir():  # the new folder keeps the old one's permissions
@@ -113,11 +113,11 @@ def make_stage(out: Path) -> Path:
         blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
         if blocker is not None:  # mkdir says only "File exists" or "Not a directory"
             raise InputError(
-                f"cannot write the output folder {out}: {blocker} is a file, not a folder",
-                hint="pick an --output inside a folder",
+                f"{flag} {out}: cannot write the folder, {blocker} is a file, not a folder",
+                hint=f"pick a {flag} inside a folder",
             ) from exc
         raise InputError(
-            f"cannot write the output folder {out}: {exc.strerror or type(exc).__name__}",
+            f"{flag} {out}: cannot write the folder: {exc.strerror or type(exc).__name__}",
             hint="its parent folder must be a writable folder",
         ) from exc
     return stage
@@ -140,10 +140,10 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code), str(b))
 
 
-def swap_in(stage: Path, out: Path) -> None:
+def swap_in(stage: Path, out: Path, flag: str = "--output") -> None:
     """Make the finished ``stage`` folder the output; the previous output (if any) ends up at
     ``stage``'s path for the caller to remove (or is removed here on the two-rename path)."""
-    _check_replaceable(out)  # nothing of someone else's is swapped away, even now
+    _check_replaceable(out, flag)  # nothing of someone else's is swapped away, even now
     if not out.exists():
         os.rename(stage, out)
     elif not _exchange(stage, out):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -17,7 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.config import MAX_SEQ_LEN
-from engine.errors import InputError
+from engine.errors import InputError, StorageError
+from engine.preprocess.output_folder import make_stage, swap_in
 from engine.preprocess.reduce import PAD_ID, UNK_ID, token_dtype
 from engine.preprocess.writer import (
     FORMAT_VERSION,
@@ -88,9 +88,10 @@ def write_synthetic_dataset(
     files are published; an exception it raises (a stop: Ctrl-C, SIGTERM) ends the call like any
     failure. Returns the stats written to stats.json.
 
-    InputError (naming the option) when out_dir is a file or its disk lacks the space; on any
-    failure or interruption nothing is left behind: no folder this call created, and in a folder
-    that was there no vocab.json or stats.json without their dataset.h5."""
+    The set is built in a stage folder beside out_dir and swapped in whole (as preprocessing's
+    output is): InputError (naming the option) when out_dir is a file, holds other files or its
+    disk lacks the space; on any failure or interruption nothing is left behind (no folder this
+    call created) and a dataset already in out_dir stays as it was."""
     for name, value in (("n_train", n_train), ("n_test", n_test)):
         if value < 0:
             raise InputError(f"{name}: must be >= 0, got {value}")
@@ -106,21 +107,32 @@ def write_synthetic_dataset(
     num_ids = vocab_size + 2
     dtype = token_dtype(num_ids)
     need = (n_train + n_test) * (seq_len * np.dtype(dtype).itemsize + 5)
-    created = _make_folder(out, need)
+    missing = _check_space(out, need)
+    stage: Path | None = None
     try:
-        return _write(out, n_train, n_test, seq_len, vocab_size, seed, dtype, progress)
+        stage = make_stage(out, "--dataset")  # the new set is built beside the old one
+        stats = _write(stage, n_train, n_test, seq_len, vocab_size, seed, dtype, progress)
+        try:
+            swap_in(stage, out, "--dataset")  # the previous set (if any) now sits at `stage`
+        except OSError as exc:
+            raise StorageError(
+                f"could not put the new dataset in place at {out}: {exc.strerror or exc}",
+                hint="the previous dataset, if any, is unchanged",
+            ) from exc
     except BaseException:  # Ctrl-C, SIGTERM (see the CLI), a full disk: no folder left behind
-        for folder in created:
-            shutil.rmtree(folder, ignore_errors=True)
-        if not (out / "dataset.h5").exists():  # stopped while publishing, or the old set's JSON
-            for name in ("vocab.json", "stats.json"):
-                (out / name).unlink(missing_ok=True)
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
+        for folder in reversed(missing):  # parents this call created, innermost first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
+    shutil.rmtree(stage, ignore_errors=True)
+    return stats
 
 
-def _make_folder(out: Path, need: int) -> list[Path]:
-    """Create `out` (and missing parents) after checking it is no file and its disk holds
-    `need` bytes; returns the folders created, outermost first (InputError otherwise)."""
+def _check_space(out: Path, need: int) -> list[Path]:
+    """Check `out` is no file and the disk it will be on holds `need` bytes (InputError
+    otherwise); returns the folders of `out`'s path that do not exist yet, outermost first."""
     if out.exists() and not out.is_dir():
         raise InputError(
             f"--dataset: {str(out)!r} is a file, not a folder",
@@ -135,14 +147,7 @@ def _make_folder(out: Path, need: int) -> list[Path]:
             f"{format_size(free)} free",
             hint="give fewer --reviews, a shorter --seq-len or a folder on a larger disk",
         )
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        for folder in reversed(missing):
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise InputError(f"--dataset: cannot create folder {str(out)!r}: {exc.strerror}") from exc
-    return missing[:1]
+    return missing
 
 
 def _write(
@@ -155,7 +160,8 @@ def _write(
     dtype: Any,
     progress: Callable[[int], None] | None,
 ) -> dict[str, Any]:
-    """The body of write_synthetic_dataset, once `out` exists."""
+    """The body of write_synthetic_dataset: the three files, written into the stage folder
+    `out`."""
     started = time.perf_counter()
     num_ids = vocab_size + 2
     itos = ["<pad>", "<unk>", *(f"w{i}" for i in range(vocab_size))]
@@ -181,77 +187,71 @@ def _write(
         },
     }
     vocab_bytes = json.dumps(vocab_doc, sort_keys=True).encode()
-    tmp = out / f".synth-tmp-{os.getpid()}"
-    tmp.mkdir(exist_ok=True)
     positive = done = 0
-    try:
-        (out / "dataset.h5").unlink(missing_ok=True)  # never an old one beside new JSON files
-        tmp_h5 = tmp / "dataset.h5"
-        with h5py.File(tmp_h5, "w") as h5:
-            attrs: dict[str, Any] = {
-                "vocab_size": vocab_size,
-                "num_ids": num_ids,
-                "seq_len": seq_len,
-                "pad_id": PAD_ID,
-                "unk_id": UNK_ID,
-                "format_version": FORMAT_VERSION,
-                "vocab_sha256": hashlib.sha256(vocab_bytes).hexdigest(),
-            }
-            for key, attr in attrs.items():
-                h5.attrs[key] = attr
-            for split_no, (split, n) in enumerate(zip(SPLITS, (n_train, n_test), strict=True)):
-                group = h5.create_group(split)
-                create_split(group, n, seq_len, dtype)
-                rng = np.random.default_rng([seed, split_no])
-                split_positive = 0
-                for start in range(0, n, BLOCK_ROWS):
-                    stop = min(n, start + BLOCK_ROWS)
-                    tokens, labels, lengths = _block(rng, stop - start, seq_len, vocab_size, dtype)
-                    group["tokens"][start:stop] = tokens
-                    group["labels"][start:stop] = labels
-                    group["lengths"][start:stop] = lengths
-                    positive += int(labels.sum())
-                    split_positive += int(labels.sum())
-                    done += stop - start
-                    if progress is not None:
-                        progress(done)
-                if n >= 2 and split_positive in (0, n):  # training needs both labels per split
-                    group["labels"][0] = 1 - group["labels"][0]
-                    positive += 1 if split_positive == 0 else -1
-        seconds = time.perf_counter() - started
-        total = n_train + n_test
-        stats: dict[str, Any] = {
-            "read": total,
-            "kept": total,
-            "skipped_total": 0,
-            "skipped": {},
-            "skipped_examples": {},
-            "duplicates": 0,
-            "distinct": total,
-            "positive": positive,
-            "negative": total - positive,
-            "train": n_train,
-            "test": n_test,
+    tmp_h5 = out / "dataset.h5.partial"
+    with h5py.File(tmp_h5, "w") as h5:
+        attrs: dict[str, Any] = {
             "vocab_size": vocab_size,
-            "input_bytes": 0,
-            "seconds": round(seconds, 3),
-            "mb_per_s": 0.0,
-            "runner": "synthetic",
-            "workers": None,
-            "cpu_seconds": None,
-            "inputs": [],
-            "lines_per_file": [],
-            "empty_files": [],
-            "synthetic": {
-                "seed": seed,
-                "token_bytes": total * seq_len * np.dtype(dtype).itemsize,
-                "rows_per_s": round(total / max(seconds, 1e-9)),
-            },
+            "num_ids": num_ids,
+            "seq_len": seq_len,
+            "pad_id": PAD_ID,
+            "unk_id": UNK_ID,
+            "format_version": FORMAT_VERSION,
+            "vocab_sha256": hashlib.sha256(vocab_bytes).hexdigest(),
         }
-        docs = {out / "vocab.json": vocab_doc, out / "stats.json": stats}
-        if progress is not None:  # once more just before publishing: a stop it raises leaves
-            progress(done)  # nothing, even one that reached Python after its last call
-        publish_dataset(tmp_h5, out / "dataset.h5", docs)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for key, attr in attrs.items():
+            h5.attrs[key] = attr
+        for split_no, (split, n) in enumerate(zip(SPLITS, (n_train, n_test), strict=True)):
+            group = h5.create_group(split)
+            create_split(group, n, seq_len, dtype)
+            rng = np.random.default_rng([seed, split_no])
+            split_positive = 0
+            for start in range(0, n, BLOCK_ROWS):
+                stop = min(n, start + BLOCK_ROWS)
+                tokens, labels, lengths = _block(rng, stop - start, seq_len, vocab_size, dtype)
+                group["tokens"][start:stop] = tokens
+                group["labels"][start:stop] = labels
+                group["lengths"][start:stop] = lengths
+                positive += int(labels.sum())
+                split_positive += int(labels.sum())
+                done += stop - start
+                if progress is not None:
+                    progress(done)
+            if n >= 2 and split_positive in (0, n):  # training needs both labels per split
+                group["labels"][0] = 1 - group["labels"][0]
+                positive += 1 if split_positive == 0 else -1
+    seconds = time.perf_counter() - started
+    total = n_train + n_test
+    stats: dict[str, Any] = {
+        "read": total,
+        "kept": total,
+        "skipped_total": 0,
+        "skipped": {},
+        "skipped_examples": {},
+        "duplicates": 0,
+        "distinct": total,
+        "positive": positive,
+        "negative": total - positive,
+        "train": n_train,
+        "test": n_test,
+        "vocab_size": vocab_size,
+        "input_bytes": 0,
+        "seconds": round(seconds, 3),
+        "mb_per_s": 0.0,
+        "runner": "synthetic",
+        "workers": None,
+        "cpu_seconds": None,
+        "inputs": [],
+        "lines_per_file": [],
+        "empty_files": [],
+        "synthetic": {
+            "seed": seed,
+            "token_bytes": total * seq_len * np.dtype(dtype).itemsize,
+            "rows_per_s": round(total / max(seconds, 1e-9)),
+        },
+    }
+    docs = {out / "vocab.json": vocab_doc, out / "stats.json": stats}
+    if progress is not None:  # once more just before publishing: a stop it raises leaves
+        progress(done)  # nothing, even one that reached Python after its last call
+    publish_dataset(tmp_h5, out / "dataset.h5", docs)
     return stats

@@ -31,8 +31,9 @@ def register(subparsers: Any) -> None:
             "With --dataset DIR --reviews N it writes dataset.h5, vocab.json and stats.json "
             "in the preprocessor's layout directly (random token rows with a learnable "
             "signal), for training at sizes that would take long to preprocess. "
-            "An existing output file (or dataset in DIR) is replaced; nothing is left behind "
-            "when synth fails or is interrupted (Ctrl-C, SIGTERM)."
+            "An existing output file (or dataset in DIR) is replaced once the new one is "
+            "complete; nothing is left behind and the old one stays when synth fails or is "
+            "interrupted (Ctrl-C, SIGTERM)."
         ),
     )
     parser.add_argument(
