@@ -194,6 +194,20 @@ def check_rank_memory(nproc: int) -> None:
     )
 
 
+def oversubscription_warning(nproc: int) -> str | None:
+    """A warning when more CPU ranks than cores are asked for (None otherwise): every rank
+    waits for the slowest at each step, so extra ranks only add switching and memory."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    if nproc <= cores:
+        return None
+    return (
+        f"--nproc {nproc}: {nproc} CPU ranks on {cores} core{'s' if cores > 1 else ''}; ranks "
+        f"share cores and every step waits for the slowest, so this runs slower than "
+        f"--nproc {cores} (use more nodes for more ranks)"
+    )
+
+
 def launch_ranks(
     module: str,
     args: Sequence[str],

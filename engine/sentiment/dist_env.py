@@ -30,7 +30,7 @@ class DistEnv:
         """Read the torchrun variables; CUDA device ``LOCAL_RANK`` when available and wanted."""
         env = os.environ
         local_rank = int(env.get("LOCAL_RANK", "0"))
-        use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+        use_cuda = uses_cuda(device)
         if use_cuda and not torch.cuda.is_available():
             raise TrainError(
                 "device = cuda but no CUDA device is visible",
@@ -44,3 +44,8 @@ class DistEnv:
             local_world=int(env.get("LOCAL_WORLD_SIZE", "1")),
             device=dev,
         )
+
+
+def uses_cuda(device: str) -> bool:
+    """Whether ranks given this ``device`` setting (auto, cpu, cuda) train on CUDA here."""
+    return device == "cuda" or (device == "auto" and torch.cuda.is_available())

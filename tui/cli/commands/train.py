@@ -234,7 +234,8 @@ def check_straggle(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError, LaunchError
-    from engine.launch import check_rank_memory
+    from engine.launch import check_rank_memory, oversubscription_warning
+    from engine.sentiment.dist_env import uses_cuda
     from engine.sentiment.pretrained import check_init_embeddings
     from engine.sentiment.splits import check_batch_size, check_dataset
     from engine.sentiment.train import config_from_args, launch_local
@@ -244,6 +245,9 @@ def run(args: argparse.Namespace) -> int:
     args.nproc = ranks_to_launch(args.nproc, cfg)
     check_straggle(args)
     check_rank_memory(args.nproc)  # before anything is written to the run folder
+    crowded = oversubscription_warning(args.nproc) if not uses_cuda(cfg.device) else None
+    if crowded:
+        print(f"WARNING: {crowded}", file=sys.stderr)
     if not (Path(cfg.data_dir) / "dataset.h5").is_file():
         raise InputError(
             f"{cfg.data_dir}/dataset.h5 not found",
