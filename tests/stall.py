@@ -51,6 +51,16 @@ class _Finalised:
     """An object whose weakref callback runs when it is dropped."""
 
 
+def stage_written(out: Path) -> bool:
+    """True once a stage folder the output folder `out` is built in (beside it) holds a file."""
+    try:
+        return any(
+            any(stage.iterdir()) for stage in out.parent.glob(f".{out.name}.preprocess-new-*")
+        )
+    except OSError:  # not there yet, or removed while looked at
+        return False
+
+
 def _wait_for_a_signal(mode: str) -> None:
     if mode == "block":
         time.sleep(WAIT_S)

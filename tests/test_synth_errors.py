@@ -24,6 +24,7 @@ from engine.sentiment.splits import check_splits
 from engine.synth import generate
 from engine.synth.dataset import write_synthetic_dataset
 from engine.synth.size import format_size, parse_count
+from tests.stall import stage_written
 from tui.cli.main import main
 
 synth_generate = importlib.import_module("engine.synth.generate")  # the package exports a function
@@ -41,16 +42,6 @@ def _free_space(monkeypatch: pytest.MonkeyPatch, free: int) -> None:
 
 def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
-
-
-def _stage_written(out: Path) -> bool:
-    """True once the stage folder the dataset for `out` is built in holds a file."""
-    try:
-        return any(
-            any(stage.iterdir()) for stage in out.parent.glob(f".{out.name}.preprocess-new-*")
-        )
-    except OSError:  # not there yet, or removed while looked at
-        return False
 
 
 def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> str:
@@ -344,7 +335,7 @@ def test_sigterm_removes_the_partial_dataset(tmp_path: Path) -> None:
     done = _terminate_when(
         ["--dataset", str(out), "--reviews", "5M", "--json"],
         tmp_path,
-        lambda: _stage_written(out),
+        lambda: stage_written(out),
     )
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert _leftovers(tmp_path) == []

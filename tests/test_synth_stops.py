@@ -11,23 +11,13 @@ from pathlib import Path
 import pytest
 
 from engine.synth.dataset import write_synthetic_dataset
-from tests.stall import signal_when, stalled_sentitop
+from tests.stall import signal_when, stage_written, stalled_sentitop
 
 WORDS = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated (SIGTERM)"}
 
 
 def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
-
-
-def _stage_written(out: Path) -> bool:
-    """True once the stage folder the dataset for `out` is built in holds a file."""
-    try:
-        return any(
-            any(stage.iterdir()) for stage in out.parent.glob(f".{out.name}.preprocess-new-*")
-        )
-    except OSError:  # not there yet, or removed while looked at
-        return False
 
 
 def _assert_stopped(done: subprocess.CompletedProcess[str], signum: int) -> None:
@@ -77,7 +67,7 @@ def test_a_dropped_stop_still_stops_a_dataset(tmp_path: Path, signum: int) -> No
 def test_ctrl_c_stops_a_dataset_with_exit_130(tmp_path: Path) -> None:
     out = tmp_path / "new" / "ds"
     cmd = [sys.executable, "-m", "tui.cli", "synth", "--dataset", str(out), "--reviews", "2M"]
-    done = signal_when([*cmd, "--json"], lambda: _stage_written(out), signal.SIGINT)
+    done = signal_when([*cmd, "--json"], lambda: stage_written(out), signal.SIGINT)
     _assert_stopped(done, signal.SIGINT)
     assert _leftovers(tmp_path) == []
 
