@@ -49,6 +49,12 @@ class TrainError(SentitopError):
     title = "training failed"
 
 
+class DivergedError(TrainError):
+    """The loss or the weights stopped being finite numbers: the run cannot go on."""
+
+    title = "training diverged"
+
+
 class LaunchError(SentitopError):
     """Starting or supervising processes on nodes failed."""
 

@@ -36,7 +36,7 @@ def run_as_rank(work: Callable[[], object], emitter: Emitter) -> int:
         emitter.emit("rank_end", status="ok")  # launchers: a crash after this is only teardown
         return 0
     except SentitopError as exc:
-        emitter.emit("error", message=exc.message, hint=exc.hint)
+        emitter.emit("error", message=exc.message, hint=exc.hint, title=exc.title)
         print(exc.user_message(), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

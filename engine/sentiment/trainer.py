@@ -34,6 +34,7 @@ from engine.sentiment.after_training import (
 from engine.sentiment.blend import BlendFit
 from engine.sentiment.data import Batch, PlanSampler, even_plan, to_device
 from engine.sentiment.dist_env import DistEnv
+from engine.sentiment.divergence import check_loss, check_weights
 from engine.sentiment.evaluate import confusion_stats
 from engine.sentiment.hooks import PHASES, HookContext, StepTiming, TrainHooks
 from engine.sentiment.lexicon_phrases import forward_with_phrases, phrases_for
@@ -96,6 +97,7 @@ class Trainer:
         for epoch in range(self.epoch, self.cfg.epochs):
             self.epoch = epoch
             train = self._train_epoch(epoch)
+            check_weights(self.model, epoch=epoch + 1, step=0, lr=self.base_lr)
             last = epoch == self.cfg.epochs - 1
             test = self._evaluate() if last or (epoch + 1) % self.cfg.eval_every == 0 else None
             train["eval"] = self.eval_seconds if test else 0.0
@@ -161,6 +163,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         timing.loss = float(loss.item())
         timing.allreduce_opt = clock.lap()
+        check_loss(timing.loss, epoch=epoch, step=step, rank=self.env.rank, lr=self.base_lr)
         return timing
 
     def _end_epoch(
@@ -430,6 +433,7 @@ class Trainer:
         """Rank 0: the state to continue at ``epoch``/``step`` (atomic replace)."""
         if not self.main:
             return
+        check_weights(self.model, epoch=epoch, step=step, lr=self.base_lr)
         t0 = time.perf_counter()
         state = {
             "format": 2,

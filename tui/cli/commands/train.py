@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
+from engine.errors import DivergedError
 from engine.events import parse_event_line
 from tui.format import after_training_line, companion_line
 
@@ -36,6 +38,10 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+DIVERGED = DivergedError.title
+"""The `title` of a rank's `error` event when the run diverged."""
+
+
 class _Printer:
     """Turns rank output into short progress lines (or keeps quiet for --json)."""
 
@@ -47,6 +53,8 @@ class _Printer:
         self.failed: set[int] = set()
         """Ranks that sent an `error` event: their traceback after it is not shown (the event
         says what failed; the launch error carries the failed rank's last lines)."""
+        self.diverged = False
+        """A rank said the run diverged: its checkpoint would diverge again on --resume."""
 
     def __call__(self, rank: int, stream: str, line: str) -> None:
         event = parse_event_line(line) if stream == "stdout" else None
@@ -56,6 +64,7 @@ class _Printer:
             self.checkpoint = event
         elif event is not None and event["type"] == "error":
             self.failed.add(rank)
+            self.diverged = self.diverged or event.get("title") == DIVERGED
         if event is None and stream == "stderr" and rank in self.failed:
             return
         if self.quiet:
@@ -261,12 +270,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         launch_local(cfg, args.nproc, on_line=printer)
     except LaunchError as exc:
-        if saved.is_file():  # said last, after the tail
+        if saved.is_file() and not printer.diverged:  # said last, after the tail
             exc.hint = "\n".join(filter(None, [exc.hint, resume_hint(cfg, printer.checkpoint)]))
         raise
     except KeyboardInterrupt:  # Ctrl-C: the ranks are stopped; say where the run can go on
         if saved.is_file():
             print(resume_hint(cfg, printer.checkpoint), file=sys.stderr)
+        raise
+    except SystemExit as exc:  # SIGTERM (the launcher's handler): said as Ctrl-C is
+        if exc.code == 128 + signal.SIGTERM:
+            print("terminated (SIGTERM): the ranks were stopped", file=sys.stderr)
+            if saved.is_file():
+                print(resume_hint(cfg, printer.checkpoint), file=sys.stderr)
         raise
     summary = printer.summary or json.loads((Path(cfg.run_dir) / "summary.json").read_text())
     summary = {k: v for k, v in summary.items() if k not in ("type", "t", "rank", "stage")}

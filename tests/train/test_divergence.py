@@ -1,0 +1,79 @@
+"""A run whose loss or weights stop being finite stops with a clear error and keeps no such
+checkpoint; SIGTERM to `sentitop train` says what Ctrl-C says."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from engine.errors import DivergedError
+from engine.sentiment.divergence import check_loss, check_weights
+from tui.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_check_loss_refuses_nan_and_infinity() -> None:
+    check_loss(0.7, epoch=0, step=3, rank=0, lr=0.01)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(DivergedError, match="in step 4 of epoch 1 \\(rank 1\\)") as caught:
+            check_loss(bad, epoch=0, step=3, rank=1, lr=0.01)
+        assert "lower --lr (this run's: 0.01)" in (caught.value.hint or "")
+
+
+def test_check_weights_names_the_broken_tensors() -> None:
+    model = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))
+    check_weights(model, epoch=1, step=0, lr=0.1)
+    with torch.no_grad():
+        model[1].bias.fill_(float("inf"))
+    with pytest.raises(DivergedError, match=r"by the end of epoch 1: 1\.bias;"):
+        check_weights(model, epoch=1, step=0, lr=0.1)
+
+
+def test_a_diverging_run_stops_clearly_and_keeps_only_finite_checkpoints(
+    tiny_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An SGD step at lr 1e30 made the loss NaN: the step event's JSON raised a ValueError
+    traceback, a checkpoint of NaN weights was saved and `--resume` was advised."""
+    run = tmp_path / "run"
+    argv = ["train", "--data", str(tiny_data), "--run-dir", str(run), "--epochs", "2"]
+    argv += ["--lr", "1e30", "--optimizer", "sgd", "--clip-grad-norm", "0"]
+    argv += ["--warmup-steps", "0", "--checkpoint-every-steps", "1"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "training diverged: the loss became nan" in err, err
+    assert "lower --lr" in err and "Traceback" not in err and "ValueError" not in err
+    assert "--resume` continues" not in err  # the checkpoint's own --lr would diverge again
+    assert not (run / "summary.json").exists()
+    saved = run / "checkpoints" / "latest.pt"
+    if saved.exists():
+        state = torch.load(saved, weights_only=False)
+        weights = [v for v in state["model"].values() if v.is_floating_point()]
+        assert all(bool(torch.isfinite(v).all()) for v in weights)
+
+
+def test_sigterm_says_terminated_and_how_to_resume(tiny_data: Path, tmp_path: Path) -> None:
+    """SIGTERM (a scheduler, a spot shutdown) ended `train` with exit 143 and not a word."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tui.cli", "train", "--data", str(tiny_data)]
+    cmd += ["--run-dir", str(run), "--epochs", "500", "--checkpoint-every-steps", "1"]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    saved = run / "checkpoints" / "latest.pt"
+    deadline = time.monotonic() + 120
+    while not saved.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "terminated (SIGTERM): the ranks were stopped" in err
+    assert f"--run-dir {run} --resume` continues it" in err
+    assert "Traceback" not in err
