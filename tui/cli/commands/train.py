@@ -186,6 +186,8 @@ def check_run_dir(cfg: Any) -> None:
                 f"--resume: {latest} is not a checkpoint (truncated, or not a torch save)",
                 hint="restore it from a copy, or train a new --run-dir",
             )
+        _check_something_left(cfg)
+        _check_same_dataset(cfg)
         return
     if (run_dir / "summary.json").is_file():
         raise ConfigError(
@@ -199,6 +201,59 @@ def check_run_dir(cfg: Any) -> None:
             f"--run-dir {run_dir} holds an unfinished run (checkpoints/latest.pt); training "
             "into it would start over and overwrite its checkpoint",
             hint="add --resume to continue it, or choose a new --run-dir",
+        )
+
+
+def _check_something_left(cfg: Any) -> None:
+    """--resume of a finished run without more --epochs: it retrained nothing, refitted the
+    blend and overwrote the run's summary and model (ConfigError instead)."""
+    from engine.errors import ConfigError
+
+    run_dir = Path(cfg.run_dir)
+    if not (run_dir / "summary.json").is_file():
+        return
+    try:
+        planned = int(json.loads((run_dir / "train_config.json").read_text())["epochs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if cfg.epochs <= planned:
+        raise ConfigError(
+            f"--resume: {run_dir} already finished its {planned} epoch(s) (summary.json); "
+            "nothing is left to train",
+            hint=f"give --epochs above {planned} to train on from its last checkpoint, or "
+            "train a new --run-dir",
+        )
+
+
+def _check_same_dataset(cfg: Any) -> None:
+    """--resume on another dataset than the run's (ConfigError): with the same vocabulary it
+    went on mid-epoch on other rows without a word; with another, it failed late (exit 1)."""
+    from engine.errors import ConfigError
+    from engine.events import read_events
+    from engine.sentiment.splits import train_rows
+
+    run_dir, data_dir = Path(cfg.run_dir), Path(cfg.data_dir)
+    kept, given = run_dir / "vocab.json", data_dir / "vocab.json"
+    hint = "give the run's own dataset as --data, or train a new --run-dir on this one"
+    if kept.is_file() and given.is_file() and kept.read_bytes() != given.read_bytes():
+        raise ConfigError(
+            f"--resume: {data_dir} is not the dataset {run_dir} was trained on (its vocab.json "
+            "differs from the run's copy)",
+            hint=hint,
+        )
+    trained = None
+    try:
+        for event in read_events(run_dir / "events.jsonl"):
+            if event.get("type") == "train_start" and isinstance(event.get("n_train"), int):
+                trained = event["n_train"]
+        rows = train_rows(data_dir, cfg.max_train_samples)
+    except (OSError, ValueError, KeyError):
+        return  # unreadable events or dataset: the checks and loaders that follow say so
+    if trained is not None and rows != trained:
+        raise ConfigError(
+            f"--resume: {data_dir} has {rows:,} training samples but {run_dir} trained on "
+            f"{trained:,}: it is not the run's dataset",
+            hint=hint,
         )
 
 

@@ -1,0 +1,63 @@
+"""`train --resume` refuses what it cannot continue: a finished run without more epochs, and a
+dataset that is not the run's (exit 2, the run left as it was)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.train.conftest import write_dataset
+from tui.cli import main
+
+
+def _train(data: Path, run: Path, *flags: str) -> list[str]:
+    return ["train", "--data", str(data), "--run-dir", str(run), "--epochs", "1", *flags]
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *needles: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "launch:" not in err
+    for needle in needles:
+        assert needle in err, err
+
+
+def test_resuming_a_finished_run_needs_more_epochs(
+    tiny_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said "resumed at the start of epoch 2" of a 1-epoch run, trained nothing, refitted
+    the blend and overwrote summary.json and model.pt."""
+    run = tmp_path / "run"
+    assert main(_train(tiny_data, run)) == 0
+    before = {name: (run / name).read_bytes() for name in ("summary.json", "model.pt")}
+    capsys.readouterr()
+    _refused(
+        ["train", "--data", str(tiny_data), "--run-dir", str(run), "--resume"],
+        capsys,
+        "already finished its 1 epoch(s)",
+        "--epochs above 1",
+    )
+    assert {name: (run / name).read_bytes() for name in before} == before
+    longer = ["train", "--data", str(tiny_data), "--run-dir", str(run), "--resume"]
+    assert main([*longer, "--epochs", "2"]) == 0  # more epochs: it trains on
+    assert "resumed from checkpoints/latest.pt at the start of epoch 2" in capsys.readouterr().out
+
+
+def test_resuming_on_another_dataset_is_refused(
+    tiny_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Same vocabulary: it went on mid-epoch on other rows without a word; another vocabulary:
+    a rank failed late with exit 1 and two model specs."""
+    run = tmp_path / "run"
+    assert main(_train(tiny_data, run)) == 0
+    (run / "summary.json").unlink()  # an unfinished run with its checkpoint
+    fewer = write_dataset(tmp_path / "fewer", n_train=256)
+    other_words = write_dataset(tmp_path / "other", vocab_size=60)
+    capsys.readouterr()
+    resume = ["train", "--run-dir", str(run), "--resume", "--data"]
+    _refused([*resume, str(fewer)], capsys, "has 256 training samples", "trained on 512")
+    _refused([*resume, str(other_words)], capsys, "vocab.json differs from the run's copy")
+    moved = tmp_path / "moved"
+    (tmp_path / "data").rename(moved)  # the run's own dataset at another path: fine
+    assert main([*resume, str(moved)]) == 0
