@@ -115,3 +115,17 @@ def prepare_run_dir(
         shutil.copyfile(vocab, run / VOCAB)
     write_json(run / MODEL_SPEC, spec)
     write_json(run / TRAIN_CONFIG, config)
+
+
+def resumed_spec(run_dir: str | Path) -> dict[str, Any] | None:
+    """The model spec (model.json) of the checkpoint in ``run_dir`` a --resume continues; None
+    without a checkpoint or a readable spec (the model is then built as for a new run, and the
+    checkpoint's own spec is checked against it)."""
+    run = Path(run_dir)
+    if not (run / CHECKPOINT).is_file():
+        return None
+    try:
+        spec = json.loads((run / MODEL_SPEC).read_text())
+    except (OSError, ValueError):
+        return None
+    return spec if isinstance(spec, dict) and "embedding_dim" in spec else None

@@ -395,16 +395,27 @@ def build_model(
 
 
 def model_for(
-    cfg: ModelConfig, vocab_size: int, data_dir: str, seed: int, main: bool = True
+    cfg: ModelConfig,
+    vocab_size: int,
+    data_dir: str,
+    seed: int,
+    main: bool = True,
+    resumed: dict[str, Any] | None = None,
 ) -> tuple[ModelShape, SentimentLSTM, Aligned | None]:
     """(shape, fresh model, alignment) for a dataset: the table initialised from
     ``cfg.init_embeddings`` when set (seed torch first for a reproducible init). With
-    `svd` only the ``main`` rank computes the table (DDP hands rank 0's weights to the rest)."""
+    `svd` only the ``main`` rank computes the table (DDP hands rank 0's weights to the rest).
+    ``resumed``: the spec of the checkpoint the run continues, whose weights replace the
+    table: none is built (the embeddings run folder may be gone), its size is the spec's."""
     preset = PRESETS.get(cfg.preset, {})
     scope = preset.get("negation_scope", 0) if cfg.negation_scope is None else cfg.negation_scope
     lexicon = preset.get("lexicon_prior", False) if cfg.lexicon_prior is None else cfg.lexicon_prior
     words = dataset_itos(data_dir) if scope or lexicon else None
     start = init_embeddings_of(cfg)
+    if resumed is not None and start is not None:
+        dim = int(resumed["embedding_dim"]) if start != OWN_TEXT_SVD else None
+        spec = resolve_spec(cfg, vocab_size, dim, words)
+        return spec, build_model(spec, None, words), None
     if start == OWN_TEXT_SVD:
         spec = resolve_spec(cfg, vocab_size, None, words)
         init = own_text_table(data_dir, vocab_size, spec.embedding_dim, seed) if main else None

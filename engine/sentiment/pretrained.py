@@ -15,6 +15,7 @@ import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +25,8 @@ from engine.sentiment.presets import embeddings_folder_of
 
 VECTORS_FILE = "embeddings.npy"
 CORPUS_FILE = "corpus.npz"
+LOW_COVERAGE = 0.5
+"""Share of the dataset's words an embeddings run must know for its table to start quietly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +97,20 @@ class Aligned:
     """Vocabulary words that got the run's vector."""
     missing: int
     """Vocabulary words the run does not know (random rows)."""
+    source: str = ""
+    """The embeddings run folder."""
 
     @property
     def dim(self) -> int:
         """Vector size."""
         return int(self.table.shape[1])
+
+    def facts(self) -> dict[str, Any]:
+        """What a run's summary records of its start: source, found, missing, coverage."""
+        total = self.found + self.missing
+        coverage = round(self.found / total, 4) if total else None
+        return {"source": self.source, "found": self.found, "missing": self.missing,
+                "coverage": coverage}  # fmt: skip
 
 
 def align(pre: Pretrained, itos: list[str], seed: int, dim: int | None = None) -> Aligned:
@@ -118,7 +130,28 @@ def align(pre: Pretrained, itos: list[str], seed: int, dim: int | None = None) -
         if row is not None:
             table[i] = pre.vectors[row]
             found += 1
-    return Aligned(table, found, max(0, len(itos) - 2) - found)
+    return Aligned(table, found, max(0, len(itos) - 2) - found, str(pre.path))
+
+
+def coverage_warning(found: int, missing: int, folder: str | Path) -> str | None:
+    """A warning when the embeddings run knows under LOW_COVERAGE of the dataset's words;
+    ConfigError when it knows none (the table would be all random: a start in name only)."""
+    total = found + missing
+    if not total:
+        return None
+    if not found:
+        raise ConfigError(
+            f"train.model.init_embeddings = {str(folder)!r}: none of the dataset's {total:,} "
+            "words is in that embeddings run",
+            hint="train the embeddings on this dataset's text (`sentitop embed --data "
+            "DATASET`), or leave init_embeddings unset",
+        )
+    if found / total >= LOW_COVERAGE:
+        return None
+    return (
+        f"the embeddings run {folder} knows only {found:,} of the dataset's {total:,} words "
+        f"({found / total:.0%}); the others start random"
+    )
 
 
 def initial_table(folder: str | None, dim: int | None, data_dir: str, seed: int) -> Aligned | None:
@@ -126,7 +159,9 @@ def initial_table(folder: str | None, dim: int | None, data_dir: str, seed: int)
     None: nothing to load); ``dim`` is ``train.model.embedding_dim`` when set."""
     if not folder:
         return None
-    return align(load_pretrained(folder), dataset_itos(data_dir), seed, dim)
+    aligned = align(load_pretrained(folder), dataset_itos(data_dir), seed, dim)
+    coverage_warning(aligned.found, aligned.missing, folder)  # none known: ConfigError
+    return aligned
 
 
 def _check_dim(pre: Pretrained, dim: int | None) -> None:
@@ -138,12 +173,22 @@ def _check_dim(pre: Pretrained, dim: int | None) -> None:
         )
 
 
-def check_init_embeddings(model: ModelConfig) -> None:
+def check_init_embeddings(model: ModelConfig, data_dir: str | Path | None = None) -> str | None:
     """Before any rank starts: the embeddings run folder `model.init_embeddings` names, if
-    any, holds readable vectors of the model's size (ConfigError naming the file, exit 2)."""
+    any, holds readable vectors of the model's size and (with ``data_dir``) knows some of the
+    dataset's words (ConfigError naming the file, exit 2); returns a warning when it knows
+    few of them."""
     folder = embeddings_folder_of(model)
-    if folder:
-        _check_dim(load_pretrained(folder), model.embedding_dim)
+    if not folder:
+        return None
+    pre = load_pretrained(folder)
+    _check_dim(pre, model.embedding_dim)
+    if data_dir is None or not (Path(data_dir) / "vocab.json").is_file():
+        return None
+    known = set(pre.words)
+    words = dataset_itos(data_dir)[2:]
+    found = sum(1 for word in words if word in known)
+    return coverage_warning(found, len(words) - found, folder)
 
 
 def dataset_itos(data_dir: str | Path) -> list[str]:

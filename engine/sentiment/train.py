@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.config import ModelConfig, TrainConfig, config_from_dict, config_to_dict
+from engine.config import (
+    NO_INIT,
+    OWN_TEXT_SVD,
+    ModelConfig,
+    TrainConfig,
+    config_from_dict,
+    config_to_dict,
+)
 from engine.config_flags import add_config_flags, flag_values
 from engine.errors import ConfigError, InputError, SentitopError
 from engine.events import rank_emitter
@@ -58,6 +66,9 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
     model = flag_values(args, ModelConfig, prefix="model_")
     if model:
         data["model"] = {**data.get("model", {}), **model}
+    start = model.get("init_embeddings")
+    if isinstance(start, str) and start not in (OWN_TEXT_SVD, NO_INIT):
+        data["model"]["init_embeddings"] = os.path.abspath(start)  # a --resume from elsewhere
     if not data.get("data_dir"):
         raise ConfigError("--data is required (a folder with dataset.h5)")
     if not data.get("run_dir"):

@@ -40,6 +40,7 @@ from engine.sentiment.hooks import PHASES, HookContext, StepTiming, TrainHooks
 from engine.sentiment.lexicon_phrases import forward_with_phrases, phrases_for
 from engine.sentiment.metrics import Confusion, ThresholdClock
 from engine.sentiment.model import SentimentLSTM, count_parameters, model_for
+from engine.sentiment.pretrained import coverage_warning
 from engine.sentiment.selection import BestEpoch
 from engine.sentiment.step_stats import StepWindow
 from engine.sentiment.train_data import TrainData
@@ -207,9 +208,12 @@ class Trainer:
         self.data = TrainData.open(cfg)
         self.n_train = self.data.n_train
         torch.manual_seed(cfg.seed)
+        resumed = ckpt.resumed_spec(cfg.run_dir) if cfg.resume else None
         self.spec, model, init = model_for(
-            cfg.model, self.data.vocab_size, cfg.data_dir, cfg.seed, main=env.rank == 0
+            cfg.model, self.data.vocab_size, cfg.data_dir, cfg.seed, env.rank == 0, resumed
         )
+        self.init_facts = init.facts() if init is not None and init.source else None
+        """The embeddings run the table started from and how much of the vocabulary it knew."""
         self.model: SentimentLSTM = model.to(self.device)
         self.params = list(self.model.parameters())
         self.ddp: nn.Module = self.model
@@ -273,7 +277,7 @@ class Trainer:
                 resumed_epoch=self.epoch,
                 resumed_step=self.resume_step,
                 threads=torch.get_num_threads(),
-                init_embeddings=init and {"found": init.found, "missing": init.missing},
+                init_embeddings=self.init_facts,
             )
 
     def _pos_weight(self) -> float | None:
@@ -453,6 +457,7 @@ class Trainer:
             "last_test": self.last_test,
             "hooks": self.hooks.state_dict(),
             "spec": self.spec.to_dict(),
+            "init_embeddings": self.init_facts,
         }
         path = ckpt.save_checkpoint(self.cfg.run_dir, state)
         ckpt.clear_request(self.cfg.run_dir)
@@ -492,6 +497,7 @@ class Trainer:
         self.prior_wall_s = float(state["wall_s"])
         self.last_test = state["last_test"]
         self.hooks.load_state_dict(state["hooks"])
+        self.init_facts = state.get("init_embeddings", self.init_facts)
 
     def _resume_sampler(self, state: dict[str, Any]) -> None:
         """Continue a checkpoint taken mid-epoch at its global sample position.
@@ -543,9 +549,14 @@ class Trainer:
             "params": count_parameters(self.model),
             "n_train": self.n_train,
             "per_epoch": self.history,
+            "init_embeddings": self.init_facts,
             **self.hooks.summary(),
         }
         summary.update(outcome_checks(test, blend))
+        if few := self.init_facts and coverage_warning(
+            self.init_facts["found"], self.init_facts["missing"], self.init_facts["source"]
+        ):
+            summary["warnings"].append({"code": "few_known_words", "message": few})
         if self.main:
             for warning in summary["warnings"]:
                 self.emitter.emit("warning", stage="train", **warning)

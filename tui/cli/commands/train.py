@@ -319,9 +319,12 @@ def run(args: argparse.Namespace) -> int:
         )
     check_dataset(cfg.data_dir, cfg.max_train_samples)  # empty or one-class split: exit 2
     check_batch_size(cfg.data_dir, cfg)  # a batch above the split: a scaled lr that diverges
-    check_init_embeddings(cfg.model)  # a missing embeddings run: exit 2, no rank started
-    printer = _Printer(quiet=args.json)
     saved = Path(cfg.run_dir) / "checkpoints" / "latest.pt"
+    if not (cfg.resume and saved.is_file()):  # resumed: the checkpoint holds the table
+        few = check_init_embeddings(cfg.model, cfg.data_dir)  # none known, no such run: exit 2
+        if few:
+            print(f"WARNING: {few}", file=sys.stderr)
+    printer = _Printer(quiet=args.json)
     try:
         launch_local(cfg, args.nproc, on_line=printer)
     except LaunchError as exc:
