@@ -246,22 +246,50 @@ def open_run_dir(run_dir: Path) -> Path | None:
     return made
 
 
+OTHER_WORKLOADS: dict[str, str] = {
+    "train_config.json": "a sentiment training run",
+    "model.json": "a sentiment training run",
+    "model.pt": "a sentiment training run",
+    "checkpoints": "a sentiment training run",
+    "dataset.h5": "a preprocessed dataset",
+    "vocab.json": "a preprocessed dataset or a training run",
+    "stats.json": "a preprocessed dataset",
+    "profile.yaml": "a `sentitop run` run",
+}
+"""Files (and folders) of other workloads, which an embeddings run never writes, and what a
+folder holding one is."""
+
+
 def _check_not_another_run(run_dir: Path) -> None:
-    """ConfigError when ``run_dir`` holds the summary.json of something other than an
-    embeddings run (a `sentitop train` run, say): an embeddings run replaces its summary.json."""
-    path = run_dir / "summary.json"
-    if not path.is_file():
+    """ConfigError when ``run_dir`` holds another workload's files (:data:`OTHER_WORKLOADS`: an
+    interrupted `sentitop train` run, a preprocessed dataset) or the summary.json of something
+    other than an embeddings run: embed started that run's events.jsonl afresh and wrote its own
+    files among the others' (only a finished training run, by its summary.json, was refused)."""
+    if not run_dir.is_dir():
         return
-    try:
-        workload = json.loads(path.read_text(encoding="utf-8")).get("workload")
-    except (OSError, ValueError, AttributeError):
-        workload = None
-    if workload != "embeddings":
-        raise ConfigError(
-            f"--run-dir {run_dir} holds another kind of run (its summary.json is not an "
-            "embeddings run's); an embeddings run would replace it",
-            hint="choose a new --run-dir for the embeddings",
-        )
+    found = sorted(name for name in OTHER_WORKLOADS if (run_dir / name).exists())
+    path = run_dir / "summary.json"
+    if path.is_file():
+        try:
+            workload = json.loads(path.read_text(encoding="utf-8")).get("workload")
+        except (OSError, ValueError, AttributeError):
+            workload = None
+        if workload != "embeddings":
+            found.append(path.name)
+    if not found:
+        return
+    if found == [path.name]:
+        held = "its summary.json is not an embeddings run's"
+    else:
+        shown = ", ".join(name + ("/" if (run_dir / name).is_dir() else "") for name in found)
+        held = f"{OTHER_WORKLOADS[found[0]]}: {shown}"
+    events = " and start its events.jsonl afresh" if (run_dir / "events.jsonl").exists() else ""
+    raise ConfigError(
+        f"--run-dir {run_dir} holds another kind of run ({held}); an embeddings run would "
+        f"write its files among them{events}",
+        hint="choose another --run-dir for the embeddings (a new or empty folder, or an earlier "
+        "embeddings run's to replace it)",
+    )
 
 
 @contextlib.contextmanager

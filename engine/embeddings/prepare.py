@@ -14,7 +14,7 @@ from engine.embeddings.config import MIN_EVAL_WORDS, EmbedConfig
 from engine.embeddings.corpus import Corpus, build_corpus, read_dataset_docs
 from engine.embeddings.evaluate import sppmi_reference
 from engine.embeddings.events_file import EVENTS_FILE, RunEventsFile
-from engine.embeddings.sources import Sources, SourceStats
+from engine.embeddings.sources import Sources, SourceStats, skipped_warning
 from engine.errors import ConfigError, InputError
 from engine.events import Emitter
 
@@ -78,6 +78,15 @@ def load_docs_corpus(
     )
 
 
+def input_warnings(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The prepared input's warnings (``{stage, code, message}``, stage `prepare`) recorded in
+    prepare.json: a run's summary.json lists them beside its own (it had only its own, and a
+    corpus read from mostly unusable lines ended with `"warnings": []`)."""
+    stats = _read_key(Path(run_dir) / KEY_FILE).get("stats")
+    found = stats.get("warnings") if isinstance(stats, dict) else None
+    return [{"stage": "prepare", **w} for w in found or [] if isinstance(w, dict)]
+
+
 def input_stamps(cfg: EmbedConfig) -> list[list[Any]]:
     """[path, size, mtime_ns] of every file the corpus is read from (a folder's files as its
     expansion lists them, a dataset's dataset.h5 and vocab.json): part of the cache key, so an
@@ -136,7 +145,9 @@ def prepare(
     sources: list[SourceStats] = []
     warnings: list[dict[str, str]] = []
     corpus = load_docs_corpus(cfg, sources, warnings)
-    for warning in warnings:  # files a folder held but gave nothing
+    if skipped := skipped_warning(sources):  # many lines without a usable text
+        warnings.append(skipped)
+    for warning in warnings:  # files a folder held but gave nothing, lines passed over
         emitter.emit("warning", stage="prepare", **warning)
     if cfg.dim >= corpus.vocab_size:  # vectors longer than the vocabulary: nothing to learn
         raise ConfigError(

@@ -28,7 +28,7 @@ from engine.embeddings.corpus import (
 )
 from engine.embeddings.evaluate import nearest_neighbours, pip_loss
 from engine.embeddings.models import SGNS, build_model
-from engine.embeddings.prepare import CORPUS_FILE, REFERENCE_FILE
+from engine.embeddings.prepare import CORPUS_FILE, REFERENCE_FILE, input_warnings
 from engine.errors import ConfigError, TrainError
 from engine.events import Emitter
 from engine.sentiment.dist_env import DistEnv
@@ -278,9 +278,13 @@ class EmbedRun:
             "per_epoch": self.history,
             **(extra or {}),
         }
-        summary["warnings"] = _warnings(summary)
-        for warning in summary["warnings"]:
+        own = _warnings(summary)
+        for warning in own:
             self.emitter.emit("warning", stage="train", **warning)
+        summary["warnings"] = [
+            *input_warnings(cfg.run_dir),  # said (and emitted) when the input was read
+            *({"stage": "train", **w} for w in own),
+        ]
         run_dir = Path(cfg.run_dir)
         np.save(run_dir / VECTORS_FILE, vectors.astype(np.float32))
         tmp = run_dir / (SUMMARY_FILE + ".tmp")

@@ -89,24 +89,44 @@ class SourceStats:
     skipped: int = 0
     duplicates: int = 0
     text_field: str = ""
+    reasons: dict[str, int] = field(default_factory=dict)
+    """Lines passed over by reason (keys of :data:`engine.preprocess.records.SKIP_REASONS`)."""
+    first_lines: dict[str, int] = field(default_factory=dict)
+    """The first line number passed over for each reason."""
+
+    def skip(self, reason: str, line_no: int) -> None:
+        """Count one line passed over."""
+        self.skipped += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        self.first_lines.setdefault(reason, line_no)
 
 
 def iter_file_texts(
     path: str, fmt: str, text_field: str, max_line_bytes: int = 1 << 20
-) -> Iterator[bytes]:
+) -> Iterator[bytes | str]:
     """Cleaned ``text_field`` (ASCII bytes, words separated by one space) of each line of one
-    file; unreadable lines and records without text give b""."""
+    file, or why the line gives none (a key of :data:`engine.preprocess.records.SKIP_REASONS`:
+    malformed_json, missing_text, empty_text...)."""
     from engine.preprocess.readers import MapTask, is_gzip, iter_task_blocks
     from engine.preprocess.records import RecordSpec, parse_object
     from engine.preprocess.text import clean_text
 
     spec = RecordSpec(format=fmt, text_field=text_field)
     task = MapTask(0, path, 0, os.path.getsize(path), is_gzip(path), 0)
-    for lines, _too_long in iter_task_blocks(task, max_line_bytes):
-        for line in lines:
-            obj = parse_object(line, spec) if line.strip() else ""
-            text = obj.get(text_field) if isinstance(obj, dict) else None
-            yield clean_text(text) if isinstance(text, str) else b""
+    for lines, too_long in iter_task_blocks(task, max_line_bytes):
+        long = set(too_long)
+        for i, line in enumerate(lines):
+            obj = parse_object(line, spec) if line.strip() else "empty_line"
+            if i in long:
+                yield "too_long"
+            elif isinstance(obj, str):
+                yield obj
+            elif obj.get(text_field) is None:
+                yield "missing_text"
+            elif not isinstance(text := obj[text_field], str):
+                yield "text_not_string"
+            else:
+                yield clean_text(text) or "empty_text"
 
 
 @dataclass(slots=True)
@@ -126,9 +146,9 @@ class Sources:
             fmt, text_field = _text_field(path)
             stats = SourceStats(path, text_field=text_field)
             self.stats.append(stats)
-            for cleaned in iter_file_texts(path, fmt, text_field):
-                if not cleaned:
-                    stats.skipped += 1
+            for line_no, cleaned in enumerate(iter_file_texts(path, fmt, text_field), 1):
+                if isinstance(cleaned, str):
+                    stats.skip(cleaned, line_no)
                     continue
                 if self.dedupe:
                     digest = hashlib.blake2b(cleaned, digest_size=12).digest()
@@ -150,3 +170,41 @@ class Sources:
                     f"`{stats.text_field}` field ({stats.skipped} line(s) passed over)",
                     hint="pass review files with a text field to --input",
                 )
+
+
+def skipped_warning(stats: list[SourceStats]) -> dict[str, str] | None:
+    """The `skipped_share` warning (``{code, message}``) of preprocessing when more than its
+    ``max_skipped_share`` of the lines read were passed over: the files that lost the most, the
+    three commonest reasons (what each means, where it first occurs); else None."""
+    from dataclasses import fields
+
+    from engine.config import PreprocessConfig
+    from engine.preprocess.records import SKIP_REASONS
+
+    limit = next(f.default for f in fields(PreprocessConfig) if f.name == "max_skipped_share")
+    assert isinstance(limit, float)
+    skipped = sum(s.skipped for s in stats)
+    read = skipped + sum(s.docs + s.duplicates for s in stats)
+    if not read or skipped / read <= limit:
+        return None
+    worst = sorted((s for s in stats if s.skipped), key=lambda s: -s.skipped)
+    files = ", ".join(s.path for s in worst[:3]) + (
+        f" (+{len(worst) - 3} more)" if len(worst) > 3 else ""
+    )
+    totals: dict[str, int] = {}
+    for s in stats:
+        for reason, n in s.reasons.items():
+            totals[reason] = totals.get(reason, 0) + n
+    parts = []
+    for reason, n in sorted(totals.items(), key=lambda item: -item[1])[:3]:
+        first = next(s for s in stats if reason in s.reasons)
+        read_as = {s.text_field for s in stats if reason in s.reasons}
+        why = SKIP_REASONS.get(reason, reason)
+        if reason in ("missing_text", "text_not_string") and len(read_as) == 1:
+            why = why.replace("text field", f"text field `{first.text_field}`")
+        parts.append(f"{n:,} {reason} ({why}, e.g. {first.path}:{first.first_lines[reason]})")
+    return {
+        "code": "skipped_share",
+        "message": f"{files}: skipped {skipped / read:.0%} of {read:,} lines (more than "
+        f"{limit:.0%}): " + "; ".join(parts),
+    }

@@ -100,7 +100,7 @@ def svd_vectors(corpus: Corpus, window: int, dim: int, seed: int) -> tuple[np.nd
 def run_svd(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
     """Vectors of the prepared corpus in RUN_DIR (embeddings.npy, summary.json, as a trained
     run leaves them); returns the summary."""
-    from engine.embeddings.prepare import CORPUS_FILE, REFERENCE_FILE
+    from engine.embeddings.prepare import CORPUS_FILE, REFERENCE_FILE, input_warnings
     from engine.embeddings.runtime import SUMMARY_FILE, VECTORS_FILE
 
     run_dir = Path(cfg.run_dir)
@@ -131,6 +131,7 @@ def run_svd(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
         "eval_words": len(reference),
         "neighbours": nearest_neighbours(vectors, corpus.itos, cfg.probe_words),
         "reference_neighbours": nearest_neighbours(reference, corpus.itos, cfg.probe_words),
+        "warnings": input_warnings(run_dir),
     }
     np.save(run_dir / VECTORS_FILE, vectors)
     tmp = run_dir / (SUMMARY_FILE + ".tmp")

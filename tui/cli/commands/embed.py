@@ -113,5 +113,6 @@ def run(args: argparse.Namespace) -> int:
     for word, near in summary["neighbours"].items():
         print(f"  {word}: {', '.join(near)}")
     for warning in summary.get("warnings") or []:
-        print(f"WARNING: {warning['message']}", file=sys.stderr)
+        if warning.get("stage") != "prepare":  # the input's: said as it was read (_Printer)
+            print(f"WARNING: {warning['message']}", file=sys.stderr)
     return 0
