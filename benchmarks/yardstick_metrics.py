@@ -37,7 +37,9 @@ def best_threshold(proba: np.ndarray, labels: np.ndarray) -> float:
 def adapted_scores(proba: np.ndarray, labels: np.ndarray, source_rate: float) -> dict[str, Any]:
     """Scores after re-weighting to the test texts' positive rate as the model estimates it
     from its own probabilities (EM, no labels: engine.sentiment.prior_shift), and that rate —
-    the same rule `sentitop eval --adapt-prior` applies; None where the estimate is refused."""
+    the same rule `sentitop eval --adapt-prior` applies: an untrusted estimate keeps the plain
+    probabilities and its ``doubt`` is recorded; ``error`` where the texts cannot be scored
+    (too few, a bad training rate)."""
     from engine.errors import InputError
     from engine.sentiment.prior_shift import adapt
 
@@ -45,4 +47,5 @@ def adapted_scores(proba: np.ndarray, labels: np.ndarray, source_rate: float) ->
         adapted, estimate = adapt(proba, source_rate)
     except InputError as exc:
         return {"error": str(exc)}
-    return {**scores(adapted, labels), "estimated_rate": round(estimate.target_rate, 4)}
+    rate = round(estimate.target_rate, 4)
+    return {**scores(adapted, labels), "estimated_rate": rate, "doubt": estimate.doubt}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -13,6 +14,7 @@ import numpy as np
 import torch
 
 from engine.errors import InputError, TrainError
+from engine.preprocess.records import RecordSpec, parse_object
 from engine.preprocess.reduce import UNK_ID
 from engine.sentiment import checkpoint as ckpt
 from engine.sentiment.metrics import score_labels
@@ -219,7 +221,8 @@ def read_labelled(
     run's preprocessing settings (``fields``: format, text_field, rating_field or label_field
     given for these files instead); the lines skipped are counted by reason into ``skipped``
     and the files a folder left out are warned about in ``folder_warnings``, when given. A
-    label field that is not 0/1 on many lines of a file (a star rating) is an InputError."""
+    label field that is not 0/1 on many lines of a file (a star rating), or a text or label
+    field (nearly) no line of a file has (a wrong name), is an InputError."""
     from engine.config import PreprocessConfig
     from engine.preprocess.inputs import expand_folders
     from engine.preprocess.readers import check_label_values, detect_spec, iter_records
@@ -253,6 +256,7 @@ def read_labelled(
             texts.append(record.text)
             labels.append(record.label)
         lines = len(texts) - read + sum(in_file.values())
+        check_fields_present(path, spec, in_file, lines, given)
         check_label_values([path], spec, in_file, lines, cfg.max_line_bytes)
         if skipped is not None:
             skipped.update(in_file)
@@ -298,6 +302,77 @@ def batch_prior(
         return proba, estimate_rate(proba, source_rate(run))
     except InputError:
         return proba, None
+
+
+MISSING_SHARE = 0.99
+"""A text or label field more than this share of a file's records lack is a wrong name, not a
+field left out of a few reviews: an InputError naming it and the fields the file has."""
+_UNPARSED = ("empty_line", "too_long", "invalid_utf8", "malformed_json", "not_an_object")
+"""Skip reasons of lines that hold no record, so no field either."""
+_FIELD_KINDS = {
+    "text_field": ("text", "review-text", ""),
+    "rating_field": ("rating", "1-5 star", " (or a 0/1 label with --label-field)"),
+    "label_field": ("label", "0/1 label", " (or star ratings with --rating-field)"),
+}
+"""Per option: the field's kind, what the files' own field holds, the other way to name it."""
+
+
+def check_fields_present(
+    path: str,
+    spec: RecordSpec,
+    skipped: Counter[str],
+    lines: int,
+    given: dict[str, str],
+) -> None:
+    """Raise InputError when (nearly: MISSING_SHARE) every record of ``path`` lacks the text
+    field or the rating/label field ``spec`` reads, naming the option that set it when
+    ``given`` (the fields named for these files) has it, and the fields the file's records
+    hold. ``skipped``: the file's skip counts; ``lines``: its lines read. The rating/label
+    field is judged on the records that have a text."""
+    from engine.preprocess.readers import is_label_spec
+
+    records = lines - sum(skipped[reason] for reason in _UNPARSED)
+    with_text = records - skipped["missing_text"] - skipped["text_not_string"]
+    label = "label_field" if is_label_spec(spec) else "rating_field"
+    for option, field, reason, among in (
+        ("text_field", spec.text_field, "missing_text", records),
+        (label, spec.rating_field, "missing_rating", with_text),
+    ):
+        missing = skipped[reason]
+        if not among or missing <= MISSING_SHARE * among:
+            continue
+        flag = "--" + option.replace("_", "-")
+        kind, holds, other = _FIELD_KINDS[option]
+        named = option in given
+        subject = f"{flag} {field!r}" if named else f"the {kind} field {field!r}"
+        seen = _fields_seen(path)
+        if missing == among and field not in seen:
+            lack = f"no line of {path} has this field"
+        else:
+            lack = f"{missing:,} of {among:,} lines of {path} lack a value for it (absent or null)"
+        close = difflib.get_close_matches(field, seen, n=1)
+        raise InputError(
+            f"{subject}: {lack}; fields seen: {', '.join(seen[:12]) or 'none'}",
+            hint=(f"did you mean {flag} {close[0]}? " if close else "")
+            + f"name the files' {holds} field with {flag}{other}"
+            + ("" if named else f"; the run reads {field!r} when none is named"),
+        )
+
+
+def _fields_seen(path: str, probe_lines: int = 200) -> list[str]:
+    """The field names of the records among the first ``probe_lines`` lines of ``path``,
+    sorted."""
+    from engine.preprocess.readers import gzip_errors, open_binary
+
+    seen: set[str] = set()
+    with gzip_errors(path), open_binary(path) as stream:
+        for n, raw in enumerate(stream):
+            if n >= probe_lines:
+                break
+            obj = parse_object(raw.rstrip(b"\r\n"), RecordSpec())
+            if not isinstance(obj, str):
+                seen.update(map(str, obj))
+    return sorted(seen)
 
 
 def evaluate_files(

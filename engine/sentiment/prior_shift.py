@@ -93,7 +93,10 @@ def reweight(proba: np.ndarray, source_rate: float, target_rate: float) -> np.nd
 def estimate_rate(
     proba: np.ndarray, source_rate: float, *, max_iter: int = 1000, tol: float = 1e-7
 ) -> PriorEstimate:
-    """The batch's positive rate by EM on the model's probabilities (no labels used)."""
+    """The batch's positive rate by EM on the model's probabilities (no labels used); an
+    estimate that cannot be trusted (EM ran to 0 or 1, did not settle, or strays from what the
+    model says of the batch directly) is returned with its ``doubt``, not raised. InputError
+    for too few texts, probabilities outside [0, 1] or a training rate outside (0, 1)."""
     source = _check_rate(source_rate, "the training positive rate")
     p = np.asarray(proba, dtype=np.float64)
     if p.ndim != 1 or len(p) < MIN_TEXTS:
@@ -110,16 +113,17 @@ def estimate_rate(
             rate, converged = new, True
             break
         rate = new
-    if not _BOUND < rate < 1.0 - _BOUND:
-        raise InputError(
-            f"the estimated positive rate of these {len(p)} texts ran to "
-            f"{100 * rate:.2f} %: the model's probabilities are not calibrated enough to "
-            "estimate it (a model that learned little gives ~0.5 everywhere)",
-            hint="score without --adapt-prior",
-        )
     mean, predicted = float(p.mean()), float(np.mean(p > 0.5))
-    unsettled = f"EM did not settle in {iterations} iterations"
-    doubt = _doubt(source, rate, mean, predicted) if converged else unsettled
+    if not _BOUND < rate < 1.0 - _BOUND:  # converged or not: the bound says more
+        doubt: str | None = (
+            f"EM ran to {100 * rate:.2f} % while the model's mean P(positive) is "
+            f"{100 * mean:.1f} %: its probabilities are not calibrated enough to estimate the "
+            "rate (a model that learned little gives ~0.5 everywhere)"
+        )
+    elif not converged:
+        doubt = f"EM did not settle in {iterations} iterations"
+    else:
+        doubt = _doubt(source, rate, mean, predicted)
     return PriorEstimate(source, rate, len(p), iterations, converged, mean, predicted, doubt)
 
 

@@ -163,3 +163,52 @@ def test_an_estimate_that_cannot_be_trusted_is_not_acted_on(
     assert main(["predict", str(shift_run / "run"), "--input", str(texts), "--adapt-prior"]) == 0
     said = capsys.readouterr().err
     assert "kept the plain probabilities" in said and "re-weighted to it" not in said
+
+
+def test_an_estimate_run_to_zero_is_reported_not_an_error(
+    shift_run: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A trial's `eval --adapt-prior` on 8998 Office reviews exited 2 ("the estimated positive
+    rate ... ran to 0.00 %") and printed no metrics, while on a file whose estimate was merely
+    untrusted it printed them and kept the plain probabilities. A model that says ~0.49 for
+    everything runs EM to 0: the same behaviour now, in eval and predict alike (exit 0)."""
+    import engine.sentiment.evaluate as evaluate
+    from tui.cli import main
+
+    same = tmp_path / "same.jsonl"
+    _reviews(same, 300, 0.8, seed=9)
+
+    def flat(run: object, texts: list[str]) -> np.ndarray:
+        return np.random.default_rng(0).uniform(0.486, 0.5004, len(texts))
+
+    monkeypatch.setattr(evaluate, "predict_proba", flat)
+    argv = ["eval", str(shift_run / "run"), "--input", str(same), "--adapt-prior"]
+    assert main(argv) == 0
+    shown = capsys.readouterr()
+    assert shown.out.startswith("n 300  accuracy ") and "confusion" in shown.out
+    assert "not trusted, no shift claimed: EM ran to 0.00 %" in shown.out
+    assert "kept the plain probabilities" in shown.err and "not calibrated enough" in shown.err
+    assert main([*argv, "--json"]) == 0
+    kept = json.loads(capsys.readouterr().out)
+    assert kept["prior_refused"] and not kept["prior_adapted"] and kept["prior"]["doubt"]
+    assert kept["prior"]["target_rate"] < 1e-3 and "unadapted_accuracy" not in kept
+    assert kept["accuracy"] == pytest.approx(0.2, abs=0.1)  # every review called negative
+    assert any("kept the plain probabilities" in w for w in kept["warnings"])
+    assert main(argv[:-1]) == 0  # without the flag: no shift claimed, no warning
+    plain = capsys.readouterr()
+    assert "not trusted, no shift claimed" in plain.out and "look" not in plain.err
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(json.loads(line)["text"] + "\n" for line in same.open()))
+
+    def scored(run: object, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return flat(run, texts), np.ones(len(texts), dtype=np.int64)
+
+    monkeypatch.setattr(evaluate, "score_texts", scored)
+    assert main(["predict", str(shift_run / "run"), "--input", str(texts), "--adapt-prior"]) == 0
+    said = capsys.readouterr()
+    assert "kept the plain probabilities" in said.err and "not trusted" in said.err
+    assert len(said.out.splitlines()) == 300

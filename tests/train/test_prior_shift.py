@@ -106,12 +106,23 @@ def test_the_training_prior_of_a_run() -> None:
         source_rate_of(learned_nothing)
 
 
-def test_an_uncalibrated_model_is_refused_not_adapted() -> None:
-    """A model that learned little says ~0.49 for everything: EM would run the batch's rate to 0
-    and call every review negative; that is an error, not an estimate."""
-    flat = np.random.default_rng(0).uniform(0.486, 0.5004, 900)
-    with pytest.raises(InputError, match="not calibrated enough"):
-        adapt(flat, 0.86)
+@pytest.mark.parametrize(("low", "high", "source"), [(0.486, 0.5004, 0.86), (0.4996, 0.514, 0.14)])
+def test_an_estimate_run_to_0_or_1_is_untrusted_not_adapted(
+    low: float, high: float, source: float
+) -> None:
+    """A model that learned little says ~0.49 for everything: EM runs the batch's rate to 0 (or,
+    mirrored, to 1) and would call every review negative. That was an error (eval exited 2 and
+    printed no metrics) while any other untrusted estimate kept the plain probabilities: now it
+    is one of them, with the reason."""
+    flat = np.random.default_rng(0).uniform(low, high, 900)
+    estimate = estimate_rate(flat, source)
+    assert not estimate.trusted and estimate.doubt is not None
+    assert min(estimate.target_rate, 1 - estimate.target_rate) < 1e-3
+    assert "not calibrated enough" in estimate.doubt and "EM ran to" in estimate.doubt
+    assert shift_warning(estimate) is None
+    kept, again = adapt(flat, source)
+    assert np.array_equal(kept, flat) and again == estimate
+    assert estimate.doubt in refusal_warning(estimate)
 
 
 def test_the_shift_warning_names_both_rates() -> None:
