@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """Signals that stop a command: Ctrl-C (exit 130) and a supervisor's or `kill`'s SIGTERM (143)."""
@@ -60,8 +62,18 @@ def stop_signals() -> Iterator[StopGuard]:
     for signum in STOP_SIGNALS:
         if signal.getsignal(signum) not in (signal.SIG_IGN, None):  # None: set outside Python
             previous[signum] = signal.signal(signum, guard.on_signal)
+    earlier_hook = sys.unraisablehook
+
+    def quiet_stops(unraisable: Any) -> None:
+        """A stop dropped in a finaliser is raised again by the guard: no "Exception ignored"
+        traceback before the command's own one-line message."""
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt | Terminated):
+            earlier_hook(unraisable)
+
+    sys.unraisablehook = quiet_stops
     try:
         yield guard
     finally:
+        sys.unraisablehook = earlier_hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
