@@ -130,7 +130,18 @@ class _RichProgressSink:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """Run preprocessing for parsed arguments; returns the exit code."""
+    """Run preprocessing for parsed arguments; returns the exit code (128 + signal, said in
+    one line, when SIGTERM or SIGHUP stopped the run)."""
+    from engine.preprocess.termination import Terminated
+
+    try:
+        return _run_cli(args)
+    except Terminated as exc:
+        print(exc, file=sys.stderr)  # "terminated (SIGTERM)"
+        return 128 + exc.signum
+
+
+def _run_cli(args: argparse.Namespace) -> int:
     from engine.events import Emitter, StreamSink
     from engine.preprocess import run_preprocess
     from engine.preprocess.budget import budget_warning

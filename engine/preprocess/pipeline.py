@@ -26,6 +26,7 @@ from engine.preprocess.records import SKIP_REASONS, RecordSpec
 from engine.preprocess.reduce import PAD_ID, UNK_ID, LabelRule, token_dtype
 from engine.preprocess.run_local import LocalResult, run_local
 from engine.preprocess.spill import likely_to_spill, make_tmp, plan_spill, scratch_error
+from engine.preprocess.termination import Terminated, TerminationGuard, termination_raises
 from engine.preprocess.text import stopwords
 from engine.preprocess.writer import (
     FORMAT_VERSION,
@@ -137,7 +138,29 @@ def run_preprocess(
     mrjob_args: list[str] | None = None,
 ) -> dict[str, Any]:
     """Preprocess cfg.inputs (files, or folders standing for their review files) into
-    cfg.output, replaced as a whole at the end; returns the stats written to stats.json."""
+    cfg.output, replaced as a whole at the end; returns the stats written to stats.json.
+    Called in the main thread, SIGTERM and SIGHUP meanwhile stop it as Ctrl-C does (workers
+    stopped, stage folder removed) and raise Terminated: a SystemExit, code 128 + signal."""
+    with termination_raises() as guard:
+        return _run_preprocess(
+            cfg,
+            emitter,
+            guard,
+            rating_max=rating_max,
+            negative_max=negative_max,
+            mrjob_args=mrjob_args,
+        )
+
+
+def _run_preprocess(
+    cfg: PreprocessConfig,
+    emitter: Emitter | None,
+    guard: TerminationGuard,
+    *,
+    rating_max: int | None,
+    negative_max: int | None,
+    mrjob_args: list[str] | None,
+) -> dict[str, Any]:
     start = time.time()
     if emitter:
         emitter.emit("stage_start", stage=STAGE, runner=cfg.runner, inputs=cfg.inputs)
@@ -190,6 +213,7 @@ def run_preprocess(
             if exc.errno is None and "No space left" not in str(exc):
                 raise
             raise scratch_error(exc, tmp) from exc
+        guard.check()  # a signal whose exception Python dropped: no output put in place
         try:
             swap_in(stage, out)
         except OSError as exc:
@@ -203,7 +227,8 @@ def run_preprocess(
             upload_output(str(out), cfg.output)
     except BaseException as exc:
         if emitter:
-            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            stopped = isinstance(exc, (KeyboardInterrupt, Terminated))
+            status = "interrupted" if stopped else "failed"
             emitter.emit(
                 "stage_end",
                 stage=STAGE,

@@ -217,7 +217,7 @@ def reduce_texts(
         part.train_words = Counter(dict(zip(words, train_counts[nonzero].tolist(), strict=True)))
     if seq_len:
         picked = np.asarray(order, dtype=np.int64)
-        part.local_tokens = _gather_rows(tokens, picked, seq_len) if tokens else None
+        part.local_tokens = _gather_rows(tokens, picked, seq_len)  # 0 × seq_len: no texts
         part.lengths = np.minimum(n_content[picked], seq_len).astype(np.int32)
         part.words = table.words
     return part

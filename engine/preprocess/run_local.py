@@ -52,6 +52,8 @@ from engine.preprocess.spill import (
     plan_spill,
     scratch_error,
 )
+from engine.preprocess.termination import Terminated
+from engine.preprocess.worker_procs import die_with_parent, join_all, stop_workers
 from engine.preprocess.writer import (
     DatasetTarget,
     Part,
@@ -327,6 +329,9 @@ def _child(
 ) -> None:
     """A worker process: each phase's result goes to the parent before the next barrier."""
     try:
+        parent = mp.parent_process()
+        if parent is not None and parent.pid is not None:
+            die_with_parent(parent.pid)  # not left waiting at a barrier if the parent is killed
         guard.release()  # the parent's handlers back; a signal that came mid-fork raised here
         worker = _Worker(wid, workers, job)
         worker.clock.cpu["map"] = worker.clock.last  # the fork itself and the process start
@@ -349,6 +354,12 @@ def _child(
     except KeyboardInterrupt:  # a terminal's Ctrl-C reaches the whole group: the parent says
         results.put(("interrupted", wid, None))  # it once (a SIGINT to this worker alone
         return  # stops the run the same way) — no traceback per worker
+    except Terminated as exc:  # SIGTERM/SIGHUP to the group or this worker alone, as Ctrl-C
+        if barrier.broken:  # the parent is stopping the job (and the workers): it reads no more
+            results.cancel_join_thread()  # so leave without waiting for the pipe to take it
+        else:
+            results.put(("terminated", wid, exc.signum))
+        raise  # exit 128 + signal, no traceback (a SystemExit)
     except OSError as exc:  # a full disk, reported as such by the parent
         results.put(("oserror", wid, (exc.errno, exc.strerror, traceback.format_exc())))
         raise
@@ -485,15 +496,10 @@ class _Pool:
             return LocalResult(stats, counts, vocab, ordered, cpu, spill, self.workers, dataset)
         finally:
             if done:  # parts are written: let the workers free their memory and exit meanwhile
-                threading.Thread(target=_join_all, args=(procs,), daemon=True).start()
-            else:
+                threading.Thread(target=join_all, args=(procs,), daemon=True).start()
+            else:  # none may outlive the job: it would write into scratch removed next
                 barrier.abort()  # release workers waiting at a barrier
-                for proc in procs:
-                    if proc.pid is None:
-                        continue  # not started
-                    if proc.is_alive():
-                        proc.terminate()
-                    proc.join()
+                stop_workers(procs)
 
     def _meet(self, barrier: Any) -> None:
         try:
@@ -516,6 +522,8 @@ class _Pool:
                 progress(msg[1], msg[2])
         elif msg[0] == "interrupted":
             raise KeyboardInterrupt
+        elif msg[0] == "terminated":
+            raise Terminated(msg[2])
         elif msg[0] == "error":
             raise RuntimeError(f"preprocess worker {msg[1]} failed:\n{msg[2]}")
         elif msg[0] == "oserror":
@@ -540,6 +548,7 @@ class _Pool:
             except queue.Empty:
                 dead = [p.name for p in procs if p.exitcode not in (None, 0)]
                 if dead:
+                    self._drain(result_q, progress)  # its last word first (e.g. "terminated")
                     raise RuntimeError(f"preprocess worker(s) {', '.join(dead)} died") from None
                 continue
             if msg[0] == kind:
@@ -552,8 +561,3 @@ class _Pool:
 def _part_of(finished: Callable[[], dict[int, list[str]]], wid: int) -> Callable[[], str]:
     """Worker `wid`'s part file, waiting for the workers to finish when first asked."""
     return lambda: finished()[wid][0]
-
-
-def _join_all(procs: list[Any]) -> None:
-    for proc in procs:
-        proc.join()

@@ -18,7 +18,8 @@ from engine.config import PreprocessConfig
 from engine.errors import InputError, StorageError
 from engine.events import Emitter
 from engine.preprocess import run_preprocess
-from engine.preprocess.spill import Spiller
+from engine.preprocess.spill import Spiller, bucket_of, plan_spill
+from engine.preprocess.text import clean_text
 from tests.preprocess.conftest import DATA, MUSICAL, write_lines
 
 BEAUTY = DATA / "amazon2018_All_Beauty_5.jsonl.gz"
@@ -120,6 +121,31 @@ def test_spill_on_small_synthetic_lines_with_two_workers(tmp_path: Path) -> None
     _run([src], tmp_path / "memory", 2, None)
     spilled = _run([src], tmp_path / "spill", 2, 1 << 20)
     assert spilled["spill"]["runs"] > 2 and spilled["workers"] == 2
+    _assert_same(tmp_path / "memory", tmp_path / "spill")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_spill_with_empty_buckets_is_byte_identical(tmp_path: Path, workers: int) -> None:
+    """Heavily duplicated input under a tiny budget: fewer distinct texts than buckets, so some
+    bucket holds none. Its reduced part had no token matrix and stashing it failed an assert
+    (a traceback, exit 1); it gives the in-memory path's bytes."""
+    distinct, copies = 80, 16
+    texts = [
+        f"review {i} " + " ".join(f"word{(i * 7 + j) % 500}" for j in range(560))
+        for i in range(distinct)
+    ]  # ≈ 4 KB each: 80 of them pass a worker's spill threshold (≤ 256 KiB at 1 MiB)
+    lines = [
+        json.dumps({"reviewText": texts[k % distinct], "overall": k % 5 + 1}).encode()
+        for k in range(distinct * copies)
+    ]
+    src = write_lines(tmp_path / "in.jsonl", lines)
+    seq_len = PreprocessConfig(inputs=[str(src)], output=str(tmp_path / "spill")).seq_len
+    plan = plan_spill(1 << 20, workers, src.stat().st_size, seq_len)
+    assert len({bucket_of(clean_text(t), plan.buckets) for t in texts}) < plan.buckets
+    memory = _run([src], tmp_path / "memory", workers, None)
+    spilled = _run([src], tmp_path / "spill", workers, 1 << 20)
+    assert spilled["spill"]["runs"] >= workers and spilled["spill"]["buckets"] == plan.buckets
+    assert memory["kept"] == spilled["kept"] == distinct and spilled["workers"] == workers
     _assert_same(tmp_path / "memory", tmp_path / "spill")
 
 

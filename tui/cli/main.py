@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from engine.errors import SentitopError
+from engine.preprocess.termination import Terminated
 
 COMMAND_MODULES = [
     "preprocess",
@@ -85,6 +86,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:  # SIGTERM/SIGHUP in a preprocessing run the command did not catch
+        print(exc, file=sys.stderr)  # "terminated (SIGTERM)", after the run's own clean-up
+        return 128 + exc.signum
     except BrokenPipeError:  # the reader left (`sentitop ... | head`): stop quietly, as cat does
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
