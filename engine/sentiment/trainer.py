@@ -61,6 +61,10 @@ class _Clock:
         return seconds
 
 
+_CARRIED = ("samples", "seconds", "loss_sum")
+"""What a mid-epoch checkpoint carries of its epoch so far (Trainer.carried)."""
+
+
 class Trainer:
     """Trains one model on this rank's share; rank 0 writes events, checkpoints and summary."""
 
@@ -90,6 +94,8 @@ class Trainer:
         """Wall seconds of earlier sessions of this run."""
         self.history: list[dict[str, Any]] = []
         self.last_test: dict[str, Any] | None = None
+        self.carried: dict[str, float] | None = None
+        """The resumed epoch's part before the checkpoint: samples, seconds, loss_sum."""
 
     # ------------------------------------------------------------------ the loop, top to bottom
     def fit(self) -> dict[str, Any]:
@@ -115,7 +121,8 @@ class Trainer:
         self.resume_step, self.resumed_sampler = 0, False
         totals = dict.fromkeys((*PHASES, "loss_sum", "samples", "steps"), 0.0)
         disk_before = storage_read_bytes()
-        start = time.perf_counter()
+        start = self.epoch_start = time.perf_counter()
+        self.epoch_totals = totals
         while step < sampler.steps or sampler.covered < self.n_train:
             if step == sampler.steps:
                 sampler.add_plan(self.hooks.next_plan(epoch, sampler.covered))
@@ -171,11 +178,13 @@ class Trainer:
         self, epoch: int, ranks: list[dict[str, float]], test: dict[str, Any] | None
     ) -> None:
         """Per-epoch events (phases of every rank, metrics), history and the checkpoint."""
-        samples = sum(r["samples"] for r in ranks)
-        seconds = max(r["seconds"] for r in ranks)
+        carried, self.carried = self.carried or dict.fromkeys(_CARRIED, 0.0), None
+        samples = sum(r["samples"] for r in ranks) + carried["samples"]
+        seconds = max(r["seconds"] for r in ranks) + carried["seconds"]
         record = {
             "epoch": epoch,
-            "train_loss": sum(r["loss_sum"] for r in ranks) / max(1.0, samples),
+            "train_loss": (sum(r["loss_sum"] for r in ranks) + carried["loss_sum"])
+            / max(1.0, samples),
             "test_loss": test["loss"] if test else None,
             **{k: (test[k] if test else None) for k in ("accuracy", "precision", "recall", "f1")},
             "seconds": seconds,
@@ -458,6 +467,7 @@ class Trainer:
             "hooks": self.hooks.state_dict(),
             "spec": self.spec.to_dict(),
             "init_embeddings": self.init_facts,
+            "partial": self._partial(step) if step else None,
         }
         path = ckpt.save_checkpoint(self.cfg.run_dir, state)
         ckpt.clear_request(self.cfg.run_dir)
@@ -470,6 +480,18 @@ class Trainer:
             path=str(path),
             seconds=time.perf_counter() - t0,
         )
+
+    def _partial(self, step: int) -> dict[str, float]:
+        """The epoch so far at ``step``, for the epoch's record after a resume: samples of all
+        ranks, seconds, and a loss sum scaled up from rank 0's own mean loss."""
+        done, seen = self.carried or dict.fromkeys(_CARRIED, 0.0), self.epoch_totals
+        samples = float(self.sampler.position(step))
+        mean = seen["loss_sum"] / seen["samples"] if seen["samples"] else 0.0
+        return {
+            "samples": samples,
+            "seconds": done["seconds"] + time.perf_counter() - self.epoch_start,
+            "loss_sum": done["loss_sum"] + mean * (samples - done["samples"]),
+        }
 
     def _resume(self) -> None:
         """Load the latest checkpoint (read on rank 0, broadcast to all ranks)."""
@@ -515,6 +537,7 @@ class Trainer:
         else:  # a format-1 checkpoint has no global position: redo the epoch from its start
             return
         self.resume_step, self.resumed_sampler = step, True
+        self.carried = state.get("partial")
 
     def _finish(self) -> dict[str, Any]:
         """Rank 0 writes model.pt and summary.json and emits `summary`; returns the summary."""

@@ -79,6 +79,10 @@ def test_two_ranks_to_one_mid_epoch_sees_every_sample_exactly_once(
     consumed = [i for e, s, ids in sorted(before) if e == 1 and s < 4 for i in ids]
     assert sorted(consumed) == sorted(order[:position].tolist())
     assert [i for e, _, ids in after if e == 1 for i in ids] == order[position:].tolist()
+    # the resumed epoch's record covers the whole epoch, not only the part after the checkpoint
+    assert saved["partial"]["samples"] == position and saved["partial"]["seconds"] > 0
+    epoch_1 = json.loads((run / "summary.json").read_text())["per_epoch"][1]
+    assert round(epoch_1["samples_per_s"] * epoch_1["seconds"]) == 500
 
 
 def _quiet(rank: int, stream: str, line: str) -> None:
