@@ -52,7 +52,8 @@ def load_pretrained(run_dir: str | Path) -> Pretrained:
     field = "train.model.init_embeddings"
     if not run.is_dir():
         raise ConfigError(
-            f"{field} = {str(run)!r}: no such folder",
+            f"{field} = {str(run)!r}: "
+            + ("a file, not a run folder" if run.exists() else "no such folder"),
             hint="pass the --run-dir of a finished `sentitop embed` run",
         )
     vec_path, corpus_path = run / VECTORS_FILE, run / CORPUS_FILE

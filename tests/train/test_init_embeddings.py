@@ -67,6 +67,7 @@ def test_dimension_mismatch_names_the_file_and_the_field(tmp_path: Path) -> None
     ("damage", "match"),
     [
         ("no_dir", "no such folder"),
+        ("a_file", "a file, not a run folder"),
         ("no_vectors", r"embeddings\.npy not found"),
         ("no_corpus", r"corpus\.npz not found"),
         ("garbage_vectors", r"embeddings\.npy is not a numpy array"),
@@ -83,6 +84,8 @@ def test_bad_run_dirs_are_config_errors_naming_the_file(
     write_embed_run(run, ["a", "b", "c"], dim=2)
     if damage == "no_dir":
         run = tmp_path / "missing"
+    elif damage == "a_file":
+        run = run / "embeddings.npy"
     elif damage == "no_vectors":
         (run / "embeddings.npy").unlink()
     elif damage == "no_corpus":
