@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InputError
+from engine.errors import DivergedError, InputError
 from engine.events import has_live_writer, read_events
 from remote.checkpoint_keeper import NODE_CHECKPOINT
 from remote.profile import Profile, load_profile
@@ -26,6 +26,11 @@ from remote.run_folder import EVENTS_FILE, SUMMARY_FILE, resolve_run_dir
 
 PROFILE_FILE = "profile.yaml"
 """The resolved profile a run folder records at its start."""
+DIVERGED_HINT = (
+    "start a new run with a lower train.lr (or more train.warmup_steps); a resume keeps the "
+    "run's own learning rate"
+)
+"""What to do about a run that diverged."""
 SAME_SECTIONS = ("data", "preprocess")
 """Profile sections a resumed run must share with the run it continues (the same dataset)."""
 
@@ -51,6 +56,11 @@ def resumable_run(ref: str | Path, runs_dir: str | Path | None = None) -> Path:
             f"{folder}: {stopped} before its first checkpoint ({NODE_CHECKPOINT} is missing); "
             "there is nothing to resume from",
             hint=f"start it again: sentitop run {folder / PROFILE_FILE}",
+        )
+    if (why := diverged(folder)) is not None:
+        raise InputError(
+            f"{folder}: training diverged ({why}); its checkpoint would diverge the same way",
+            hint=DIVERGED_HINT,
         )
     later = continued_by(folder)
     if later is not None:
@@ -84,13 +94,27 @@ def resume_profile(folder: Path, given: Profile | None) -> Profile:
 
 
 def resume_hint(run_dir: Path) -> str | None:
-    """What to run to continue ``run_dir`` (None when it left no checkpoint)."""
+    """What to run to continue ``run_dir`` (None when it left no checkpoint); for a run that
+    diverged, what to do instead."""
     checkpoint = run_dir / NODE_CHECKPOINT
     if not checkpoint.is_file():
         return None
+    if diverged(run_dir) is not None:
+        return f"training diverged: {DIVERGED_HINT}"
     epoch = _checkpoint_epoch(run_dir)
     where = f" (epochs done: {epoch})" if epoch is not None else ""
     return f"checkpoint kept{where}; continue with: sentitop run --resume {run_dir}"
+
+
+def diverged(run_dir: Path) -> str | None:
+    """The message of a rank that said the run diverged (loss or weights no longer finite),
+    from the run's events; None when none did."""
+    if not (run_dir / EVENTS_FILE).is_file():
+        return None
+    for event in read_events(run_dir / EVENTS_FILE):
+        if event.get("type") == "error" and event.get("title") == DivergedError.title:
+            return str(event.get("message") or "the loss is no longer finite")
+    return None
 
 
 def _checkpoint_epoch(run_dir: Path) -> int | None:

@@ -104,7 +104,7 @@ class Trainer:
         for epoch in range(self.epoch, self.cfg.epochs):
             self.epoch = epoch
             train = self._train_epoch(epoch)
-            check_weights(self.model, epoch=epoch + 1, step=0, lr=self.base_lr)
+            check_weights(self.model, epoch=epoch + 1, step=0, lr=self.cfg.lr)
             last = epoch == self.cfg.epochs - 1
             test = self._evaluate() if last or (epoch + 1) % self.cfg.eval_every == 0 else None
             train["eval"] = self.eval_seconds if test else 0.0
@@ -171,7 +171,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         timing.loss = float(loss.item())
         timing.allreduce_opt = clock.lap()
-        check_loss(timing.loss, epoch=epoch, step=step, rank=self.env.rank, lr=self.base_lr)
+        check_loss(timing.loss, epoch=epoch, step=step, rank=self.env.rank, lr=self.cfg.lr)
         return timing
 
     def _end_epoch(
@@ -446,7 +446,7 @@ class Trainer:
         """Rank 0: the state to continue at ``epoch``/``step`` (atomic replace)."""
         if not self.main:
             return
-        check_weights(self.model, epoch=epoch, step=step, lr=self.base_lr)
+        check_weights(self.model, epoch=epoch, step=step, lr=self.cfg.lr)
         t0 = time.perf_counter()
         state = {
             "format": 2,
