@@ -30,6 +30,8 @@ def test_a_pipe_or_device_output_is_refused_and_left_alone(
     ("argv", "message"),
     [
         (["-o", "x.jsonl", "--size=-5KB"], "--size: size must be positive, got '-5KB'"),
+        (["-o", "x.jsonl", "--size", "-5KB"], "--size: size must be positive, got '-5KB'"),
+        (["--dataset", "ds", "--reviews", "-3k"], "--reviews: must be positive, got '-3k'"),
         (["--dataset", "ds", "--reviews=-3"], "--reviews: must be positive, got '-3'"),
         (["--dataset", "ds", "--reviews", "1e3"], "cannot read '1e3' as a whole number"),
     ],

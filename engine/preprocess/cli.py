@@ -96,7 +96,7 @@ def _size(text: str) -> int:
     try:
         return parse_size(text, name="--memory-budget")
     except InputError as exc:
-        raise argparse.ArgumentTypeError(exc.message) from None
+        raise argparse.ArgumentTypeError(exc.message.removeprefix("--memory-budget: ")) from None
 
 
 def _default_budget_text() -> str:

@@ -7,22 +7,19 @@ from decimal import Decimal
 
 from engine.errors import InputError
 
+_DECIMAL = ("KB", "MB", "GB", "TB", "PB")
+"""Units in powers of 1000 (K, M, G, T, P alone too), smallest first."""
+_BINARY = ("KiB", "MiB", "GiB", "TiB", "PiB")
+"""Units in powers of 1024, smallest first."""
 _UNITS: dict[str, int] = {
     "": 1,
     "B": 1,
-    "K": 1000,
-    "KB": 1000,
-    "M": 1000**2,
-    "MB": 1000**2,
-    "G": 1000**3,
-    "GB": 1000**3,
-    "T": 1000**4,
-    "TB": 1000**4,
-    "KIB": 1024,
-    "MIB": 1024**2,
-    "GIB": 1024**3,
-    "TIB": 1024**4,
+    **{unit: 1000 ** (n + 1) for n, unit in enumerate(_DECIMAL)},
+    **{unit[0]: 1000 ** (n + 1) for n, unit in enumerate(_DECIMAL)},
+    **{unit.upper(): 1024 ** (n + 1) for n, unit in enumerate(_BINARY)},
 }
+_UNITS_TEXT = f"{', '.join(_DECIMAL)}: powers of 1000; {', '.join(_BINARY)}: of 1024"
+"""The units accepted, for the hint of an unreadable size."""
 _PATTERN = re.compile(r"^\s*(-?\s*(?:\d+(?:\.\d*)?|\.\d+))\s*([A-Za-z]*)\s*$")
 """A number (a minus sign too, so that a negative one is called negative) and a unit."""
 
@@ -32,6 +29,8 @@ def _read(text: str | int, name: str, hint: str, what: str) -> Decimal:
     expected otherwise."""
     if isinstance(text, int) and not isinstance(text, bool):
         return Decimal(text)
+    if not str(text).strip():
+        raise InputError(f"{name}: empty, expected {what}", hint=hint)
     match = _PATTERN.match(str(text))
     unit = match.group(2).upper() if match else ""
     if match is None or unit not in _UNITS:
@@ -40,11 +39,15 @@ def _read(text: str | int, name: str, hint: str, what: str) -> Decimal:
 
 
 def parse_size(text: str | int, *, name: str = "--size") -> int:
-    """Bytes in `text` ("50KB", "200MB", "1GB", "1.5GiB", "4096"); KB/MB/GB are powers of 1000.
+    """Bytes in `text` ("50KB", "200MB", "1GB", "1.5GiB", "2TB", "1PB", "4096"); KB to PB are
+    powers of 1000, KiB to PiB of 1024.
 
     Raises InputError naming `name` when the text is not a positive size.
     """
-    hint = "give a number with an optional unit: 50KB, 200MB, 1GB, 1.5GiB or bytes"
+    hint = (
+        f"give a number and a unit, e.g. 200MB, 92GB or 1.5GiB ({_UNITS_TEXT}; a bare "
+        "number: bytes)"
+    )
     value = int(_read(text, name, hint, "a size"))
     if value <= 0:
         raise InputError(
@@ -70,7 +73,8 @@ def parse_count(text: str | int, *, name: str) -> int:
 
 def format_size(count: float) -> str:
     """`count` bytes as a short human size in powers of 1000: "950 B", "50.0 KB", "10.0 TB"."""
-    for unit, scale in (("TB", 1000**4), ("GB", 1000**3), ("MB", 1000**2), ("KB", 1000)):
+    for n, unit in reversed(list(enumerate(_DECIMAL))):
+        scale = 1000 ** (n + 1)
         if count >= scale:
             return f"{count / scale:.1f} {unit}"
     return f"{int(count)} B"

@@ -50,9 +50,22 @@ MIN_PLAN_SAMPLES = 1_000
 and a prediction would look exact and mean nothing."""
 
 
+MAX_PLAN_BYTES = 10 * 1000**5
+"""Largest --data-size planned for, 10 PB: ten times a big lab's petabyte corpus. Past it a slip
+(TB for GB, a few zeros too many) is likelier than a corpus, and its hours would mean nothing."""
+
+
 def require_plannable(n_train: int, size_bytes: int) -> None:
     """InputError when a corpus of ``size_bytes`` (``n_train`` training reviews) is too small
-    to plan for."""
+    or too large to plan for."""
+    if size_bytes > MAX_PLAN_BYTES:
+        from engine.synth.size import format_size  # engine.synth imports numpy: only here
+
+        raise InputError(
+            f"--data-size {size_bytes:,} bytes ({format_size(size_bytes)}): more than the "
+            f"largest corpus planned for, {format_size(MAX_PLAN_BYTES)}",
+            hint="give the corpus's size, e.g. --data-size 92GB, 10TB or 1PB",
+        )
     if n_train < MIN_PLAN_SAMPLES:
         raise InputError(
             f"--data-size {size_bytes:,} bytes: about {n_train:,} training review(s), too few to "
@@ -66,7 +79,8 @@ def prep_time(size_bytes: int, runner: str, machines: str, cores: int) -> PrepEs
     rate = MB_PER_CPU_S * (1 if cores == 1 else cores * PARALLEL_EFFICIENCY)
     seconds = size_bytes / 1e6 / rate
     basis = (
-        f"{MB_PER_CPU_S:g} MB/s per core measured (local runner, BENCHMARKS.md) x {cores} vCPUs"
+        f"{MB_PER_CPU_S:g} MB/s per core measured on idle cores (local runner, BENCHMARKS.md; "
+        f"busy ones are slower) x {cores} vCPUs"
         + (f" x efficiency {PARALLEL_EFFICIENCY:.2f}" if cores > 1 else "")
     )
     if runner != "local":

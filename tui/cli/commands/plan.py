@@ -10,7 +10,9 @@ import sys
 from typing import Any
 
 from remote.review.candidates import SPOT_INTERRUPTIONS_MAX, SPOT_INTERRUPTIONS_PER_HOUR
+from remote.review.datasize import MAX_PLAN_BYTES
 from remote.review.money_text import money
+from tui.cli.arguments import take_negative_values
 from tui.cli.commands.runs import add_run_sources
 
 TOP = 12
@@ -45,8 +47,9 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--data-size",
         metavar="SIZE",
-        help="size of the input corpus (92GB): training samples and preprocessing per runner; "
-        "for a synthetic profile the size of its generated reviews (--write-profile writes it)",
+        help=f"size of the input corpus (92GB, 10TB, 1PB; at most {MAX_PLAN_BYTES / 1e15:g}PB): "
+        "training samples and preprocessing per runner; for a synthetic profile the size of "
+        "its generated reviews (--write-profile writes it)",
     )
     parser.add_argument(
         "--write-profile",
@@ -71,6 +74,7 @@ def register(sub: Any) -> None:
         "replacement and half a checkpoint interval of work)",
     )
     add_run_sources(parser, "also use published runs from this CSV (repeatable)")
+    take_negative_values(parser)  # --data-size -5GB: "must be positive", not "expected one"
     parser.set_defaults(func=run)
 
 
@@ -151,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.epochs is not None and args.epochs < 1:
         raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
-    size = parse_size(args.data_size, name="--data-size") if args.data_size else None
+    size = None if args.data_size is None else parse_size(args.data_size, name="--data-size")
     profile = load_profile(args.profile)
     from tui.cli.commands.runs import require_runs_dir, warn_unreadable
 

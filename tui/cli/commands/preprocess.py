@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from engine.preprocess.cli import HELP, add_arguments
+from tui.cli.arguments import take_negative_values
 
 
 def register(subparsers: Any) -> None:
@@ -23,6 +24,7 @@ def register(subparsers: Any) -> None:
         "label, bootstrap) and region configure the EMR cluster",
     )
     emr.add_argument("--s3", help="writable s3://bucket/prefix (overrides the profile's)")
+    take_negative_values(parser)  # --memory-budget -5MB: "must be positive", not "expected one"
     parser.set_defaults(func=run)
 
 
@@ -30,8 +32,14 @@ def run(args: argparse.Namespace) -> int:
     """Run preprocessing with a progress bar and a summary table (or --json / --events)."""
     if args.runner == "emr":
         return _run_on_emr(args)
-    from engine.preprocess.cli import run_cli
+    from engine.preprocess.cli import config_from_args, run_cli
 
+    if args.memory_budget is not None and config_from_args(args).runner == "local":
+        from engine.preprocess.spill import plan_spill
+
+        # the local runner's own check (InputError below 1MiB), made now: the runner makes it
+        # only once the progress bar is drawn; the plan of no input is thrown away
+        plan_spill(args.memory_budget, workers=1, input_bytes=0, seq_len=1)
     return run_cli(args)
 
 

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tui.cli.arguments import take_negative_values
+
 if TYPE_CHECKING:
     from rich.progress import Progress, ProgressColumn, TaskID
 
@@ -83,6 +85,7 @@ def register(subparsers: Any) -> None:
         help="gzip the output; its name must end in .gz (a .gz name alone means gzip too)",
     )
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
+    take_negative_values(parser)  # --size -5MB: "must be positive", not "expected one argument"
     parser.set_defaults(func=run)
 
 
