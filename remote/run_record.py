@@ -77,6 +77,10 @@ class RunRecord:
     """Embeddings runs: corpus words per training second."""
     pip_loss: float | None = None
     """Embeddings runs: final PIP loss against the SPPMI reference."""
+    pip_loss_initial: float | None = None
+    """Embeddings runs: PIP loss of the random start (what training improved on)."""
+    embed_mode: str = ""
+    """Embeddings runs: sync, async or svd (summary.json ``mode``); '' for sentiment runs."""
     recoveries: int = 0
     """Lost nodes the run recovered from (summary.json ``recoveries``)."""
     downtime_s: float = 0.0
@@ -108,8 +112,10 @@ class RunRecord:
 
     @property
     def label(self) -> str:
-        """Configuration label: '4×g3.4xlarge', 'local ×2 proc'."""
+        """Configuration label: '4×g3.4xlarge', 'local ×2 proc'; an embeddings run's names its
+        mode ('local ×2 proc, async'): sync and async runs are never one configuration."""
+        mode = f", {self.embed_mode}" if self.embed_mode else ""
         if self.provider == "local":
-            return f"local ×{self.workers} proc"
+            return f"local ×{self.workers} proc{mode}"
         base = f"{self.instances}×{self.instance_type}" if self.instance_type else self.profile
-        return base if self.gpus == self.workers else f"{base} ({self.workers} proc)"
+        return (base if self.gpus == self.workers else f"{base} ({self.workers} proc)") + mode

@@ -19,6 +19,7 @@ from engine.errors import InputError
 from engine.events import epochs_done_by, read_events
 from remote.cost import peak_rate
 from remote.pricing import Catalog, load_catalog
+from remote.review.summary_check import check_summary
 from remote.run_folder import SUMMARY_FILE, resolve_run_dir, runs_root
 from remote.run_record import BILLINGS, RunRecord
 
@@ -141,20 +142,25 @@ def _read_json(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read ({exc})") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        raise InputError(_json_problem(path, exc), hint=_JSON_HINT) from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object")
     return data
 
 
-def _check_fields(summary: dict[str, Any], path: Path) -> None:
-    """Refuse a summary whose status or epoch count cannot be right (the listing then leaves
-    the run out with a warning naming the file, instead of showing the values as they are)."""
-    status, epochs = summary.get("status"), summary.get("epochs")
-    if status is not None and not isinstance(status, str):
-        raise InputError(f"{path}: status: expected a word such as ok, not {status!r}")
-    if epochs is not None and (type(epochs) is not int or epochs < 0):
-        raise InputError(f"{path}: epochs: expected a count (0 or more), not {epochs!r}")
+_JSON_HINT = "a run stopped while writing it leaves it cut short: run it again, or leave it out"
+
+
+def _json_problem(path: Path, exc: json.JSONDecodeError) -> str:
+    """Where and why ``path`` is not JSON: 'invalid JSON at line 3, column 17 (invalid control
+    character)'; JSONDecodeError's ``msg`` ends in a dangling 'at', its place said here."""
+    if not exc.doc.strip():
+        return f"{path}: empty file, not JSON"
+    what = exc.msg.removesuffix(" at").removesuffix(" starting")
+    return (
+        f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno} "
+        f"({what[:1].lower()}{what[1:]})"
+    )
 
 
 def _num(data: dict[str, Any], key: str) -> float | None:
@@ -208,7 +214,7 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
             f"{folder}: no such run folder", hint="`sentitop runs` lists the recorded runs"
         )
     summary = _read_json(folder / "summary.json")
-    _check_fields(summary, folder / "summary.json")
+    check_summary(summary, folder / "summary.json")
     embeddings = summary.get("workload") == EMBEDDINGS
     # flat summaries: an embeddings run's, and the trainer's own (`sentitop train --run-dir`)
     flat = embeddings or ("train" not in summary and "per_epoch" in summary)
@@ -271,6 +277,8 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         task=EMBEDDINGS if embeddings else "sentiment",
         words_per_s=_num(summary, "words_per_s"),
         pip_loss=_num(summary, "pip_loss"),
+        pip_loss_initial=_num(summary, "pip_loss_initial"),
+        embed_mode=str(summary.get("mode") or "") if embeddings else "",
         recoveries=int(summary.get("recoveries") or 0),
         downtime_s=_num(summary, "downtime_s") or 0.0,
         usd_lost=_num(summary, "usd_lost") or 0.0,

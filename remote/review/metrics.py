@@ -1,16 +1,20 @@
 """Scaling and cost metrics of a series of runs: speedup, efficiency, $ and hours for N epochs.
 
-Runs of one configuration (same label) are pooled; the baseline is the configuration with the
-fewest workers (ties: the cheapest). Strong scaling: speedup = T_base / T, efficiency =
-speedup / (workers / base workers). Weak scaling (data ∝ workers): efficiency = T_base / T and
-the scaled speedup = efficiency x workers / base workers. Both by epoch time and, where every
-run of the pair reached it, by time to the loss threshold.
+Runs of one configuration (same label: an embeddings run's names its mode; local runs of one
+label that ran different threads per rank are told apart) are pooled; the baseline is the
+configuration with the fewest workers (ties: the cheapest). Strong scaling: speedup =
+T_base / T, efficiency = speedup / (workers / base workers). Weak scaling (data ∝ workers):
+efficiency = T_base / T and the scaled speedup = efficiency x workers / base workers. Both by
+epoch time and, where every run of the pair reached it, by time to the loss threshold. An
+efficiency above :data:`UNTRUSTED` (super-linear by far) is kept but marked untrusted.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 
 from remote.cost import BILLING_MINIMUM_S
@@ -59,6 +63,26 @@ class ConfigMetrics:
     published_usd: float | None = None
     """Cost the source published for the run (CSV rows), to compare with :attr:`usd`."""
     notes: list[str] = field(default_factory=list)
+    threads: int | None = None
+    """torch threads per rank of local CPU runs (None: not recorded, or not a local run)."""
+    embed_mode: str = ""
+    """Embeddings runs: sync, async or svd ('' for sentiment)."""
+    words_per_s: float | None = None
+    """Embeddings runs: median corpus words per training second."""
+    pip_loss: float | None = None
+    """Embeddings runs: median final PIP loss (runs whose outcome counts)."""
+    pip_loss_initial: float | None = None
+    """Embeddings runs: median PIP loss of the random start."""
+
+    @property
+    def untrusted(self) -> bool:
+        """True when the speedup by epoch time is super-linear by far (see :data:`UNTRUSTED`)."""
+        return is_untrusted(self.efficiency)
+
+    @property
+    def untrusted_tts(self) -> bool:
+        """True when the speedup by time to threshold is super-linear by far."""
+        return is_untrusted(self.efficiency_tts)
 
     @property
     def instance_type(self) -> str | None:
@@ -75,6 +99,14 @@ class SeriesMetrics:
     epochs: int
     mode: str
     notes: list[str] = field(default_factory=list)
+    task: str = "sentiment"
+    """What the runs trained: sentiment or embeddings (one task per series)."""
+
+
+def is_untrusted(efficiency: float | None) -> bool:
+    """True when ``efficiency`` (speedup per worker against the baseline) is above
+    :data:`UNTRUSTED`: no measurement to rely on, whatever the printed figure."""
+    return efficiency is not None and math.isfinite(efficiency) and efficiency > UNTRUSTED
 
 
 def _median(values: list[float]) -> float | None:
@@ -89,17 +121,44 @@ def median_epoch_s(run: RunRecord) -> float:
     return math.nan if median is None else median
 
 
+def _threads(run: RunRecord) -> int | None:
+    """Threads per rank of a local CPU run (None: not recorded, or GPUs do the work)."""
+    return run.threads if run.provider == "local" and not run.gpus else None
+
+
 def _group(runs: list[RunRecord]) -> dict[str, list[RunRecord]]:
-    groups: dict[str, list[RunRecord]] = {}
+    """Runs by configuration: by label, and for local runs by threads per rank as well (a label
+    shared by runs of different thread settings gets them added: never one averaged row)."""
+    keyed: dict[tuple[str, int | None], list[RunRecord]] = {}
     for run in runs:
-        groups.setdefault(run.label, []).append(run)
+        keyed.setdefault((run.label, _threads(run)), []).append(run)
+    shared = Counter(label for label, _ in keyed)
+    groups: dict[str, list[RunRecord]] = {}
+    for (label, threads), group in keyed.items():
+        if shared[label] > 1:
+            label += f", {threads} thread(s)/rank" if threads else ", threads not recorded"
+        groups[label] = group
     return groups
+
+
+def _job(run: RunRecord) -> str:
+    """The run's workload without its embeddings mode (said apart: the mode is in the label)."""
+    if not run.embed_mode:
+        return run.workload
+    try:
+        settings = json.loads(run.workload)
+        inner = next(iter(settings.values()))
+        inner.pop("mode", None)
+    except (ValueError, TypeError, AttributeError, StopIteration):
+        return run.workload
+    return json.dumps(settings, sort_keys=True)
 
 
 def _config(label: str, runs: list[RunRecord]) -> ConfigMetrics:
     epochs = [s for r in runs for s in r.epoch_seconds]
     first = runs[0]
     counted = [r for r in runs if run_outcome(r).accuracy_counts]
+    kept = [r for r in runs if r.status == "ok"]
     return ConfigMetrics(
         label=label,
         workers=first.workers,
@@ -115,6 +174,13 @@ def _config(label: str, runs: list[RunRecord]) -> ConfigMetrics:
         accuracy=_median([r.accuracy for r in counted if r.accuracy is not None]),
         mode=first.mode,
         published_usd=first.usd if first.source == "csv" else None,
+        threads=_threads(first),
+        embed_mode=first.embed_mode,
+        words_per_s=_median([r.words_per_s for r in runs if r.words_per_s is not None]),
+        pip_loss=_median([r.pip_loss for r in kept if r.pip_loss is not None]),
+        pip_loss_initial=_median(
+            [r.pip_loss_initial for r in kept if r.pip_loss_initial is not None]
+        ),
     )
 
 
@@ -138,7 +204,15 @@ def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> Serie
     notes: list[str] = []
     if mode == "mixed":
         notes.append("the runs mix strong and weak scaling; speedups use the strong formulas")
-    if len({r.workload for r in usable if r.source != "csv"}) > 1:
+    modes_used = sorted({r.embed_mode for r in usable if r.embed_mode})
+    if len(modes_used) > 1:
+        notes.append(
+            f"the runs mix embeddings modes ({', '.join(modes_used)}): each mode is its own "
+            "configuration; a speedup against a baseline of another mode compares the "
+            "algorithms as well as the process counts (an async run of N processes has one "
+            "parameter server and N-1 workers), and the PIP loss says what an epoch bought"
+        )
+    if len({_job(r) for r in usable if r.source != "csv"}) > 1:
         notes.append(
             "the runs differ in model or sequence settings: their epoch times are not the same "
             "job's, so speedups between them mix two effects"
@@ -162,6 +236,7 @@ def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> Serie
             )
     for cfg in configs:
         _compare(cfg, base, weak=mode == "weak")
+        _thread_notes(cfg, base)
         _noise_notes(cfg)
         seconds = cfg.epoch_s * n_epochs
         cfg.hours = billed_hours(seconds, cfg.billing)
@@ -174,17 +249,43 @@ def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> Serie
             and abs(round(cfg.usd, 2) - cfg.published_usd) > 0.005
         ):
             cfg.notes.append(f"published ${cfg.published_usd:.2f}, computed ${cfg.usd:.2f}")
-    return SeriesMetrics(configs, base, n_epochs, mode, notes)
+    return SeriesMetrics(configs, base, n_epochs, mode, notes, usable[0].task)
 
 
 SUPERLINEAR = 1.2
 """Efficiency above this is flagged: usually the runs saw different machine load."""
+UNTRUSTED = 1.5
+"""Efficiency above this (speedup per worker 1.5 x the ideal) is marked not trustworthy: no
+cache effect makes a worker that much faster; one run was slowed (a loaded machine, more
+threads than free cores) or the runs did not do the same work."""
 NOISY_CV = 0.25
 """Epoch-time coefficient of variation above this is flagged as noisy."""
 
 
+def _thread_notes(cfg: ConfigMetrics, base: ConfigMetrics) -> None:
+    """Say when ``cfg`` ran other threads per rank than the baseline: its speedup then mixes the
+    worker count with the threads, and the ideal is the ratio of threads in all."""
+    if cfg is base or not (cfg.threads and base.threads) or cfg.threads == base.threads:
+        return
+    mine, theirs = cfg.workers * cfg.threads, base.workers * base.threads
+    cfg.notes.append(
+        f"ran {cfg.threads} thread(s) per rank where the baseline {base.label} ran "
+        f"{base.threads}: {mine} thread(s) in all against {theirs}, so the ideal speedup is "
+        f"{mine / theirs:.2g}, not {cfg.workers / base.workers:.2g}; its speedup and "
+        "efficiency mix the process count with the threads (compare runs of equal --threads)"
+    )
+
+
 def _noise_notes(cfg: ConfigMetrics) -> None:
-    if math.isfinite(cfg.efficiency) and cfg.efficiency > SUPERLINEAR:
+    if cfg.untrusted or cfg.untrusted_tts:
+        which = cfg.efficiency if cfg.untrusted else cfg.efficiency_tts
+        cfg.notes.append(
+            f"efficiency {which:.2f} > {UNTRUSTED}: super-linear by far, not trustworthy "
+            "(marked ⚠): one of the runs was slowed or sped up by something other than its "
+            "workers (a loaded machine, more threads than free cores, different work); re-run "
+            "both on an idle machine with equal --threads before using the figure"
+        )
+    elif math.isfinite(cfg.efficiency) and cfg.efficiency > SUPERLINEAR:
         cfg.notes.append(
             f"efficiency {cfg.efficiency:.2f} > {SUPERLINEAR}: superlinear; the "
             "runs were probably measured under different machine load (re-run "

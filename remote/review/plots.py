@@ -54,9 +54,14 @@ def speedup_plot(series: SeriesMetrics, path: Path) -> Path:
     # equal values coincide (the baseline is 1.00 both ways): epoch-time dots are drawn small
     # and on top of large hollow squares, so neither marker hides the other
     dot = {"marker": "o", "markersize": 5, "zorder": 3, "color": "C0", "label": "by epoch time"}
-    left.plot(xs, [c.speedup for c in cfgs], "-", **dot)
     right.axhline(1.0, ls="--", color="grey", label="ideal")
-    right.plot(xs, [c.efficiency for c in cfgs], "-", **dot)
+    modes = sorted({c.embed_mode for c in cfgs})
+    for k, mode in enumerate(modes):  # embeddings modes are lines of their own, never joined
+        line = [c for c in cfgs if c.embed_mode == mode]
+        if len(modes) > 1:
+            dot = {**dot, "color": f"C{2 * k}", "label": f"by epoch time ({mode})"}
+        left.plot([c.workers for c in line], [c.speedup for c in line], "-", **dot)
+        right.plot([c.workers for c in line], [c.efficiency for c in line], "-", **dot)
     tts = [(c.workers, c.speedup_tts, c.efficiency_tts) for c in cfgs if c.speedup_tts]
     if tts:
         square = {
@@ -71,19 +76,23 @@ def speedup_plot(series: SeriesMetrics, path: Path) -> Path:
         left.plot([t[0] for t in tts], [t[1] for t in tts], "--", **square)
         right.plot([t[0] for t in tts], [t[2] for t in tts], "--", **square)
     for c in cfgs:
+        doubt = {"color": "C3"} if c.untrusted else {}  # super-linear by far: said on the plot
+        mark = " (untrusted)" if c.untrusted else ""
         left.annotate(
-            f"{c.speedup:.2f}",
+            f"{c.speedup:.2f}{mark}",
             (c.workers, c.speedup),
             textcoords="offset points",
             xytext=(10, -12),  # below right: clear of the line and of the hollow square
             fontsize=8,
+            **doubt,
         )
         right.annotate(
-            f"{c.efficiency:.2f}",
+            f"{c.efficiency:.2f}{mark}",
             (c.workers, c.efficiency),
             textcoords="offset points",
             xytext=(10, 6),
             fontsize=8,
+            **doubt,
         )
     unit = "GPUs" if any(c.hardware != "local CPU" for c in cfgs) else "processes"
     kind = "scaled speedup (weak)" if series.mode == "weak" else "speedup"
@@ -110,15 +119,21 @@ def speedup_plot(series: SeriesMetrics, path: Path) -> Path:
 
 
 def throughput_plot(series: SeriesMetrics, path: Path) -> Path:
-    """Training samples per second (or epochs per hour without sample counts) per config."""
+    """Training samples per second (words per second for embeddings runs; epochs per hour
+    without either) per config."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     cfgs = series.configs
-    have = all(c.samples_per_s for c in cfgs)
-    values = [(c.samples_per_s or 0.0) if have else 3600.0 / c.epoch_s for c in cfgs]
+    words = series.task == "embeddings" and all(c.words_per_s for c in cfgs)
+    have = words or all(c.samples_per_s for c in cfgs)
+    values = [
+        ((c.words_per_s if words else c.samples_per_s) or 0.0) if have else 3600.0 / c.epoch_s
+        for c in cfgs
+    ]
     bars = ax.bar([c.label for c in cfgs], values, color="C2")
     ax.bar_label(bars, labels=[f"{v:,.0f}" if v >= 10 else f"{v:.2f}" for v in values], fontsize=8)
-    ax.set(title="Training throughput", ylabel="samples / s" if have else "epochs / hour")
+    unit = "words / s" if words else "samples / s" if have else "epochs / hour"
+    ax.set(title="Training throughput", ylabel=unit)
     ax.set_ylim(0, max(values) * 1.18)
     ax.tick_params(axis="x", labelrotation=15)
     ax.grid(axis="y", alpha=0.3)

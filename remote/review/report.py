@@ -17,6 +17,7 @@ from remote.resume_chain import Chain
 from remote.review import plots
 from remote.review.chains import fold_chains
 from remote.review.metrics import (
+    UNTRUSTED,
     ConfigMetrics,
     SeriesMetrics,
     cheapest_within,
@@ -176,13 +177,24 @@ def _f(value: float | None, fmt: str = ".2f") -> str:
     return "–" if value is None or not math.isfinite(value) else format(value, fmt)
 
 
+UNTRUSTED_MARK = "⚠"
+"""Marks a speedup and efficiency that are super-linear by far (metrics.UNTRUSTED)."""
+
+
+def _ratio(value: float | None, doubtful: bool) -> str:
+    """A speedup or efficiency cell, marked when it is not to be trusted."""
+    return f"{UNTRUSTED_MARK} {_f(value)}" if doubtful else _f(value)
+
+
 def _h(hours: float) -> str:
     """Hours to 0.01 (the old study's precision); 3 significant digits below one hour."""
     return f"{hours:,.2f}" if hours >= 1 else f"{hours:.3g}"
 
 
 def cost_table(series: SeriesMetrics) -> list[str]:
-    """The $/hours table as Markdown lines."""
+    """The $/hours table as Markdown lines (an embeddings series': :func:`embeddings_table`)."""
+    if series.task == "embeddings":
+        return embeddings_table(series)
     n = series.epochs
     head = (
         f"| configuration | workers | hardware | $/h | median epoch s | s for {n} ep "
@@ -194,12 +206,62 @@ def cost_table(series: SeriesMetrics) -> list[str]:
         lines.append(
             f"| {_cell(c.label)} | {c.workers} | {_cell(c.hardware)} | {c.usd_per_hour:.4g} | "
             f"{c.epoch_s:,.1f} | {c.epoch_s * n:,.0f} | {_h(c.hours)} | {money(c.usd)} | "
-            f"{_f(c.speedup)} | {_f(c.efficiency)} | {_f(c.speedup_tts)} | "
-            f"{_f(c.efficiency_tts)} | {_f(c.samples_per_s, ',.0f')} | "
+            f"{_ratio(c.speedup, c.untrusted)} | {_ratio(c.efficiency, c.untrusted)} | "
+            f"{_ratio(c.speedup_tts, c.untrusted_tts)} | "
+            f"{_ratio(c.efficiency_tts, c.untrusted_tts)} | {_f(c.samples_per_s, ',.0f')} | "
             f"{_f(c.accuracy, '.3f')} | "
             f"{'–' if c.usd_per_point is None else money(c.usd_per_point)} |"
         )
-    return lines
+    return lines + _untrusted_legend(series)
+
+
+def embeddings_table(series: SeriesMetrics) -> list[str]:
+    """The $/hours table of embeddings runs: their mode, threads, words/s and PIP loss in place
+    of the sentiment columns (threshold, samples/s, accuracy) they never fill."""
+    n = series.epochs
+    head = (
+        f"| configuration | mode | processes | threads/rank | hardware | $/h | epochs run "
+        f"| median epoch s | s for {n} ep | h for {n} ep | $ for {n} ep | speedup | efficiency "
+        "| words/s | PIP loss (start → end) |"
+    )
+    lines = [head, "|" + "---|" * 15]
+    for c in series.configs:
+        epochs = sorted({r.epochs for r in c.runs})
+        ran = str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}–{epochs[-1]}"
+        lines.append(
+            f"| {_cell(c.label)} | {_cell(_mode(c))} | {c.workers} | "
+            f"{c.threads or '–'} | {_cell(c.hardware)} | {c.usd_per_hour:.4g} | {ran} | "
+            f"{c.epoch_s:,.1f} | {c.epoch_s * n:,.0f} | {_h(c.hours)} | {money(c.usd)} | "
+            f"{_ratio(c.speedup, c.untrusted)} | {_ratio(c.efficiency, c.untrusted)} | "
+            f"{_f(c.words_per_s, ',.0f')} | {_pip(c.pip_loss_initial, c.pip_loss)} |"
+        )
+    return lines + _untrusted_legend(series)
+
+
+def _mode(c: ConfigMetrics) -> str:
+    """'sync', 'async (server + 1 worker)': what an embeddings configuration's processes do."""
+    if c.embed_mode == "async":
+        workers = max(0, c.workers - 1)
+        return f"async (server + {workers} worker{'' if workers == 1 else 's'})"
+    return c.embed_mode or "–"
+
+
+def _pip(start: float | None, end: float | None) -> str:
+    """'1.286 → 1.264' (or the end alone when the start is not recorded)."""
+    if start is None:
+        return _f(end, ".3f")
+    return f"{_f(start, '.3f')} → {_f(end, '.3f')}"
+
+
+def _untrusted_legend(series: SeriesMetrics) -> list[str]:
+    """The line under a table that marks untrusted ratios (none when there are none)."""
+    if not any(c.untrusted or c.untrusted_tts for c in series.configs):
+        return []
+    return [
+        "",
+        f"{UNTRUSTED_MARK} not trustworthy: super-linear by far (efficiency above "
+        f"{UNTRUSTED:g}, a speedup per worker no parallel run earns); see the notes.",
+    ]
 
 
 def render_markdown(
@@ -210,6 +272,7 @@ def render_markdown(
 ) -> str:
     """The report's Markdown text (``chains``: resumed runs' chains by run id)."""
     chains = chains or {}
+    embeddings = series.task == "embeddings"
     base = series.baseline
     n = series.epochs
     out = [
@@ -256,8 +319,8 @@ def render_markdown(
         "",
         *_chains_text(chains),
         "| run | configuration | source | status | epochs | median epoch s | wall s | run $ "
-        "| recoveries | sweep |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| recoveries | sweep |{' words/s | PIP loss |' if embeddings else ''}",
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if embeddings else ""),
     ]
     for c in series.configs:
         for r in c.runs:
@@ -269,6 +332,11 @@ def render_markdown(
                 f"| {run_outcome(r).status} | {r.epochs} | {_f(median_epoch_s(r), ',.1f')} | "
                 f"{_wall(r, chain)} | {_run_usd(r, chain)} | {_recoveries(r)} | "
                 f"{_cell(r.sweep or '–')} |"
+                + (
+                    f" {_f(r.words_per_s, ',.0f')} | {_pip(r.pip_loss_initial, r.pip_loss)} |"
+                    if embeddings
+                    else ""
+                )
             )
     lost = [r for c in series.configs for r in c.runs if r.recoveries]
     if lost:
@@ -295,9 +363,12 @@ def _scaling_text(series: SeriesMetrics) -> str:
     else:
         rule = "Strong scaling: speedup = T(base) / T; efficiency = speedup / (workers / base)."
     parts = [
-        f"{c.label}: speedup {_f(c.speedup)}, efficiency {_f(c.efficiency)}"
+        f"{_cell(c.label)}: speedup {_f(c.speedup)}, efficiency {_f(c.efficiency)}"
+        + (" (not trustworthy: super-linear by far)" if c.untrusted else "")
         + (
-            f" (by time to threshold {_f(c.speedup_tts)} / {_f(c.efficiency_tts)})"
+            f" (by time to threshold {_f(c.speedup_tts)} / {_f(c.efficiency_tts)}"
+            + ("; not trustworthy" if c.untrusted_tts else "")
+            + ")"
             if c.speedup_tts
             else ""
         )

@@ -69,7 +69,7 @@ def test_list_and_resolve(make_run: Callable[..., Path], tmp_path: Path) -> None
 def test_broken_summary_names_the_file(make_run: Callable[..., Path]) -> None:
     folder = make_run("r", nproc=1, epoch_s=[1.0], sync_s=0.0)
     (folder / "summary.json").write_text('{"status": "ok",\n "x": }')
-    with pytest.raises(InputError, match=r"summary.json:2: invalid JSON"):
+    with pytest.raises(InputError, match=r"summary.json: invalid JSON at line 2, column 7"):
         load_run(folder)
 
 
@@ -102,7 +102,7 @@ def test_one_broken_run_does_not_hide_the_others(
     root = tmp_path / "runs"
     unreadable: list[str] = []
     assert [r.run_id for r in list_runs(root, unreadable)] == ["a"]
-    assert len(unreadable) == 1 and "b/summary.json:1: invalid JSON" in unreadable[0]
+    assert len(unreadable) == 1 and "b/summary.json: invalid JSON at line 1" in unreadable[0]
     assert main(["runs", "--runs-dir", str(root)]) == 0
     captured = capsys.readouterr()
     assert "left out 1 run folder(s) that cannot be read" in captured.err and "a" in captured.out

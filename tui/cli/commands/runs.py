@@ -142,12 +142,19 @@ def row(r: Any, links: Links | None = None) -> dict[str, Any]:
     }
 
 
+SHOWN_UNREADABLE = 3
+"""Unreadable run folders named by their error; the rest are counted ('… and 2 more')."""
+
+
 def warn_unreadable(unreadable: list[str]) -> None:
-    """Say on stderr which run folders list_runs left out (nothing when none)."""
+    """Say on stderr which run folders list_runs left out (nothing when none): the first
+    :data:`SHOWN_UNREADABLE` with their errors, and how many more."""
     if unreadable:
+        rest = len(unreadable) - SHOWN_UNREADABLE
         print(
             f"warning: left out {len(unreadable)} run folder(s) that cannot be read: "
-            + "; ".join(unreadable[:3]),
+            + "; ".join(unreadable[:SHOWN_UNREADABLE])
+            + (f"; … and {rest} more" if rest > 0 else ""),
             file=sys.stderr,
         )
 
