@@ -86,6 +86,17 @@ def test_run_rows_from_events_and_summary(tmp_path: Path) -> None:
     assert load_run_rows(tmp_path / "missing") == []
 
 
+def test_a_summary_with_impossible_figures_is_read_from_the_events(tmp_path: Path) -> None:
+    """A string where a number belongs ("epochs": "two") crashed the Runs screen (int("two"));
+    a markup string as accuracy read as an ok run with blank columns."""
+    for name, bad in (("r1", {"epochs": "two"}), ("r2", {"accuracy": "[bold red]BOOM[/]"})):
+        shutil.copytree(FIXTURE_RUN, tmp_path / name)
+        (tmp_path / name / "summary.json").write_text(json.dumps({"run": name, "usd": 9.5, **bad}))
+    rows = load_run_rows(tmp_path)
+    assert [(r.epochs, r.status) for r in rows] == [(3, "ok"), (3, "ok")]  # the events' figures
+    assert all(r.usd == pytest.approx(0.4987, abs=1e-3) for r in rows)  # not the summary's 9.5
+
+
 WRITER = """
 import sys, time
 from engine.events import Emitter, JsonlFileSink

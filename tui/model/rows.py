@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.errors import InputError, SentitopError
 from engine.events import has_live_writer
+from remote.review.summary_check import check_summary
 from tui.model.run_history import Stamp, device_kind, run_stamp, scan_events
 from tui.model.run_state import RunState
 
@@ -360,6 +361,10 @@ def run_row(run_dir: Path) -> RunRow | None:
         except ValueError:
             data = {}
     if not isinstance(data, dict):
+        data = {}
+    try:
+        check_summary(data, summary_path)
+    except InputError:  # a string where a number belongs: read as unreadable, as broken JSON is
         data = {}
     if not data and events_path.is_file():
         data = read_run_state(run_dir).summary_row()
