@@ -189,6 +189,7 @@ class Trainer:
             **{k: (test[k] if test else None) for k in ("accuracy", "precision", "recall", "f1")},
             "seconds": seconds,
             "samples_per_s": samples / seconds if seconds > 0 else 0.0,
+            "world_size": self.env.world,  # a resumed run may change it between epochs
         }
         self.history.append(record)
         self.train_seconds += seconds
