@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
+from engine.config import OWN_TEXT_SVD
 from engine.embeddings.config import DEFAULT_WINDOW
 from engine.embeddings.corpus import Corpus
 from engine.embeddings.svd import svd_vectors
@@ -87,4 +88,4 @@ def own_text_table(data_dir: str | Path, vocab_size: int, dim: int, seed: int) -
         if seen.any():
             table[1] = vectors[seen].mean(axis=0)
     found = int(seen.sum())
-    return Aligned(table, found, max(0, vocab_size - 2) - found)
+    return Aligned(table, found, max(0, vocab_size - 2) - found, OWN_TEXT_SVD)

@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from engine.config import TrainConfig, config_to_dict
+from engine.config import OWN_TEXT_SVD, TrainConfig, config_to_dict
 from engine.errors import TrainError
 from engine.events import Emitter, rank_emitter
 from engine.procstats import rss_anon_bytes, storage_read_bytes
@@ -222,7 +222,7 @@ class Trainer:
         self.spec, model, init = model_for(
             cfg.model, self.data.vocab_size, cfg.data_dir, cfg.seed, env.rank == 0, resumed
         )
-        self.init_facts = init.facts() if init is not None and init.source else None
+        self.init_facts = init.facts() if init is not None else None
         """The embeddings run the table started from and how much of the vocabulary it knew."""
         self.model: SentimentLSTM = model.to(self.device)
         self.params = list(self.model.parameters())
@@ -577,8 +577,9 @@ class Trainer:
             **self.hooks.summary(),
         }
         summary.update(outcome_checks(test, blend))
-        if few := self.init_facts and coverage_warning(
-            self.init_facts["found"], self.init_facts["missing"], self.init_facts["source"]
+        facts = self.init_facts or {"source": OWN_TEXT_SVD}  # own text: no coverage to warn of
+        if facts["source"] != OWN_TEXT_SVD and (
+            few := coverage_warning(facts["found"], facts["missing"], facts["source"])
         ):
             summary["warnings"].append({"code": "few_known_words", "message": few})
         if self.main:
