@@ -37,9 +37,15 @@ LineHandler = Callable[[int, str, str], None]
 """Called with (rank, "stdout"|"stderr", line without newline) for every output line."""
 
 _POLL_S = 0.05
-_CAUSE_WAIT_S = 5.0
+_CAUSE_WAIT_S = 10.0
 """After a rank exits non-zero, how long to wait for a peer still running to die by a signal
-(the cause, then named instead)."""
+(the cause, then named instead). Peers that merely lost the failed rank notice in a collective
+and exit at once, so the wait is rarely spent; 5 s was too short on a loaded 2-core box."""
+_DYING_WAIT_S = 60.0
+"""How long to wait instead for a peer whose stderr already shows a fatal error (its stacks
+being written as it aborts)."""
+_DYING = ("Fatal Python error", "terminate called")
+"""Stderr text of a rank that is aborting."""
 _TAIL = 30
 _RANK_END = '{"type":"rank_end"'
 
@@ -290,7 +296,8 @@ def _supervise(ranks: Sequence[_Rank], handler: LineHandler) -> _Rank | None:
     """Wait until every rank exited 0 (None) or one failed: the rank to blame. A rank killed
     by a signal is the cause and its peers then fail in collectives, but a peer can exit first
     (the killed one still writing its stacks): failures that are only exit codes wait up to
-    _CAUSE_WAIT_S for a rank still running to die by a signal."""
+    _CAUSE_WAIT_S for a rank still running to die by a signal (_DYING_WAIT_S for one whose
+    stderr already says it is aborting)."""
     blame_by: float | None = None
     while True:
         codes = [(r, r.proc.poll()) for r in ranks]
@@ -299,8 +306,10 @@ def _supervise(ranks: Sequence[_Rank], handler: LineHandler) -> _Rank | None:
             now = time.monotonic()
             blame_by = now + _CAUSE_WAIT_S if blame_by is None else blame_by
             killed = any(r.proc.returncode < 0 for r in failed)
-            running = any(code is None for _, code in codes)
-            if killed or not running or now >= blame_by:
+            running = [r for r, code in codes if code is None]
+            dying = any(mark in line for r in running for line in r.tail for mark in _DYING)
+            limit = blame_by + (_DYING_WAIT_S - _CAUSE_WAIT_S if dying else 0.0)
+            if killed or not running or now >= limit:
                 return min(failed, key=lambda r: (r.proc.returncode >= 0, r.rank))
         elif all(code == 0 or r.excused for r, code in codes):
             return None
