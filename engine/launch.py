@@ -37,10 +37,9 @@ LineHandler = Callable[[int, str, str], None]
 """Called with (rank, "stdout"|"stderr", line without newline) for every output line."""
 
 _POLL_S = 0.05
-_CAUSE_WAIT_S = 10.0
+_CAUSE_WAIT_S = 5.0
 """After a rank exits non-zero, how long to wait for a peer still running to die by a signal
-(the cause, then named instead). Peers that merely lost the failed rank notice in a collective
-and exit at once, so the wait is rarely spent; 5 s was too short on a loaded 2-core box."""
+(the cause, then named instead)."""
 _DYING_WAIT_S = 60.0
 """How long to wait instead for a peer whose stderr already shows a fatal error (its stacks
 being written as it aborts)."""

@@ -29,6 +29,7 @@ def main() -> None:
         if crashes and mode == "before":
             os.abort()
         if mode == "late":
+            dist.barrier()  # both past the rendezvous: rank 1 is not left waiting in it
             if not crashes:
                 os._exit(1)  # the peer's exit is seen first
             time.sleep(1.0)
