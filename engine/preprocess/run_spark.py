@@ -215,6 +215,9 @@ def run_spark(
     )
     quiet, ctrl_c = _Py4JRootRecords(), _CtrlC()
     logging.getLogger().addFilter(quiet)
+    py4j_logger = logging.getLogger("py4j")  # its own loggers' records skip the root's filter:
+    py4j_level = py4j_logger.level  # "ERROR:py4j.clientserver ... BrokenPipeError" at a Ctrl-C
+    py4j_logger.setLevel(logging.CRITICAL + 1)
     try:
         with ctrl_c:
             result = _run_job(tasks, job, workers, progress, conf, master, level)
@@ -224,6 +227,7 @@ def run_spark(
         raise
     finally:
         logging.getLogger().removeFilter(quiet)
+        py4j_logger.setLevel(py4j_level)
     if ctrl_c.pressed:  # it landed where Python ignores exceptions (a py4j finalizer)
         raise KeyboardInterrupt
     return result
