@@ -214,7 +214,8 @@ def spill_counts(job: JobSettings, spiller: Spiller | None) -> dict[str, int]:
 
 class _Worker:
     """One worker's part of the job, phase by phase (in a child process, or the parent as
-    worker 0); every phase but the map needs the previous barrier passed by all workers."""
+    worker 0); every phase but the map starts when the parent says every worker finished the
+    previous one."""
 
     def __init__(self, wid: int, workers: int, job: JobSettings) -> None:
         self.wid, self.workers, self.job = wid, workers, job
@@ -324,14 +325,16 @@ def _child(
     tasks: _TaskList,
     commands: Any,
     results: Any,
-    barrier: Any,
+    stopping: Any,
     guard: ForkGuard,
 ) -> None:
-    """A worker process: each phase's result goes to the parent before the next barrier."""
+    """A worker process: each phase's result goes to the parent, which sends the next phase's
+    input once every worker has sent its result (no barrier: a worker killed while holding a
+    barrier's lock would hang the others and the parent's abort)."""
     try:
         parent = mp.parent_process()
         if parent is not None and parent.pid is not None:
-            die_with_parent(parent.pid)  # not left waiting at a barrier if the parent is killed
+            die_with_parent(parent.pid)  # not left waiting for a command if the parent is killed
         guard.release()  # the parent's handlers back; a signal that came mid-fork raised here
         worker = _Worker(wid, workers, job)
         worker.clock.cpu["map"] = worker.clock.last  # the fork itself and the process start
@@ -341,21 +344,18 @@ def _child(
 
         worker.map(iter(tasks.take, None), report)
         results.put(("mapped", wid, (worker.stats, worker.spilled)))
-        barrier.wait()  # every worker has written its raw texts
-        worker.shuffle(commands.get())  # spill mode, when any worker spilled
+        worker.shuffle(commands.get())  # every worker has written its raw texts; spill mode
         results.put(("shuffled", wid, None))
-        barrier.wait()  # every worker has written its partitions
+        commands.get()  # every worker has written its partitions
         results.put(("reduced", wid, worker.reduce()))
         paths = worker.encode(commands.get())
         spilled = spill_counts(job, worker.spiller)
         results.put(("encoded", wid, (paths, worker.clock.cpu, spilled)))
-    except threading.BrokenBarrierError:
-        return  # the parent stopped the job (Ctrl-C, a failure elsewhere): no traceback here
     except KeyboardInterrupt:  # a terminal's Ctrl-C reaches the whole group: the parent says
         results.put(("interrupted", wid, None))  # it once (a SIGINT to this worker alone
         return  # stops the run the same way) — no traceback per worker
     except Terminated as exc:  # SIGTERM/SIGHUP to the group or this worker alone, as Ctrl-C
-        if barrier.broken:  # the parent is stopping the job (and the workers): it reads no more
+        if stopping.value:  # the parent is stopping the job (and the workers): it reads no more
             results.cancel_join_thread()  # so leave without waiting for the pipe to take it
         else:
             results.put(("terminated", wid, exc.signum))
@@ -371,9 +371,12 @@ def _child(
         raise
 
 
-BARRIER_TIMEOUT_S = 60.0
-"""The parent meets the workers at a barrier only after each sent the phase's message, so a
-wait this long means a worker died in between."""
+LOCK_TIMEOUT_S = 60.0
+"""The task counter's lock is held for a few instructions, so a wait this long means a worker
+died while holding it."""
+EXIT_DRAIN_S = 1.0
+"""How long the parent still reads the result queue for the message of a worker that has
+exited cleanly (its last messages are flushed to the pipe before it exits)."""
 
 
 class _TaskList:
@@ -387,7 +390,7 @@ class _TaskList:
     def take(self) -> MapTask | None:
         """The next task, or None when all are taken."""
         lock = self.taken.get_lock()
-        if not lock.acquire(timeout=BARRIER_TIMEOUT_S):  # its holder died while holding it
+        if not lock.acquire(timeout=LOCK_TIMEOUT_S):  # its holder died while holding it
             raise RuntimeError("a preprocess worker stopped while taking a map task")
         try:
             index = self.taken.value
@@ -414,12 +417,12 @@ class _Pool:
         # put() pickles and writes in the caller's thread: a Queue's feeder thread would wait
         # for the GIL while the parent encodes, and the vocabulary reached worker 1 ≈ 10 ms late
         commands = [self.ctx.SimpleQueue() for _ in range(self.workers)]
-        barrier = self.ctx.Barrier(self.workers)
+        stopping = self.ctx.RawValue("b", 0)  # no lock: a killed worker cannot leave it held
         guard = ForkGuard()
         procs = [
             self.ctx.Process(
                 target=_child,
-                args=(w, self.workers, self.job, task_list, commands[w], result_q, barrier, guard),
+                args=(w, self.workers, self.job, task_list, commands[w], result_q, stopping, guard),
                 daemon=True,
                 name=f"preprocess-{w}",
             )
@@ -446,10 +449,10 @@ class _Pool:
                 spill_mode = spill_mode or spilled
             for cmd in commands[1:]:
                 cmd.put(spill_mode)
-            self._meet(barrier)
             own.shuffle(spill_mode)
             self._collect(result_q, procs, "shuffled", None)
-            self._meet(barrier)
+            for cmd in commands[1:]:
+                cmd.put(None)  # every partition is written: reduce
             counts, words = own.reduce()
             for _, (part_counts, part_words) in self._collect(result_q, procs, "reduced", None):
                 counts.merge(part_counts)
@@ -498,14 +501,8 @@ class _Pool:
             if done:  # parts are written: let the workers free their memory and exit meanwhile
                 threading.Thread(target=join_all, args=(procs,), daemon=True).start()
             else:  # none may outlive the job: it would write into scratch removed next
-                barrier.abort()  # release workers waiting at a barrier
+                stopping.value = 1
                 stop_workers(procs)
-
-    def _meet(self, barrier: Any) -> None:
-        try:
-            barrier.wait(BARRIER_TIMEOUT_S)
-        except threading.BrokenBarrierError:
-            raise RuntimeError("a preprocess worker stopped between two phases") from None
 
     def _drain(self, result_q: Any, progress: Progress | None) -> None:
         """Pass on the workers' progress without waiting; keep phase messages for later."""
@@ -539,23 +536,52 @@ class _Pool:
     def _collect(
         self, result_q: Any, procs: list[Any], kind: str, progress: Progress | None
     ) -> list[tuple[int, Any]]:
-        """One `kind` message from every worker process (progress passed on meanwhile)."""
+        """One `kind` message from every worker process (progress passed on meanwhile); a
+        worker that has exited without sending it — by a signal, an exit code, or even exit 0 —
+        fails the job, once its last messages are read."""
         got = [(m[1], m[2]) for m in self.early if m[0] == kind]
         self.early = [m for m in self.early if m[0] != kind]
         while len(got) < len(procs):
             try:
                 msg = result_q.get(timeout=0.5)
             except queue.Empty:
-                dead = [p.name for p in procs if p.exitcode not in (None, 0)]
-                if dead:
-                    self._drain(result_q, progress)  # its last word first (e.g. "terminated")
-                    raise RuntimeError(f"preprocess worker(s) {', '.join(dead)} died") from None
+                sent = {wid for wid, _ in got}
+                gone = [w for w, p in enumerate(procs, 1) if w not in sent and not p.is_alive()]
+                if gone:
+                    got += self._last_words(result_q, kind, progress)
+                    sent = {wid for wid, _ in got}
+                    if any(w not in sent for w in gone):
+                        raise RuntimeError(_died(procs, gone, sent)) from None
                 continue
             if msg[0] == kind:
                 got.append((msg[1], msg[2]))
             else:
                 self._handle(msg, progress)
         return got
+
+    def _last_words(
+        self, result_q: Any, kind: str, progress: Progress | None
+    ) -> list[tuple[int, Any]]:
+        """The messages still in the queue: `kind` ones returned, others handled (an error a
+        worker sent before exiting is raised as such)."""
+        got = []
+        while True:
+            try:
+                msg = result_q.get(timeout=EXIT_DRAIN_S)
+            except queue.Empty:
+                return got
+            if msg[0] == kind:
+                got.append((msg[1], msg[2]))
+            else:
+                self._handle(msg, progress)
+
+
+def _died(procs: list[Any], gone: list[int], sent: set[int]) -> str:
+    """The error for workers that exited before sending their phase's message."""
+    names = [procs[w - 1].name for w in gone if w not in sent]
+    codes = sorted({procs[w - 1].exitcode for w in gone if w not in sent}, key=str)
+    how = ", ".join(f"signal {-c}" if c is not None and c < 0 else f"exit {c}" for c in codes)
+    return f"preprocess worker(s) {', '.join(names)} died ({how}) before finishing its phase"
 
 
 def _part_of(finished: Callable[[], dict[int, list[str]]], wid: int) -> Callable[[], str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +39,7 @@ def break_phase(monkeypatch: pytest.MonkeyPatch, phase: str, how: str) -> None:
         if mp.parent_process() is not None:  # a forked worker
             if how == "raise":
                 raise ValueError(f"broken {phase}")
-            os._exit(3)
+            os._exit(0 if how == "exit0" else 3)
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(run_local._Worker, phase, broken)
@@ -182,6 +183,43 @@ def test_a_worker_that_dies_fails_the_job(
     break_phase(monkeypatch, phase, "exit")
     start = time.monotonic()
     with pytest.raises(RuntimeError, match=r"preprocess worker\(s\) preprocess-1 died"):
+        run_two_workers(corpus, tmp_path / "o")
+    assert time.monotonic() - start < 30
+    assert_clean(tmp_path / "o")
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_worker_that_exits_0_mid_job_fails_the_job(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, phase: str
+) -> None:
+    """A worker gone with exit status 0 but no result (a library calling exit, a stray
+    os._exit) is a failure too: the parent used to wait for its message for ever."""
+    break_phase(monkeypatch, phase, "exit0")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"preprocess-1 died \(exit 0\) before finishing"):
+        run_two_workers(corpus, tmp_path / "o")
+    assert time.monotonic() - start < 30
+    assert_clean(tmp_path / "o")
+
+
+def test_a_worker_killed_while_waiting_for_the_next_phase_fails_the_job(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL (the OOM killer) to worker 1 while it waits for the parent between the shuffle
+    and the reduce: the parent, still shuffling, notices once it looks, names the signal and
+    stops; nothing waits at a barrier the dead worker can no longer reach."""
+    original = run_local._Worker.shuffle
+
+    def shuffle_then_kill(self: Any, spill_mode: bool) -> None:
+        original(self, spill_mode)
+        if mp.parent_process() is None:  # the parent: worker 1 is waiting (or about to)
+            for child in mp.active_children():
+                os.kill(child.pid, signal.SIGKILL)
+                child.join(10)
+
+    monkeypatch.setattr(run_local._Worker, "shuffle", shuffle_then_kill)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"preprocess-1 died \(signal 9\)"):
         run_two_workers(corpus, tmp_path / "o")
     assert time.monotonic() - start < 30
     assert_clean(tmp_path / "o")
