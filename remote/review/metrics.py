@@ -258,6 +258,8 @@ UNTRUSTED = 1.5
 """Efficiency above this (speedup per worker 1.5 x the ideal) is marked not trustworthy: no
 cache effect makes a worker that much faster; one run was slowed (a loaded machine, more
 threads than free cores) or the runs did not do the same work."""
+UNTRUSTED_MARK = "⚠"
+"""What the report's tables and the dashboard put before an untrusted ratio."""
 NOISY_CV = 0.25
 """Epoch-time coefficient of variation above this is flagged as noisy."""
 

@@ -18,6 +18,7 @@ from remote.review import plots
 from remote.review.chains import fold_chains
 from remote.review.metrics import (
     UNTRUSTED,
+    UNTRUSTED_MARK,
     ConfigMetrics,
     SeriesMetrics,
     cheapest_within,
@@ -175,10 +176,6 @@ def _cell(text: str) -> str:
 
 def _f(value: float | None, fmt: str = ".2f") -> str:
     return "–" if value is None or not math.isfinite(value) else format(value, fmt)
-
-
-UNTRUSTED_MARK = "⚠"
-"""Marks a speedup and efficiency that are super-linear by far (metrics.UNTRUSTED)."""
 
 
 def _ratio(value: float | None, doubtful: bool) -> str:

@@ -22,6 +22,8 @@ class ViewPoint:
     efficiency: float
     on_front: bool
     is_pick: bool
+    untrusted: bool = False
+    """The efficiency is super-linear by far (remote.review.metrics.is_untrusted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,7 @@ def cost_speed_data(
             c.efficiency if math.isfinite(c.efficiency) else 0.0,
             c in front,
             c is pick,
+            c.untrusted,
         )
         for c in series.configs
     )

@@ -130,3 +130,27 @@ def test_an_empty_output_is_a_usage_error(
         main(["report", str(done), "-o", ""])
     assert exc.value.code == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_cost_speed_widget_marks_an_untrusted_speedup(
+    make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Two processes 5× faster than one (a slowed baseline): the report marks the ratio
+    untrusted, and the dashboard's view says so too instead of drawing a plain long bar."""
+    from rich.console import Console
+
+    from tui.widgets.cost_speed import render_cost_speed
+
+    make_run("one", nproc=1, epoch_s=[50.0, 50.0], sync_s=0.0)
+    make_run("two", nproc=2, epoch_s=[10.0, 10.0], sync_s=0.5)
+    make_run("four", nproc=4, epoch_s=[20.0, 20.0], sync_s=0.5)
+    data = cost_speed_data(list_runs(tmp_path / "runs"))
+    marked = {p.workers: p.untrusted for p in data.points}
+    assert marked == {1: False, 2: True, 4: False}
+    console = Console(width=100, record=True, color_system=None)
+    console.print(render_cost_speed(data, 98, 20))
+    text = console.export_text()
+    rows = {line.split("proc")[0]: line for line in text.splitlines() if " proc " in line}
+    assert "⚠ 2.50  ×5.00" in rows["local ×2 "] and "⚠" not in rows["local ×4 "]
+    assert sum("⚠" in line for line in text.splitlines()) == 2  # its row and the legend
+    assert "not trustworthy: super-linear by far" in text

@@ -7,6 +7,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widget import Widget
 
+from remote.review.metrics import UNTRUSTED, UNTRUSTED_MARK
 from remote.review.views import CostSpeedData
 from tui.format import format_usd, nice_number
 from tui.widgets.braille import PlotLine, render_plot
@@ -50,9 +51,20 @@ def render_cost_speed(data: CostSpeedData, width: int, height: int) -> Group | T
     for p in data.points:
         filled = round(max(0.0, min(1.2, p.efficiency)) * BAR)
         row = Text(f"{p.label[:18]:<18} ")
-        row.append("█" * filled, style="green" if p.efficiency >= 0.7 else "yellow")
-        row.append(f" {p.efficiency:.2f}  ×{p.speedup:.2f}  {p.hours:.3g} h  ${p.usd:.4g}")
+        colour = "red" if p.untrusted else ("green" if p.efficiency >= 0.7 else "yellow")
+        row.append("█" * filled, style=colour)
+        mark = f" {UNTRUSTED_MARK}" if p.untrusted else ""
+        row.append(f"{mark} {p.efficiency:.2f}  ×{p.speedup:.2f}", style="red" if mark else "")
+        row.append(f"  {p.hours:.3g} h  ${p.usd:.4g}")
         rows.append(row)
+    if any(p.untrusted for p in data.points):
+        rows.append(
+            Text(
+                f"{UNTRUSTED_MARK} not trustworthy: super-linear by far (efficiency above "
+                f"{UNTRUSTED:g}); a run was slowed or the runs did not do the same work",
+                style="red",
+            )
+        )
     return Group(chart, *rows)
 
 
