@@ -564,7 +564,7 @@ class _Pool:
     ) -> list[tuple[int, Any]]:
         """The messages still in the queue: `kind` ones returned, others handled (an error a
         worker sent before exiting is raised as such)."""
-        got = []
+        got: list[tuple[int, Any]] = []
         while True:
             try:
                 msg = result_q.get(timeout=EXIT_DRAIN_S)
