@@ -23,7 +23,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -43,6 +42,7 @@ from engine.events import (
     encode_event,
     rank_emitter,
 )
+from engine.signal_handlers import handlers_installed
 
 if TYPE_CHECKING:
     from engine.launch import LineHandler
@@ -298,22 +298,12 @@ def termination_raises() -> Iterator[None]:
     as the launcher's SIGTERM does while ranks run: the clean-up below runs and the exit code
     says which signal. Before, a SIGTERM during preparation killed the launcher at once. A
     signal that was ignored (``nohup``) stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def _raise(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
 
-    previous: dict[signal.Signals, Any] = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) is not signal.SIG_IGN:
-            previous[sig] = signal.signal(sig, _raise)
-    try:
+    with handlers_installed((signal.SIGTERM, signal.SIGHUP), _raise):
         yield
-    finally:
-        for which, handler in previous.items():
-            signal.signal(which, handler)
 
 
 def ending(exc: BaseException) -> tuple[str, str]:

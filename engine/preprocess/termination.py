@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import threading
 from collections.abc import Iterator
 from types import FrameType
+
+from engine.signal_handlers import handlers_installed
 
 TERMINATION_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
@@ -57,15 +58,5 @@ def termination_raises() -> Iterator[TerminationGuard]:
     signals go to a :class:`TerminationGuard`; the previous handlers come back after. A signal
     that was ignored (``nohup``) stays ignored."""
     guard = TerminationGuard()
-    if threading.current_thread() is not threading.main_thread():
+    with handlers_installed(TERMINATION_SIGNALS, guard.on_signal):
         yield guard
-        return
-    previous = {}
-    for signum in TERMINATION_SIGNALS:
-        if signal.getsignal(signum) not in (signal.SIG_IGN, None):  # None: set outside Python
-            previous[signum] = signal.signal(signum, guard.on_signal)
-    try:
-        yield guard
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-import threading
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any
+
+from engine.signal_handlers import handlers_installed
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """Signals that stop a command: Ctrl-C (exit 130) and a supervisor's or `kill`'s SIGTERM (143)."""
@@ -55,13 +56,17 @@ def stop_signals() -> Iterator[StopGuard]:
     """While inside (main thread only), :data:`STOP_SIGNALS` go to a :class:`StopGuard`. A signal
     that was ignored (a background job of a script ignores SIGINT) stays ignored."""
     guard = StopGuard()
-    if threading.current_thread() is not threading.main_thread():
-        yield guard
-        return
-    previous = {}
-    for signum in STOP_SIGNALS:
-        if signal.getsignal(signum) not in (signal.SIG_IGN, None):  # None: set outside Python
-            previous[signum] = signal.signal(signum, guard.on_signal)
+    with handlers_installed(STOP_SIGNALS, guard.on_signal) as installed:
+        if not installed:
+            yield guard
+            return
+        with _stops_not_printed_when_dropped():
+            yield guard
+
+
+@contextlib.contextmanager
+def _stops_not_printed_when_dropped() -> Iterator[None]:
+    """While inside, a stop dropped in a finaliser prints nothing (the guard raises it again)."""
     earlier_hook = sys.unraisablehook
 
     def quiet_stops(unraisable: Any) -> None:
@@ -72,8 +77,6 @@ def stop_signals() -> Iterator[StopGuard]:
 
     sys.unraisablehook = quiet_stops
     try:
-        yield guard
+        yield
     finally:
         sys.unraisablehook = earlier_hook
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
