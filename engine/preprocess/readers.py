@@ -353,22 +353,21 @@ def detect_spec(path: str, cfg: PreprocessConfig, probe_lines: int = 50) -> Reco
             format=fmt, text_field=text_field, rating_field=cfg.rating_field or "overall"
         )
         return _with_summary(base, cfg.append_summary)
-    records = _probe(path, probe_lines)
+    records = probe_records(path, probe_lines)
     for obj in records:
         for fields, spec in KNOWN_LAYOUTS:
             if fields <= set(obj):
                 return _with_summary(spec, cfg.append_summary)
     if not records:  # empty or entirely unreadable: every line will be counted as skipped
         return _with_summary(RecordSpec(), cfg.append_summary)
-    keys_seen = sorted({key for obj in records for key in obj})
     raise InputError(
         f"{path}: cannot tell the review text and rating fields apart "
-        f"(fields seen: {', '.join(keys_seen[:12])})",
+        f"(fields seen: {', '.join(field_names(records)[:12])})",
         hint=_field_hint(records),
     )
 
 
-def _probe(path: str, probe_lines: int) -> list[dict[str, Any]]:
+def probe_records(path: str, probe_lines: int) -> list[dict[str, Any]]:
     """The records among the first ``probe_lines`` lines of ``path`` that parse."""
     records = []
     with gzip_errors(path), open_binary(path) as stream:
@@ -379,6 +378,11 @@ def _probe(path: str, probe_lines: int) -> list[dict[str, Any]]:
             if not isinstance(obj, str):
                 records.append(obj)
     return records
+
+
+def field_names(records: list[dict[str, Any]]) -> list[str]:
+    """The field names of ``records``, sorted."""
+    return sorted({str(key) for obj in records for key in obj})
 
 
 def _longest_text_field(records: list[dict[str, Any]], besides: str = "") -> str | None:
@@ -418,7 +422,7 @@ def _text_field_of(path: str, cfg: PreprocessConfig) -> str:
     try:
         return detect_spec(path, replace(cfg, label_field=None)).text_field
     except InputError:
-        found = _longest_text_field(_probe(path, 50), besides=cfg.label_field or "")
+        found = _longest_text_field(probe_records(path, 50), besides=cfg.label_field or "")
         return found or "reviewText"
 
 

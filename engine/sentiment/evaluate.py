@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from engine.errors import InputError, TrainError
-from engine.preprocess.records import RecordSpec, parse_object
+from engine.preprocess.records import RecordSpec
 from engine.preprocess.reduce import UNK_ID
 from engine.sentiment import checkpoint as ckpt
 from engine.sentiment.metrics import score_labels
@@ -307,6 +307,8 @@ def batch_prior(
 MISSING_SHARE = 0.99
 """A text or label field more than this share of a file's records lack is a wrong name, not a
 field left out of a few reviews: an InputError naming it and the fields the file has."""
+PROBE_LINES = 200
+"""Lines read for the field names such an error lists."""
 _UNPARSED = ("empty_line", "too_long", "invalid_utf8", "malformed_json", "not_an_object")
 """Skip reasons of lines that hold no record, so no field either."""
 _FIELD_KINDS = {
@@ -341,11 +343,13 @@ def check_fields_present(
         missing = skipped[reason]
         if not among or missing <= MISSING_SHARE * among:
             continue
+        from engine.preprocess.readers import field_names, probe_records
+
         flag = "--" + option.replace("_", "-")
         kind, holds, other = _FIELD_KINDS[option]
         named = option in given
         subject = f"{flag} {field!r}" if named else f"the {kind} field {field!r}"
-        seen = _fields_seen(path)
+        seen = field_names(probe_records(path, PROBE_LINES))
         if missing == among and field not in seen:
             lack = f"no line of {path} has this field"
         else:
@@ -357,22 +361,6 @@ def check_fields_present(
             + f"name the files' {holds} field with {flag}{other}"
             + ("" if named else f"; the run reads {field!r} when none is named"),
         )
-
-
-def _fields_seen(path: str, probe_lines: int = 200) -> list[str]:
-    """The field names of the records among the first ``probe_lines`` lines of ``path``,
-    sorted."""
-    from engine.preprocess.readers import gzip_errors, open_binary
-
-    seen: set[str] = set()
-    with gzip_errors(path), open_binary(path) as stream:
-        for n, raw in enumerate(stream):
-            if n >= probe_lines:
-                break
-            obj = parse_object(raw.rstrip(b"\r\n"), RecordSpec())
-            if not isinstance(obj, str):
-                seen.update(map(str, obj))
-    return sorted(seen)
 
 
 def evaluate_files(
