@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.balance.args import MAX_STRAGGLE
-from engine.embeddings.config import EmbedConfig
+from engine.embeddings.config import CONFIG_FILE, EmbedConfig
 from engine.embeddings.events_file import RunEventsFile
 from engine.embeddings.rank_watch import TrainWatch
 from engine.errors import ConfigError, LaunchError, SentitopError
@@ -46,8 +46,6 @@ from engine.signal_handlers import handlers_installed
 
 if TYPE_CHECKING:
     from engine.launch import LineHandler
-
-CONFIG_FILE = "embed_config.json"
 
 
 def parse_straggle(text: str) -> dict[int, float]:

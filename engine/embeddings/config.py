@@ -14,6 +14,8 @@ from engine.errors import ConfigError
 Mode = Literal["sync", "async", "svd"]
 Encoder = Literal["word", "char"]
 Device = Literal["auto", "cpu", "cuda"]
+CONFIG_FILE = "embed_config.json"
+"""The run's settings in its folder (what the ranks and `sentitop eval` read)."""
 DEFAULT_WINDOW = 5
 """Context window (words either side) unless a run sets its own."""
 MIN_EVAL_WORDS = 3

@@ -22,7 +22,9 @@ class RunEventsFile:
 
     def __init__(self, run_dir: str | Path) -> None:
         self.path = Path(run_dir) / EVENTS_FILE
-        self.inherited = self.path.is_file() and self.path.stat().st_size > 0
+        self.inherited_bytes = self.path.stat().st_size if self.path.is_file() else 0
+        """The size of what the file held before this run (an earlier run's events)."""
+        self.inherited = self.inherited_bytes > 0
         """The file held events before this run (an earlier run's)."""
         self._sink = JsonlFileSink(self.path)
         self._mine: list[Mapping[str, Any]] | None = []

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine.embeddings.config import MIN_EVAL_WORDS, EmbedConfig
+from engine.embeddings.config import CONFIG_FILE, MIN_EVAL_WORDS, EmbedConfig
 from engine.embeddings.corpus import Corpus, build_corpus, read_dataset_docs
 from engine.embeddings.evaluate import sppmi_reference
 from engine.embeddings.events_file import EVENTS_FILE, RunEventsFile
@@ -25,28 +27,84 @@ RESULT_FILES = ("summary.json", "embeddings.npy")
 """What a finished run leaves (the summary first: without it the folder reads as unfinished)."""
 
 
-def retire_results(run_dir: Path, emitter: Emitter, events: RunEventsFile | None = None) -> None:
-    """Remove an earlier run's vectors and summary before this run changes the folder: an
-    interrupted or failed re-run then leaves an unfinished folder, never the old summary and
+PREVIOUS_DIR = "previous"
+"""Where a re-run keeps the finished run it replaces (vectors, corpus, summary, events) until
+it finishes itself: a stopped or failed re-run no longer loses the earlier vectors."""
+KEPT_FILES = (CORPUS_FILE, REFERENCE_FILE, CONFIG_FILE)
+"""Besides RESULT_FILES, what the kept run needs to serve as a finished run folder."""
+
+
+def retire_results(
+    run_dir: Path, emitter: Emitter, events: RunEventsFile | None = None, *, reused: bool
+) -> None:
+    """Take an earlier run's vectors and summary out of the folder before this run changes it:
+    an interrupted or failed re-run then leaves an unfinished folder, never the old summary and
     vectors beside a new corpus (``train.model.init_embeddings`` took that mix as finished and
     gave words the vectors of other words whenever the two vocabularies had the same size).
-    Its events go too (``events``: this run's file): they were appended to, and a replay
-    showed both runs as one."""
+    A finished run is kept whole in RUN_DIR/previous until this run writes its summary
+    (:func:`drop_previous`); ``reused``: this run reuses the corpus files, so they are linked
+    there, not moved. Its events start afresh (``events``: this run's file): they were
+    appended to, and a replay showed both runs as one."""
     found = [name for name in RESULT_FILES if (run_dir / name).exists()]
+    finished = len(found) == len(RESULT_FILES)
+    if finished:
+        _keep_previous(run_dir, events, reused)
     for name in (*RESULT_FILES, "summary.json.tmp"):
         (run_dir / name).unlink(missing_ok=True)
     if events is not None and events.replace():
         found.append(EVENTS_FILE)
     if found:  # `warning`'s fields: docs/EVENTS.md's common table (code, message)
         names = " and ".join([", ".join(found[:-1]), found[-1]] if len(found) > 1 else found)
-        held = "a finished" if RESULT_FILES[0] in found else "an earlier"
         verb = "are" if len(found) > 1 else "is"
+        if finished:
+            fate = (
+                f"kept in {run_dir / PREVIOUS_DIR} until this run finishes, then removed "
+                "(use another --run-dir to keep both)"
+            )
+        else:
+            fate = "removed and this run writes new ones (use another --run-dir to keep both)"
+        held = "a finished" if finished else "an earlier"
         warning = {
             "code": "replaced_run",
-            "message": f"{run_dir} held {held} run; its {names} {verb} removed and this run "
-            "writes new ones (use another --run-dir to keep both)",
+            "message": f"{run_dir} held {held} run; its {names} {verb} {fate}",
         }
         emitter.emit("warning", stage="prepare", **warning)
+
+
+def _keep_previous(run_dir: Path, events: RunEventsFile | None, reused: bool) -> None:
+    """Move the finished run's files to RUN_DIR/previous (replacing an older one there)."""
+    keep = run_dir / PREVIOUS_DIR
+    shutil.rmtree(keep, ignore_errors=True)
+    keep.mkdir()
+    for name in KEPT_FILES:
+        if (run_dir / name).is_file():
+            if reused and name != CONFIG_FILE:  # not rewritten by this run
+                _link_or_copy(run_dir / name, keep / name)
+            else:
+                (run_dir / name).replace(keep / name)
+    if events is not None and events.inherited_bytes:
+        with events.path.open("rb") as src, (keep / EVENTS_FILE).open("wb") as dst:
+            dst.write(src.read(events.inherited_bytes))  # the earlier run's lines only
+    for name in RESULT_FILES[::-1]:  # the summary last: without it the copy reads unfinished
+        (run_dir / name).replace(keep / name)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # a file system without hard links
+        shutil.copy2(src, dst)
+
+
+def drop_previous(run_dir: str | Path) -> None:
+    """Remove the finished run a re-run kept (call once this run's summary is written)."""
+    shutil.rmtree(Path(run_dir) / PREVIOUS_DIR, ignore_errors=True)
+
+
+def previous_run(run_dir: str | Path) -> Path | None:
+    """The finished run a stopped re-run kept in RUN_DIR/previous, if any."""
+    keep = Path(run_dir) / PREVIOUS_DIR
+    return keep if all((keep / name).is_file() for name in RESULT_FILES) else None
 
 
 def load_docs_corpus(
@@ -135,7 +193,7 @@ def prepare(
     if reusable:
         recorded = _read_key(key_path)
         if recorded.get("key") == key and isinstance(recorded.get("stats"), dict):
-            retire_results(run_dir, emitter, events)
+            retire_results(run_dir, emitter, events, reused=True)
             for warning in recorded["stats"].get("warnings") or []:  # reused, still true
                 emitter.emit("warning", stage="prepare", **warning)
             emitter.emit("stage_end", stage="prepare", status="cached", seconds=0.0)
@@ -175,7 +233,7 @@ def prepare(
     # earlier run as it was): the cache key goes first and is written last (a failure in
     # between left the old key beside the new corpus, and the next run reused that mix)
     key_path.unlink(missing_ok=True)
-    retire_results(run_dir, emitter, events)
+    retire_results(run_dir, emitter, events, reused=False)
     corpus.save(run_dir / CORPUS_FILE)
     np.savez(run_dir / REFERENCE_FILE, reference=reference)
     stats: dict[str, Any] = {

@@ -28,7 +28,12 @@ from engine.embeddings.corpus import (
 )
 from engine.embeddings.evaluate import nearest_neighbours, pip_loss
 from engine.embeddings.models import SGNS, build_model
-from engine.embeddings.prepare import CORPUS_FILE, REFERENCE_FILE, input_warnings
+from engine.embeddings.prepare import (
+    CORPUS_FILE,
+    REFERENCE_FILE,
+    drop_previous,
+    input_warnings,
+)
 from engine.errors import ConfigError, TrainError
 from engine.events import Emitter
 from engine.sentiment.dist_env import DistEnv
@@ -290,6 +295,7 @@ class EmbedRun:
         tmp = run_dir / (SUMMARY_FILE + ".tmp")
         tmp.write_text(json.dumps(summary, indent=2), encoding="utf-8")
         tmp.replace(run_dir / SUMMARY_FILE)
+        drop_previous(run_dir)  # the finished run a re-run kept until now
         self.emitter.emit("summary", stage="train", **summary)
         self.emitter.emit("stage_end", stage="train", status="ok", seconds=summary["wall_s"])
         return summary

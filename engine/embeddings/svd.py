@@ -100,7 +100,12 @@ def svd_vectors(corpus: Corpus, window: int, dim: int, seed: int) -> tuple[np.nd
 def run_svd(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
     """Vectors of the prepared corpus in RUN_DIR (embeddings.npy, summary.json, as a trained
     run leaves them); returns the summary."""
-    from engine.embeddings.prepare import CORPUS_FILE, REFERENCE_FILE, input_warnings
+    from engine.embeddings.prepare import (
+        CORPUS_FILE,
+        REFERENCE_FILE,
+        drop_previous,
+        input_warnings,
+    )
     from engine.embeddings.runtime import SUMMARY_FILE, VECTORS_FILE
 
     run_dir = Path(cfg.run_dir)
@@ -137,6 +142,7 @@ def run_svd(cfg: EmbedConfig, emitter: Emitter) -> dict[str, Any]:
     tmp = run_dir / (SUMMARY_FILE + ".tmp")
     tmp.write_text(json.dumps(summary, indent=2), encoding="utf-8")
     tmp.replace(run_dir / SUMMARY_FILE)
+    drop_previous(run_dir)  # the finished run a re-run kept until now
     emitter.emit("summary", stage="svd", **summary)
     emitter.emit("stage_end", stage="svd", status="ok", seconds=seconds)
     return summary

@@ -69,12 +69,21 @@ def _stopped(run_dir: str) -> str:
     folder = Path(run_dir)
     if not folder.is_dir():
         return "the run was stopped before it wrote anything"
+    from engine.embeddings.prepare import previous_run
+
     again = "The same command starts it again"
     if (folder / "prepare.json").is_file():
         again += ", reusing the prepared corpus"
+    kept = previous_run(folder)
+    earlier = (
+        f" The finished run it was replacing is kept whole in {kept} (a run folder as it was: "
+        "--model-init-embeddings reads it; the next finished run here removes it)."
+        if kept
+        else ""
+    )
     return (
         f"the run was stopped; {run_dir} holds no finished vectors (no summary.json or "
-        f"embeddings.npy). {again}"
+        f"embeddings.npy). {again}.{earlier}"
     )
 
 
