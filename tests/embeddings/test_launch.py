@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from engine import launch as launcher
-from engine.embeddings.cli import CONFIG_FILE, launch
-from engine.embeddings.config import EmbedConfig
+from engine.embeddings.cli import launch
+from engine.embeddings.config import CONFIG_FILE, EmbedConfig
 from engine.errors import ConfigError, LaunchError
 
 

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 def classifier_folder(ref: str) -> Path:
     """The training folder of RUN (as RUN_HELP says); InputError that says so when RUN is an
     embeddings run, which holds word vectors and no classifier."""
-    from engine.embeddings.cli import CONFIG_FILE
+    from engine.embeddings.config import CONFIG_FILE
     from engine.errors import InputError
     from tui.cli.commands import train_folder
 
