@@ -121,6 +121,20 @@ class CheckpointKeeper:
         scratch.write_text("")
         await self.cluster.put_file(node, scratch, NODE_REQUEST)
 
+    async def checkpoint_now(self, node: str, scratch: Path, timeout_s: float) -> bool:
+        """Ask rank 0 on ``node`` for a checkpoint and wait (at most ``timeout_s``) until it
+        is stored here; whether it was (a stop keeps the work done since the last one)."""
+        before = self.stored_at
+        try:
+            await self.request(node, scratch)
+        except LaunchError as exc:
+            log.warning("could not ask for a checkpoint on %s: %s", node, exc)
+            return False
+        deadline = time.monotonic() + timeout_s
+        while self.stored_at <= before and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        return self.stored_at > before
+
     async def close(self) -> None:
         """Let a copy in flight finish (briefly)."""
         await self.settle(timeout=10.0)

@@ -35,6 +35,7 @@ from remote.profile import Profile
 from remote.recovery import RecoveryLedger
 from remote.run_folder import runs_root
 from remote.security import copy_private, make_private_dir, write_private_file
+from remote.stop_rules import STOP_CHECKPOINT_S
 from remote.train_stage import TrainContext, run_training
 
 RunStatus = Literal["ok", "failed", "interrupted", "budget"]
@@ -296,16 +297,47 @@ async def _supervise(
             work.result()
             return "ok", ""
         why = next(name for task, name in watchers.items() if task in done)
+        kept = await _checkpoint_first(ctx, work) if why == "interrupted" else ""
+        if work.done() and not work.cancelled() and work.exception() is None:
+            return "ok", ""  # it finished while the checkpoint was asked for
         work.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await work
         if why == "budget":
             return "budget", "budget max_usd would be exceeded"
-        return "interrupted", "stopped by the user"
+        return "interrupted", "stopped by the user" + kept
     finally:
         for task in [work, *watchers]:
             task.cancel()
         await asyncio.gather(work, *watchers, return_exceptions=True)
+
+
+async def _checkpoint_first(ctx: TrainContext, work: asyncio.Task[None]) -> str:
+    """On a user's stop while ranks train: a checkpoint at the next step, stored here before
+    the nodes go; what the stop kept, for its reason (work ending meanwhile ends the wait)."""
+    if ctx.checkpoint_now is None or ctx.ledger.train_started is None:
+        return ""  # no cluster yet, or ranks still setting up: no step to keep
+    ask = asyncio.create_task(ctx.checkpoint_now(STOP_CHECKPOINT_S))
+    try:
+        await asyncio.wait({ask, work}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not ask.done():
+            ask.cancel()
+        await asyncio.gather(ask, return_exceptions=True)
+    stored = None if ask.cancelled() or ask.exception() else ask.result()
+    if work.done():
+        return ""
+    if stored is None:
+        return (
+            f"; no checkpoint within {STOP_CHECKPOINT_S:g} s: resuming continues from the "
+            "last one written before the stop, if any"
+        )
+    where = (  # events count epochs from 0; a step-0 checkpoint is an epoch's end
+        f"in epoch {stored.epoch + 1} at step {stored.step:,}"
+        if stored.step
+        else f"after epoch {stored.epoch}"
+    )
+    return f"; checkpoint {where} kept: resume continues from it"
 
 
 async def _stages(ctx: TrainContext) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from remote.node_billing import NodeBilling
 from remote.node_watch import NodeWatch
 from remote.pricing import PriceBook
 from remote.profile import Profile
-from remote.recovery import RecoveryLedger, classify
+from remote.recovery import RecoveryLedger, StoredCheckpoint, classify
 from remote.security import make_private_dir, write_private_file
 
 
@@ -53,6 +54,9 @@ class TrainContext:
     resume: bool = False
     """The first attempt continues from ``run_dir/train/checkpoints/latest.pt`` (a resumed
     run's, put there before the cluster starts), pushed to every node first."""
+    checkpoint_now: Callable[[float], Coroutine[Any, Any, StoredCheckpoint | None]] | None = None
+    """While ranks train: ask rank 0 for a checkpoint and wait at most the given seconds
+    until it is stored here; the checkpoint, or None (set by :func:`run_training`)."""
 
 
 def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str, Any]:
@@ -115,6 +119,15 @@ async def run_training(ctx: TrainContext, cluster: Cluster, data: PreparedData) 
             if result is not None:
                 await result
 
+    async def checkpoint_now(timeout_s: float) -> StoredCheckpoint | None:
+        if ledger.train_started is None:  # no step taken yet: nothing worth a checkpoint
+            return None
+        scratch = run_dir / "config" / "REQUEST"
+        if await keeper.checkpoint_now(cluster.rank0_node, scratch, timeout_s):
+            return ledger.checkpoints[-1]
+        return None
+
+    ctx.checkpoint_now = checkpoint_now
     try:
         await watch.start()
         resume, first = ctx.resume, True
@@ -143,6 +156,7 @@ async def run_training(ctx: TrainContext, cluster: Cluster, data: PreparedData) 
             await cluster.fetch(cluster.rank0_node, "train", run_dir / "train")
         ctx.emitter.emit("stage_end", stage="train", status="ok", seconds=time.time() - started)
     finally:
+        ctx.checkpoint_now = None
         await watch.stop()
         await keeper.close()
         billing.stop_all()

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -14,6 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
 from engine.errors import SentitopError
+from remote.stop_rules import STOP_CHECKPOINT_S
 from tui.model.event_text import readable_text
 from tui.screens.base import WorkerFailed
 from tui.screens.help import HelpScreen
@@ -31,6 +34,17 @@ MODE_ORDER = [mode for mode, _ in SCREENS]
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 """Signals that end the dashboard as `q` does, a live run stopped and torn down first (in the
 terminal's raw mode Ctrl-C is a key, so a SIGINT comes only from outside)."""
+
+
+STOP_WORDS = f"a checkpoint at its next step, waiting up to {STOP_CHECKPOINT_S:g} s"
+"""What stopping a live run does, as the confirmations say it (remote.runner's stop)."""
+EXIT_WATCHDOG_S = 10.0
+"""How long the app may take to leave after a stop signal or a quit before it is ended."""
+
+
+def _exit_later(code: int) -> None:
+    time.sleep(EXIT_WATCHDOG_S)
+    os._exit(code)
 
 
 class SentitopApp(App[int]):
@@ -98,42 +112,68 @@ class SentitopApp(App[int]):
         index = MODE_ORDER.index(self.current_mode) if self.current_mode in MODE_ORDER else 0
         await self.switch_mode(MODE_ORDER[(index + delta) % len(MODE_ORDER)])
 
+    async def action_quit(self) -> None:
+        """ctrl+q (Textual's own quit key) asks as `q` does."""
+        self.action_quit_app()
+
     def action_quit_app(self) -> None:
-        up = self.run_screen.cloud_resources_up()
-        if not up:
+        if not self.run_screen.live:
             self.exit(0)
             return
-        self.push_screen(
-            ConfirmScreen(
-                "Cloud resources are still up",
+        up = self.run_screen.cloud_resources_up()
+        run = self.run_screen.state.run_id or "?"
+        if up:
+            title = "Cloud resources are still up"
+            text = (
                 f"{up} cloud node(s) of the running run are still up and costing money. "
-                "Stop the run, tear them down and quit?",
-                yes="Tear down and quit",
-                no="Stay",
-            ),
-            self._confirmed_quit,
+                f"Stop the run ({STOP_WORDS}), tear them down and quit?"
+            )
+        else:
+            title = "A run is live"
+            text = f"Run {run} is still training. Stop it ({STOP_WORDS}) and quit?"
+        self.push_screen(
+            ConfirmScreen(title, text, yes="Stop and quit", no="Stay"), self._confirmed_quit
         )
 
     def _confirmed_quit(self, yes: bool | None) -> None:
         if yes:
-            self.notify("stopping the run and tearing down… the app quits when done")
+            self.notify("stopping the run… the app quits when it has ended")
             self.run_worker(self._stop_then_exit(), exclusive=True, group="quit")
 
     async def _stop_then_exit(self, code: int = 0) -> None:
         await self.run_screen.stop_and_wait()
-        self.exit(return_code=code)
+        self._exit_for_sure(code)
 
     def stop_signal(self, signum: int) -> None:
         """SIGTERM, SIGHUP (the terminal closed) or a SIGINT sent from outside: stop a live run
-        (a checkpoint, its nodes torn down) as quitting does, then exit 128 + the signal."""
+        (a checkpoint at its next step, its nodes torn down) as quitting does, then exit 128 +
+        the signal. A second signal meanwhile changes nothing: the stop goes on."""
         if self.stopping_for is not None:
             return
         self.stopping_for = signum
         code = 128 + signum
+        if signum == signal.SIGHUP and self.stop_on_signals:
+            self._terminal_gone()
         if self.run_screen.live:
             self.run_worker(self._stop_then_exit(code), exclusive=True, group="quit")
         else:
-            self.exit(return_code=code)
+            self._exit_for_sure(code)
+
+    def _terminal_gone(self) -> None:
+        """Drop the screen's output from now on: writes to a hung-up terminal fail, Textual's
+        writer thread dies of it, and once its queue was full the app blocked for ever in a
+        write (the run it was stopping with it, the process left behind at 0 % CPU)."""
+        writer = getattr(self._driver, "_writer_thread", None)
+        if writer is not None:
+            writer.write = lambda text: None
+            writer.stop = lambda: None
+
+    def _exit_for_sure(self, code: int) -> None:
+        """Exit with ``code``; in a real terminal, a process still there EXIT_WATCHDOG_S
+        later (Textual waiting on a terminal that is gone) ends itself."""
+        if self.stop_on_signals:
+            threading.Thread(target=_exit_later, args=(code,), daemon=True).start()
+        self.exit(return_code=code)
 
     # -------------------------------------------------------------- messages
     async def on_run_requested(self, message: RunRequested) -> None:
@@ -146,8 +186,8 @@ class SentitopApp(App[int]):
         self.push_screen(
             ConfirmScreen(
                 "A run is live",
-                f"Run {self.run_screen.state.run_id or '?'} is still running. Stop it (a "
-                f"checkpoint is written, its nodes torn down) and start {row.name}?",
+                f"Run {self.run_screen.state.run_id or '?'} is still running. Stop it "
+                f"({STOP_WORDS}, its nodes torn down) and start {row.name}?",
                 yes="Stop it and start",
                 no="Keep it running",
             ),

@@ -32,3 +32,30 @@ async def test_a_stop_signal_with_nothing_running_exits_at_once() -> None:
         app.stop_signal(signal.SIGHUP)
         await pilot.pause()
     assert app.return_code == 128 + signal.SIGHUP
+
+
+@pytest.mark.parametrize("key", ["q", "ctrl+q"])
+async def test_quit_during_a_live_local_run_asks_then_stops_it_first(key: str) -> None:
+    """`q` (and Textual's own ctrl+q) quit at once during a live local run: the training was
+    killed with no word and its reason recorded as a Ctrl-C."""
+    from tests.tui.scenes import settle
+    from tui.screens.modals import ConfirmScreen
+
+    runner = FakeRunner()  # holds after a few events, as a training does, until stopped
+    app = build_app(runner=runner)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("r")  # local-cpu is first
+        await runner.holding.wait()
+        assert app.run_screen.live and app.run_screen.cloud_resources_up() == 0
+        await pilot.press(key)
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen) and not runner.stopped
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.is_running and not runner.stopped
+        await pilot.press(key)
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+    assert runner.stopped and app.return_code == 0

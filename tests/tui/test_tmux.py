@@ -138,3 +138,66 @@ def test_a_stop_signal_ends_the_real_dashboard_with_its_code(tmp_path: Path, sig
         assert "replay ended" not in tmux.pane()  # it left its screen: the terminal is restored
     finally:
         tmux("kill-server", check=False)
+
+
+LIVE_PROFILE = """\
+name: hup-local
+provider: local
+data:
+  synthetic: {size: 2MB, seed: 3, distinct: 0.9}
+preprocess: {vocab_size: 500, seq_len: 32}
+train:
+  nproc: 1
+  epochs: 200
+  batch_size: 64
+  log_every: 1
+  checkpoint_every_min: 0
+  checkpoint_every_steps: 0
+  threads: 1
+"""
+
+
+@pytest.mark.timeout(300)
+def test_closing_the_terminal_stops_a_live_run_and_the_dashboard_exits(tmp_path: Path) -> None:
+    """`tmux kill-session` (SIGHUP) during a live run: the run was stopped, but the dashboard
+    then blocked for ever writing to the gone terminal (0 % CPU, parent 1, deaf to SIGTERM).
+    Now it checkpoints, stops the run and exits."""
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "hup-local.yaml").write_text(LIVE_PROFILE)
+    pid_file = tmp_path / "pid"
+    app = (
+        f"echo $$ > {pid_file}; exec env -u COLUMNS -u LINES PYTHONPATH={ROOT} "
+        f"SENTITOP_CACHE_DIR={tmp_path / 'cache'} {sys.executable} -m tui"
+    )
+    tmux = Tmux(f"sentitop-test-{os.getpid()}-hup")
+    tmux("new-session", "-d", "-s", "app", "-x", "160", "-y", "48", "sh", "-c",
+         f"cd {tmp_path} && sh -c '{app}'")  # fmt: skip
+    try:
+        tmux.wait_for(lambda p: "hup-local" in p and "valid" in p)
+        tmux.keys("r")
+        tmux.wait_for(lambda p: "● running" in p and "samples/s" in p and "— samples/s" not in p,
+                      timeout=180)  # fmt: skip
+        pid = int(pid_file.read_text())
+    finally:
+        tmux("kill-server", check=False)  # the terminal goes: SIGHUP
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.5)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError("the dashboard was still there 90 s after its terminal closed")
+    (run,) = (tmp_path / "runs").iterdir()
+    ended = (run / "events.jsonl").read_text().splitlines()[-1]
+    assert '"type":"run_end"' in ended and "checkpoint in epoch" in ended, ended
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:  # a zombie (exited, not reaped yet) is gone
+            return fh.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False

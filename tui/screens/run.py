@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Static
 from textual.widgets.data_table import RowKey
 from textual.worker import Worker, get_current_worker
 
+from remote.stop_rules import STOP_CHECKPOINT_S
 from tui.format import (
     fmt,
     fmt_duration,
@@ -302,8 +303,9 @@ class RunScreen(SentitopScreen):
             self.app.push_screen(
                 ConfirmScreen(
                     "Stop the run?",
-                    "Training stops after the current step, a checkpoint is written and the "
-                    "nodes are torn down.",
+                    "Rank 0 writes a checkpoint at its next step (waiting up to "
+                    f"{STOP_CHECKPOINT_S:g} s for it), then the run's processes are stopped and "
+                    "its nodes torn down; resuming continues from that checkpoint.",
                     yes="Stop",
                     no="Keep running",
                 ),
