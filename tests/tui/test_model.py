@@ -214,3 +214,15 @@ def test_a_resumed_run_counts_the_epochs_it_took_over() -> None:
     state.ingest({"type": "epoch", "t": 31.0, "epoch": 2, "seconds": 30.0, "accuracy": 0.8})
     assert state.epochs_seen == 1 and state.epochs_done == 3
     assert state.eta_seconds() == 0.0
+
+
+def test_an_epoch_event_without_an_epoch_number_is_left_out_and_said() -> None:
+    """A damaged recorded line {"type": "epoch", "epoch": null, "accuracy": "high"} became an
+    epochs-table row "1 — — — —" in a replay."""
+    state = RunState()
+    for epoch in (None, "two", -1, True, 1.5):
+        state.ingest({"type": "epoch", "t": 1.0, "epoch": epoch, "accuracy": "high"})
+    state.ingest({"type": "epoch", "t": 2.0, "epoch": 0, "accuracy": 0.8})
+    assert [(row.epoch, row.accuracy) for row in state.epochs] == [(0, 0.8)]
+    said = [line.text for line in state.log if "without an epoch number" in line.text]
+    assert len(said) == 5

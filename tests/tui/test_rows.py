@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.tui.fakes import FIXTURE_RUN, RUNS_DIR
-from tui.model.rows import RowCache, load_profile_rows, load_run_rows, price_rows, profile_row
+from tui.model.rows import (
+    UNREADABLE_SUMMARY,
+    RowCache,
+    load_profile_rows,
+    load_run_rows,
+    price_rows,
+    profile_row,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,12 +95,20 @@ def test_run_rows_from_events_and_summary(tmp_path: Path) -> None:
 
 def test_a_summary_with_impossible_figures_is_read_from_the_events(tmp_path: Path) -> None:
     """A string where a number belongs ("epochs": "two") crashed the Runs screen (int("two"));
-    a markup string as accuracy read as an ok run with blank columns."""
+    a markup string as accuracy read as an ok run with blank columns. Broken or list-shaped
+    JSON too: the figures come from the events, the status says the summary is unreadable
+    (it read "ok", as a sound run), and each row is named by its folder (copies of one run
+    were six rows with the same name)."""
     for name, bad in (("r1", {"epochs": "two"}), ("r2", {"accuracy": "[bold red]BOOM[/]"})):
         shutil.copytree(FIXTURE_RUN, tmp_path / name)
         (tmp_path / name / "summary.json").write_text(json.dumps({"run": name, "usd": 9.5, **bad}))
+    for name, text in (("r3", '{"run": "r3", "usd": '), ("r4", "[1, 2, 3]")):
+        shutil.copytree(FIXTURE_RUN, tmp_path / name)
+        (tmp_path / name / "summary.json").write_text(text)
     rows = load_run_rows(tmp_path)
-    assert [(r.epochs, r.status) for r in rows] == [(3, "ok"), (3, "ok")]  # the events' figures
+    assert [(r.run, r.epochs, r.status) for r in rows] == [
+        (name, 3, UNREADABLE_SUMMARY) for name in ("r1", "r2", "r3", "r4")
+    ]  # the events' figures
     assert all(r.usd == pytest.approx(0.4987, abs=1e-3) for r in rows)  # not the summary's 9.5
 
 
@@ -135,3 +150,16 @@ def test_a_run_whose_process_died_reads_unfinished_not_running(tmp_path: Path) -
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_profile_row_knows_when_its_file_changed(tmp_path: Path) -> None:
+    """`r` ran the settings read at the last reload after the file had been edited (even into
+    invalid YAML) with no word: the row now tells the Profiles screen to read it again."""
+    shutil.copy(ROOT / "profiles" / "local.yaml", tmp_path / "local.yaml")
+    (row,) = load_profile_rows(tmp_path)
+    assert row.valid and not row.changed_on_disk()
+    with (tmp_path / "local.yaml").open("a") as fh:
+        fh.write("train: [\n")
+    assert row.changed_on_disk()
+    (tmp_path / "local.yaml").unlink()
+    assert row.changed_on_disk()

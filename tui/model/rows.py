@@ -50,11 +50,26 @@ class ProfileRow:
     """The validated profile object, handed to the runner on `r`."""
     resume_from: Path | None = None
     """A stopped run's folder whose checkpoint the run continues from (Runs screen, `c`)."""
+    stamp: tuple[int, int] | None = None
+    """(mtime_ns, size) of the file when it was read (None: not read from a file)."""
 
     @property
     def valid(self) -> bool:
         """True when the profile validated."""
         return not self.errors
+
+    def changed_on_disk(self) -> bool:
+        """True when the file changed (or went) since this row was read from it."""
+        return self.stamp is not None and file_stamp(Path(self.path)) != self.stamp
+
+
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """(mtime_ns, size) of ``path``; None when it cannot be read."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size
 
 
 @dataclass(slots=True)
@@ -207,8 +222,11 @@ def load_profile_rows(folder: Path | None) -> list[ProfileRow]:
     catalog = load_catalog()
     rows: list[ProfileRow] = []
     for entry in list_profiles(folder):
+        stamp = file_stamp(entry.path)
         if entry.profile is not None:
-            rows.append(profile_row(entry.profile, entry.path, catalog, list(entry.warnings)))
+            row = profile_row(entry.profile, entry.path, catalog, list(entry.warnings))
+            row.stamp = stamp
+            rows.append(row)
             continue
         problems = [
             f"line {p.line}: {p.path or 'profile'}: {p.message}"
@@ -350,26 +368,31 @@ def link_chains(rows: list[RunRow]) -> list[RunRow]:
     return out
 
 
+UNREADABLE_SUMMARY = "bad summary.json"
+"""Status of a run folder whose summary.json cannot be read (its figures come from events)."""
+
+
 def run_row(run_dir: Path) -> RunRow | None:
     """The row of one run folder; None when it holds neither summary.json nor events."""
     summary_path = run_dir / "summary.json"
     events_path = run_dir / "events.jsonl"
-    data: dict[str, Any] = {}
+    data: Any = {}
     if summary_path.is_file():
         try:
             data = json.loads(summary_path.read_text(encoding="utf-8"))
-        except ValueError:
-            data = {}
+            if isinstance(data, dict):
+                check_summary(data, summary_path)
+        except (ValueError, InputError):  # broken JSON, a string where a number belongs
+            data = None
+    bad_summary = summary_path.is_file() and not isinstance(data, dict)
     if not isinstance(data, dict):
-        data = {}
-    try:
-        check_summary(data, summary_path)
-    except InputError:  # a string where a number belongs: read as unreadable, as broken JSON is
         data = {}
     if not data and events_path.is_file():
         data = read_run_state(run_dir).summary_row()
         if data.get("status") == "running" and not has_live_writer(events_path):
             data["status"] = "unfinished"  # no run_end and nobody writes: killed or crashed
+    if bad_summary:  # figures from the events; `sentitop runs` leaves such a folder out
+        data["status"] = UNREADABLE_SUMMARY
     if not data:
         return None
     train = data["train"] if isinstance(data.get("train"), dict) else {}
@@ -380,7 +403,7 @@ def run_row(run_dir: Path) -> RunRow | None:
         epochs, device = epochs or facts.epochs_done, device or facts.device
     wall_s = data.get("wall_s")
     return RunRow(
-        run=str(data.get("run") or run_dir.name),
+        run=run_dir.name,  # what replay, resume and `sentitop runs` name it by
         path=str(run_dir),
         profile=str(data.get("profile") or ""),
         gpus=int(data.get("gpus") or data.get("world_size") or 0),

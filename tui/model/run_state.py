@@ -376,8 +376,13 @@ class RunState(RunViews):
                 self._rank_series(self.rank_shares, rank).append(rel, 1 / self.world_size, gs)
 
     def _on_epoch(self, ev: Mapping[str, Any], rel: float) -> None:
+        epoch = ev.get("epoch")
+        if epoch.__class__ is not int or epoch < 0:  # a damaged line: not an epoch "1" of dashes
+            self._log(rel, "events", f"an epoch event without an epoch number ({epoch!r}) was "
+                      "left out", "warning")  # fmt: skip
+            return
         row = EpochRow(
-            epoch=int(_num(ev.get("epoch")) or 0),
+            epoch=epoch,
             train_loss=_num(ev.get("train_loss")),
             test_loss=_num(ev.get("test_loss")),
             accuracy=_num(ev.get("accuracy")),

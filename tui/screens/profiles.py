@@ -181,6 +181,13 @@ class ProfilesScreen(SentitopScreen):
             self.notify(
                 f"{row.name} does not validate: {row.errors[0]}", severity="error", markup=False
             )
+        elif row.changed_on_disk():  # it ran the settings read at the last reload, silently
+            self.notify(
+                f"{row.path} changed since it was read: read again — check it, then press r",
+                severity="warning",
+                markup=False,
+            )
+            self.action_reload()
         else:
             self.post_message(RunRequested(row))
 

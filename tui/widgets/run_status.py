@@ -38,7 +38,11 @@ def status_text(st: RunState, snap: dict[str, Any]) -> Text:
         rate = f"{nice_number(st.samples_per_s)} samples/s" if st.samples_per_s else "— samples/s"
     total = st.total_epochs
     done = st.epochs_done  # a resumed run's epoch events start where it took over
-    current = done if st.finished or (total and done >= total) else done + 1
+    stopped_mid_way = st.finished and st.status != "ok" and st.global_step > 0
+    # a run stopped in its second epoch still reads epoch 2 (it read 1 once stopped)
+    current = (
+        done if (st.finished and not stopped_mid_way) or (total and done >= total) else done + 1
+    )
     line2 = Text.assemble(
         ("epoch ", "dim"),
         f"{current}/{total}" if total else str(current),
