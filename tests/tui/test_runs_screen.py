@@ -13,6 +13,7 @@ import pytest
 from engine.events import JsonlFileSink, encode_event
 from tests.tui.fakes import SINGLE_RUN, build_app
 from tests.tui.scenes import SIZE, settle
+from tests.tui.test_app import as_text, notes
 from tui.model.rows import load_run_rows
 from tui.screens import runs
 from tui.screens.runs import RunsScreen
@@ -205,3 +206,35 @@ async def test_the_loss_plot_says_how_to_fill_it(tmp_path: Path) -> None:
         await pilot.press("space")
         await settle(pilot)
         assert plot.lines and "select runs" not in plot.render().plain
+
+
+async def test_v_shows_cost_vs_speed_of_the_selected_runs(tmp_path: Path) -> None:
+    """The review's $ vs hours, frontier and efficiency were only in `sentitop report`: the
+    dashboard's view of them existed but no screen showed it."""
+    from tests.review.conftest import write_run
+    from tui.widgets.cost_speed import CostSpeedView
+
+    write_run(tmp_path, "one", nproc=1, epoch_s=[50.0, 50.0], sync_s=0.0)
+    write_run(tmp_path, "two", nproc=2, epoch_s=[10.0, 10.0], sync_s=0.5)
+    stopped_cpu_run(tmp_path / "20261122-090000-local-cpu")  # events only: no summary yet
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, RunsScreen) and len(screen.rows) == 3
+        view = screen.query_one("#cost-speed", CostSpeedView)
+        assert not view.display
+        await pilot.press("v")
+        await settle(pilot)
+        assert view.display and not screen.query_one("#overlay").display
+        assert view.data is not None and not view.data.points  # nothing selected yet
+        for _ in range(3):
+            await pilot.press("space", "down")
+        await settle(pilot)
+        await until(pilot, lambda: view.data is not None and len(view.data.points) == 2)
+        assert {p.workers: p.untrusted for p in view.data.points} == {1: False, 2: True}
+        assert any("20261122-090000-local-cpu" in n for n in notes(app))  # left out, said
+        assert "⚠ 2.50" in as_text(view.render())  # the untrusted mark
+        await pilot.press("v")
+        await settle(pilot)
+        assert not view.display and screen.query_one("#overlay").display

@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import DataTable
 
+from remote.review.views import CostSpeedData
 from tui.format import fmt, fmt_usd, format_seconds, format_usd, nice_number
 from tui.model import RunState
 from tui.model.rows import RowCache, RunRow, load_run_rows, read_run_state
@@ -27,6 +28,7 @@ from tui.screens.modals import ConfirmScreen
 from tui.screens.profiles import RunRequested, shown_path
 from tui.services import Services
 from tui.widgets.braille import PlotLine
+from tui.widgets.cost_speed import CostSpeedView
 from tui.widgets.line_plot import LinePlot
 
 COLUMNS = (
@@ -73,6 +75,15 @@ class RunsLoaded(Message):
     """One row per run folder (None: the folder did not change since the last look)."""
     stamp: Stamp
     """The runs folder's stamp when it was read."""
+
+
+@dataclass
+class CostLoaded(Message):
+    """The selected runs' cost/speed data was computed (remote.review.views)."""
+
+    data: CostSpeedData
+    unreadable: list[str]
+    """Selected folders whose summary could not be read (left out of the view)."""
 
 
 @dataclass
@@ -153,6 +164,7 @@ class RunsScreen(SentitopScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "toggle_run", "Select"),
         Binding("x", "cycle_x", "X-axis"),
+        Binding("v", "cycle_view", "$ vs h"),
         Binding("p", "replay", "Replay"),
         Binding("c", "resume", "Resume"),
         Binding("u", "reload", "Reload"),
@@ -169,6 +181,8 @@ class RunsScreen(SentitopScreen):
         self.curves: dict[str, RunState] = {}
         self.x_axis = "steps"
         """Overlay x-axis."""
+        self.view = "loss"
+        """What the lower pane shows: the selected runs' loss curves, or their $ vs hours."""
         self._stamp: Stamp | None = None
         """The runs folder's stamp at the last read (None: never read)."""
         self._row_cache: RowCache = {}
@@ -181,6 +195,9 @@ class RunsScreen(SentitopScreen):
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield LinePlot("train loss of selected runs", id="overlay", empty=NOTHING_SELECTED)
+        cost = CostSpeedView(id="cost-speed")
+        cost.display = False
+        yield cost
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -313,6 +330,37 @@ class RunsScreen(SentitopScreen):
         self.x_axis = X_AXES[(X_AXES.index(self.x_axis) + 1) % len(X_AXES)]
         self._draw()
 
+    def action_cycle_view(self) -> None:
+        """Swap the lower pane: loss curves, or cost vs speed (the report's review, live)."""
+        self.view = "cost" if self.view == "loss" else "loss"
+        self.query_one("#overlay", LinePlot).display = self.view == "loss"
+        self.query_one("#cost-speed", CostSpeedView).display = self.view == "cost"
+        self._draw()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="cost")
+    def _load_cost(self, paths: list[str]) -> None:
+        from engine.errors import InputError
+        from remote.review.views import cost_speed_data
+        from remote.runs_store import load_run
+
+        records, unreadable = [], []
+        for path in paths:
+            try:
+                records.append(load_run(path))
+            except (InputError, OSError):  # unfinished (no summary yet) or damaged
+                unreadable.append(Path(path).name)
+        self.post_message(CostLoaded(cost_speed_data(records), unreadable))
+
+    def on_cost_loaded(self, message: CostLoaded) -> None:
+        self.query_one("#cost-speed", CostSpeedView).set_data(message.data)
+        if message.unreadable:
+            self.notify(
+                f"left out of $ vs hours (no readable summary.json): "
+                f"{', '.join(message.unreadable)}",
+                severity="warning",
+                markup=False,
+            )
+
     def action_replay(self) -> None:
         row = self.current()
         if row is not None:
@@ -357,6 +405,9 @@ class RunsScreen(SentitopScreen):
         self.action_toggle_run()
 
     def _draw(self) -> None:
+        if self.view == "cost":
+            self._load_cost(list(self.selected))
+            return
         plot = self.query_one("#overlay", LinePlot)
         plot.x_format = X_FORMATS[self.x_axis]
         plot.border_title = f"train loss of selected runs  (x: {self.x_axis})"
