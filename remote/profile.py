@@ -356,6 +356,11 @@ class _RemoteProfile(Profile):
         out = super().warnings(catalog)
         if self.insecure_ignore_host_keys:
             out.append("insecure_ignore_host_keys: true — SSH host keys are not checked")
+        try:
+            self.check_key_files()  # valid YAML, but a run would stop at once (exit 2)
+        except ProfileError as exc:
+            out.append(exc.message.removeprefix(f"{self.where}: ") + " here: a run stops before "
+                       "it starts any machine")  # fmt: skip
         return out
 
 

@@ -73,7 +73,13 @@ def test_shipped_profile_kinds() -> None:
     assert mixed.train.balance.enabled
 
 
-def test_seed_profile_warns_about_unsupported_gpus_and_others_do_not() -> None:
+def test_seed_profile_warns_about_unsupported_gpus_and_others_do_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # the keys the shipped profiles name, present
+    for key in (".ssh/sentitop.pem", ".config/sentitop/loopback/id_ed25519"):
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / key).write_text("key")
     entries = {e.path.stem: e for e in list_profiles(PROFILES)}
     assert set(SHIPPED) <= set(entries)
     seed = entries["aws-seed-g3"]
@@ -81,6 +87,18 @@ def test_seed_profile_warns_about_unsupported_gpus_and_others_do_not() -> None:
     assert any("M60" in w and "PyTorch" in w for w in seed.warnings)
     for name in ("local", "aws-g5-2node", "aws-mixed-g4dn-g5", "ssh-loopback"):
         assert entries[name].ok and entries[name].warnings == [], entries[name].warnings
+
+
+def test_a_missing_key_file_is_a_warning_before_any_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The profile showed "✓ valid" and a run then stopped at once with exit 2."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # no keys there
+    entries = {e.path.stem: e for e in list_profiles(PROFILES)}
+    for name in ("aws-g5-2node", "ssh-loopback"):
+        (warning,) = entries[name].warnings
+        assert entries[name].ok and "nodes[0].key:" in warning and "is not a file here" in warning
+    assert entries["local"].warnings == []
 
 
 def test_name_lookup_uses_profiles_folder(monkeypatch: pytest.MonkeyPatch) -> None:
