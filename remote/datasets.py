@@ -144,7 +144,7 @@ async def _preprocess_here(cfg: PreprocessConfig, run_dir: Path, events_sink: An
         try:
             await cluster.run({"local": command}, stage="preprocess")
         except NodeFailedError as exc:
-            if exc.exit_code == 2:  # its message, without the event lines around it
+            if exc.node_exit_code == 2:  # its message, without the event lines around it
                 said = [line for line in exc.tail if parse_event_line(line) is None][-5:]
                 hints = [line.strip()[6:] for line in said if line.strip().startswith("hint: ")]
                 text = [line.removeprefix(f"{InputError.title}: ") for line in said]

@@ -188,7 +188,7 @@ async def _recover(
     world_before = _world(cluster)
     rec = ledger.begin(
         lost=lost,
-        cause=classify(exc.exit_code, exc.reason, LOST),
+        cause=classify(exc.node_exit_code, exc.reason, LOST),
         action=decision,
         detail=(exc.reason or exc.message.split("\n")[0])[:300],
         lost_at=lost_at,

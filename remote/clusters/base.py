@@ -95,7 +95,9 @@ class NodeFailedError(LaunchError):
         reason: str | None = None,
     ) -> None:
         self.node = node
-        self.exit_code = exit_code
+        self.node_exit_code = exit_code
+        """The node's own exit code (LOST: the connection); the command's stays 1, as for any
+        failed run (a node's 2 or 130 read as a bad profile or a Ctrl-C, its -9 as 247)."""
         self.tail = list(tail)
         self.log_path = log_path
         self.reason = reason

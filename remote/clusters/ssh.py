@@ -471,7 +471,7 @@ def _keyscan_hint(spec: SSHNode, known_hosts: Path) -> str:
     return (
         f"check the host's key fingerprint, then add it: ssh-keyscan -p {spec.port} "
         f"{quote(spec.host)} >> {quote(str(known_hosts))} (or point the profile's known_hosts at "
-        "a file that has it; host_key_check: false skips the check, unsafe)"
+        "a file that has it; insecure_ignore_host_keys: true skips the check, unsafe)"
     )
 
 

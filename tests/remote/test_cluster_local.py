@@ -138,7 +138,8 @@ async def test_a_failing_node_stops_the_others_and_is_named(tmp_path: Path) -> N
             )
         elapsed = time.monotonic() - started
     error = caught.value
-    assert error.node == "b" and error.exit_code == 3
+    assert error.node == "b" and error.node_exit_code == 3
+    assert error.exit_code == 1  # the command's: a failed run, whatever the node's code
     assert "node b (localhost) exited with code 3 during train" in error.message
     assert "Traceback: boom" in error.message and "line 29" in error.message
     assert "line 5" not in error.message  # only the last lines
@@ -175,7 +176,7 @@ async def test_a_node_whose_rank_crashes_before_it_finished_fails_the_run(
         await cluster.start(tmp_path / "runs" / "early")
         with pytest.raises(NodeFailedError) as caught:
             await cluster.run(cluster.rank_commands("tests.train.crashing_rank", ["before"]))
-    assert caught.value.exit_code == 1 and "rank 1" in caught.value.message + "\n".join(
+    assert caught.value.node_exit_code == 1 and "rank 1" in caught.value.message + "\n".join(
         caught.value.tail
     )
 
@@ -360,7 +361,7 @@ async def test_missing_program_fails_the_node_with_its_message(tmp_path: Path) -
         await cluster.start(tmp_path / "runs" / "missing")
         with pytest.raises(NodeFailedError) as caught:
             await cluster.run({"n0": Command(argv=("/nonexistent/python", "-V"))})
-    assert caught.value.exit_code == 127
+    assert caught.value.node_exit_code == 127 and caught.value.exit_code == 1
     assert "/nonexistent/python" in caught.value.message
 
 

@@ -201,7 +201,7 @@ async def test_killing_one_nodes_training_process_mid_epoch_stops_every_node_the
         resumed = await _train_commands(cluster, dataset, saved + 1, "--resume")
         results = await cluster.run(resumed)
     assert caught.value.node == "b"
-    assert caught.value.exit_code != 0
+    assert caught.value.node_exit_code != 0
     assert "node b (" in caught.value.message and "SIGKILL" in caught.value.message
     assert stopped_after < 10
     assert pids_left == {"a": [], "b": []}
