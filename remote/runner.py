@@ -36,6 +36,7 @@ from remote.recovery import RecoveryLedger
 from remote.run_folder import runs_root
 from remote.security import copy_private, make_private_dir, write_private_file
 from remote.stop_rules import STOP_CHECKPOINT_S
+from remote.teardown import tear_down_leftovers
 from remote.train_stage import TrainContext, run_training
 
 RunStatus = Literal["ok", "failed", "interrupted", "budget"]
@@ -252,6 +253,10 @@ async def execute_run(
             on_exceeded=lambda _why: loop.call_soon_threadsafe(budget_hit.set),
         )
         ticker.start()
+        if resume_from is not None:  # machines a killed launcher left up would bill beside ours
+            left = await asyncio.to_thread(tear_down_leftovers, resume_from)
+            if left:
+                emitter.emit("warning", stage="run", code="resumed_run_leftovers", message=left)
         ctx = TrainContext(profile, train_cfg, run_dir, emitter, sink, meter, book, on_line,
                            ledger, notes, resume=resume_from is not None)  # fmt: skip
         status, reason = await _supervise(ctx, stop, budget_hit)

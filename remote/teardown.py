@@ -140,6 +140,23 @@ def cloud_region(run_dir: Path) -> tuple[bool, str | None, str]:
     return provider == "ec2" or emr, str(region) if region else None, provider
 
 
+def tear_down_leftovers(run_dir: Path) -> str | None:
+    """Before ``run_dir`` is resumed: terminate what it left tagged in the cloud (its launcher
+    was killed, so nothing tore its nodes down, and a resume started new ones beside them);
+    what went, or None when nothing was left (or it used no cloud machines)."""
+    cloud, region, _ = cloud_region(run_dir)
+    if not cloud:
+        return None
+    report = teardown_run(run_dir.name, region=region)
+    if not (report.instances or report.clusters):
+        return None
+    return (
+        f"run {run_dir.name}, resumed here, had left {len(report.instances)} EC2 instance(s) "
+        f"and {len(report.clusters)} EMR cluster(s) running in {report.region} (its launcher "
+        "was killed); terminated before this run starts its own"
+    )
+
+
 def teardown_recorded_run(run_dir: Path) -> str:
     """Terminate the EC2 instances and EMR clusters still tagged with the run; say what went.
 

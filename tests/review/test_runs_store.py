@@ -112,6 +112,11 @@ def test_one_broken_run_does_not_hide_the_others(
     assert main(["runs", "--runs-dir", str(root)]) == 0
     err = capsys.readouterr().err  # nobody writes its events: it was killed
     assert "1 run(s) stopped before their end" in err and running.name in err
+    assert "billing" not in err  # no profile recorded: nothing says it ran in the cloud
+    (running / "profile.yaml").write_text("name: g5\nprovider: ec2\n")
+    assert main(["runs", "--runs-dir", str(root)]) == 0
+    err = capsys.readouterr().err  # a killed EC2 run: its instances may still bill
+    assert "may still be running and billing" in err and f"sentitop teardown {running.name}" in err
     sink = JsonlFileSink(running / "events.jsonl")  # as a live run's controller holds it
     try:
         assert main(["runs", "--runs-dir", str(root)]) == 0

@@ -199,3 +199,20 @@ def test_an_empty_run_id_is_a_usage_error(ref: str, tmp_path, monkeypatch, capsy
     err = capsys.readouterr().err
     assert "argument RUN_ID: " in err and tmp_path.name not in err
     assert "Traceback" not in err and "cloud error" not in err
+
+
+def test_a_resume_first_terminates_what_the_killed_run_left(ec2, ami, run_id, tmp_path) -> None:
+    """The launcher of an EC2 run SIGKILLed: its instances kept running, and `run --resume`
+    started two more beside them (four billed, no word)."""
+    from remote.teardown import tear_down_leftovers
+
+    run_dir = tmp_path / run_id
+    run_dir.mkdir()
+    (run_dir / "profile.yaml").write_text(f"name: g5\nprovider: ec2\nregion: {REGION}\n")
+    launch(ec2, ami, run_id, 2)
+    said = tear_down_leftovers(run_dir)
+    assert said is not None and "had left 2 EC2 instance(s)" in said and REGION in said
+    assert live_instances(ec2, run_id) == set()
+    assert tear_down_leftovers(run_dir) is None  # nothing left
+    (run_dir / "profile.yaml").write_text("name: l\nprovider: local\n")
+    assert tear_down_leftovers(run_dir) is None  # no cloud, no AWS call

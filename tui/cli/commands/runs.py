@@ -53,6 +53,17 @@ def note_unfinished(root: Path, names: list[str]) -> None:
             f"process writes their events: killed or crashed): {shown(dead)}",
             file=sys.stderr,
         )
+    from remote.teardown import cloud_region
+
+    recorded = {n: cloud_region(root / n) for n in dead}  # (cloud, region, provider)
+    cloudy = [n for n, (cloud, _, provider) in recorded.items() if cloud and provider != "unknown"]
+    if cloudy:  # its launcher was killed: nothing tore its machines down
+        print(
+            f"warning: {shown(cloudy)} ran on cloud machines and never ended: they may still "
+            f"be running and billing; `sentitop teardown {cloudy[0]}` terminates what is left "
+            "(`sentitop run --resume` does it first too)",
+            file=sys.stderr,
+        )
     if names:
         print("note: `sentitop replay RUN` shows a run so far", file=sys.stderr)
 
