@@ -20,6 +20,9 @@ DEFAULT_KEY = {"key_name": "sentitop", "key": "~/.ssh/sentitop.pem"}
 """SSH access of new EC2 groups when the source profile has none (the shipped profiles' own)."""
 
 _ACCESS = ("key_name", "key", "user", "ami", "subnet", "security_group")
+_EC2_ONLY = ("ready_timeout", "shutdown_unwatched_after", "insecure_ignore_host_keys")
+"""Settings of an EC2 (or SSH) source profile a written EC2 profile keeps (they were dropped:
+a 15-minute SSH wait and host-key checks came back without a word)."""
 
 
 def _clean(value: Any) -> Any:
@@ -54,6 +57,7 @@ def chosen_config(
     }
     if data.get("python"):
         out["python"] = data["python"]
+    out["recovery"] = data.get("recovery")  # a spot setup kept its recovery: it was dropped
     if cand.groups:
         access = dict(DEFAULT_KEY)
         if isinstance(profile, EC2Profile):
@@ -69,12 +73,12 @@ def chosen_config(
         if len({g[0] for g in cand.groups}) > 1:
             train["balance"] = {**(train.get("balance") or {}), "enabled": True}
         out.update(provider="ec2", nodes=nodes)
-        for key in ("workdir", "shared_fs", "known_hosts"):
+        for key in ("workdir", "shared_fs", "known_hosts", *_EC2_ONLY):
             if key in data:
                 out[key] = data[key]
     else:
         out["provider"] = profile.provider
-        for key in ("instance_type", "nodes", "workdir", "shared_fs", "known_hosts"):
+        for key in ("instance_type", "nodes", "workdir", "shared_fs", "known_hosts", *_EC2_ONLY):
             if key in data:
                 out[key] = data[key]
         if profile.provider == "local":

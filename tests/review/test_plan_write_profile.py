@@ -77,3 +77,23 @@ def test_small_amounts_are_shown_and_the_band_keeps_the_billing_minimum(
     data = json.loads(capsys.readouterr().out)
     row_json = next(c for c in data["candidates"] if c["label"] == "1×g4dn.xlarge")
     assert row_json["usd_band"][0] == pytest.approx(60 * 0.526 / 3600, abs=1e-4)
+
+
+def test_the_written_profile_keeps_recovery_and_the_ec2_waits(
+    tmp_path: Path, no_runs: Path
+) -> None:
+    """ready_timeout, recovery and the dead man's switch were dropped: a spot setup lost its
+    recovery (on_node_loss fell back to fail) and the SSH wait its 30 s, with no word."""
+    source = tmp_path / "spot.yaml"
+    text = (ROOT / "profiles" / "aws-mixed-g4dn-g5.yaml").read_text()
+    source.write_text(
+        text + "ready_timeout: 45s\nshutdown_unwatched_after: 20m\n"
+        "recovery: {on_node_loss: replace, max_restarts: 5}\n"
+    )
+    out = tmp_path / "out.yaml"
+    args = ["plan", str(source), "--runs-dir", str(no_runs), "--write-profile", str(out)]
+    assert main(args) == 0
+    written = load_profile(out)
+    assert written.recovery.on_node_loss == "replace" and written.recovery.max_restarts == 5
+    assert written.ready_timeout == 45  # type: ignore[attr-defined]
+    assert written.shutdown_unwatched_after == 1200  # type: ignore[attr-defined]
