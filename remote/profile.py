@@ -24,6 +24,7 @@ from pydantic import (
 
 from engine.config import PreprocessConfig, TrainConfig
 from engine.errors import ConfigError, ProfileError
+from remote.clusters.dead_man import DEFAULT_LIMIT_S
 from remote.cost import CostLine, check_launch_budget
 from remote.pricing import Catalog, PriceBook, load_catalog
 from remote.profile_spec import (
@@ -416,6 +417,11 @@ class EC2Profile(_RemoteProfile):
     The longest wait from launch until every instance runs and answers SSH (and shows its host
     keys). Past it the run fails naming the instances that never answered, and they are
     terminated; they are billed (and count against budget.max_usd) from the moment they run."""
+    shutdown_unwatched_after: Seconds | None = Field(default=DEFAULT_LIMIT_S, ge=60, le=24 * 3600)
+    """Dead man's switch: 600, 10m or 1h; null turns it off (default 10m).
+    Each instance shuts itself down (and is terminated) when sentitop has not renewed its lease
+    for this long: a launcher killed with SIGKILL, by the OOM killer or with its laptop can
+    tear nothing down, and the instances billed on until someone noticed."""
 
     def gpus_per_instance(self, group: EC2NodeGroup, catalog: Catalog | None = None) -> int:
         """The group's GPUs: as given, else the catalog's, else 0."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 import logging
 import os
 import time
@@ -17,9 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import asyncssh
+
 from engine.errors import CloudError, LaunchError
 from engine.events import Emitter
 from remote import aws
+from remote.clusters.dead_man import SHUTDOWN_ARGV, DeadMan
 from remote.clusters.ec2_fleet import (
     LIVE_STATES,
     READY_TIMEOUT_S,
@@ -79,6 +83,14 @@ def host_keys_from_console(output: str) -> list[str]:
     return keys
 
 
+def _loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1)."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def known_hosts_lines(host: str, port: int, keys: Sequence[str]) -> list[str]:
     """known_hosts entries for ``host:port``."""
     name = host if port == 22 else f"[{host}]:{port}"
@@ -128,6 +140,7 @@ class EC2Cluster(SSHCluster):
         check_host_keys: bool = True,
         ec2: Any = None,
         metadata_url: str | None = None,
+        dead_man: DeadMan | None = None,
         **ssh_options: Any,
     ) -> None:
         names = names or node_names(groups)
@@ -154,6 +167,9 @@ class EC2Cluster(SSHCluster):
         answers: where billing starts (set it before :meth:`start`)."""
         self.metadata_url = metadata_url
         """Instance metadata base URL the spot watchers poll (None: the real one)."""
+        self.dead_man = dead_man
+        """Each instance shuts itself down when the launcher goes silent (None: off)."""
+        self._renewals: asyncio.Task[None] | None = None
 
     @classmethod
     def from_profile(cls, profile: Any, **options: Any) -> EC2Cluster:
@@ -180,6 +196,9 @@ class EC2Cluster(SSHCluster):
         )
         if profile.ready_timeout is not None:
             kwargs["ready_timeout_s"] = profile.ready_timeout
+        if profile.shutdown_unwatched_after is not None and options.get("address_for") is None:
+            # real instances only: the tests' loopback "instances" are this very machine
+            kwargs["dead_man"] = DeadMan(profile.shutdown_unwatched_after)
         kwargs.update(options)
         return cls(groups, **kwargs)
 
@@ -201,6 +220,7 @@ class EC2Cluster(SSHCluster):
             if self._console_host_keys:
                 await self._trust_console_host_keys()
             await super()._prepare()
+            await self._arm_dead_man(self.nodes)
         except BaseException:
             await self.fleet.terminate_all()
             raise
@@ -316,10 +336,53 @@ class EC2Cluster(SSHCluster):
         if self._console_host_keys:
             await self._trust_console_host_keys()
         await self._prepare_nodes([name])
+        await self._arm_dead_man([name])
         return name
+
+    # -- the dead man's switch (remote.clusters.dead_man) -------------------------------------
+    def _lease(self, node: str) -> str:
+        return f"{self.node_dir(node)}/dead-man.lease"
+
+    async def _arm_dead_man(self, nodes: Sequence[str]) -> None:
+        """Start each node's shutdown loop, and the renewals (once)."""
+        if self.dead_man is None:
+            return
+        for node in nodes:
+            if self.dead_man.shutdown_argv == SHUTDOWN_ARGV and _loopback(self._nodes[node].host):
+                continue  # a test's loopback "instance" is this machine: never power it off
+            await self._check(node, self.dead_man.arm_command(self._lease(node)),
+                              "arming the shutdown of an unwatched instance")  # fmt: skip
+        if self._renewals is None:
+            self._renewals = asyncio.create_task(self._renew_leases(self.dead_man))
+
+    async def _renew_leases(self, dead_man: DeadMan) -> None:
+        while True:
+            await asyncio.sleep(dead_man.renew_s)
+            for node, conn in list(self._conns.items()):
+                try:
+                    await asyncio.wait_for(
+                        conn.run(dead_man.renew_command(self._lease(node))), dead_man.renew_s * 2
+                    )
+                except (asyncssh.Error, OSError, TimeoutError) as exc:  # a lost node is seen
+                    log.warning("lease of %s not renewed: %s", node, exc)  # by the node watch
+
+    async def _disarm_dead_man(self) -> None:
+        """A normal stop: end the renewals and each node's loop (best effort, briefly)."""
+        task, self._renewals = self._renewals, None
+        if task is None or self.dead_man is None:
+            return
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+        async def disarm(node: str, conn: Any) -> None:
+            await asyncio.wait_for(conn.run(DeadMan.disarm_command(self._lease(node))), 5.0)
+
+        done = [disarm(n, c) for n, c in list(self._conns.items())]
+        await asyncio.gather(*done, return_exceptions=True)
 
     async def _disconnect(self) -> None:
         """Close connections, then terminate the instances (while the run's streams are open)."""
+        await self._disarm_dead_man()
         await super()._disconnect()
         if self.fleet is not None:
             try:
