@@ -396,3 +396,7 @@ class RecoverySpec(Section):
     notice_checkpoint_s: float = Field(default=60.0, ge=1, le=110)
     """After an interruption notice, longest wait for the checkpoint it asks for (AWS gives
     two minutes) before the node is given up anyway."""
+    stall_timeout: Seconds = Field(default=600.0, ge=2, le=24 * 3600)
+    """600, 10m or 1h (default 10m): once training began, a silence of every rank this long
+    (or 5 × the longest gap seen, if longer) fails the run and stops its nodes — a frozen rank
+    held the others in the all-reduce, billing, for 30 minutes or for ever."""

@@ -12,6 +12,7 @@ of machines. Budgets hold throughout (the run's meter and ticker span every atte
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Coroutine
@@ -33,6 +34,7 @@ from remote.pricing import PriceBook
 from remote.profile import Profile
 from remote.recovery import RecoveryLedger, StoredCheckpoint, classify
 from remote.security import make_private_dir, write_private_file
+from remote.stall_watch import StalledError, StallWatch
 
 
 @dataclass(slots=True)
@@ -62,6 +64,34 @@ class TrainContext:
 def train_config_dict(cfg: TrainConfig, data_dir: str, run_dir: str) -> dict[str, Any]:
     """The TrainConfig as JSON for ``python -m engine.sentiment.train --config`` on one node."""
     return {**config_to_dict(cfg), "data_dir": data_dir, "run_dir": run_dir}
+
+
+async def _run_watched(
+    cluster: Cluster, commands: dict[str, Command], tap: Any, stall: StallWatch
+) -> None:
+    """One attempt's ``cluster.run``; StalledError when its ranks fall silent too long."""
+    run = asyncio.create_task(cluster.run(commands, stage="train", on_line=tap))
+    silent = asyncio.create_task(stall.expired())
+    try:
+        done, _ = await asyncio.wait({run, silent}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # cancelled from outside (Ctrl-C, a stop)
+        run.cancel()
+        silent.cancel()
+        await asyncio.gather(run, silent, return_exceptions=True)
+        raise
+    if run in done:
+        silent.cancel()
+        await asyncio.gather(silent, return_exceptions=True)
+        run.result()  # NodeFailedError: the recovery's to handle
+        return
+    run.cancel()  # the cluster stops every node process as it ends
+    await asyncio.gather(run, return_exceptions=True)
+    raise StalledError(
+        silent.result(),
+        hint="a rank may be frozen (a stuck GPU, a node out of memory and swapping); resume "
+        "from the last checkpoint, or raise recovery.stall_timeout if the run is just slow "
+        "between events",
+    )
 
 
 async def _commands(
@@ -105,8 +135,11 @@ async def run_training(ctx: TrainContext, cluster: Cluster, data: PreparedData) 
     ctx.notes["checkpoints"] = keeper.where()
     watch = NodeWatch(cluster, keeper, profile.recovery, run_dir, ctx.emitter)
 
+    stall = StallWatch(profile.recovery.stall_timeout)
+
     async def tap(node: str, line: str, event: dict[str, Any] | None) -> None:
         if event is not None:
+            stall.observe(event)
             ledger.observe(event)
             keeper.observe(node, event)
             if event.get("type") == "train_start" and ledger.train_started is None:
@@ -147,7 +180,8 @@ async def run_training(ctx: TrainContext, cluster: Cluster, data: PreparedData) 
                     on_node_loss=profile.recovery.on_node_loss,
                 )
             try:
-                await cluster.run(commands, stage="train", on_line=tap)
+                stall.restart()
+                await _run_watched(cluster, commands, tap, stall)
                 break
             except NodeFailedError as exc:
                 await _recover(ctx, cluster, exc, keeper, billing, watch)
