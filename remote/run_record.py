@@ -59,6 +59,9 @@ class RunRecord:
     global_batch: int | None = None
     threads: int | None = None
     """torch threads per rank (from the trainer's `train_start` event)."""
+    mixed_world: bool = False
+    """A recovery changed its number of ranks mid-training (summary ``world_sizes``): its
+    epoch times belong to no one configuration, so no fit or speedup uses them."""
     usd: float | None = None
     """Recorded (metered) or published cost of the whole run."""
     started: float | None = None
@@ -105,10 +108,14 @@ class RunRecord:
 
     @property
     def hardware(self) -> str:
-        """What a worker runs on: the GPU model, or 'local CPU'."""
+        """What a worker runs on: the GPU model, 'local CPU', 'ssh CPU' (the planner's class
+        of an SSH profile without GPUs: its runs read 'CPU ?' and were never matched to it),
+        or the CPU instance type."""
         if self.gpu_model:
             return self.gpu_model
-        return "local CPU" if self.provider == "local" else f"CPU {self.instance_type or '?'}"
+        if self.provider == "local" or (self.provider == "ssh" and not self.instance_type):
+            return f"{self.provider} CPU"
+        return f"CPU {self.instance_type or '?'}"
 
     @property
     def label(self) -> str:

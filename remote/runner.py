@@ -137,9 +137,14 @@ class _Progress:
     """(t, global_step) of the trainer's `train_start` (its resumed step) and newest `step`."""
     total_steps: int = 0
     """Steps of the whole training (the trainer's `train_start`)."""
+    world_sizes: list[int] = field(default_factory=list)
+    """The world size of each training attempt (a recovery that shrank adds a smaller one)."""
 
     def observe(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
+        size = event.get("world_size") if kind == "train_start" else None
+        if isinstance(size, int) and (not self.world_sizes or self.world_sizes[-1] != size):
+            self.world_sizes.append(size)
         if kind == "train_start" and isinstance(event.get("total_steps"), int):
             self.total_steps = int(event["total_steps"])
             first = int(event.get("resumed_epoch") or 0) * int(event.get("steps_per_epoch") or 0)
@@ -411,10 +416,12 @@ def _summary(
         "provider": profile.provider,
         "status": status,
         "reason": reason,
-        "world_size": profile.world_size(),
+        "world_size": (progress.world_sizes or [profile.world_size()])[-1],  # the last attempt's
         "started": started,
         "wall_s": round(time.time() - started, 3),
     }
+    if len(set(progress.world_sizes)) > 1:  # its epochs ran on different numbers of ranks
+        summary["world_sizes"] = progress.world_sizes
     summary.update({k: train[k] for k in SUMMARY_KEYS if k in train})
     cost = meter.summary()
     summary["usd"] = cost["usd"]

@@ -266,6 +266,7 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         accuracy=_num(summary, "accuracy"),
         f1=_num(summary, "f1"),
         samples_per_s=_num(summary, "samples_per_s"),
+        mixed_world=isinstance(sizes := summary.get("world_sizes"), list) and len(set(sizes)) > 1,
         n_train=int(train["n_train"]) if isinstance(train.get("n_train"), int) else None,
         global_batch=int(train["global_batch"])
         if isinstance(train.get("global_batch"), int)

@@ -186,9 +186,13 @@ def _config(label: str, runs: list[RunRecord]) -> ConfigMetrics:
 
 def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> SeriesMetrics:
     """Metrics of ``runs`` as one series; $ and hours for ``epochs`` (default: the runs')."""
-    usable = [r for r in runs if r.epoch_seconds]
+    usable = [r for r in runs if r.epoch_seconds and not r.mixed_world]
+    mixed = [r.run_id for r in runs if r.mixed_world]
     if not usable:
-        raise ValueError("no run with measured epochs (did every run fail before training?)")
+        raise ValueError(
+            "no run with measured epochs on one world size (did every run fail before training?)"
+            + (f"; left out, their ranks changed mid-training: {', '.join(mixed)}" if mixed else "")
+        )
     tasks: dict[str, list[str]] = {}
     for run in usable:
         tasks.setdefault(run.task, []).append(run.run_id)
@@ -202,6 +206,11 @@ def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> Serie
     mode = modes.pop() if len(modes) == 1 else "mixed"
     n_epochs = epochs or max(r.epochs for r in usable)
     notes: list[str] = []
+    if mixed:
+        notes.append(
+            f"left out: {', '.join(mixed)} (a recovery changed the number of ranks mid-training, "
+            "so its epoch times belong to no one configuration)"
+        )
     if mode == "mixed":
         notes.append("the runs mix strong and weak scaling; speedups use the strong formulas")
     modes_used = sorted({r.embed_mode for r in usable if r.embed_mode})

@@ -163,6 +163,7 @@ def _target_hardware(profile: Profile, catalog: Catalog) -> tuple[str, str | Non
 def _matches(run: RunRecord, profile: Profile, workload: str) -> bool:
     return (
         run.status == "ok"
+        and not run.mixed_world  # epochs on two world sizes: a wrong fit (+75 %, +161 %)
         and bool(run.epoch_seconds)
         and (run.workload == workload or (run.source == "csv" and run.workload == profile.name))
     )

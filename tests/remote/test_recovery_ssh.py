@@ -189,6 +189,8 @@ async def test_shrink_finishes_on_node_a_after_node_b_vanishes(
     assert [e["epoch"] for e in events if e["type"] == "epoch"][-1] == 1
     summary = outcome.summary
     assert summary["recoveries"] == 1 and summary["downtime_s"] > 0
+    # it finished on 1 rank: said so, and kept out of fits and speedups (it read 2 workers)
+    assert summary["world_size"] == 1 and summary["world_sizes"] == [2, 1]
     assert summary["recovery"]["events"][0]["lost"] == ["b"]
     assert "latest.pt" in summary["checkpoints"]
     # the run folder says the same, and the checkpoint survived on this machine

@@ -181,3 +181,23 @@ def test_a_corpus_too_small_to_plan_is_refused(
     err = capsys.readouterr().err
     assert "too few to plan" in err and "Traceback" not in err
     assert main(["plan", "local", "--data-size", "10MB", "--runs-dir", str(no_runs)]) == 0
+
+
+def test_past_runs_of_an_ssh_profile_are_its_measurements(
+    make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its runs were classed 'CPU ?' and the profile 'ssh CPU': never matched, so the plan
+    listed them and said 'no past run of this workload' in the same breath."""
+    from remote.runs_store import load_run
+
+    config = load_profile(ROOT / "profiles" / "ssh-loopback.yaml").resolved()
+    for n, epochs in ((1, [20.0, 20.0]), (2, [11.0, 11.0])):
+        folder = make_run(f"r{n}", nproc=n, epoch_s=epochs, sync_s=0.5,
+                          profile=json.loads(json.dumps(config)),
+                          summary_extra={"provider": "ssh"})  # fmt: skip
+        assert load_run(folder).hardware == "ssh CPU"
+    args = ["plan", str(ROOT / "profiles" / "ssh-loopback.yaml"), "--runs-dir"]
+    assert main([*args, str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "ssh CPU: 2 run(s)" in out and "no past run of this workload" not in out
+    assert "prediction error on past runs" in out

@@ -290,3 +290,22 @@ def test_a_folder_written_by_sentitop_train_reads_with_its_epochs(tmp_path: Path
     assert all(s > 0 for s in record.epoch_seconds)
     assert main(["report", str(run), "--output", str(tmp_path / "report")]) == 0
     assert (tmp_path / "report" / "report.md").is_file()
+
+
+def test_a_run_whose_ranks_changed_is_kept_out_of_speedups(
+    make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    """A shrink from 2 ranks to 1 was recorded as a 2-worker run: its median epoch (measured on
+    1 rank) went into the 2-worker configuration and the planner's fit (+75 %, +161 %)."""
+    from remote.review.metrics import series_metrics
+
+    make_run("one", nproc=1, epoch_s=[10.0, 10.0], sync_s=0.0)
+    make_run("two", nproc=2, epoch_s=[5.5, 5.5], sync_s=0.2)
+    make_run("shrunk", nproc=1, epoch_s=[5.5, 10.0], sync_s=0.2,
+             summary_extra={"world_sizes": [2, 1]})  # fmt: skip
+    runs = list_runs(tmp_path / "runs")
+    assert [r.run_id for r in runs if r.mixed_world] == ["shrunk"]
+    series = series_metrics(runs)
+    assert sorted(c.label for c in series.configs) == ["local ×1 proc", "local ×2 proc"]
+    assert all(len(c.runs) == 1 for c in series.configs)
+    assert any("left out: shrunk" in note for note in series.notes)
