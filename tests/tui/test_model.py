@@ -226,3 +226,15 @@ def test_an_epoch_event_without_an_epoch_number_is_left_out_and_said() -> None:
     assert [(row.epoch, row.accuracy) for row in state.epochs] == [(0, 0.8)]
     said = [line.text for line in state.log if "without an epoch number" in line.text]
     assert len(said) == 5
+
+
+def test_a_resumed_run_says_so_in_its_log() -> None:
+    """The Run screen of a resumed run showed `epoch 1/3  step 0` and never said it resumed."""
+    state = RunState()
+    state.ingest({"type": "run_start", "t": 1.0, "run": "r2", "profile": "p", "world_size": 2,
+                  "resumed_from": "r1"})  # fmt: skip
+    state.ingest({"type": "train_start", "t": 2.0, "rank": 0, "total_steps": 300,
+                  "steps_per_epoch": 100, "resumed_epoch": 1, "resumed_step": 20})  # fmt: skip
+    said = [line.text for line in state.log]
+    assert "it resumes run r1 from that run's checkpoint" in said
+    assert "training continues from the checkpoint at step 120" in said

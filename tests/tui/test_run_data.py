@@ -33,7 +33,7 @@ async def test_run_screen_shows_read_rate_and_memory_per_rank(tmp_path: Path) ->
         screen = app.screen
         assert isinstance(screen, RunScreen)
         status = str(screen.query_one("#run-status").render())
-        assert "read 3.14 MB/s (0.42 disk)" in status
+        assert "read 3.14 MB/s (0.42 MB/s from disk)" in status
         assert "RAM/rank 310/294/301/289 MB" in status
 
 

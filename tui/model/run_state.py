@@ -218,6 +218,8 @@ class RunState(RunViews):
         self.status = "running"
         ranks = f"{self.world_size} rank{'s' if self.world_size != 1 else ''}"
         self._log(rel, "run", f"run {self.run_id} started ({self.profile}, {ranks})")
+        if isinstance(earlier := ev.get("resumed_from"), str) and earlier:  # it was never said
+            self._log(rel, "run", f"it resumes run {earlier} from that run's checkpoint")
 
     def _on_run_end(self, ev: Mapping[str, Any], rel: float) -> None:
         self.status = str(ev.get("status") or "ok")
@@ -313,6 +315,8 @@ class RunState(RunViews):
         self._step_clock = [(t, int(first))] if (t := _num(ev.get("t"))) is not None else []
         if not self.world_size and (world := _num(ev.get("world_size"))):
             self.world_size = int(world)
+        if first:
+            self._log(rel, "train", f"training continues from the checkpoint at step {first:,.0f}")
 
     @property
     def balancer_off(self) -> bool:

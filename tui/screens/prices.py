@@ -78,6 +78,8 @@ class PricesScreen(SentitopScreen):
         self.sort_reverse = False
         self.warnings: list[str] = []
         """What the price book said about its sources (shown in the nav bar)."""
+        self._told: set[str] = set()
+        """Warnings already shown whole in a notice (the nav bar cuts them to its width)."""
         self.costs: EpochCosts | None = None
         """Predicted $ per epoch of the selected profile's workload (planner estimates)."""
         self.costs_for: Path | None = None
@@ -134,8 +136,10 @@ class PricesScreen(SentitopScreen):
     def on_prices_loaded(self, message: PricesLoaded) -> None:
         self.rows = message.prices.rows
         self.warnings = message.prices.warnings
-        for warning in self.warnings if message.refreshed else []:
-            self.notify(warning, severity="warning", timeout=8, markup=False)
+        for warning in self.warnings:  # whole, once (or again on a refresh the user asked for)
+            if message.refreshed or warning not in self._told:
+                self.notify(warning, severity="warning", timeout=8, markup=False)
+                self._told.add(warning)
         sources: dict[str, int] = {}
         for row in self.rows:
             sources[row.source] = sources.get(row.source, 0) + 1

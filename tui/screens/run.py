@@ -507,6 +507,7 @@ class RunScreen(SentitopScreen):
         cost_line = self._line("$ used", cost, "time", snap)
         cost_line.color = "#ffd75f"
         cost_plot = self.query_one("#plot-cost", LinePlot)
+        cost_plot.y_min = 0.0  # dollars: the axis ran from $-1.00 before any cost accrued
         cost_plot.set_lines([cost_line, *recovery_marks(snap["recoveries"], cost.t, cost.y)])
         cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)} (x: time)"
 
@@ -539,8 +540,11 @@ class RunScreen(SentitopScreen):
         if self._changed("phases", (snap["phases"], snap["phase_names"], snap["phase_epoch"])):
             phases = self.query_one("#phases", Static)
             phases.update(phase_table(snap["phases"], snap["phase_names"]))
-            if snap["phase_epoch"] is not None:
-                phases.border_title = f"time per phase (s, epoch {snap['phase_epoch'] + 1})"
+            phases.border_title = (  # a new run's panel kept the last run's epoch in its title
+                f"time per phase (s, epoch {snap['phase_epoch'] + 1})"
+                if snap["phase_epoch"] is not None
+                else "time per phase (s, last epoch)"
+            )
         if not self._changed("nodes", snap["nodes"]):
             return
         nodes = self.query_one("#nodes", DataTable)

@@ -88,13 +88,14 @@ def stages_text(stages_rows: list[Any], epochs: tuple[int, int | None]) -> Text:
 
 
 def data_and_memory(st: RunState) -> Text:
-    """`  read 3.1 MB/s (0.4 disk)  RAM/rank 310/294 MB` when the run reports them, else empty."""
+    """`  read 3.1 MB/s (0.4 MB/s from disk)  RAM/rank 310/294 MB` when the run reports them,
+    else empty."""
     out = Text()
     if st.read_mb_s is not None:
         out.append("  read ", style="dim")
         out.append(f"{nice_number(st.read_mb_s)} MB/s")
         if st.disk_mb_s:
-            out.append(f" ({nice_number(st.disk_mb_s)} disk)", style="dim")
+            out.append(f" ({nice_number(st.disk_mb_s)} MB/s from disk)", style="dim")
     if st.rank_rss_mb:
         values = [v for _, v in sorted(st.rank_rss_mb.items())]
         shown = (
