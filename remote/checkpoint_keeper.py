@@ -52,12 +52,23 @@ class CheckpointKeeper:
         self._wanted: tuple[str, dict[str, Any]] | None = None
         self._task: asyncio.Task[None] | None = None
         self.failures = 0
+        self.last_failed_node = ""
+        """The node a copy last failed from (where the newest checkpoint may be)."""
+        self.node_copy = ""
+        """That node's checkpoint path (its run folder's ``train/checkpoints/latest.pt``)."""
         self.stored_at = 0.0
         """time.time() when the newest copy was stored (0: none yet)."""
 
     def where(self) -> str:
-        """Where the surviving copy lives, for the run's events."""
+        """Where the surviving copy lives, for the run's events (and, once copies failed, where
+        the newest one may be instead)."""
         how = "fetched from rank 0's node after each checkpoint" if self.copies else "written here"
+        if self.copies and self.failures and self.last_failed_node:
+            held = "" if self.local.is_file() else "none was copied here; "
+            return (
+                f"{self.local} ({how}; {self.failures} copy(ies) failed: {held}the newest may "
+                f"only be on node {self.last_failed_node}, {self.node_copy})"
+            )
         return f"{self.local} ({how})"
 
     def observe(self, node: str, event: Mapping[str, Any]) -> None:
@@ -83,6 +94,9 @@ class CheckpointKeeper:
                 os.replace(tmp, self.local)
             except (LaunchError, OSError) as exc:
                 self.failures += 1
+                self.last_failed_node = node
+                with contextlib.suppress(Exception):  # a node already forgotten: no path
+                    self.node_copy = f"{self.cluster.node_dir(node)}/{NODE_CHECKPOINT}"
                 log.warning("checkpoint copy from %s failed: %s", node, exc)
                 with contextlib.suppress(OSError):
                     tmp.unlink()

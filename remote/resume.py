@@ -52,6 +52,13 @@ def resumable_run(ref: str | Path, runs_dir: str | Path | None = None) -> Path:
         )
     if not (folder / NODE_CHECKPOINT).is_file():
         stopped = summary.get("status") or "stopped"
+        kept = summary.get("checkpoints")
+        if isinstance(kept, str) and "failed" in kept:  # written on a node, never copied here
+            raise InputError(
+                f"{folder}: no checkpoint here ({NODE_CHECKPOINT} is missing): {kept}",
+                hint=f"copy that file to {folder / NODE_CHECKPOINT} and resume again, or start "
+                f"it again: sentitop run {folder / PROFILE_FILE}",
+            )
         raise InputError(
             f"{folder}: {stopped} before its first checkpoint ({NODE_CHECKPOINT} is missing); "
             "there is nothing to resume from",

@@ -193,6 +193,7 @@ async def run_training(ctx: TrainContext, cluster: Cluster, data: PreparedData) 
         ctx.checkpoint_now = None
         await watch.stop()
         await keeper.close()
+        ctx.notes["checkpoints"] = keeper.where()  # failed copies said, with the node's path
         billing.stop_all()
         billing.bill_unused()  # a replacement that never became a node
 

@@ -1,0 +1,56 @@
+"""When copying rank 0's checkpoint home fails, the summary says where the newest one is, and a
+resume says so instead of "stopped before its first checkpoint" (a fake cluster's fetch)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.errors import InputError, LaunchError
+from engine.events import Emitter
+from remote.checkpoint_keeper import NODE_CHECKPOINT, CheckpointKeeper
+from remote.resume import resumable_run
+
+
+class BrokenFetch:
+    """A remote cluster whose SFTP dropped: every fetch fails."""
+
+    def node_dir(self, node: str) -> str:
+        return f"/home/ubuntu/sentitop/runs/r1/{node}"
+
+    async def fetch(self, node: str, path: str, local: Any) -> Path:
+        raise LaunchError("copying by SFTP failed: Connection closed")
+
+
+class Sink:
+    def write(self, event: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_failed_copy_is_said_with_the_nodes_path(tmp_path: Path) -> None:
+    keeper = CheckpointKeeper(BrokenFetch(), tmp_path, Emitter(Sink()), lambda stored: None)  # type: ignore[arg-type]
+    assert "fetched from rank 0's node" in keeper.where() and "copy(ies)" not in keeper.where()
+    keeper.observe("node0", {"type": "checkpoint", "rank": 0, "epoch": 1, "step": 0})
+    await keeper.settle()
+    said = keeper.where()
+    assert "1 copy(ies) failed: none was copied here" in said
+    assert f"node node0, /home/ubuntu/sentitop/runs/r1/node0/{NODE_CHECKPOINT}" in said
+
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "profile.yaml").write_text("name: x\nprovider: ssh\n")
+    summary = {"status": "failed", "checkpoints": said}
+    (run / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(InputError) as caught:
+        resumable_run(run)
+    assert (
+        "copy(ies) failed" in caught.value.message
+        and "before its first" not in caught.value.message
+    )
+    assert caught.value.hint is not None and "copy that file to" in caught.value.hint
