@@ -225,6 +225,8 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
     provider = str(summary.get("provider") or config.get("provider") or "local")
     workers = int(summary.get("world_size") or train.get("world_size") or 1)
     instance_type, instances, gpus, gpu_model = _hardware(config, provider, workers, catalog)
+    if str(train.get("device") or "").startswith("cpu"):  # GPU machines whose ranks used none
+        gpu_model = ""  # (no CUDA in their torch): a CPU rate filed under the GPU misled plans
     per_epoch = train.get("per_epoch") or []
     epoch_seconds = [
         float(e["seconds"])

@@ -309,3 +309,23 @@ def test_a_run_whose_ranks_changed_is_kept_out_of_speedups(
     assert sorted(c.label for c in series.configs) == ["local ×1 proc", "local ×2 proc"]
     assert all(len(c.runs) == 1 for c in series.configs)
     assert any("left out: shrunk" in note for note in series.notes)
+
+
+def test_gpu_machines_whose_ranks_trained_on_cpu_are_cpu_runs(
+    make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Ranks on g5.xlarge reported device cpu (a torch without CUDA): the run was filed as an
+    A10G measurement, and its CPU rate chose the planner's machines."""
+    from remote.profile import load_profile
+
+    root = Path(__file__).resolve().parents[2]
+    config = json.loads(
+        json.dumps(load_profile(root / "profiles" / "aws-g5-2node.yaml").resolved())
+    )
+    folder = make_run("g5cpu", nproc=2, epoch_s=[30.0], sync_s=0.5, profile=config,
+                      summary_extra={"provider": "ec2"})  # fmt: skip
+    assert load_run(folder).hardware == "A10G"
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["train"]["device"] = "cpu"
+    (folder / "summary.json").write_text(json.dumps(summary))
+    assert load_run(folder).hardware == "CPU g5.xlarge"
