@@ -71,17 +71,26 @@ class _Running:
         return self.line.total_usd_per_hour * max(0.0, end - self.started_at) / 3600.0
 
 
-def peak_rate(spans: Iterable[tuple[float, float, float]]) -> float:
-    """The largest sum of rates over (start, stop, rate) spans that overlap in time; a span
-    that stops when another starts does not overlap it."""
+PEAK_HOLD_S = 10.0
+"""A sum of rates held for less than this is not a peak: launch times have whole-second
+resolution, so a replacement seemed to start before the line of the node it replaced stopped,
+and a run that replaced a node reported the rate of both beside the rest."""
+
+
+def peak_rate(spans: Iterable[tuple[float, float, float]], hold_s: float = PEAK_HOLD_S) -> float:
+    """The largest sum of rates over (start, stop, rate) spans that overlap in time for at
+    least ``hold_s`` (a span that stops when another starts does not overlap it); when no sum
+    was held that long (a run of a few seconds), the largest sum at all."""
     changes = sorted(
         (t, delta) for start, stop, rate in spans for t, delta in ((start, rate), (stop, -rate))
     )  # at equal times the stop (negative) comes first
-    peak = running = 0.0
-    for _, delta in changes:
+    held = brief = running = 0.0
+    for (t, delta), (t_next, _) in zip(changes, [*changes[1:], (math.inf, 0.0)], strict=True):
         running += delta
-        peak = max(peak, running)
-    return peak
+        brief = max(brief, running)
+        if t_next - t >= hold_s:
+            held = max(held, running)
+    return held or brief
 
 
 class CostMeter:

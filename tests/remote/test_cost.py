@@ -266,3 +266,14 @@ def test_unknown_instance_type_cannot_be_priced(
     assert main(["profiles", str(path)]) == 0  # valid, with one warning for the one problem
     err = capsys.readouterr().err
     assert err.count("zz9.mega") == 1 and err.count(str(path)) == 1, err
+
+
+def test_a_peak_needs_to_be_held_but_a_short_run_still_has_one() -> None:
+    """A replacement's launch time (whole seconds) fell 0.45 s before the line of the node it
+    replaced stopped: the run reported three instances' rate where two ever ran together."""
+    from remote.cost import peak_rate
+
+    spans = [(0.0, 100.0, 1.0), (0.0, 50.45, 1.0), (50.0, 100.0, 1.0)]  # a node replaced
+    assert peak_rate(spans) == pytest.approx(2.0)
+    assert peak_rate([(0.0, 100.0, 1.0), (0.0, 100.0, 1.0), (40.0, 60.0, 1.0)]) == 3.0
+    assert peak_rate([(0.0, 3.0, 0.5), (1.0, 3.0, 0.25)]) == pytest.approx(0.75)  # 3 s run

@@ -210,6 +210,9 @@ async def test_terminated_spot_instance_is_replaced_and_everything_is_terminated
     lines = {line["name"]: line for line in ctx.meter.summary()["lines"]}
     assert len(lines) == 3 and {line["market"] for line in lines.values()} == {"spot"}
     assert all(line["price_source"].startswith("live") for line in lines.values())
+    rates = sorted(line["usd_per_hour"] for line in lines.values())
+    peak = ctx.meter.peak_usd_per_hour()  # the lost instance was not billed beside its
+    assert peak == pytest.approx(sum(rates[-2:]), rel=1e-6), (peak, rates)  # replacement
 
 
 @pytest.mark.slow
