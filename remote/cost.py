@@ -85,7 +85,8 @@ def peak_rate(spans: Iterable[tuple[float, float, float]], hold_s: float = PEAK_
         (t, delta) for start, stop, rate in spans for t, delta in ((start, rate), (stop, -rate))
     )  # at equal times the stop (negative) comes first
     held = brief = running = 0.0
-    for (t, delta), (t_next, _) in zip(changes, [*changes[1:], (math.inf, 0.0)], strict=True):
+    ends = [t for t, _ in changes[1:]] + [math.inf]
+    for (t, delta), t_next in zip(changes, ends, strict=False):  # none: no spans, no rate
         running += delta
         brief = max(brief, running)
         if t_next - t >= hold_s:

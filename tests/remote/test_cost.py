@@ -277,3 +277,4 @@ def test_a_peak_needs_to_be_held_but_a_short_run_still_has_one() -> None:
     assert peak_rate(spans) == pytest.approx(2.0)
     assert peak_rate([(0.0, 100.0, 1.0), (0.0, 100.0, 1.0), (40.0, 60.0, 1.0)]) == 3.0
     assert peak_rate([(0.0, 3.0, 0.5), (1.0, 3.0, 0.25)]) == pytest.approx(0.75)  # 3 s run
+    assert peak_rate([]) == 0.0  # no machine ran
