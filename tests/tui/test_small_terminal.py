@@ -71,3 +71,14 @@ async def test_run_screen_plots_keep_their_borders_at_60x15() -> None:
             right = region.right - 1  # the right border's column
             for y in range(max(region.y, 0), min(region.bottom, len(strips) - 1)):
                 assert strips[y][right] in "╮│╯", (plot.id, y, strips[y])
+
+
+async def test_the_runs_list_keeps_rows_in_a_tiny_terminal() -> None:
+    """At 40x12 the loss plot took the screen and the Runs list showed no row."""
+    from textual.widgets import DataTable
+
+    app = build_app(start="runs")
+    async with app.run_test(size=(40, 12)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(DataTable)
+        assert table.row_count == 2 and table.region.height >= 5  # border, header, two rows
