@@ -14,6 +14,7 @@ import pytest
 
 from remote.profile import load_profile
 from remote.runner import execute_run
+from tests.procs import rank_pid
 
 PROFILE = """\
 name: stall-local
@@ -30,24 +31,6 @@ train:
   threads: 1
 recovery: {stall_timeout: 4s}
 """
-
-
-def _rank_pids(run_dir: Path) -> dict[int, int]:
-    """RANK -> pid of the run's training ranks (read from /proc)."""
-    found = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"engine.sentiment.train" in cmdline and str(run_dir).encode() in cmdline:
-            for entry in environ:
-                if entry.startswith(b"RANK="):
-                    found[int(entry[5:])] = int(proc.name)
-    return found
 
 
 @pytest.mark.slow
@@ -68,10 +51,10 @@ async def test_a_frozen_rank_fails_the_run_instead_of_billing_for_ever(
         while "at" not in frozen:
             await asyncio.sleep(0.05)
         for _ in range(100):
-            pids = _rank_pids(tmp_path / "runs")
-            if 1 in pids:
-                os.kill(pids[1], signal.SIGSTOP)
-                frozen["pid"] = pids[1]
+            pid = rank_pid(1, str(tmp_path / "runs"))
+            if pid is not None:
+                os.kill(pid, signal.SIGSTOP)
+                frozen["pid"] = pid
                 return
             await asyncio.sleep(0.05)
 
@@ -84,6 +67,7 @@ async def test_a_frozen_rank_fails_the_run_instead_of_billing_for_ever(
     assert reason.startswith("training stalled: no rank said anything for"), reason
     assert time.monotonic() - frozen["at"] < 60  # the limit, plus the stop: not 30 minutes
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _rank_pids(tmp_path / "runs"):
+    while time.monotonic() < deadline and rank_pid(1, str(tmp_path / "runs")) is not None:
         await asyncio.sleep(0.1)
-    assert not _rank_pids(tmp_path / "runs")  # the frozen rank too: nothing left billing
+    assert rank_pid(1, str(tmp_path / "runs")) is None  # the frozen rank too: nothing left
+    assert rank_pid(0, str(tmp_path / "runs")) is None
