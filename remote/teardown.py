@@ -157,6 +157,14 @@ def tear_down_leftovers(run_dir: Path) -> str | None:
     )
 
 
+def no_cloud(run_dir: Path) -> str | None:
+    """Why there is nothing to tear down for a run that used no cloud machines (else None)."""
+    cloud, _, provider = cloud_region(run_dir)
+    if cloud:
+        return None
+    return f"run {run_dir.name} used no cloud machines (provider {provider}): nothing to tear down"
+
+
 def teardown_recorded_run(run_dir: Path) -> str:
     """Terminate the EC2 instances and EMR clusters still tagged with the run; say what went.
 
@@ -164,10 +172,10 @@ def teardown_recorded_run(run_dir: Path) -> str:
     network): the dashboard shows it in its error dialog.
     """
     run_id = run_dir.name
-    cloud, region, provider = cloud_region(run_dir)
-    if not cloud:
-        return f"run {run_id} used no cloud machines (provider {provider}): nothing to tear down"
-    report = teardown_run(run_id, region=region)
+    said = no_cloud(run_dir)
+    if said is not None:
+        return said
+    report = teardown_run(run_id, region=cloud_region(run_dir)[1])
     if not (report.instances or report.clusters):
         return f"nothing of run {run_id} is running in {report.region}"
     return (

@@ -402,9 +402,9 @@ async def test_runs_teardown_of_a_local_run_says_there_is_nothing_to_do(tmp_path
     app = build_app(start="runs", runs_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("t", "y")
-        await app.workers.wait_for_complete()
+        await pilot.press("t")  # no question about EC2 instances first
         await settle(pilot)
+        assert isinstance(app.screen, RunsScreen)
         said = notes(app)
         assert said[-1] == (
             "run 20261121-101500-local used no cloud machines (provider local): "

@@ -379,6 +379,11 @@ class RunsScreen(SentitopScreen):
             self.notify("no run highlighted", severity="warning")
             return
         path = Path(row.path)
+        from remote.teardown import no_cloud
+
+        if (said := no_cloud(path)) is not None:  # it asked about EC2 first, then said this
+            self.notify(said, markup=False)
+            return
         self.app.push_screen(
             ConfirmScreen(
                 "Tear down leftovers?",
