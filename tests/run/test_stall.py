@@ -29,7 +29,7 @@ train:
   log_every: 1
   checkpoint_every_min: 0
   threads: 1
-recovery: {stall_timeout: 4s}
+recovery: {stall_timeout: 8s}  # well above a step even on a loaded machine
 """
 
 

@@ -25,37 +25,45 @@ async def _until(done, seconds: float) -> bool:  # type: ignore[no-untyped-def]
     return bool(done())
 
 
+LIMIT_S = 8.0
+"""The tests' lease: renewed every 1.6 s, so a loaded machine delaying a renewal by seconds
+does not fire the switch (the real default is 10 minutes)."""
+
+
+def _switch(tmp_path: Path) -> tuple[Path, DeadMan]:
+    """A folder the harmless stand-in for shutdown marks (one file per instance), the switch."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    return marks, DeadMan(limit_s=LIMIT_S, shutdown_argv=("sh", "-c", f'touch "{marks}/$$"'))
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_a_silent_launcher_makes_its_instances_shut_down(
     sshd, ec2, ami, run_id, tmp_path: Path
 ) -> None:
     """A launcher killed by SIGKILL left its instances billing (nothing ran its teardown)."""
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    switch = DeadMan(limit_s=3, shutdown_argv=("sh", "-c", f'touch "{marks}/$$"'))
+    marks, switch = _switch(tmp_path)
     cluster = loopback_cluster(sshd, tmp_path, ami, dead_man=switch)
     async with cluster:
         await cluster.start(tmp_path / run_id)
-        assert not await _until(lambda: any(marks.iterdir()), 6.0)  # renewed: no shutdown
+        assert not await _until(lambda: any(marks.iterdir()), 2 * LIMIT_S)  # renewed
         assert cluster._renewals is not None
         cluster._renewals.cancel()  # the launcher goes silent (its process killed)
-        assert await _until(lambda: len(list(marks.iterdir())) == 2, 15.0)  # both instances
+        assert await _until(lambda: len(list(marks.iterdir())) == 2, 4 * LIMIT_S)  # both
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_a_normal_stop_disarms_the_switch(sshd, ec2, ami, run_id, tmp_path: Path) -> None:
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    switch = DeadMan(limit_s=2, shutdown_argv=("sh", "-c", f'touch "{marks}/$$"'))
+    marks, switch = _switch(tmp_path)
     cluster = loopback_cluster(sshd, tmp_path, ami, dead_man=switch)
     async with cluster:
         await cluster.start(tmp_path / run_id)
         pids = lambda: list((tmp_path / "nodes").rglob("dead-man.lease.pid"))  # noqa: E731
         assert await _until(lambda: len(pids()) == 2, 5.0)  # both loops started
     assert not list((tmp_path / "nodes").rglob("dead-man.lease.pid"))  # loops ended
-    await asyncio.sleep(5.0)  # past the limit: nobody renews, and nothing shuts down
+    await asyncio.sleep(LIMIT_S + 3.0)  # past the limit: nobody renews, nothing shuts down
     assert not any(marks.iterdir())
 
 
