@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -163,18 +164,30 @@ def test_launch_refused_above_max_usd_per_hour(tmp_path, run_env) -> None:
     assert summary["train"] == {}  # nothing was started
 
 
+CHECKPOINT_KEPT = (
+    r"stopped by the user; checkpoint (in epoch \d+ at step [\d,]+|after epoch \d+) kept: "
+    "resume continues from it"
+)
+
+
 @pytest.mark.parametrize(
-    ("sig", "code", "reason"),
+    ("signals", "code", "reason"),
     [
-        (signal.SIGINT, 130, "interrupted by the user (Ctrl-C)"),
-        (signal.SIGTERM, 143, "terminated by SIGTERM"),  # a supervisor's kill
-        (signal.SIGHUP, 129, "terminated by SIGHUP"),  # the terminal closed
+        ((signal.SIGINT,), 130, CHECKPOINT_KEPT),  # one Ctrl-C: a checkpoint first
+        ((signal.SIGINT, signal.SIGINT), 130, re.escape("interrupted by the user (Ctrl-C)")),
+        ((signal.SIGTERM,), 143, "terminated by SIGTERM"),  # a supervisor's kill: at once
+        ((signal.SIGHUP,), 129, "terminated by SIGHUP"),  # the terminal closed
     ],
+    ids=["ctrl-c", "ctrl-c-twice", "sigterm", "sighup"],
 )
 def test_a_stop_signal_during_training_tears_down(
-    write_profile, run_env, tmp_path, sig: int, code: int, reason: str
+    write_profile, run_env, tmp_path, signals: tuple[int, ...], code: int, reason: str
 ) -> None:
+    """One Ctrl-C stops after a checkpoint (the dashboard's stop; it cancelled at once and lost
+    the steps since the last periodic one), a second stops at once; termination signals at once."""
     profile = write_profile(nproc=2, epochs=50)
+    slow = "  batch: 16\n  balance: {emulate_s: 0.25}\n"  # sleep-based device time: 2 s a step
+    profile.write_text(profile.read_text().replace("  batch: 64\n", slow))
     proc = subprocess.Popen(
         [sys.executable, "-m", "tui.cli", "run", str(profile), "--json"],
         env=run_env,
@@ -194,14 +207,22 @@ def test_a_stop_signal_during_training_tears_down(
             break
         time.sleep(0.5)
     assert events is not None, "training never started"
-    os.kill(proc.pid, sig)
+    for sig in signals:  # both land before the step the checkpoint waits for ends
+        os.kill(proc.pid, sig)
+        time.sleep(0.5)  # two signals sent back to back would merge into one
     try:
-        proc.wait(timeout=30)
+        _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == code, proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == code, err
     summary = json.loads((events.parent / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and summary["reason"] == reason
+    assert summary["status"] == "interrupted" and re.fullmatch(reason, summary["reason"]), summary
+    if signals[0] == signal.SIGINT:  # what the press does is said when it is pressed
+        assert "stopping: rank 0 writes a checkpoint" in err
+        assert ("stopping at once" in err) == (len(signals) == 2)
+    else:
+        assert "stopping" not in err
+    assert "Traceback" not in err
     assert '"type":"run_end"' in events.read_text()
     left = subprocess.run(["pgrep", "-f", f"{events.parent.name}"], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"processes left running: {left.stdout}"

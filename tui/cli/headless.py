@@ -64,6 +64,11 @@ class HeadlessProgress:
             with self._lock:
                 self.console.print(Text(prefixed(node, line), style="dim"))
 
+    def say(self, line: str) -> None:
+        """Print one line of the launcher's own (e.g. what a Ctrl-C does), above the bars."""
+        with self._lock:
+            self.console.print(Text(line, style="bold yellow"))
+
     def on_event(self, event: Mapping[str, Any]) -> None:
         """Update the display for one event."""
         with self._lock:

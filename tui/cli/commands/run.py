@@ -112,37 +112,41 @@ def _run(
     run folder goes into ``started`` as soon as it exists."""
     from rich.text import Text
 
-    from remote.runner import execute_run
+    from remote.runner import RunOutcome, execute_run
     from tui.cli.console import make_console
     from tui.cli.headless import HeadlessProgress, summary_table
+    from tui.cli.two_press import StoppedAtOnce, run_with_two_press_stop
 
-    if args.json:
-        outcome = asyncio.run(
-            execute_run(
-                profile,
-                runs_dir=args.runs_dir,
-                interrupt_reason=interrupt_reason,
-                resume_from=args.resume_from,
-                on_start=started.append,
-            )
-        )
-        print(json.dumps(outcome.summary, indent=2))
-    else:
-        console = make_console()
-        with HeadlessProgress(console, epochs) as display:
-            outcome = asyncio.run(
-                execute_run(
+    def start(display: HeadlessProgress | None, say: Callable[[str], None]) -> RunOutcome:
+        return asyncio.run(
+            run_with_two_press_stop(
+                lambda stop: execute_run(
                     profile,
                     runs_dir=args.runs_dir,
-                    on_event=display.on_event,
-                    on_line=display.on_line,
+                    on_event=None if display is None else display.on_event,
+                    on_line=None if display is None else display.on_line,
+                    stop=stop,
                     interrupt_reason=interrupt_reason,
                     resume_from=args.resume_from,
                     on_start=started.append,
-                )
+                ),
+                say,
+                at_once=lambda: interrupt_reason() is not None,
             )
-        console.print(summary_table(outcome.summary))
-        console.print(Text(f"run folder: {outcome.run_dir}"))
+        )
+
+    try:
+        if args.json:
+            outcome = start(None, lambda line: print(line, file=sys.stderr, flush=True))
+            print(json.dumps(outcome.summary, indent=2))
+        else:
+            console = make_console()
+            with HeadlessProgress(console, epochs) as display:
+                outcome = start(display, display.say)
+            console.print(summary_table(outcome.summary))
+            console.print(Text(f"run folder: {outcome.run_dir}"))
+    except StoppedAtOnce:
+        raise KeyboardInterrupt from None  # the summary is written: Ctrl-C's message and exit
     if outcome.error is not None:
         print(outcome.error.user_message(), file=sys.stderr)
     if outcome.status != "ok":
