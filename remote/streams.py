@@ -84,6 +84,7 @@ class RunStreams:
         self.events: EventSink = events or JsonlFileSink(self.run_dir / "events.jsonl")
         self._logs: dict[str, IO[str]] = {}
         self._tails: dict[str, deque[str]] = {}
+        self._output_tails: dict[str, deque[str]] = {}
         self._tail_lines = tail_lines
         self.rank0_node: str | None = None
         """The node whose events carry ``rank`` 0 (rank 0 writes checkpoints), once seen."""
@@ -105,6 +106,9 @@ class RunStreams:
         self._log(node).write(line + "\n")
         self._tails.setdefault(node, deque(maxlen=self._tail_lines)).append(line)
         event = parse_event_line(line)
+        said = line if event is None else _event_said(event)
+        if said is not None and said.strip():
+            self._output_tails.setdefault(node, deque(maxlen=self._tail_lines)).append(said)
         if event is not None:
             event.setdefault("node", node)
             if event.get("rank") == 0 and event["node"] == node and self.rank0_node is None:
@@ -131,6 +135,12 @@ class RunStreams:
         lines = list(self._tails.get(node, ()))
         return lines[-count:] if count else []
 
+    def output_tail(self, node: str, count: int = 20) -> list[str]:
+        """The last ``count`` lines ``node`` printed that are not events (those are in the run's
+        events), with its error and warning events as one line each: what an error shows."""
+        lines = list(self._output_tails.get(node, ()))
+        return lines[-count:] if count else []
+
     def close(self) -> None:
         """Close the log files (and the events file when this object opened it)."""
         for fh in self._logs.values():
@@ -138,3 +148,13 @@ class RunStreams:
         self._logs.clear()
         if self._own_sink:
             self.events.close()
+
+
+def _event_said(event: dict[str, Any]) -> str | None:
+    """An error or warning event as an output line (None: other events)."""
+    kind = event.get("type")
+    if kind not in ("error", "warning"):
+        return None
+    rank = event.get("rank")
+    who = "" if rank is None else f"[rank {rank}] "
+    return f"{who}{kind}: {event.get('message', '')}"

@@ -441,7 +441,7 @@ class Cluster(ABC):
 
     def _failure(self, cause: NodeResult, failed: list[NodeResult], stage: str) -> NodeFailedError:
         streams = self._require_started()
-        tail = streams.tail(cause.node, 20)
+        tail = streams.output_tail(cause.node, 20)
         error = NodeFailedError(
             cause.node,
             self.describe(cause.node),

@@ -151,6 +151,36 @@ async def test_a_failing_node_stops_the_others_and_is_named(tmp_path: Path) -> N
     assert error.user_message().startswith("launch failed: node b")
 
 
+async def test_a_failed_node_shows_its_output_not_its_event_lines(tmp_path: Path) -> None:
+    """The error quoted the node log's last lines, mostly raw JSON step events (one 600-character
+    line each): the rank's own words (which rank died, how) were pushed out or buried."""
+    run_dir = tmp_path / "runs" / "events-tail"
+    async with LocalCluster(["a"]) as cluster:
+        await cluster.start(run_dir)
+        with pytest.raises(NodeFailedError) as caught:
+            await cluster.run(
+                {
+                    "a": py("""
+                        import json, sys
+                        print("launch: rank 0 pid 1")
+                        for i in range(30):
+                            print(json.dumps({"type": "step", "t": 1.0, "rank": 0, "step": i}))
+                        print(json.dumps({"type": "error", "t": 1.0, "rank": 1,
+                                          "message": "rank 1 ran out of memory"}))
+                        print("launch failed: rank 1 (pid 7) failed: killed by SIGKILL", flush=True)
+                        sys.exit(1)
+                    """),
+                }
+            )
+    message = caught.value.message
+    assert '"type"' not in message  # no event line
+    assert "| launch: rank 0 pid 1" in message  # the output before 30 events is kept
+    assert "| [rank 1] error: rank 1 ran out of memory" in message
+    assert message.rstrip().endswith("| launch failed: rank 1 (pid 7) failed: killed by SIGKILL")
+    steps = [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "step"]
+    assert len(steps) == 30  # the events themselves are kept where they belong
+
+
 @pytest.mark.slow
 async def test_a_node_whose_rank_crashes_after_it_finished_is_done_with_a_warning(
     tmp_path: Path,
