@@ -157,6 +157,11 @@ class Cluster(ABC):
     def describe(self, node: str) -> str:
         """Where ``node`` is, for messages (e.g. ``ubuntu@10.0.0.5:22``)."""
 
+    def node_facts(self, node: str) -> dict[str, Any]:
+        """Fields ``node``'s events carry beside its name (EC2: ``instance``, its instance id,
+        so a display can show the instance's events and the node's as one machine)."""
+        return {}
+
     @abstractmethod
     def nproc(self, node: str) -> int:
         """Rank processes the launcher starts on ``node``."""
@@ -372,9 +377,8 @@ class Cluster(ABC):
                 started = time.monotonic()
                 token = f"st-{secrets.token_hex(12)}"
                 proc = await self._spawn_running(node, command, stage, token)
-                streams.emit(
-                    "node", node=node, status="running", stage=stage, detail=self.describe(node)
-                )
+                streams.emit("node", node=node, status="running", stage=stage,
+                             detail=self.describe(node), **self.node_facts(node))  # fmt: skip
                 task = asyncio.create_task(self._supervise(node, proc, started, on_line))
                 tasks[task] = node
             results: dict[str, NodeResult] = {}
@@ -394,7 +398,8 @@ class Cluster(ABC):
             for node in commands:
                 result = results[node]
                 detail = f"exit 0 after {result.seconds:.1f} s"
-                streams.emit("node", node=node, status="done", stage=stage, detail=detail)
+                streams.emit("node", node=node, status="done", stage=stage, detail=detail,
+                             **self.node_facts(node))  # fmt: skip
                 self._running.pop(node, None)
             return results
         finally:
@@ -464,6 +469,7 @@ class Cluster(ABC):
                 status="lost" if lost or result.exit_code == LOST else "failed",
                 stage=stage,
                 detail=lost or f"exit {result.exit_code}",
+                **self.node_facts(result.node),
             )
         streams.emit(
             "error", node=cause.node, stage=stage, message=error.message.split("\n")[0], tail=tail

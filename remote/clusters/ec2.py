@@ -208,6 +208,12 @@ class EC2Cluster(SSHCluster):
         inst = self._instance_of.get(node)
         return f"{where} ({inst.id}, {inst.instance_type})" if inst else where
 
+    def node_facts(self, node: str) -> dict[str, Any]:
+        """``instance``: the node's instance id (its launch, running and terminated events are
+        named by it)."""
+        inst = self._instance_of.get(node)
+        return {"instance": inst.id} if inst else {}
+
     async def _prepare(self) -> None:
         assert self.run_dir is not None and self.streams is not None
         streams = self.streams

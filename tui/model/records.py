@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -47,6 +48,29 @@ class NodeInfo:
     """Training ranks running on this node (from their `rank_start` events), ascending."""
     devices: dict[int, str] = field(default_factory=dict)
     """Rank -> its device name (`rank_start`'s device_name, or device for older runs)."""
+
+
+def node_row(
+    nodes: dict[str, NodeInfo], aliases: dict[str, str], name: str, instance: Any
+) -> NodeInfo:
+    """The row of ``nodes`` a `node` event of ``name`` updates. An EC2 machine is one row: its
+    instance's own events are named by the instance id, its node's events by the node name with
+    ``instance`` set; from then on (``aliases``: instance id -> node name) both go to the node's
+    row, which takes over what the instance's row had."""
+    if isinstance(instance, str) and instance and instance != name:
+        aliases[instance] = name
+        early = nodes.pop(instance, None)
+        row = nodes.get(name)
+        if row is None:
+            row = nodes[name] = NodeInfo(name)
+        if early is not None and not row.gpu:
+            row.gpu = early.gpu
+        return row
+    name = aliases.get(name, name)
+    row = nodes.get(name)
+    if row is None:
+        row = nodes[name] = NodeInfo(name)
+    return row
 
 
 def device_label(devices: Iterable[str]) -> str:

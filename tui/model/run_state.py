@@ -15,7 +15,7 @@ from typing import Any
 from engine.events import parse_event_line
 from tui.format import after_training_line, companion_line, fmt, fmt_duration
 from tui.model.event_text import readable_line, stage_ended, stage_started
-from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo, device_label
+from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo, device_label, node_row
 from tui.model.run_views import EMBEDDINGS, FINAL_STATUSES, LIVE_NODE_STATUSES, PHASES, RunViews
 from tui.model.series import DEFAULT_CAPACITY, Series
 
@@ -93,6 +93,7 @@ class RunState(RunViews):
         cap = self.capacity
         self.stages: dict[str, StageInfo] = {}
         self.nodes: dict[str, NodeInfo] = {}
+        self._instance_nodes: dict[str, str] = {}  # EC2 instance id -> its node's row
         self.epochs: deque[EpochRow] = deque(maxlen=self.max_epochs_kept)
         self.log: deque[LogLine] = deque(maxlen=self.log_lines)
         self.errors: deque[dict[str, Any]] = deque(maxlen=50)
@@ -481,9 +482,7 @@ class RunState(RunViews):
 
     def _on_node(self, ev: Mapping[str, Any], rel: float) -> None:
         name = str(ev.get("node") or "?")
-        node = self.nodes.get(name)
-        if node is None:
-            node = self.nodes[name] = NodeInfo(name)
+        node = node_row(self.nodes, self._instance_nodes, name, ev.get("instance"))
         node.status = str(ev.get("status") or node.status)
         if not node.devices:  # what the node's ranks said they run on wins
             node.gpu = str(ev.get("gpu") or node.gpu)

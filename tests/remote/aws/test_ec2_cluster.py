@@ -85,6 +85,14 @@ async def test_instances_run_commands_over_ssh_and_are_terminated_on_exit(
     assert terminated == set(live)
     spot = [e for e in events if e.get("status") == "launching" and e.get("spot")]
     assert [e["instance_type"] for e in spot] == ["g4dn.xlarge"]
+    ran = {e["node"]: e.get("instance") for e in events if e.get("status") == "running"}
+    assert {ran[n] for n in cluster.nodes} == set(live)  # each node's events name its instance
+    from tui.model import RunState
+
+    state = RunState()  # the dashboard: one row per machine (it showed instance and node rows)
+    state.ingest_many(events)
+    assert sorted(state.nodes) == sorted(cluster.nodes)
+    assert {n.status for n in state.nodes.values()} == {"terminated"}
     for path in run_dir.rglob("*"):
         if path.is_file():
             text = path.read_text(errors="replace")
