@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.config import PreprocessConfig
-from engine.preprocess.readers import detect_spec, iter_records
+from engine.preprocess.readers import detect_spec, iter_records, open_binary
+from engine.preprocess.records import parse_object, rating_of
+from engine.preprocess.text import clean_text
 
 CATEGORIES: dict[str, str] = {
     "instruments": "amazon2014_Musical_Instruments_5.jsonl.gz",
@@ -65,6 +67,43 @@ def read_category(path: Path) -> dict[str, Counter[int]]:
     return dict(out)
 
 
+SUMMARY_FIELDS = ("summary", "Summary")
+"""Where a review's title is (McAuley files; Fine Food); Alexa reviews have none."""
+
+
+def read_summaries(path: Path) -> list[tuple[str, str, int]]:
+    """(cleaned review text, cleaned title, rating) of each usable record that has a title."""
+    cfg = PreprocessConfig(inputs=[str(path)], output="")
+    spec = detect_spec(str(path), cfg)
+    out = []
+    with open_binary(str(path)) as fh:
+        for line in fh:
+            obj = parse_object(line, spec)
+            if isinstance(obj, str):
+                continue
+            title = next((obj[f] for f in SUMMARY_FIELDS if isinstance(obj.get(f), str)), "")
+            text, rating = obj.get(spec.text_field), rating_of(obj.get(spec.rating_field), spec)
+            if not title or not isinstance(text, str) or isinstance(rating, str):
+                continue
+            review, cleaned = clean_text(text).decode(), clean_text(title).decode()
+            if review and cleaned:
+                out.append((review, cleaned, rating))
+    return out
+
+
+def title_counts(
+    summaries: list[list[tuple[str, str, int]]], keep_review: set[str] | None, exclude: set[str]
+) -> dict[str, Counter[int]]:
+    """Rating counts of the titles of reviews in ``keep_review`` (None: all), titles equal to
+    a text in ``exclude`` (the test texts) left out: training rows made of review titles."""
+    out: dict[str, Counter[int]] = defaultdict(Counter)
+    for part in summaries:
+        for review, title, rating in part:
+            if (keep_review is None or review in keep_review) and title not in exclude:
+                out[title][rating] += 1
+    return dict(out)
+
+
 def collapse(counts: dict[str, Counter[int]], negative_max: int) -> LabelledTexts:
     """One row per distinct text: the mode rating (ties to the smaller) and its label."""
     texts, labels, ratings = [], [], []
@@ -111,27 +150,48 @@ def load_categories(data_dir: Path, names: list[str]) -> dict[str, dict[str, Cou
 
 
 def make_folds(
-    data_dir: Path, names: list[str], kinds: list[str], only: list[str] | None = None
+    data_dir: Path,
+    names: list[str],
+    kinds: list[str],
+    only: list[str] | None = None,
+    titles: bool = False,
 ) -> list[Fold]:
-    """The folds asked for: one per left-out category, Amazon → IMDB, in-domain."""
+    """The folds asked for: one per left-out category, Amazon → IMDB, in-domain. ``titles``:
+    the training reviews' titles are training rows of their own too (never a title of a test
+    review, nor one equal to a test text); the test texts stay the review texts."""
     cats = load_categories(data_dir, names)
+    heads = {n: read_summaries(data_dir / CATEGORIES[n]) if titles else [] for n in names}
     folds = []
     if "loco" in kinds:
         for name in names:
             if only and name not in only:
                 continue
             test = collapse(cats[name], 3)
+            exclude = set(test.texts)
             others = [cats[n] for n in names if n != name]
-            train = collapse(merge(others, set(test.texts)), 3)
+            others += [title_counts([heads[n] for n in names if n != name], None, exclude)]
+            train = collapse(merge(others, exclude), 3)
             folds.append(Fold(name, "loco", train, test))
     if "imdb" in kinds:
         imdb = read_category(data_dir / IMDB)
         test = collapse(imdb, 4)
-        train = collapse(merge(list(cats.values()), set(test.texts)), 3)
+        exclude = set(test.texts)
+        parts = [*cats.values(), title_counts(list(heads.values()), None, exclude)]
+        train = collapse(merge(parts, exclude), 3)
         folds.append(Fold("imdb", "imdb", train, test))
     if "in_domain" in kinds:
         pooled = collapse(merge(list(cats.values()), set()), 3)
         pick = [in_domain_test(t) for t in pooled.texts]
+        if titles:  # the titles of training reviews only: a test review's title is its label
+            kept = {t for t, p in zip(pooled.texts, pick, strict=True) if not p}
+            tested = {t for t, p in zip(pooled.texts, pick, strict=True) if p}
+            extra = collapse(title_counts(list(heads.values()), kept, tested), 3)
+            pooled = LabelledTexts(
+                pooled.texts + extra.texts,
+                pooled.labels + extra.labels,
+                pooled.ratings + extra.ratings,
+            )
+            pick += [False] * len(extra)
 
         def part(want: bool) -> LabelledTexts:
             rows = [i for i, p in enumerate(pick) if p == want]

@@ -467,6 +467,12 @@ def main() -> None:
     parser.add_argument("--categories", default=",".join(CATEGORIES))
     parser.add_argument("--only", default="", help="only these loco folds (comma list)")
     parser.add_argument(
+        "--titles",
+        action="store_true",
+        help="the training reviews' titles are training rows too, for every variant and the "
+        "baseline (test texts unchanged; with --reuse use a --work of its own)",
+    )
+    parser.add_argument(
         "--seeds", help="run every variant with each of these train.seed values (comma list)"
     )
     parser.add_argument("--json", help="results file, rewritten after every task")
@@ -513,7 +519,7 @@ def run_sweep(
     start = time.time()
     names = args.categories.split(",")
     only = [n for n in args.only.split(",") if n]
-    folds = make_folds(Path(args.data_dir), names, args.kinds.split(","), only)
+    folds = make_folds(Path(args.data_dir), names, args.kinds.split(","), only, args.titles)
     if not folds:
         raise SystemExit(f"no fold matches --kinds {args.kinds} --only {args.only}")
     facts = write_folds(folds, work)
@@ -524,6 +530,7 @@ def run_sweep(
         "started_unix": start,
         "jobs": args.jobs,
         "device": args.device,
+        "titles": args.titles,
         "folds": facts,
         "variants": {v.name: {"overrides": v.overrides(), "results": {}} for v in variants},
         "baseline": {},
