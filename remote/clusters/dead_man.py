@@ -31,12 +31,30 @@ LOOP = (
 """``sh -c LOOP sentitop-dead-man LEASE LIMIT POLL SHUTDOWN...``: values as arguments only."""
 
 
+TOOLS = ("setsid", "nohup")
+"""Programs the loop needs on the node besides sh, touch, date and GNU/busybox ``stat -c``."""
+
+
 @dataclass(frozen=True, slots=True)
 class DeadMan:
     """The switch's settings for one cluster."""
 
     limit_s: float = DEFAULT_LIMIT_S
     shutdown_argv: tuple[str, ...] = SHUTDOWN_ARGV
+    tools: tuple[str, ...] = TOOLS
+
+    def probe_command(self) -> str:
+        """A shell line that prints what the node lacks to run the switch (nothing: ready):
+        each missing program, ``stat -c``, and for the real shutdown root or passwordless
+        sudo. It always exits 0."""
+        checks = [f"command -v {quote(t)} >/dev/null 2>&1 || printf '%s ' {quote(t)}"
+                  for t in self.tools]  # fmt: skip
+        checks.append("stat -c %Y / >/dev/null 2>&1 || printf 'stat-c '")
+        if self.shutdown_argv == SHUTDOWN_ARGV:
+            checks.append(
+                '[ "$(id -u)" = 0 ] || sudo -n true >/dev/null 2>&1 || printf "passwordless-sudo "'
+            )
+        return "; ".join([*checks, "true"])
 
     @property
     def renew_s(self) -> float:

@@ -356,6 +356,21 @@ class EC2Cluster(SSHCluster):
         for node in nodes:
             if self.dead_man.shutdown_argv == SHUTDOWN_ARGV and _loopback(self._nodes[node].host):
                 continue  # a test's loopback "instance" is this machine: never power it off
+            lacks = await self._check(node, self.dead_man.probe_command(),
+                                      "checking the tools of the unwatched shutdown")  # fmt: skip
+            if lacks.split():
+                missing = ", ".join(lacks.split())
+                self._require_started().emit(
+                    "warning",
+                    stage="start",
+                    code="dead_man_unarmed",
+                    node=node,
+                    message=f"node {node} ({self.describe(node)}) lacks {missing}: its dead man's "
+                    "switch is not armed, so if sentitop is killed (SIGKILL, the OOM killer, a "
+                    "closed laptop) this instance keeps billing until `sentitop teardown RUN` or "
+                    "the console terminates it; use an AMI that has them",
+                )
+                continue
             await self._check(node, self.dead_man.arm_command(self._lease(node)),
                               "arming the shutdown of an unwatched instance")  # fmt: skip
         if self._renewals is None:

@@ -91,3 +91,38 @@ def test_the_real_shutdown_is_never_armed_on_a_loopback_node() -> None:
 
     assert _loopback("127.0.0.2") and _loopback("localhost") and _loopback("::1")
     assert not _loopback("10.0.0.5") and not _loopback("ec2-1-2-3-4.compute.amazonaws.com")
+
+
+@pytest.mark.timeout(120)
+async def test_a_node_without_the_loops_tools_is_named_and_left_unarmed(
+    sshd, ec2, ami, run_id, tmp_path: Path
+) -> None:
+    """An AMI without setsid (or stat -c, or passwordless sudo) armed nothing and said nothing:
+    the user believed a killed launcher's instances would shut down."""
+    from engine.events import read_events
+
+    _, switch = _switch(tmp_path)
+    lacking = DeadMan(switch.limit_s, switch.shutdown_argv, tools=("setsid", "no-such-tool-x"))
+    cluster = loopback_cluster(sshd, tmp_path, ami, dead_man=lacking)
+    async with cluster:
+        await cluster.start(tmp_path / run_id)
+        assert not list((tmp_path / "nodes").rglob("dead-man.lease.pid"))  # no loop started
+    warned = [e for e in read_events(tmp_path / run_id / "events.jsonl")
+              if e.get("code") == "dead_man_unarmed"]  # fmt: skip
+    assert sorted(e["node"] for e in warned) == sorted(cluster.nodes)
+    assert all("lacks no-such-tool-x:" in e["message"] for e in warned)
+    assert all("keeps billing" in e["message"] for e in warned)
+
+
+def test_the_probe_names_only_what_is_missing() -> None:
+    import subprocess
+
+    def probe(switch: DeadMan) -> str:
+        return subprocess.run(["sh", "-c", switch.probe_command()], capture_output=True,
+                              text=True, check=True).stdout  # fmt: skip
+
+    harmless = ("true",)
+    assert probe(DeadMan(shutdown_argv=harmless)) == ""  # this machine has them all
+    assert probe(DeadMan(shutdown_argv=harmless, tools=("sh", "no-such-tool-x"))).split() == [
+        "no-such-tool-x"
+    ]
