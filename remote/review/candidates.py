@@ -386,15 +386,24 @@ def cpu_target(
     elif profile.provider == "ec2":  # CPU instances: every vCPU of every instance
         specs = [(catalog.specs(g.instance_type), g.count) for g in getattr(profile, "nodes", [])]
         units = float(sum(count * (row.vcpus if row else 1) for row, count in specs))
-    seconds = job.epochs * job.n_train / (rate * units) + job.evals * job.n_test / (
+    networked = profile.provider != "local" and workers > 1  # ranks on several machines
+    sync = (job.n_train / job.batch) * job.sync_step_s * ring(workers) if networked else 0.0
+    seconds = job.epochs * (job.n_train / (rate * units) + sync) + job.evals * job.n_test / (
         3 * rate * units
     )
     band_log = bands["device_cpu"] + (0.0 if same else bands["workload"])
+    band_log += job.count_band_log if networked else 0.0
     basis = (
         f"measured on one core of the development host ({anchor.where}): "
         f"{anchor.samples_per_s:,.0f} samples/s of the {anchor.workload.label}"
         + ("" if same else f"; scaled by MACs per sample to the {workload.label}")
         + f"; x {units:g} cores; these cores not measured (device band applied)"
+        + (
+            f"; {workers} ranks over the network: all-reduce {job.sync_step_s * 1000:.1f} "
+            "ms/step x 2(n-1)/n and the worker-count band of the old study"
+            if networked
+            else ""
+        )
     )
     label = (
         f"local ×{workers} proc"

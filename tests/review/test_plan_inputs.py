@@ -201,3 +201,22 @@ def test_past_runs_of_an_ssh_profile_are_its_measurements(
     out = capsys.readouterr().out
     assert "ssh CPU: 2 run(s)" in out and "no past run of this workload" not in out
     assert "prediction error on past runs" in out
+
+
+def test_an_unmeasured_ssh_cluster_pays_for_its_network_and_widens_its_band(
+    tmp_path: Path,
+) -> None:
+    """Two SSH nodes never run were predicted as one machine with both cores (linear scaling,
+    no all-reduce) with the single-host band: the same hours and band as one rank with two
+    threads, though its gradients cross a network every step."""
+    one_node = tmp_path / "one.yaml"
+    text = (ROOT / "profiles" / "ssh-loopback.yaml").read_text()
+    head, _, tail = text.partition("  - name: node1")
+    tail = tail[tail.index("data:") :].replace("  threads: 1 ", "  threads: 2 ")  # 2 cores too
+    one_node.write_text(head + tail)
+    cluster = plan_profile(load_profile(ROOT / "profiles" / "ssh-loopback.yaml"), [], epochs=5)
+    single = plan_profile(load_profile(one_node), [], epochs=5)
+    assert cluster.target.workers == 2 and single.target.workers == 1
+    assert cluster.target.band > single.target.band  # the worker-count band added
+    assert "ranks over the network: all-reduce" in cluster.target.basis
+    assert "over the network" not in single.target.basis
