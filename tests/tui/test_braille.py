@@ -72,3 +72,18 @@ def test_flat_series_and_labels() -> None:
     assert "flat" in text.plain and "0:00" in text.plain and "0:09" in text.plain
     assert nice_number(999_999) == "1M" and nice_number(12_345) == "12.3k"
     assert nice_number(0.01234) == "0.0123"
+
+
+@pytest.mark.parametrize("width", [12, 14, 16, 20, 40])
+def test_the_x_labels_never_run_together(width: int) -> None:
+    """In a narrow plot (80x24 splits the Run screen) "2:05" and "14:10" were printed
+    side by side as "2:0514:10": the end label is dropped when there is no room for both."""
+    x = np.linspace(125.0, 850.0, 50)
+    text = render_plot(
+        [PlotLine("loss", x, np.cos(x))], width, 6, x_format=format_seconds, legend=False
+    ).plain
+    axis = text.splitlines()[-1].strip()
+    left, right = format_seconds(125.0), format_seconds(850.0)
+    assert axis.startswith(left)
+    assert axis == left or (axis.endswith(right) and axis[len(left)] == " ")
+    assert cell_len(text.splitlines()[-1]) <= width

@@ -190,7 +190,8 @@ def render_plot(
                 start = c
         out.append("\n")
     left, right = x_format(xs_min), x_format(xs_max)
-    axis = " " * gutter + left + right.rjust(max(plot_w - len(left), 0))
+    room = plot_w - len(left) - len(right)  # two labels run together read as one number
+    axis = " " * gutter + (left + " " * room + right if room >= 1 else left)
     out.append(axis[:width], style=axis_style)
     return out
 
