@@ -135,6 +135,6 @@ def test_ctrl_c_after_a_checkpoint_says_how_to_resume(
     assert proc.returncode == 130, err
     (run_dir,) = runs.iterdir()
     assert f"continue with: sentitop run --resume {run_dir}" in err
-    assert "stopping: rank 0 writes a checkpoint at its next step" in out  # one Ctrl-C
+    assert "rank 0 first writes a checkpoint at its next step" in out  # one Ctrl-C
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and "checkpoint" in summary["reason"], summary

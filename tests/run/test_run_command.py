@@ -218,7 +218,7 @@ def test_a_stop_signal_during_training_tears_down(
     summary = json.loads((events.parent / "summary.json").read_text())
     assert summary["status"] == "interrupted" and re.fullmatch(reason, summary["reason"]), summary
     if signals[0] == signal.SIGINT:  # what the press does is said when it is pressed
-        assert "stopping: rank 0 writes a checkpoint" in err
+        assert "rank 0 first writes a checkpoint at its next step" in err
         assert ("stopping at once" in err) == (len(signals) == 2)
     else:
         assert "stopping" not in err

@@ -12,8 +12,9 @@ from remote.stop_rules import STOP_CHECKPOINT_S
 T = TypeVar("T")
 
 FIRST_PRESS = (
-    f"stopping: rank 0 writes a checkpoint at its next step (up to {STOP_CHECKPOINT_S:g} s), "
-    "then every process and machine is stopped; Ctrl-C again to stop at once"
+    "stopping: if training is under way, rank 0 first writes a checkpoint at its next step (up "
+    f"to {STOP_CHECKPOINT_S:g} s); then every process and machine is stopped. Ctrl-C again to "
+    "stop at once"
 )
 SECOND_PRESS = "stopping at once (no checkpoint wait): tearing down"
 LATER_PRESS = (
