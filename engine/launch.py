@@ -37,6 +37,20 @@ LineHandler = Callable[[int, str, str], None]
 """Called with (rank, "stdout"|"stderr", line without newline) for every output line."""
 
 _POLL_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class StopFirst:
+    """What a first Ctrl-C does before the ranks are stopped (a second one stops them at once):
+    ``ask()`` (e.g. request a checkpoint), then wait until ``served()``, every rank has ended,
+    or ``wait_s`` passed. ``said`` is printed (stderr, as a launch line) when it starts."""
+
+    ask: Callable[[], None]
+    served: Callable[[], bool]
+    wait_s: float
+    said: str
+
+
 _CAUSE_WAIT_S = 5.0
 """After a rank exits non-zero, how long to wait for a peer still running to die by a signal
 (the cause, then named instead)."""
@@ -224,6 +238,7 @@ def launch_ranks(
     grace_s: float = 3.0,
     env: dict[str, str] | None = None,
     placement: Placement | None = None,
+    stop_first: StopFirst | None = None,
 ) -> None:
     """Run ``python -m MODULE ARGS...`` as ``nproc`` local ranks and supervise them.
 
@@ -232,7 +247,7 @@ def launch_ranks(
     lines to stdout, stderr lines prefixed with the rank to stderr). Returns when every rank
     exited 0; when one fails the others are stopped (SIGTERM, SIGKILL after ``grace_s``) and
     LaunchError names the rank and its last stderr lines. SIGTERM to the launcher (main thread)
-    and any exception stop the ranks too.
+    and any exception stop the ranks too; a Ctrl-C as well, after ``stop_first`` if given.
     """
     if nproc < 1:
         raise ConfigError(f"--nproc = {nproc} must be >= 1")
@@ -263,7 +278,12 @@ def launch_ranks(
                 t.start()
                 r.readers.append(t)
             handler(r.rank, "stderr", f"launch: rank {r.rank} pid {proc.pid}")
-        failed = _supervise(ranks, handler)
+        try:
+            failed = _supervise(ranks, handler)
+        except KeyboardInterrupt:
+            if stop_first is not None:
+                _serve_first(stop_first, ranks, handler)  # a second Ctrl-C ends it at once
+            raise
         if failed is not None:
             _stop(ranks, grace_s)
             _join(ranks)
@@ -285,6 +305,17 @@ def launch_ranks(
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _serve_first(stop_first: StopFirst, ranks: Sequence[_Rank], handler: LineHandler) -> None:
+    """Ask, then wait for the answer, the ranks' end or the time limit."""
+    handler(ranks[0].rank if ranks else 0, "stderr", f"launch: {stop_first.said}")
+    stop_first.ask()
+    deadline = time.monotonic() + stop_first.wait_s
+    while time.monotonic() < deadline and not stop_first.served():
+        if all(r.proc.poll() is not None for r in ranks):
+            return
+        time.sleep(_POLL_S)
 
 
 def _global(local_rank: int, placement: Placement | None) -> int:

@@ -24,6 +24,7 @@ from engine.errors import DatasetError, InputError, SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
 from engine.sentiment.pretrained import check_init_embeddings
 from engine.sentiment.splits import check_batch_size, check_dataset
+from engine.stop_rules import STOP_CHECKPOINT_S
 from remote.advice import priced_advice
 from remote.checkpoint_keeper import NODE_CHECKPOINT
 from remote.cluster_factory import make_cluster
@@ -35,7 +36,6 @@ from remote.profile import Profile
 from remote.recovery import RecoveryLedger
 from remote.run_folder import runs_root
 from remote.security import copy_private, make_private_dir, write_private_file
-from remote.stop_rules import STOP_CHECKPOINT_S
 from remote.teardown import tear_down_leftovers
 from remote.train_stage import TrainContext, run_training
 

@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
 from engine.errors import SentitopError
-from remote.stop_rules import STOP_CHECKPOINT_S
+from engine.stop_rules import STOP_CHECKPOINT_S
 from tui.model.event_text import readable_text
 from tui.screens.base import WorkerFailed
 from tui.screens.help import HelpScreen

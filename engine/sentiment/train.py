@@ -112,8 +112,9 @@ def launch_local(
     torch threads per rank (default: cores // nproc). When a rank fails the others are stopped
     (SIGTERM, SIGKILL after ``grace_s``) and the error names the rank and its last stderr lines.
     """
-    from engine.launch import launch_ranks
-    from engine.sentiment.checkpoint import write_json
+    from engine.launch import StopFirst, launch_ranks
+    from engine.sentiment.checkpoint import CHECKPOINT, REQUEST, write_json
+    from engine.stop_rules import STOP_CHECKPOINT_S
 
     if nproc < 1:
         raise ConfigError(f"--nproc = {nproc} must be >= 1")
@@ -128,16 +129,38 @@ def launch_local(
             hint="choose a folder you can write to",
         ) from None
     per_rank = threads or cfg.threads or default_threads(nproc)
-    launch_ranks(
-        "engine.sentiment.train",
-        ["--config", str(config_path), "--threads", str(per_rank)],
-        nproc,
-        threads=per_rank,
-        on_line=on_line,
-        python=python,
-        grace_s=grace_s,
-        env=env,
+    request = run_dir / REQUEST
+    latest = run_dir / CHECKPOINT
+    before = latest.stat().st_mtime_ns if latest.exists() else None
+
+    def ask() -> None:
+        request.parent.mkdir(parents=True, exist_ok=True)
+        request.touch()
+
+    def served() -> bool:  # rank 0 removes the request once the checkpoint is written
+        return not request.exists() and latest.exists() and latest.stat().st_mtime_ns != before
+
+    stop_first = StopFirst(
+        ask,
+        served,
+        STOP_CHECKPOINT_S,
+        f"stopping: rank 0 first writes a checkpoint at its next step (up to "
+        f"{STOP_CHECKPOINT_S:g} s); Ctrl-C again to stop at once",
     )
+    try:
+        launch_ranks(
+            "engine.sentiment.train",
+            ["--config", str(config_path), "--threads", str(per_rank)],
+            nproc,
+            threads=per_rank,
+            on_line=on_line,
+            python=python,
+            grace_s=grace_s,
+            env=env,
+            stop_first=stop_first,
+        )
+    finally:
+        request.unlink(missing_ok=True)  # an unserved request would fire in a resumed run
 
 
 def run(cfg: TrainConfig) -> int:

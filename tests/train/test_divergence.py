@@ -3,6 +3,7 @@ checkpoint; SIGTERM to `sentitop train` says what Ctrl-C says."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -77,3 +78,34 @@ def test_sigterm_says_terminated_and_how_to_resume(tiny_data: Path, tmp_path: Pa
     assert "terminated (SIGTERM): the ranks were stopped" in err
     assert f"--run-dir {run} --resume` continues it" in err
     assert "Traceback" not in err
+
+
+def test_one_ctrl_c_keeps_the_steps_since_the_last_checkpoint(
+    tiny_data: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C stopped the ranks at once: with no periodic checkpoint due, the epoch's steps
+    were lost. Now rank 0 checkpoints at its next step first (a second Ctrl-C: at once)."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tui.cli", "train", "--data", str(tiny_data), "--run-dir"]
+    cmd += [str(run), "--epochs", "50", "--batch-size", "8", "--checkpoint-every-min", "0"]
+    cmd += ["--straggle", "0:50", "--log-every", "1"]  # rank 0 sleeps 49x its compute
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    events = run / "events.jsonl"
+    seen = 0
+    deadline = time.monotonic() + 120
+    while seen < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        text = events.read_text() if events.exists() else ""
+        steps = [json.loads(line) for line in text.splitlines() if '"type":"step"' in line]
+        seen = max((s["global_step"] for s in steps), default=0)
+    assert seen >= 3, "training never stepped"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    assert "rank 0 first writes a checkpoint at its next step" in err
+    state = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    assert state["global_step"] >= seen  # the work up to the stop is kept
+    assert not (run / "checkpoints" / "REQUEST").exists()
+    assert f"--run-dir {run} --resume` continues it" in err and "Traceback" not in err

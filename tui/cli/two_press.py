@@ -7,7 +7,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from remote.stop_rules import STOP_CHECKPOINT_S
+from engine.stop_rules import STOP_CHECKPOINT_S
 
 T = TypeVar("T")
 

@@ -25,7 +25,7 @@ from textual.widgets import DataTable, Static
 from textual.widgets.data_table import RowKey
 from textual.worker import Worker, get_current_worker
 
-from remote.stop_rules import STOP_CHECKPOINT_S
+from engine.stop_rules import STOP_CHECKPOINT_S
 from tui.format import (
     fmt,
     fmt_duration,
