@@ -37,6 +37,16 @@ LineHandler = Callable[[int, str, str], None]
 """Called with (rank, "stdout"|"stderr", line without newline) for every output line."""
 
 _POLL_S = 0.05
+_CAUSE_WAIT_S = 5.0
+"""After a rank exits non-zero, how long to wait for a peer still running to die by a signal
+(the cause, then named instead)."""
+_DYING_WAIT_S = 60.0
+"""How long to wait instead for a peer whose stderr already shows a fatal error (its stacks
+being written as it aborts)."""
+_DYING = ("Fatal Python error", "terminate called")
+"""Stderr text of a rank that is aborting."""
+_TAIL = 30
+_RANK_END = '{"type":"rank_end"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,18 +59,6 @@ class StopFirst:
     served: Callable[[], bool]
     wait_s: float
     said: str
-
-
-_CAUSE_WAIT_S = 5.0
-"""After a rank exits non-zero, how long to wait for a peer still running to die by a signal
-(the cause, then named instead)."""
-_DYING_WAIT_S = 60.0
-"""How long to wait instead for a peer whose stderr already shows a fatal error (its stacks
-being written as it aborts)."""
-_DYING = ("Fatal Python error", "terminate called")
-"""Stderr text of a rank that is aborting."""
-_TAIL = 30
-_RANK_END = '{"type":"rank_end"'
 
 
 def free_port(host: str = "127.0.0.1") -> int:
