@@ -63,12 +63,20 @@ def stage_written(out: Path) -> bool:
         return False
 
 
-def _wait_for_a_signal(mode: str) -> None:
+def _wait_for_a_signal(mode: str, marker: Path) -> None:
+    """MARKER is written where the wait begins: a signal sent once it exists lands in the wait
+    (written before the weakref callback ran, a prompt signal was raised in plain code)."""
     if mode == "block":
+        marker.write_text("stalled\n")
         time.sleep(WAIT_S)
         return
+
+    def wait(_ref: Any) -> None:
+        marker.write_text("stalled\n")
+        time.sleep(WAIT_S)
+
     item = _Finalised()
-    ref = weakref.ref(item, lambda _ref: time.sleep(WAIT_S))
+    ref = weakref.ref(item, wait)
     del item  # the callback runs now; an exception raised in it is dropped
     del ref
     print(DROPPED, file=sys.stderr)  # reached only when it was
@@ -82,8 +90,7 @@ def _stalled(real: Callable[..., Any], marker: Path, mode: str) -> Callable[...,
         nonlocal calls
         calls += 1
         if calls == 1:
-            marker.write_text("stalled\n")
-            _wait_for_a_signal(mode)
+            _wait_for_a_signal(mode, marker)
         return real(*args, **kwargs)
 
     return stalled
