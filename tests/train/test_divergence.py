@@ -89,20 +89,27 @@ def test_one_ctrl_c_keeps_the_steps_since_the_last_checkpoint(
     cmd = [sys.executable, "-m", "tui.cli", "train", "--data", str(tiny_data), "--run-dir"]
     cmd += [str(run), "--epochs", "50", "--batch-size", "8", "--checkpoint-every-min", "0"]
     cmd += ["--straggle", "0:50", "--log-every", "1"]  # rank 0 sleeps 49x its compute
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    proc = subprocess.Popen(  # stdout not read: a full pipe would block the progress lines
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
-    events = run / "events.jsonl"
-    seen = 0
-    deadline = time.monotonic() + 120
-    while seen < 3 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-        text = events.read_text() if events.exists() else ""
-        steps = [json.loads(line) for line in text.splitlines() if '"type":"step"' in line]
-        seen = max((s["global_step"] for s in steps), default=0)
-    assert seen >= 3, "training never stepped"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=90)
+    try:
+        events = run / "events.jsonl"
+        seen = 0
+        deadline = time.monotonic() + 120
+        while seen < 3 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            text = events.read_text() if events.exists() else ""
+            steps = [json.loads(line) for line in text.splitlines() if '"type":"step"' in line]
+            seen = max((s["global_step"] for s in steps), default=0)
+        assert seen >= 3, "training never stepped"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:  # a failed assertion must not leave 50 epochs training
+            proc.send_signal(signal.SIGINT)  # twice: at once, the ranks stopped too
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
     assert proc.returncode == 130, err
     assert "rank 0 first writes a checkpoint at its next step" in err
     state = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
