@@ -60,6 +60,11 @@ class PreprocessConfig:
     whose records hold only `text` and `label` are recognised without it."""
     append_summary: bool = False
     """Append the `summary` field to the review text."""
+    title_rows: bool = False
+    """Each review's title (McAuley `summary`, Fine Food `Summary`) is also a training row of
+    its own with the review's rating: short labelled texts such as "not bad at all" or "no
+    complaints". Only titles of training reviews, never in the test split (BENCHMARKS.md,
+    "Review titles as training rows")."""
     preset: PreprocessPreset = "default"
     """Text rules: `default` removes no word ("but", "too", "very", "only", "not" all carry
     sentiment; measured best on the yardstick, BENCHMARKS.md); `stopwords` drops NLTK's English

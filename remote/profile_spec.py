@@ -189,6 +189,8 @@ class PreprocessSpec(Section):
     """0/1 label field (1 = positive) of generic JSON lines, instead of a rating."""
     append_summary: bool | None = None
     """Append the summary field to the text."""
+    title_rows: bool | None = None
+    """Each training review's title is a training row too (default off)."""
     preset: Literal["default", "stopwords", "seed"] | None = None
     """Text rules: default (every word kept), stopwords (NLTK's stopwords dropped, negations
     kept) or seed (the seed's exact stopword rules)."""

@@ -227,6 +227,8 @@ def summary_table(stats: Mapping[str, Any]) -> Any:
         "vocab_size",
     ):
         table.add_row(key, f"{stats[key]:,}")
+        if key == "read" and stats.get("title_rows"):
+            table.add_row("  + title rows", f"{stats['title_rows']:,}")
     for reason, n in stats["skipped"].items():
         if n:
             examples = escape(", ".join(stats["skipped_examples"].get(reason, [])[:2]))

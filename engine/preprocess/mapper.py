@@ -10,7 +10,7 @@ import orjson
 
 from engine.preprocess.dedupe import SLOT_BITS
 from engine.preprocess.readers import MapTask, iter_task_blocks
-from engine.preprocess.records import RecordSpec, parse_line
+from engine.preprocess.records import RecordSpec, parse_line, parse_titled
 from engine.preprocess.text import clean_text
 
 CACHE_ENTRIES = 100_000
@@ -42,6 +42,8 @@ class MapStats:
     split_lines: dict[tuple[int, int], int] = field(default_factory=dict)
     """(file index, split number) → lines read in that split."""
     input_bytes: int = 0
+    titles: int = 0
+    """Title rows added (RecordSpec.title_field): occurrences besides the lines read."""
 
     def skip(self, reason: str, file_index: int, split_no: int, line_no: int) -> None:
         """Count one skipped line."""
@@ -54,6 +56,7 @@ class MapStats:
         """Add another worker's counts."""
         self.read += other.read
         self.input_bytes += other.input_bytes
+        self.titles += other.titles
         for reason, n in other.skipped.items():
             self.skipped[reason] = self.skipped.get(reason, 0) + n
         for reason, examples in other.examples.items():
@@ -98,7 +101,8 @@ def map_lines(
         r: 1 << (SLOT_BITS * (r - spec.rating_min))
         for r in range(spec.rating_min, spec.rating_max + 1)
     }
-    fast = spec.summary_field is None
+    fast = spec.summary_field is None and spec.title_field is None
+    titled = spec.title_field is not None
     text_field, rating_field = spec.text_field, spec.rating_field
     if cache is None:
         cache = {}
@@ -135,12 +139,18 @@ def map_lines(
         if i in long_set:
             stats.skip("too_long", task.file_index, task.split_no, line_no)
             continue
-        parsed = parse_line(lines[i], spec, max_line_bytes)
+        if titled:
+            parsed, title = parse_titled(lines[i], spec, max_line_bytes)
+        else:
+            parsed, title = parse_line(lines[i], spec, max_line_bytes), None
         if isinstance(parsed, str):
             stats.skip(parsed, task.file_index, task.split_no, line_no)
         else:
             key, rating = parsed
             agg[key] = agg.get(key, 0) + incs[rating]
+            if title is not None:
+                agg[title] = agg.get(title, 0) + incs[rating]
+                stats.titles += 1
 
 
 def map_task(

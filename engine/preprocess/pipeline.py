@@ -97,6 +97,8 @@ def resolve_specs(
                 text_field=cfg.text_field or "reviewText",
                 rating_field=cfg.rating_field or "overall",
                 summary_field="summary" if cfg.append_summary else None,
+                title_field="summary" if cfg.title_rows else None,
+                test_fraction=cfg.test_fraction,
             )
         else:
             spec = detect_spec(path, cfg)
@@ -373,6 +375,7 @@ def _vocab_doc(cfg: PreprocessConfig, job: JobSettings, vocab: list[str]) -> dic
             "keep_negations": cfg.negations_kept,
             "keep_stopwords": cfg.stopwords_kept,
             "append_summary": cfg.append_summary,
+            "title_rows": cfg.title_rows,
             "format": cfg.format,
             "text_field": cfg.text_field,
             "rating_field": cfg.rating_field,
@@ -386,14 +389,14 @@ def _vocab_doc(cfg: PreprocessConfig, job: JobSettings, vocab: list[str]) -> dic
 
 
 def build_stats(cfg: PreprocessConfig, result: LocalResult, seconds: float) -> dict[str, Any]:
-    """stats.json content; asserts read = kept + skipped + duplicates."""
+    """stats.json content; asserts read + title rows = kept + skipped + duplicates."""
     ms, rc = result.stats, result.counts
     skipped = {reason: ms.skipped.get(reason, 0) for reason in SKIP_REASONS}
     skipped["only_stopwords"] = rc.only_stopwords
     kept = rc.train + rc.test
-    if ms.read != kept + sum(skipped.values()) + rc.duplicates:
+    if ms.read + ms.titles != kept + sum(skipped.values()) + rc.duplicates:
         raise AssertionError(
-            f"count mismatch: read {ms.read} != kept {kept} + skipped "
+            f"count mismatch: read {ms.read} + title rows {ms.titles} != kept {kept} + skipped "
             f"{sum(skipped.values())} + duplicates {rc.duplicates}"
         )
     lines_per_file = [0] * len(cfg.inputs)
@@ -401,6 +404,7 @@ def build_stats(cfg: PreprocessConfig, result: LocalResult, seconds: float) -> d
         lines_per_file[file_index] += n
     return {
         "read": ms.read,
+        "title_rows": ms.titles,
         "kept": kept,
         "skipped_total": sum(skipped.values()),
         "skipped": skipped,

@@ -103,6 +103,15 @@ def check_preprocess(
                 + _skip_breakdown(stats, cfg, specs),
             }
         )
+    if cfg.title_rows and not int(stats.get("title_rows", 0)):
+        fields = sorted({s.title_field or "" for s in specs} - {""})
+        warnings.append(
+            {
+                "code": "no_title_rows",
+                "message": f"{files}: title_rows is on but no training review had a title "
+                f"(field {' / '.join(fields) or 'none'}): the dataset has review rows only",
+            }
+        )
     if not int(stats.get("test", 0)):
         warnings.append(
             {

@@ -345,21 +345,21 @@ def detect_spec(path: str, cfg: PreprocessConfig, probe_lines: int = 50) -> Reco
             )
         fmt = "jsonl" if cfg.format == "auto" else cfg.format
         base = label_spec(cfg.text_field or _text_field_of(path, cfg), cfg.label_field, fmt)
-        return _with_summary(base, cfg.append_summary)
+        return _with_title(base, cfg)
     if cfg.format != "auto" or cfg.text_field or cfg.rating_field:
         fmt = "jsonl" if cfg.format == "auto" else cfg.format
         text_field = cfg.text_field or "reviewText"
         base = RecordSpec(
             format=fmt, text_field=text_field, rating_field=cfg.rating_field or "overall"
         )
-        return _with_summary(base, cfg.append_summary)
+        return _with_title(base, cfg)
     records = probe_records(path, probe_lines)
     for obj in records:
         for fields, spec in KNOWN_LAYOUTS:
             if fields <= set(obj):
-                return _with_summary(spec, cfg.append_summary)
+                return _with_title(spec, cfg)
     if not records:  # empty or entirely unreadable: every line will be counted as skipped
-        return _with_summary(RecordSpec(), cfg.append_summary)
+        return _with_title(RecordSpec(), cfg)
     raise InputError(
         f"{path}: cannot tell the review text and rating fields apart "
         f"(fields seen: {', '.join(field_names(records)[:12])})",
@@ -426,11 +426,16 @@ def _text_field_of(path: str, cfg: PreprocessConfig) -> str:
         return found or "reviewText"
 
 
-def _with_summary(spec: RecordSpec, append_summary: bool) -> RecordSpec:
-    if not append_summary:
-        return spec
+def _with_title(spec: RecordSpec, cfg: PreprocessConfig) -> RecordSpec:
+    """The spec with the layout's title field appended to the text (append_summary) and/or read
+    as a training row of its own (title_rows)."""
     summary = SUMMARY_FIELDS.get(spec.text_field, "summary")
-    return RecordSpec(**{**spec.to_dict(), "summary_field": summary})
+    return replace(
+        spec,
+        summary_field=summary if cfg.append_summary else None,
+        title_field=summary if cfg.title_rows else None,
+        test_fraction=cfg.test_fraction,
+    )
 
 
 def iter_records(

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from engine.preprocess.dedupe import is_test
 from engine.preprocess.text import clean_text
 
 SKIP_REASONS: dict[str, str] = {
@@ -40,6 +41,11 @@ class RecordSpec:
     """Field holding the star rating."""
     summary_field: str | None = None
     """Field appended to the text (with a space) when set, e.g. `summary`."""
+    title_field: str | None = None
+    """Field whose text becomes a training row of its own, with its review's rating, when set
+    (e.g. `summary`: the review's title); see `title_of`."""
+    test_fraction: float = 0.0
+    """The job's test share (PreprocessConfig.test_fraction), which title rows stay out of."""
     rating_min: int = 1
     """Smallest valid rating."""
     rating_max: int = 5
@@ -147,3 +153,35 @@ def parse_line(line: bytes, spec: RecordSpec, max_line_bytes: int = 1 << 20) -> 
     if isinstance(obj, str):
         return obj
     return record_of(obj, spec)
+
+
+def title_of(obj: dict[str, Any], review: bytes, spec: RecordSpec) -> bytes | None:
+    """The cleaned title of a usable review's record as a training row, or None: only when the
+    review (its cleaned text ``review``) and the title itself both fall in the training split,
+    so no test review lends its title and no title lands in the test split."""
+    if spec.title_field is None:
+        return None
+    title = obj.get(spec.title_field)
+    if not isinstance(title, str) or not title:
+        return None
+    cleaned = clean_text(title)
+    if not cleaned or is_test(review, spec.test_fraction) or is_test(cleaned, spec.test_fraction):
+        return None
+    return cleaned
+
+
+def parse_titled(
+    line: bytes, spec: RecordSpec, max_line_bytes: int = 1 << 20
+) -> tuple[Parsed | str, bytes | None]:
+    """parse_line's result with the line's title row (see title_of; None when it has none)."""
+    if len(line) > max_line_bytes:
+        return "too_long", None
+    if not line.strip():
+        return "empty_line", None
+    obj = parse_object(line, spec)
+    if isinstance(obj, str):
+        return obj, None
+    parsed = record_of(obj, spec)
+    if isinstance(parsed, str):
+        return parsed, None
+    return parsed, title_of(obj, parsed[0], spec)

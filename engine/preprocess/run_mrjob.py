@@ -47,6 +47,7 @@ def stats_to_json(stats: MapStats) -> dict[str, Any]:
         "examples": {k: [list(e) for e in v] for k, v in stats.examples.items()},
         "split_lines": [[f, s, n] for (f, s), n in stats.split_lines.items()],
         "input_bytes": stats.input_bytes,
+        "titles": stats.titles,
     }
 
 
@@ -58,6 +59,7 @@ def stats_from_json(data: dict[str, Any]) -> MapStats:
         examples={k: [(e[0], e[1], e[2]) for e in v] for k, v in data["examples"].items()},
         split_lines={(f, s): n for f, s, n in data["split_lines"]},
         input_bytes=data["input_bytes"],
+        titles=data.get("titles", 0),
     )
 
 
