@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from engine.preprocess.dedupe import SLOT_BITS
+from engine.preprocess.dedupe import SLOT_BITS, is_test
 from engine.preprocess.readers import MapTask, iter_task_blocks
 from engine.preprocess.records import RecordSpec, parse_line, parse_titled
 from engine.preprocess.text import clean_text
@@ -101,7 +101,6 @@ def map_lines(
         r: 1 << (SLOT_BITS * (r - spec.rating_min))
         for r in range(spec.rating_min, spec.rating_max + 1)
     }
-    fast = spec.summary_field is None and spec.title_field is None
     titled = spec.title_field is not None
     text_field, rating_field = spec.text_field, spec.rating_field
     if cache is None:
@@ -109,29 +108,34 @@ def map_lines(
     loads, cache_get = orjson.loads, cache.get
     slow: list[int] = []
     hit: Any  # (Agg, cleaned bytes), or (Pending, raw str) for a deferred text
-    for i, line in enumerate(lines):
-        # Fast path for the common record: a JSON object, string text, integral rating.
-        if fast and len(line) <= max_line_bytes:
-            try:
-                obj = loads(line)
-                text = obj[text_field]
-                rating = obj[rating_field]
-                if (type(rating) is float or type(rating) is int) and type(text) is str:
-                    inc = incs[rating]
-                    hit = cache_get(text)
-                    if hit is None:
-                        pending = defer(text) if defer else None
-                        hit = (agg, clean_text(text)) if pending is None else (pending, text)
-                        if len(cache) >= cache_entries:
-                            cache.clear()
-                        cache[text] = hit
-                    target, key = hit
-                    if key:
-                        target[key] = target.get(key, 0) + inc
-                        continue
-            except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
-                pass
-        slow.append(i)
+    if spec.summary_field is not None:  # the text is two fields: the slow path joins them
+        slow = list(range(len(lines)))
+    elif titled:
+        slow = _map_titled(lines, spec, max_line_bytes, agg, stats, cache, incs, cache_entries)
+    else:
+        for i, line in enumerate(lines):
+            # Fast path for the common record: a JSON object, string text, integral rating.
+            if len(line) <= max_line_bytes:
+                try:
+                    obj = loads(line)
+                    text = obj[text_field]
+                    rating = obj[rating_field]
+                    if (type(rating) is float or type(rating) is int) and type(text) is str:
+                        inc = incs[rating]
+                        hit = cache_get(text)
+                        if hit is None:
+                            pending = defer(text) if defer else None
+                            hit = (agg, clean_text(text)) if pending is None else (pending, text)
+                            if len(cache) >= cache_entries:
+                                cache.clear()
+                            cache[text] = hit
+                        target, key = hit
+                        if key:
+                            target[key] = target.get(key, 0) + inc
+                            continue
+                except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
+                    pass
+            slow.append(i)
     stats.read += len(lines)
     long_set = set(too_long)
     for i in slow:
@@ -151,6 +155,62 @@ def map_lines(
             if title is not None:
                 agg[title] = agg.get(title, 0) + incs[rating]
                 stats.titles += 1
+
+
+def _map_titled(
+    lines: list[bytes],
+    spec: RecordSpec,
+    max_line_bytes: int,
+    agg: Agg,
+    stats: MapStats,
+    cache: Cache,
+    incs: dict[float, int],
+    cache_entries: int,
+) -> list[int]:
+    """map_lines' fast path with title rows (see records.title_of): every text is cleaned here
+    (none deferred: a title row needs its review's split); `cache` maps a raw review text or
+    title to (cleaned, whether it falls in the training split). Returns the indices of the
+    lines left to the slow path."""
+    text_field, rating_field, title_field = spec.text_field, spec.rating_field, spec.title_field
+    loads, cache_get, fraction = orjson.loads, cache.get, spec.test_fraction
+    slow: list[int] = []
+    for i, line in enumerate(lines):
+        if len(line) <= max_line_bytes:
+            try:
+                obj = loads(line)
+                text = obj[text_field]
+                rating = obj[rating_field]
+                if (type(rating) is float or type(rating) is int) and type(text) is str:
+                    inc = incs[rating]
+                    hit = cache_get(text)
+                    if hit is None:
+                        if len(cache) >= cache_entries:
+                            cache.clear()
+                        hit = cache[text] = _split_of(text, fraction)
+                    key, lends = hit
+                    if key:
+                        agg[key] = agg.get(key, 0) + inc
+                        title = obj.get(title_field) if lends else None
+                        if type(title) is str and title:
+                            got = cache_get(title)
+                            if got is None:
+                                if len(cache) >= cache_entries:
+                                    cache.clear()
+                                got = cache[title] = _split_of(title, fraction)
+                            if got[1]:
+                                agg[got[0]] = agg.get(got[0], 0) + inc
+                                stats.titles += 1
+                        continue
+            except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
+                pass
+        slow.append(i)
+    return slow
+
+
+def _split_of(raw: str, test_fraction: float) -> tuple[bytes, bool]:
+    """(cleaned text, True when it is non-empty and falls in the training split)."""
+    cleaned = clean_text(raw)
+    return cleaned, bool(cleaned) and not is_test(cleaned, test_fraction)
 
 
 def map_task(

@@ -166,3 +166,24 @@ def test_spark_titles_match_local(
 ) -> None:
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     _same(preprocess([MUSICAL], runner="spark", workers=2, title_rows=True), titled_local)
+
+
+def test_python_literal_lines_give_the_title_rows_json_lines_give(
+    tmp_path: Path, preprocess: Run
+) -> None:
+    """McAuley 2014's Python-literal lines take the parser's slow path, JSON the fast one."""
+    records = [
+        {"reviewText": _text(split, f"review {n}"), "overall": 1 + n % 5, "summary": title}
+        for n, (split, title) in enumerate(
+            [("train", "not bad at all"), ("test", "broke fast"), ("train", "no complaints"),
+             ("test", "not bad at all"), ("train", ""), ("test", "I was not disappointed")]
+        )
+    ]  # fmt: skip
+    as_json = write_lines(tmp_path / "j.jsonl", [json.dumps(r).encode() for r in records])
+    as_literal = write_lines(tmp_path / "p.json", [repr(r).encode() for r in records])
+    fast = preprocess([as_json], test_fraction=FRACTION, title_rows=True)
+    slow = preprocess([as_literal], test_fraction=FRACTION, title_rows=True)
+    assert_same_dataset(fast, slow)
+    lent = [r["summary"] for r in records[::2]]  # the training reviews
+    wanted = sum(1 for t in lent if t and not is_test(clean_text(t), FRACTION))
+    assert fast["stats"]["title_rows"] == slow["stats"]["title_rows"] == wanted > 0
