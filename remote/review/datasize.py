@@ -27,6 +27,11 @@ TEXTS_PER_GB_CORPUS = 21.3e6 / 92
 TEXTS_PER_GB_SYNTHETIC = 46_602 / 0.256
 """Distinct texts per GB of `sentitop synth` output (256 MB → 46,602, BENCHMARKS.md)."""
 
+TITLE_ROWS_FACTOR = 44_938 / 27_205
+"""Training rows with preprocess.title_rows / without, on real reviews: the seven McAuley and
+Fine Food files of ../shared/data, 27,205 → 44,938 (BENCHMARKS.md "Review titles as training
+rows"). Synthetic reviews draw their titles from a few dozen: no factor for them."""
+
 
 @dataclass(frozen=True, slots=True)
 class PrepEstimate:
@@ -39,9 +44,14 @@ class PrepEstimate:
     basis: str
 
 
-def train_samples(size_bytes: int, test_fraction: float, *, synthetic: bool) -> int:
-    """Training samples of a corpus of ``size_bytes`` (distinct texts less the test split)."""
+def train_samples(
+    size_bytes: int, test_fraction: float, *, synthetic: bool, title_rows: bool = False
+) -> int:
+    """Training samples of a corpus of ``size_bytes`` (distinct texts less the test split, times
+    TITLE_ROWS_FACTOR for real reviews whose titles are rows too)."""
     per_gb = TEXTS_PER_GB_SYNTHETIC if synthetic else TEXTS_PER_GB_CORPUS
+    if title_rows and not synthetic:
+        per_gb *= TITLE_ROWS_FACTOR
     return max(1, int(size_bytes / 1e9 * per_gb * (1.0 - test_fraction)))
 
 

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.config import PreprocessConfig
 from engine.errors import InputError
 from remote.pricing import Catalog, PriceBook, load_catalog
 from remote.profile import UNSUPPORTED_GPUS, EC2Profile, Profile
@@ -34,9 +33,16 @@ from remote.review.candidates import (
     gpu_set,
     unsupported_note,
 )
-from remote.review.datasize import PrepEstimate, prep_time, require_plannable, train_samples
+from remote.review.datasize import PrepEstimate
 from remote.review.hardware import gpu_table
 from remote.review.metrics import billed_usd
+from remote.review.plan_data import (
+    engine_default,
+    n_train_of,
+    own_prep_seconds,
+    prep_estimates,
+    workload_of,
+)
 from remote.review.scaling import (
     ErrorCheck,
     Measurement,
@@ -54,7 +60,6 @@ from remote.review.transfer import (
     RateEstimate,
     Workload,
     bundled_anchors,
-    resolved_model,
     transfer_rate,
 )
 from remote.run_record import RunRecord
@@ -178,73 +183,6 @@ def _study() -> tuple[float, float, list[ErrorCheck]]:
     return model.k / steps, log_band(errors), errors
 
 
-def _engine_default(name: str) -> Any:
-    """A preprocessing default of the engine (declared once, in engine.config)."""
-    return PreprocessConfig.__dataclass_fields__[name].default
-
-
-def _workload(profile: Profile) -> Workload:
-    cfg = profile.to_train_config(".", ".")
-    seq = profile.preprocess.seq_len or _engine_default("seq_len")
-    model = resolved_model(cfg.model)
-    return Workload(model, int(seq), cfg.batch_size, f"{cfg.model.preset} model, {seq} tokens")
-
-
-def _n_train(
-    profile: Profile, same_data: list[RunRecord], data_size: int | None, inputs: list[str]
-) -> int:
-    test = profile.preprocess.test_fraction
-    test = float(_engine_default("test_fraction")) if test is None else test
-    if data_size is not None:
-        synthetic = profile.data.synthetic is not None
-        n = train_samples(data_size, test, synthetic=synthetic)
-        require_plannable(n, data_size)
-        per_gb = "synthetic reviews: 182 k" if synthetic else "old study: 231.5 k"
-        inputs.append(
-            f"training-set size: {n:,} samples from --data-size ({per_gb} "
-            f"distinct texts per GB, less the {test:.0%} test split)"
-        )
-        return n
-    if same_data and same_data[-1].n_train:
-        n = int(same_data[-1].n_train)
-        inputs.append(f"training-set size: {n:,} samples (past runs on the same data)")
-        return n
-    if profile.data.synthetic is not None:
-        n = train_samples(profile.data.synthetic.size, test, synthetic=True)
-        inputs.append(
-            f"training-set size: {n:,} samples (synthetic "
-            f"{profile.data.synthetic.size / 1e6:,.0f} MB: "
-            f"182 k distinct texts per GB, less the {test:.0%} test split)"
-        )
-        return n
-    inputs.append(
-        f"training-set size: {STUDY_SAMPLES:,} samples assumed (the old study's; the "
-        "input files' size is unknown: give --data-size to set it)"
-    )
-    return STUDY_SAMPLES
-
-
-def _prep(profile: Profile, catalog: Catalog, size: int | None) -> list[PrepEstimate]:
-    if size is None:
-        return []
-    pre = profile.preprocess
-    out: list[PrepEstimate] = []
-    if pre.runner == "emr" and pre.emr is not None:
-        row = catalog.specs(pre.emr.instance_type)
-        cores = pre.emr.count * (row.vcpus if row else 4)
-        out.append(prep_time(size, "emr", f"{pre.emr.count}×{pre.emr.instance_type}", cores))
-    # the local runner runs where `sentitop run` runs (remote.datasets), before any node starts
-    cores = pre.workers or os.cpu_count() or 1
-    out.append(prep_time(size, "local", "this machine, before the nodes start", cores))
-    return out
-
-
-def _own_prep(prep: list[PrepEstimate], runner: str) -> float | None:
-    """Predicted preprocessing seconds of the profile's own runner (else the local runner's)."""
-    own = [p for p in prep if p.runner == runner] or [p for p in prep if p.runner == "local"]
-    return own[0].seconds if own else None
-
-
 def _skipped_rows(runs: list[RunRecord], used: list[RunRecord], profile: str) -> list[str]:
     """Per imported CSV file: how many of its rows the plan did not use, and why."""
     taken = {id(r) for r in used}
@@ -360,7 +298,7 @@ def plan_profile(
     evals = math.ceil(n_epochs / cfg.eval_every) if cfg.eval_every else 0
     wl_key, data_key = workload_keys(profile.resolved())
     hardware, instance_type, count = _target_hardware(profile, catalog)
-    workload = _workload(profile)
+    workload = workload_of(profile)
     matching = [r for r in runs if _matches(r, profile, wl_key)]
     by_hw: dict[str, list[Measurement]] = {}
     for run in matching:
@@ -375,13 +313,13 @@ def plan_profile(
     inputs = [line for m in models.values() for line in m.inputs] + inputs
     errors = [e for hw, ms in by_hw.items() if hw in models for e in prediction_errors(ms, hw)]
     same_data = [r for r in matching if r.data_key == data_key and r.n_train]
-    n_train = _n_train(profile, same_data, data_size, inputs)
+    n_train = n_train_of(profile, same_data, data_size, inputs)
     prep_size = data_size
     if prep_size is None and profile.data.synthetic is not None and not same_data:
         prep_size = profile.data.synthetic.size  # not measured on this data: estimated
-    prep = _prep(profile, catalog, prep_size)
+    prep = prep_estimates(profile, catalog, prep_size)
     test = profile.preprocess.test_fraction
-    test = float(_engine_default("test_fraction")) if test is None else test
+    test = float(engine_default("test_fraction")) if test is None else test
     sync_step, count_band, study_errors = _study()
     job = GpuJob(
         n_epochs,
@@ -451,7 +389,7 @@ def plan_profile(
         )
         target.groups = _train_groups(profile)
         fixed = model.fixed(workers)
-        own_prep = _own_prep(prep, profile.preprocess.runner)  # the line printed below it
+        own_prep = own_prep_seconds(prep, profile.preprocess.runner)  # the line printed below it
         parts = {
             "fixed (start-up, loading, teardown)": fixed,
             "preprocessing": (
@@ -591,4 +529,4 @@ def epoch_costs(
     for c in plan.candidates:
         if len(c.groups) == 1 and c.groups[0][1] == 1 and c.market == "on-demand":
             out[c.groups[0][0]] = (c.epoch_s * c.usd_per_hour / 3600, c.band)
-    return _workload(profile).label, out
+    return workload_of(profile).label, out

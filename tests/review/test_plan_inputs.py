@@ -220,3 +220,33 @@ def test_an_unmeasured_ssh_cluster_pays_for_its_network_and_widens_its_band(
     assert cluster.target.band > single.target.band  # the worker-count band added
     assert "ranks over the network: all-reduce" in cluster.target.basis
     assert "over the network" not in single.target.basis
+
+
+@pytest.mark.parametrize("synthetic", [False, True])
+def test_title_rows_grow_the_planned_training_set_of_real_reviews(
+    tmp_path: Path, synthetic: bool
+) -> None:
+    """Titles as rows add 65 % training rows on real reviews (measured), none on synthetic ones
+    (their few dozen titles): a plan that ignored them under-predicted hours and $."""
+    from remote.review.datasize import TITLE_ROWS_FACTOR
+
+    text = TINY.read_text()
+    if not synthetic:
+        reviews = tmp_path / "reviews.jsonl"
+        reviews.write_text('{"reviewText": "fine", "overall": 5, "summary": "ok"}\n')
+        synthetic_data = "  synthetic:\n    size: 10MB\n    seed: 3\n"
+        text = text.replace(synthetic_data, f"  inputs: [{reviews}]\n")
+    plain, titled = tmp_path / "plain.yaml", tmp_path / "titled.yaml"
+    plain.write_text(text)
+    titled.write_text(text.replace("preprocess:\n", "preprocess:\n  title_rows: true\n"))
+    size = 92_000_000_000
+    without = plan_profile(load_profile(plain), [], data_size=size)
+    with_titles = plan_profile(load_profile(titled), [], data_size=size)
+    assert without.n_train and with_titles.n_train
+    ratio = with_titles.n_train / without.n_train
+    said = " ".join(with_titles.inputs)
+    if synthetic:
+        assert ratio == 1.0 and "title_rows" not in said
+    else:
+        assert ratio == pytest.approx(TITLE_ROWS_FACTOR, rel=1e-6)
+        assert f"× {TITLE_ROWS_FACTOR:.2f} for preprocess.title_rows" in said

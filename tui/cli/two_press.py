@@ -16,7 +16,7 @@ FIRST_PRESS = (
     f"to {STOP_CHECKPOINT_S:g} s); then every process and machine is stopped. Ctrl-C again to "
     "stop at once"
 )
-SECOND_PRESS = "stopping at once (no checkpoint wait): tearing down"
+SECOND_PRESS = "stopping at once, without waiting any longer for a checkpoint: tearing down"
 LATER_PRESS = (
     "still tearing down (machines are being stopped so they do not keep billing): please wait"
 )
