@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,28 @@ def test_a_cached_dataset_of_a_folder_is_redone_when_a_file_in_it_changes(tmp_pa
     os.utime(review, (1, 1))
     assert folder.stat().st_mtime_ns == folder_mtime
     assert dataset_key(cfg) != before
+
+
+def test_a_setting_added_later_keeps_the_cached_datasets_key_at_its_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """title_rows came after datasets were cached: off, it must not change the key (a cached
+    92 GB corpus preprocessed again after an upgrade); on, it must."""
+    from engine import config as engine_config
+    from engine.config import PreprocessConfig
+    from remote.datasets import dataset_key
+
+    review = tmp_path / "a.jsonl"
+    review.write_text('{"reviewText": "good", "overall": 5, "summary": "fine"}\n')
+    cfg = PreprocessConfig(inputs=[str(review)], output=str(tmp_path / "out"))
+    current = dataset_key(cfg)
+    assert dataset_key(replace(cfg, title_rows=True)) != current
+    real = engine_config.config_to_dict
+
+    def without_title_rows(c: object) -> dict[str, object]:
+        out = dict(real(c))  # type: ignore[arg-type]
+        out.pop("title_rows", None)
+        return out
+
+    monkeypatch.setattr("remote.datasets.config_to_dict", without_title_rows)
+    assert dataset_key(cfg) == current  # the key the release before title_rows computed
