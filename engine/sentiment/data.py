@@ -27,7 +27,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from engine.errors import DatasetError
-from engine.sentiment.order import EpochOrder, WindowHook
+from engine.sentiment.order import EpochOrder, LengthsOf, WindowHook
 from engine.sentiment.splits import open_dataset
 
 DATASET_FILE = "dataset.h5"
@@ -277,18 +277,33 @@ class PlanSampler:
     """
 
     def __init__(
-        self, num_samples: int, seed: int, rank: int, *, on_window: WindowHook | None = None
+        self,
+        num_samples: int,
+        seed: int,
+        rank: int,
+        *,
+        on_window: WindowHook | None = None,
+        lengths: LengthsOf | None = None,
+        group: int = 0,
     ) -> None:
         self.num_samples = num_samples
         self.seed = seed
         self.rank = rank
         self.on_window = on_window
         """Told the row ranges of each order window before it is read (prefetch)."""
+        self.lengths, self.group = lengths, group
+        """Length buckets of the epoch order (EpochOrder): sample ids → lengths, and rows per
+        global batch; none when ``lengths`` is None."""
         self.epoch = -1
         self.plans: list[StepPlan] = []
         self._first_steps: list[int] = []
         self.order = EpochOrder(0, seed, 0)  # no epoch yet
         self._start = (0, 0)  # (position, step) where this epoch's first plan begins
+
+    @property
+    def buckets(self) -> int:
+        """Rows per length-bucket group of the order (0: no length buckets)."""
+        return self.group if self.lengths is not None else 0
 
     def set_epoch(self, epoch: int, *, position: int = 0, step: int = 0) -> None:
         """Start ``epoch`` (new permutation, no plan yet) at ``position``, numbered ``step``.
@@ -299,7 +314,14 @@ class PlanSampler:
         if not 0 <= position <= self.num_samples:
             raise ValueError(f"position {position} outside 0..{self.num_samples}")
         self.epoch = epoch
-        self.order = EpochOrder(self.num_samples, self.seed, epoch, on_window=self.on_window)
+        self.order = EpochOrder(
+            self.num_samples,
+            self.seed,
+            epoch,
+            on_window=self.on_window,
+            lengths=self.lengths,
+            group=self.group,
+        )
         self.plans, self._first_steps = [], []
         self._start = (position, step)
 

@@ -14,6 +14,16 @@ disk seek speed. Instead (as MosaicML Streaming's block shuffles do):
 2. consecutive groups of ``window_blocks`` permuted blocks form *windows*; the rows of window
    ``w`` are permuted by ``default_rng([seed, epoch, w + 1])``.
 
+3. with length buckets (``lengths`` and ``group`` given: ``train.length_buckets``), each
+   window's permuted rows are cut into chunks of ``group · BUCKET_GROUPS`` rows; a chunk is
+   sorted by length and cut into groups of ``group`` rows (the global batch); runs of
+   BUCKET_RUN neighbouring groups are shuffled, and each group's rows, by
+   ``default_rng([seed, epoch, w + 1, 0])``. A global batch then holds rows
+   of similar length, so it is padded to little more than its own longest row instead of to
+   the longest of ``group`` random rows (on the GPU path every row is run to the batch's
+   width); every rank's share of it is a random part of the same narrow band, so no rank gets
+   all the long rows.
+
 Memory is O(N / block + block · window_blocks) (a few MB at any N), a window reads
 ``window_blocks`` contiguous runs of the file (which the loader asks the kernel to read ahead),
 and every global batch draws from ``window_blocks`` places spread over the whole file. A split
@@ -31,7 +41,15 @@ BLOCK_ROWS = 4096
 WINDOW_BLOCKS = 64
 """Blocks whose rows are shuffled together (262 144 rows ≈ 2 MB of ids per window held)."""
 
+BUCKET_GROUPS = 64
+"""Global batches whose rows are sorted by length together (a chunk of a window)."""
+BUCKET_RUN = 4
+"""Groups of neighbouring length bands kept together, in ascending order, when a chunk's groups
+are shuffled."""
+
 WindowHook = Callable[[list[tuple[int, int]]], None]
+LengthsOf = Callable[[np.ndarray], np.ndarray]
+"""Sample ids → their token lengths (for length buckets)."""
 """Called with the row ranges [lo, hi) of a window about to be read (prefetch)."""
 
 
@@ -47,10 +65,17 @@ class EpochOrder:
         block: int = BLOCK_ROWS,
         window_blocks: int = WINDOW_BLOCKS,
         on_window: WindowHook | None = None,
+        lengths: LengthsOf | None = None,
+        group: int = 0,
     ) -> None:
-        if n < 0 or block < 1 or window_blocks < 1:
-            raise ValueError(f"bad order shape: n={n} block={block} window={window_blocks}")
+        if n < 0 or block < 1 or window_blocks < 1 or group < 0:
+            raise ValueError(
+                f"bad order shape: n={n} block={block} window={window_blocks} group={group}"
+            )
         self.n, self.seed, self.epoch = n, seed, epoch
+        bucketed = lengths is not None and group > 1
+        self.lengths: LengthsOf | None = lengths if bucketed else None
+        self.group = group if bucketed else 0
         self.block, self.window_blocks = block, window_blocks
         self.on_window = on_window
         nblocks = -(-n // block)
@@ -87,10 +112,30 @@ class EpochOrder:
         if rows.size and rows.max() >= self.n:
             rows = rows[rows < self.n]
         ids = rows[np.random.default_rng([self.seed, self.epoch, w + 1]).permutation(rows.size)]
+        if self.lengths is not None and ids.size > self.group:
+            ids = self._bucketed(ids, self.lengths(ids), w)
         if len(self._cache) >= 2:
             del self._cache[min(self._cache)]
         self._cache[w] = ids
         return ids
+
+    def _bucketed(self, ids: np.ndarray, lengths: np.ndarray, w: int) -> np.ndarray:
+        """``ids`` (a window in permuted order) regrouped by length: see the module's step 3.
+        Chunks and groups are cut at epoch positions (multiples of ``group``), so a global
+        batch is about one group whatever the windows' sizes; groups move in runs of
+        BUCKET_RUN neighbouring bands, so a batch that straddles two groups (a plan's steps are
+        not exact multiples of the batch) mostly meets the next band, not a random one."""
+        pos = int(self.starts[w]) + np.arange(ids.size)
+        chunk = pos // (self.group * BUCKET_GROUPS)
+        by_length = np.lexsort((pos, lengths, chunk))  # sorted within each chunk, ties stable
+        group = pos // self.group
+        run = group // BUCKET_RUN - int(group[0]) // BUCKET_RUN
+        rng = np.random.default_rng([self.seed, self.epoch, w + 1, 0])
+        run_key = rng.permutation(int(run[-1]) + 1)[run] * BUCKET_RUN + group % BUCKET_RUN
+        row_key = rng.random(ids.size)  # a row's place in its group
+        final = np.lexsort((row_key, run_key, chunk))
+        result: np.ndarray = ids[by_length][final]
+        return result
 
     def take(self, lo: int, hi: int) -> np.ndarray:
         """Sample ids at epoch positions [lo, hi)."""

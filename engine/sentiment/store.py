@@ -225,6 +225,12 @@ class SplitStore:
         """Bytes of the rows in use (tokens + labels + lengths)."""
         return int(self.tokens.nbytes + self.labels.nbytes + self.lengths.nbytes)
 
+    def padded_lengths(self, ids: np.ndarray) -> np.ndarray:
+        """The widths rows ``ids`` take in a batch: their lengths, at most the row width."""
+        width = self.tokens.shape[1] if self.tokens.ndim == 2 else 1
+        widths: np.ndarray = np.minimum(np.take(self.lengths, ids), width)
+        return widths
+
     def prefetch(self, ranges: list[tuple[int, int]]) -> None:
         """Ask the kernel to read the token rows [lo, hi) of each range ahead (asynchronous)."""
         for lo, hi in ranges:

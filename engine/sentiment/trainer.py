@@ -243,9 +243,11 @@ class Trainer:
             self.params, lr=self.base_lr, weight_decay=cfg.weight_decay, **fused
         )
         self.total_steps = cfg.epochs * -(-self.n_train // cfg.batch_size)
+        lengths = self.data.train.padded_lengths if cfg.length_buckets else None
         self.sampler = PlanSampler(
-            self.n_train, cfg.seed, env.rank, on_window=self.data.train.prefetch
-        )
+            self.n_train, cfg.seed, env.rank, on_window=self.data.train.prefetch,
+            lengths=lengths, group=cfg.batch_size,
+        )  # fmt: skip
         self.hooks.setup(
             HookContext(
                 cfg=cfg,
@@ -459,6 +461,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "sampler": self.sampler.state_dict() if step else None,
             "position": self.sampler.position(step) if step else 0,
+            "buckets": self.sampler.buckets,
             "clock": self.clock.state_dict(),
             "history": self.history,
             "train_seconds": self.train_seconds,
@@ -527,9 +530,12 @@ class Trainer:
 
         Same world size: the saved plans again (the very same batches). Another world size (a
         node lost): the epoch's permutation from the saved position on, planned for this world
-        (the samples before it were consumed; none is repeated or skipped).
+        (the samples before it were consumed; none is repeated or skipped). Length buckets
+        turned on or off since: another order, so the epoch is done again from its start.
         """
         step = int(state["step"])
+        if state.get("buckets", 0) != self.sampler.buckets:
+            return
         if state["world_size"] == self.env.world:
             self.sampler.load_state_dict(state["sampler"])
         elif "position" in state:  # format 2

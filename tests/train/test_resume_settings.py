@@ -42,4 +42,6 @@ def test_resume_refuses_flags_that_would_change_the_run(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"--batch-size 256 \(the run has 64\)"):
         resumed_settings(_args(run, "--resume", "--batch-size", "256"))
     assert resumed_settings(_args(run, "--resume", "--batch-size", "64")) is not None  # same
+    with pytest.raises(ConfigError, match=r"--length-buckets True \(the run has False\)"):
+        resumed_settings(_args(run, "--resume", "--length-buckets"))  # another sample order
     assert resumed_settings(_args(tmp_path / "none", "--resume")) is None  # nothing saved yet

@@ -97,7 +97,10 @@ class _Printer:
             print(f"loss threshold reached at {seconds:.1f} s (epoch {epoch})")
 
 
-FIXED_ON_RESUME = ("batch_size", "lr", "lr_schedule", "warmup_steps", "seed", "max_train_samples")
+FIXED_ON_RESUME = (
+    "batch_size", "lr", "lr_schedule", "warmup_steps", "seed", "max_train_samples",
+    "length_buckets",
+)  # fmt: skip
 """Settings a resumed run keeps from its checkpoint's run: another value would not continue
 the same optimisation (the learning-rate schedule and the sample order were planned with it).
 Epochs may grow; the model's shape comes from the checkpoint."""
