@@ -45,10 +45,13 @@ class ListSink:
         pass
 
 
-def _run(inputs: list[Path], out: Path, workers: int, budget: int | None) -> dict[str, Any]:
+def _run(
+    inputs: list[Path], out: Path, workers: int, budget: int | None, title_rows: bool = False
+) -> dict[str, Any]:
     cfg = PreprocessConfig(
-        inputs=[str(p) for p in inputs], output=str(out), workers=workers, memory_budget=budget
-    )
+        inputs=[str(p) for p in inputs], output=str(out), workers=workers, memory_budget=budget,
+        title_rows=title_rows,
+    )  # fmt: skip
     return run_preprocess(cfg)
 
 
@@ -97,6 +100,16 @@ def test_spill_path_is_byte_identical_to_the_in_memory_path(tmp_path: Path, work
     assert spilled["workers"] == memory["workers"] == workers
     _assert_same(tmp_path / "memory", tmp_path / "spill")
     assert _leftovers(tmp_path / "spill") == []
+
+
+@needs_data
+@pytest.mark.slow
+def test_title_rows_spill_to_the_in_memory_paths_bytes(tmp_path: Path) -> None:
+    inputs = [MUSICAL, BEAUTY]
+    memory = _run(inputs, tmp_path / "memory", 2, None, title_rows=True)
+    spilled = _run(inputs, tmp_path / "spill", 2, 2 << 20, title_rows=True)
+    assert spilled["spill"]["runs"] >= 2 and memory["title_rows"] > 10_000
+    _assert_same(tmp_path / "memory", tmp_path / "spill")
 
 
 @needs_data
