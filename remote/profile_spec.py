@@ -190,7 +190,7 @@ class PreprocessSpec(Section):
     append_summary: bool | None = None
     """Append the summary field to the text."""
     title_rows: bool | None = None
-    """Each training review's title is a training row too (default off)."""
+    """Each training review's title is a training row too (default false)."""
     preset: Literal["default", "stopwords", "seed"] | None = None
     """Text rules: default (every word kept), stopwords (NLTK's stopwords dropped, negations
     kept) or seed (the seed's exact stopword rules)."""
@@ -343,7 +343,7 @@ class TrainSpec(Section):
     loader_workers: int | None = Field(default=None, ge=0)
     """DataLoader workers per rank (default 0)."""
     length_buckets: bool | None = None
-    """Batch rows of similar length together: less padding per batch (default off)."""
+    """Batch rows of similar length together: less padding per batch (default false)."""
     amp: bool | None = None
     """bf16 autocast on CUDA (default true)."""
     max_train_samples: int | None = Field(default=None, ge=1)
