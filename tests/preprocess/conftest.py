@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,11 @@ DATA = Path(
 )
 """The real review files (/work/shared/data; SENTITOP_TEST_DATA names another folder)."""
 MUSICAL = DATA / "amazon2014_Musical_Instruments_5.jsonl.gz"
+needs_spark = pytest.mark.skipif(
+    importlib.util.find_spec("pyspark") is None or shutil.which("java") is None,
+    reason="pyspark and java are needed for the spark runner",
+)
+"""Skips a test of the spark runner where pyspark or java is missing."""
 
 
 def review(text: Any, rating: Any = 5.0, **extra: Any) -> bytes:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import MUSICAL, assert_same_dataset
+from .conftest import MUSICAL, assert_same_dataset, needs_spark
 
 Run = Callable[..., dict[str, Any]]
 needs_data = pytest.mark.skipif(not MUSICAL.exists(), reason=f"{MUSICAL} not available")
@@ -51,10 +49,7 @@ def test_inline_mrjob_matches_local(preprocess: Run, local_result: dict[str, Any
 
 @needs_data
 @pytest.mark.slow
-@pytest.mark.skipif(
-    importlib.util.find_spec("pyspark") is None or shutil.which("java") is None,
-    reason="pyspark and java are needed for the spark runner",
-)
+@needs_spark
 def test_spark_matches_local(
     preprocess: Run, local_result: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -112,10 +107,7 @@ def test_hadoop_runner_without_hadoop_names_the_missing_command(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    importlib.util.find_spec("pyspark") is None or shutil.which("java") is None,
-    reason="pyspark and java are needed for the spark runner",
-)
+@needs_spark
 def test_spark_runner_keeps_sparks_start_up_chatter_off_the_terminal(tmp_path: Path) -> None:
     """Spark printed its log4j profile, a default-level notice, a native-library WARN and
     pyspark's pandas FutureWarning before the progress bar; at the default SPARK_LOG_LEVEL

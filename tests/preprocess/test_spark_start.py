@@ -3,9 +3,7 @@ or just work, never a py4j traceback."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,13 +14,9 @@ from engine.config import PreprocessConfig
 from engine.errors import ConfigError
 from engine.preprocess import run_preprocess
 
-from .conftest import review, write_lines
+from .conftest import needs_spark, review, write_lines
 
 ROOT = Path(__file__).parents[2]
-needs_spark = pytest.mark.skipif(
-    importlib.util.find_spec("pyspark") is None or shutil.which("java") is None,
-    reason="pyspark and java are needed for the spark runner",
-)
 
 
 def _reviews(tmp_path: Path) -> Path:

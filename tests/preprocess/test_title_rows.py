@@ -3,9 +3,7 @@ in the test split, counted in stats, identical across runners."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import shutil
 from collections.abc import Callable
 from itertools import count
 from pathlib import Path
@@ -16,7 +14,7 @@ import pytest
 from engine.preprocess.dedupe import is_test
 from engine.preprocess.text import clean_text
 
-from .conftest import MUSICAL, assert_same_dataset, write_lines
+from .conftest import MUSICAL, assert_same_dataset, needs_spark, write_lines
 
 Run = Callable[..., dict[str, Any]]
 needs_data = pytest.mark.skipif(not MUSICAL.exists(), reason=f"{MUSICAL} not available")
@@ -157,10 +155,7 @@ def test_inline_mrjob_titles_match_local(preprocess: Run, titled_local: dict[str
 
 @needs_data
 @pytest.mark.slow
-@pytest.mark.skipif(
-    importlib.util.find_spec("pyspark") is None or shutil.which("java") is None,
-    reason="pyspark and java are needed for the spark runner",
-)
+@needs_spark
 def test_spark_titles_match_local(
     preprocess: Run, titled_local: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
