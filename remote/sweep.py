@@ -137,16 +137,10 @@ async def run_sweep(
     stop: asyncio.Event | None = None,
     interrupt_reason: Callable[[], str | None] | None = None,
 ) -> list[RunOutcome]:
-    """Run every profile of ``plan`` through execute_run; stops at an interrupted run."""
+    """Run every profile of ``plan`` through execute_run; stops at an interrupted run and starts
+    none after ``stop`` is set (the run under way stops after its checkpoint)."""
     outcomes: list[RunOutcome] = []
     for index, (n, profile) in enumerate(zip(plan.counts, plan.profiles, strict=True)):
-        outcome = await execute_run(
-            profile,
-            runs_dir=runs_dir or runs_root(),
-            on_event=on_event,
-            stop=stop,
-            interrupt_reason=interrupt_reason,
-        )
         tag = {
             "sweep": plan.sweep_id,
             "mode": plan.mode,
@@ -154,7 +148,19 @@ async def run_sweep(
             "workers": n,
             "counts": plan.counts,
         }
-        write_private_file(outcome.run_dir / SWEEP_FILE, json.dumps(tag, indent=2))
+        started: list[Path] = []
+        try:
+            outcome = await execute_run(
+                profile,
+                runs_dir=runs_dir or runs_root(),
+                on_event=on_event,
+                stop=stop,
+                interrupt_reason=interrupt_reason,
+                on_start=started.append,
+            )
+        finally:  # also when cancelled (a second Ctrl-C): the stopped run still belongs to it
+            if started:
+                write_private_file(started[0] / SWEEP_FILE, json.dumps(tag, indent=2))
         outcomes.append(outcome)
         if on_run is not None:
             on_run(index, outcome)

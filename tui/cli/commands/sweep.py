@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.errors import InputError
     from remote.profile import load_profile
     from remote.sweep import parse_counts, plan_sweep, run_sweep
+    from tui.cli.two_press import FIRST_PRESS, StoppedAtOnce, run_with_two_press_stop
 
     if args.epochs is not None and args.epochs < 1:
         raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
@@ -88,20 +89,34 @@ def run(args: argparse.Namespace) -> int:
         file=err,
         flush=True,
     )
-    received: list[int] = []  # SIGTERM/SIGHUP stop the sweep as Ctrl-C does, tearing down
+    received: list[int] = []  # SIGTERM/SIGHUP stop the sweep at once, tearing down
+
+    def say(line: str) -> None:
+        print(line, file=err, flush=True)
+
+    def first_press_too(line: str) -> None:
+        say(line)
+        if line == FIRST_PRESS:
+            say("the sweep starts no further run")
+
     try:
         with termination_as_interrupt(received):
             outcomes = asyncio.run(
-                run_sweep(
-                    plan,
-                    runs_dir=args.runs_dir,
-                    on_run=on_run,
-                    interrupt_reason=lambda: termination_reason(received),
+                run_with_two_press_stop(
+                    lambda stop: run_sweep(
+                        plan,
+                        runs_dir=args.runs_dir,
+                        on_run=on_run,
+                        stop=stop,
+                        interrupt_reason=lambda: termination_reason(received),
+                    ),
+                    first_press_too,
+                    at_once=lambda: bool(received),
                 )
             )
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, StoppedAtOnce):
         if not received:
-            raise  # Ctrl-C: the CLI's own message and exit code 130
+            raise KeyboardInterrupt from None  # Ctrl-C twice: the CLI's message and exit 130
         name = signal.Signals(received[0]).name
         print(f"terminated ({name}): the sweep was stopped and its run torn down", file=err)
         return 128 + received[0]
@@ -124,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"report: {report.markdown}")
         else:
             print(f"no report in {args.report}: no run of the sweep ended ok", file=err)
+    if len(outcomes) < len(plan.counts):
+        _say_what_stopped(outcomes, plan.counts[len(outcomes) :])
     if any(o.status == "interrupted" for o in outcomes):
         return 130
     return 0 if all(o.status == "ok" for o in outcomes) else 1
@@ -142,3 +159,16 @@ def _status_words(outcome: Any) -> str:
         return run_outcome(load_run(outcome.run_dir)).status
     except SentitopError:  # its folder cannot be read back: the runner's word stands
         return str(outcome.status)
+
+
+def _say_what_stopped(outcomes: list[Any], not_started: list[int]) -> None:
+    """After a stopped sweep: the worker counts it never ran, and how to continue the stopped
+    run (its checkpoint) on stderr."""
+    from remote.resume import resume_hint
+
+    counts = ", ".join(str(n) for n in not_started)
+    print(f"not started: the sweep's run(s) with {counts} worker(s)", file=sys.stderr)
+    last = outcomes[-1] if outcomes else None
+    hint = resume_hint(last.run_dir) if last is not None and last.status != "ok" else None
+    if hint:
+        print(hint, file=sys.stderr)

@@ -1,0 +1,68 @@
+"""Ctrl-C during `sentitop sweep` stops as `sentitop run` does: the first press lets the run under
+way write its checkpoint and starts no further run, the second stops at once; either way the
+stopped run keeps its sweep tag."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.run.conftest import ROOT
+from tests.run.test_run_command import CHECKPOINT_KEPT
+
+
+@pytest.mark.parametrize(
+    ("presses", "reason"),
+    [(1, CHECKPOINT_KEPT), (2, re.escape("interrupted by the user (Ctrl-C)"))],
+    ids=["ctrl-c", "ctrl-c-twice"],
+)
+def test_ctrl_c_stops_the_sweep_after_the_run_under_way(
+    write_profile, run_env, tmp_path: Path, presses: int, reason: str
+) -> None:
+    profile = write_profile(nproc=1, epochs=50)
+    slow = "  batch: 16\n  balance: {emulate_s: 0.25}\n"  # sleep-based device time: 1 s a step
+    profile.write_text(profile.read_text().replace("  batch: 64\n", slow))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "sweep", str(profile), "--nproc", "1,2"],
+        env=run_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    runs = tmp_path / "runs"
+    deadline = time.time() + 180
+    events = None
+    while time.time() < deadline and events is None:
+        found = list(runs.glob("*/events.jsonl")) if runs.exists() else []
+        if found and '"type":"step"' in found[0].read_text():
+            events = found[0]
+        time.sleep(0.5)
+    assert events is not None, "training never started"
+    for _ in range(presses):
+        os.kill(proc.pid, signal.SIGINT)
+        time.sleep(0.5)  # two signals sent back to back would merge into one
+    try:
+        _, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "the sweep starts no further run" in err
+    assert ("stopping at once" in err) == (presses == 2)
+    run_dir = events.parent
+    assert [p.name for p in runs.iterdir()] == [run_dir.name]  # the 2-worker run never started
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and re.fullmatch(reason, summary["reason"]), summary
+    tag = json.loads((run_dir / "sweep.json").read_text())
+    assert tag["index"] == 0 and tag["workers"] == 1 and tag["counts"] == [1, 2]
+    if presses == 1:
+        assert "not started: the sweep's run(s) with 2 worker(s)" in err
+        assert f"sentitop run --resume {run_dir}" in err
+    left = subprocess.run(["pgrep", "-f", run_dir.name], capture_output=True, text=True)
+    assert left.stdout.strip() == "", f"processes left running: {left.stdout}"
