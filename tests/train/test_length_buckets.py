@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -108,36 +109,38 @@ def test_a_resume_on_another_world_size_sees_every_sample_once() -> None:
     assert np.array_equal(np.array(done + rest), np.concatenate([whole[:position], rest]))
 
 
-def test_the_trainer_draws_length_bucketed_batches_when_asked(tmp_path: Path) -> None:
-    """train.length_buckets reaches the trainer's sampler: its steps are narrower than the
-    plain order's and still cover the epoch once; the run finishes."""
+class _Sink:
+    def write(self, event: dict[str, object]) -> None:
+        """Events are not looked at here."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _trainer(tmp_path: Path, data: Path, buckets: bool) -> Any:
+    """A one-rank trainer of a tiny model over ``data``, with or without length buckets."""
     from engine.config import ModelConfig, TrainConfig
     from engine.events import Emitter
     from engine.sentiment.trainer import DistEnv, Trainer
 
+    cfg = TrainConfig(
+        data_dir=str(data), run_dir=str(tmp_path / f"run{buckets}"), epochs=1,
+        batch_size=32, checkpoint_every_min=0, events_file=False, length_buckets=buckets,
+        model=ModelConfig(preset="seed", embedding_dim=16, hidden=16),
+        data_cache=str(tmp_path / "node-cache"),
+    )  # fmt: skip
+    return Trainer(cfg, emitter=Emitter(_Sink()), env=DistEnv())
+
+
+def test_the_trainer_draws_length_bucketed_batches_when_asked(tmp_path: Path) -> None:
+    """train.length_buckets reaches the trainer's sampler: its steps are narrower than the
+    plain order's and still cover the epoch once; the run finishes."""
     from .conftest import write_dataset
 
     data = write_dataset(tmp_path / "data", n_train=2048, seq_len=48)
-
-    class Sink:
-        def write(self, event: dict[str, object]) -> None:
-            """Events are not looked at here."""
-
-        def close(self) -> None:
-            """Nothing to release."""
-
-    def trainer(buckets: bool) -> Trainer:
-        cfg = TrainConfig(
-            data_dir=str(data), run_dir=str(tmp_path / f"run{buckets}"), epochs=1,
-            batch_size=32, checkpoint_every_min=0, events_file=False, length_buckets=buckets,
-            model=ModelConfig(preset="seed", embedding_dim=16, hidden=16),
-            data_cache=str(tmp_path / "node-cache"),
-        )  # fmt: skip
-        return Trainer(cfg, emitter=Emitter(Sink()), env=DistEnv())
-
     widths = {}
     for buckets in (False, True):
-        t = trainer(buckets)
+        t = _trainer(tmp_path, data, buckets)
         summary = t.fit()
         assert summary["n_train"] == 2048 and summary["status"] == "ok"
         t.sampler.set_epoch(0)  # the epoch it trained, again
@@ -147,3 +150,25 @@ def test_the_trainer_draws_length_bucketed_batches_when_asked(tmp_path: Path) ->
         lengths = t.data.train.lengths
         widths[buckets] = np.mean([lengths[ids].max() for ids in steps])
     assert widths[True] < 0.6 * widths[False]
+
+
+def test_a_checkpoint_of_the_other_order_redoes_its_epoch(tmp_path: Path) -> None:
+    """A mid-epoch checkpoint taken with length buckets off does not place a bucketed run (nor
+    the reverse): its position counts samples of another order, so the trainer starts the
+    epoch again; a checkpoint of the same order continues at its step, on any world size."""
+    from .conftest import write_dataset
+
+    data = write_dataset(tmp_path / "data", n_train=1024, seq_len=48)
+    plain, bucketed = _trainer(tmp_path, data, False), _trainer(tmp_path, data, True)
+    plain._setup(), bucketed._setup()  # data, model and sampler, as fit() starts
+    for saved, resumed in ((plain, bucketed), (bucketed, plain), (bucketed, bucketed)):
+        saved.sampler.set_epoch(0)
+        saved.sampler.add_plan(even_plan(saved.n_train, 2, 32))  # taken on 2 ranks
+        state = {
+            "step": 5, "epoch": 0, "world_size": 2, "position": saved.sampler.position(5),
+            "sampler": saved.sampler.state_dict(), "buckets": saved.sampler.buckets,
+        }  # fmt: skip
+        resumed.resume_step, resumed.resumed_sampler = 0, False
+        resumed._resume_sampler(state)
+        same = saved.sampler.buckets == resumed.sampler.buckets
+        assert (resumed.resume_step, resumed.resumed_sampler) == ((5, True) if same else (0, False))
