@@ -15,20 +15,23 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from tui.format import fmt_usd
+from tui.model.columns import Col
 from tui.model.rows import ProfileRow
 from tui.screens.base import SentitopScreen
 from tui.services import Services
+from tui.widgets.fitted_table import FittedTable
 
 COLUMNS = (
-    ("profile", 18),
-    ("cluster", 7),
-    ("nodes", 5),
-    ("ranks", 5),
-    ("device", 10),
-    ("$/h", 7),
-    ("status", 50),
+    Col("profile", 18, least=12, most=32),
+    Col("cluster", 7),
+    Col("nodes", 5, drop=1),
+    Col("ranks", 5, drop=2),
+    Col("device", 10),
+    Col("$/h", 7),
+    Col("status", 50, least=16, most=120),
 )
-"""Table columns and their widths."""
+"""Table columns: widths at a 120-column terminal, how far profile and status may shrink or grow
+with the terminal, and what a narrow one leaves out first (nodes, then ranks)."""
 
 
 @dataclass
@@ -66,15 +69,12 @@ class ProfilesScreen(SentitopScreen):
         """Profiles in the table now (filtered)."""
 
     def compose_body(self) -> ComposeResult:
-        yield DataTable(id="profiles-table", cursor_type="row", zebra_stripes=True)
+        yield FittedTable(COLUMNS, id="profiles-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="profile-detail")
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.border_title = "profiles"  # the folder is named once read (after the first frame)
-        # fixed widths: the columns never jump when rows arrive
-        for label, width in COLUMNS:
-            table.add_column(label, width=width)
         self.query_one("#profile-detail", Static).border_title = "details"
         self.call_after_refresh(self.action_reload)  # paint the first frame, then read
 
@@ -110,16 +110,26 @@ class ProfilesScreen(SentitopScreen):
         self.shown = [
             r for r in self.rows if not needle or needle in f"{r.name} {r.cluster} {r.path}".lower()
         ]
-        table = self.query_one(DataTable)
+        table = self.query_one(FittedTable)
+        self._fill(table, 0)
+        self._show_detail(self.shown[0] if self.shown else None)
+        table.call_after_refresh(table.refit)  # a scroll bar may have come or gone
+
+    def on_fitted_table_refitted(self, message: FittedTable.Refitted) -> None:
+        self._fill(message.table, message.cursor)
+
+    def _fill(self, table: FittedTable, cursor: int) -> None:
+        """The shown profiles as the table's rows, formatted for its widths; the cursor kept."""
         table.clear()
+        width = table.width_of("status")
         for i, row in enumerate(self.shown):
             if not row.valid:
-                status = Text(f"✗ {_short(row.errors[0])}", style="red")
+                status = Text(f"✗ {_short(row.errors[0], width - 2)}", style="red")
             elif row.warnings:
                 status = Text(f"⚠ {row.warnings} warning(s)", style="yellow")  # in the details
             else:
                 status = Text("✓ valid", style="green")
-            table.add_row(
+            table.add_fitted_row(
                 Text(_shown_name(row)),  # file names and YAML values are foreign text, not markup
                 Text(row.cluster or "—"),
                 str(row.nodes or "—"),
@@ -129,7 +139,8 @@ class ProfilesScreen(SentitopScreen):
                 status,
                 key=str(i),
             )
-        self._show_detail(self.shown[0] if self.shown else None)
+        if self.shown and cursor > 0:
+            table.move_cursor(row=min(cursor, len(self.shown) - 1))
 
     def selected(self) -> ProfileRow | None:
         """The highlighted profile."""

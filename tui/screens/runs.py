@@ -21,6 +21,7 @@ from textual.widgets import DataTable
 from remote.review.views import CostSpeedData
 from tui.format import fmt, fmt_usd, format_seconds, format_usd, nice_number
 from tui.model import RunState
+from tui.model.columns import Col
 from tui.model.rows import RowCache, RunRow, load_run_rows, read_run_state
 from tui.model.run_history import Stamp, runs_stamp
 from tui.screens.base import SentitopScreen
@@ -29,25 +30,27 @@ from tui.screens.profiles import RunRequested, shown_path
 from tui.services import Services
 from tui.widgets.braille import PlotLine
 from tui.widgets.cost_speed import CostSpeedView
+from tui.widgets.fitted_table import FittedTable
 from tui.widgets.line_plot import LinePlot
 
 COLUMNS = (
-    ("", 1),
-    ("run", 22),
-    ("profile", 18),
-    ("ranks", 6),
-    ("epochs", 6),
-    ("hours", 5),
-    ("$", 8),
-    ("acc", 5),
-    ("F1", 5),
-    ("samples/s", 9),
-    ("status", 11),
+    Col("", 1),
+    Col("run", 22, least=15, most=40),
+    Col("profile", 18, least=10, most=32),
+    Col("ranks", 6, drop=4),
+    Col("epochs", 6, drop=3),
+    Col("hours", 5),
+    Col("$", 8),
+    Col("acc", 5),
+    Col("F1", 5, drop=1),
+    Col("samples/s", 9, drop=2),
+    Col("status", 11, least=8, most=40),
 )
-"""Table columns and fixed widths (no jumping as rows arrive; 118 cells with the padding, as
-wide as a 120-column terminal shows). "ranks" are the training processes with what they ran on
-("4 GPU", "2 CPU"), as on the Profiles screen: a CPU run has ranks but no GPUs."""
-RUN_WIDTH = dict(COLUMNS)["run"]
+"""Table columns: widths at a 120-column terminal (118 cells with the padding), how far run,
+profile and status may shrink or grow with the terminal, and which columns a narrow one leaves
+out first (F1, samples/s, epochs, ranks). "ranks" are the training processes with what they ran
+on ("4 GPU", "2 CPU"), as on the Profiles screen: a CPU run has ranks but no GPUs."""
+RUN_WIDTH = next(c.width for c in COLUMNS if c.label == "run")
 
 
 def fit_run_id(run: str, width: int = RUN_WIDTH) -> str:
@@ -193,17 +196,15 @@ class RunsScreen(SentitopScreen):
         """The note line when the highlighted run is not part of a resume chain."""
 
     def compose_body(self) -> ComposeResult:
-        yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield FittedTable(COLUMNS, id="runs-table", cursor_type="row", zebra_stripes=True)
         yield LinePlot("train loss of selected runs", id="overlay", empty=NOTHING_SELECTED)
         cost = CostSpeedView(id="cost-speed")
         cost.display = False
         yield cost
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one(FittedTable)
         table.border_title = Content(f"runs in {shown_path(self.services.runs_dir)}")  # not markup
-        for label, width in COLUMNS:
-            table.add_column(label, width=width)
         self.call_after_refresh(self.action_reload)  # paint the first frame, then read
 
     def focus_body(self) -> None:
@@ -272,18 +273,26 @@ class RunsScreen(SentitopScreen):
             for r in self.rows
             if not needle or needle in f"{r.run} {r.profile} {r.status}".lower()
         ]
-        table = self.query_one(DataTable)
-        cursor = table.cursor_row
+        table = self.query_one(FittedTable)
+        self._fill(table, table.cursor_row)
+        table.call_after_refresh(table.refit)  # a scroll bar may have come or gone
+
+    def on_fitted_table_refitted(self, message: FittedTable.Refitted) -> None:
+        self._fill(message.table, message.cursor)
+
+    def _fill(self, table: FittedTable, cursor: int) -> None:
+        """The shown runs as the table's rows, formatted for its widths; the cursor kept."""
         table.clear()
+        run_width = table.width_of("run")
         for row in self.shown:
             mark = (
                 Text("●", style="bold green")
                 if row.path in self.selected
                 else Text("○", style="dim")
             )
-            table.add_row(
+            table.add_fitted_row(
                 mark,
-                Text(fit_run_id(row.run)),  # folder names and statuses are foreign text
+                Text(fit_run_id(row.run, run_width)),  # folder names and statuses are foreign
                 Text(row.profile),
                 f"{row.gpus} {row.device}".rstrip() if row.gpus else row.device or "—",
                 str(row.epochs),
