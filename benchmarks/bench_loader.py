@@ -66,7 +66,8 @@ def write_dataset(folder: Path, rows: int, seq_len: int, test_rows: int | None =
                 labels[lo : lo + k] = (rng.random(k) < 0.8).astype(np.uint8)
                 lengths[lo : lo + k] = length
         fh.attrs.update(vocab_size=10_000, seq_len=seq_len, pad_id=0, unk_id=1, format_version=1)
-    (folder / "vocab.json").write_text('{"words": {}, "settings": {}}')
+    itos = ["<pad>", "<unk>", *(f"w{i}" for i in range(10_000))]  # as many ids as encoded
+    (folder / "vocab.json").write_text(json.dumps({"itos": itos, "settings": {}}))
     return folder
 
 

@@ -100,8 +100,11 @@ def main() -> None:
             if steps >= args.steps:
                 break
             time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGTERM)
+        if proc.poll() is None:  # else it ended (failed) first: its stderr says why
+            os.killpg(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
+        if not (run / "events.jsonl").is_file():
+            raise SystemExit(f"the run wrote no events:\n{err[-3000:]}")
         events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
         stage = next((e for e in events if e.get("type") == "train_start"), {})
         step_events = [e for e in events if e.get("type") == "step"]

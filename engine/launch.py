@@ -32,6 +32,7 @@ from typing import IO
 from engine.errors import ConfigError, LaunchError
 from engine.fork_guard import ForkGuard
 from engine.preprocess.budget import available_memory
+from engine.rank_malloc import add_malloc_tunables
 
 LineHandler = Callable[[int, str, str], None]
 """Called with (rank, "stdout"|"stderr", line without newline) for every output line."""
@@ -98,7 +99,8 @@ def rank_environ(
     base: dict[str, str] | None = None,
     placement: Placement | None = None,
 ) -> dict[str, str]:
-    """The torchrun-style environment of local rank ``rank`` of ``nproc`` on this node."""
+    """The torchrun-style environment of local rank ``rank`` of ``nproc`` on this node, with
+    the ranks' malloc settings."""
     where = placement or Placement()
     env = dict(os.environ if base is None else base)
     env.update(
@@ -112,6 +114,7 @@ def rank_environ(
         OMP_NUM_THREADS=str(threads),
         PYTHONUNBUFFERED="1",
     )
+    add_malloc_tunables(env)  # steps stop faulting their tensors in again (engine/rank_malloc.py)
     return env
 
 
