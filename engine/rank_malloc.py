@@ -8,11 +8,13 @@ time in a 32 s epoch of the default model, 11–15 M faults and 33–47 s in a l
 (whose batches of long rows need the biggest tensors). Tensors up to 32 MB now stay in the heap
 and the heap is not trimmed below 1 GB of free space at its top; what is still mmapped (over
 32 MB) is backed by transparent huge pages where the kernel offers them (``madvise`` mode): 512
-faults fewer per 2 MB. Measured (BENCHMARKS.md "Rank malloc settings"): epochs 1.23× faster
-plain, 2.07× with length buckets. The settings are glibc tunables, read when a process starts,
-so the launcher puts them in each rank's environment; a key the user set in GLIBC_TUNABLES
-keeps the user's value, another C library ignores them, and ``SENTITOP_RANK_MALLOC=off`` leaves
-glibc's own behaviour (e.g. to compare, or where ranks must hand freed memory back at once).
+faults fewer per 2 MB. Measured (BENCHMARKS.md "Rank malloc settings",
+benchmarks/bench_rank_malloc.py): `sentitop train` 1.36× the samples/s with random batches,
+2.17× with length buckets, the same peak memory. The settings are glibc tunables, read when a
+process starts, so the launcher puts them in each rank's environment; a key the user set in
+GLIBC_TUNABLES keeps the user's value, another C library ignores them, and
+``SENTITOP_RANK_MALLOC=off`` leaves glibc's own behaviour (e.g. to compare, or where ranks must
+hand freed memory back at once).
 """
 
 from __future__ import annotations
