@@ -158,6 +158,25 @@ def test_eval_says_a_file_is_empty_and_that_stdin_is_not_read(
     assert "--input -: eval reads review files, not stdin" in capsys.readouterr().err
 
 
+def test_eval_takes_the_run_after_its_input_files(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`eval --input a.jsonl b.jsonl RUN` failed with "the following arguments are required:
+    RUN" (--input took every path); the run after the files is used, the files scored alone."""
+    rows = [("great", 5.0), ("awful broke", 1.0)]
+    a, b = _reviews(tmp_path / "a.jsonl", rows), _reviews(tmp_path / "b.jsonl", rows)
+    assert main(["eval", "--input", str(a), str(b), str(trained_run), "--json"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    assert main(["eval", str(trained_run), "--input", str(a), str(b), "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert after["lines"] == before["lines"] == 4 and after["accuracy"] == before["accuracy"]
+    assert main(["eval", "--input", str(a), str(b)]) == 2  # no run among them: said so
+    err = capsys.readouterr().err
+    assert "no RUN given" in err and "sentitop eval RUN --input" in err
+    assert main(["eval", "--input", str(trained_run)]) == 2  # a lone path is the input
+    assert "no RUN given" in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def embeddings_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished `sentitop embed --mode svd` run (word vectors, no classifier)."""

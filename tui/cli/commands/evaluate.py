@@ -18,13 +18,14 @@ def register(subparsers: Any) -> None:
         help="accuracy/F1/ROC AUC of a trained run on raw review files, vs the majority rate",
         description="Applies the run's own preprocessing and vocabulary to the files.",
     )
-    parser.add_argument("run_dir", metavar="RUN", help=RUN_HELP)
+    parser.add_argument("run_dir", metavar="RUN", nargs="?", help=RUN_HELP)
     parser.add_argument(
         "--input",
         nargs="+",
         required=True,
         metavar="PATH",
-        help="raw review files (McAuley JSON / JSON lines, optionally .gz), or folders of them",
+        help="raw review files (McAuley JSON / JSON lines, optionally .gz), or folders of them "
+        "(RUN may also come last: `--input FILE... RUN`)",
     )
     parser.add_argument(
         "--adapt-prior",
@@ -64,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     fields = {"format": args.format, "text_field": args.text_field}
     fields["rating_field"] = args.rating_field
     fields["label_field"] = args.label_field
-    loaded = load_run(classifier_folder(args.run_dir))
+    run_folder = run_after_inputs(args) if args.run_dir is None else classifier_folder(args.run_dir)
+    loaded = load_run(run_folder)
     notes = [loaded.from_checkpoint] if loaded.from_checkpoint else []
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
@@ -86,6 +88,27 @@ def run(args: argparse.Namespace) -> int:
     for warning in warnings:
         print(warning, file=sys.stderr)
     return 0
+
+
+def run_after_inputs(args: argparse.Namespace) -> Path:
+    """RUN written after the input files (`eval --input a.jsonl b.jsonl RUN`: --input takes
+    every path, so argparse leaves RUN empty): the last --input path when it is a run and not
+    a file; InputError naming what is missing otherwise."""
+    from engine.errors import InputError
+
+    last = args.input[-1]
+    if len(args.input) > 1 and not Path(last).is_file():
+        try:
+            folder = classifier_folder(last)
+        except InputError:
+            pass
+        else:
+            args.input = args.input[:-1]
+            return folder
+    raise InputError(
+        "no RUN given: name the run whose model scores the files",
+        hint="sentitop eval RUN --input FILE [FILE ...] (RUN: a runs/<id> folder or run id)",
+    )
 
 
 def classifier_folder(ref: str) -> Path:
