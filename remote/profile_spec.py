@@ -343,7 +343,7 @@ class TrainSpec(Section):
     loader_workers: int | None = Field(default=None, ge=0)
     """DataLoader workers per rank (default 0)."""
     length_buckets: bool | None = None
-    """Batch rows of similar length together: less padding per batch (default false)."""
+    """Batch rows of similar length together: less padding per batch (default true)."""
     amp: bool | None = None
     """bf16 autocast on CUDA (default true)."""
     max_train_samples: int | None = Field(default=None, ge=1)

@@ -36,12 +36,27 @@ def test_resume_alone_keeps_the_runs_settings(tmp_path: Path) -> None:
     assert resumed_settings(fresh) is None and config_from_args(fresh).batch_size == 256
 
 
+def test_a_run_from_before_length_buckets_were_the_default_resumes_without_them(
+    tmp_path: Path,
+) -> None:
+    """Its train_config.json says length_buckets false: resumed, it keeps its sample order."""
+    run = tmp_path / "run"
+    _saved(run)
+    saved = json.loads((run / "train_config.json").read_text())
+    assert saved["length_buckets"] is True  # today's default
+    saved["length_buckets"] = False
+    (run / "train_config.json").write_text(json.dumps(saved))
+    args = _args(run, "--resume")
+    assert config_from_args(args, base=resumed_settings(args)).length_buckets is False
+    assert config_from_args(_args(tmp_path / "new")).length_buckets is True
+
+
 def test_resume_refuses_flags_that_would_change_the_run(tmp_path: Path) -> None:
     run = tmp_path / "run"
     _saved(run)
     with pytest.raises(ConfigError, match=r"--batch-size 256 \(the run has 64\)"):
         resumed_settings(_args(run, "--resume", "--batch-size", "256"))
     assert resumed_settings(_args(run, "--resume", "--batch-size", "64")) is not None  # same
-    with pytest.raises(ConfigError, match=r"--length-buckets True \(the run has False\)"):
-        resumed_settings(_args(run, "--resume", "--length-buckets"))  # another sample order
+    with pytest.raises(ConfigError, match=r"--length-buckets False \(the run has True\)"):
+        resumed_settings(_args(run, "--resume", "--no-length-buckets"))  # another sample order
     assert resumed_settings(_args(tmp_path / "none", "--resume")) is None  # nothing saved yet
