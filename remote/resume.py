@@ -13,10 +13,12 @@ A run resumed once or more is one training spread over a chain of run folders
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
+from engine.config import TrainConfig
 from engine.errors import DivergedError, InputError
 from engine.events import has_live_writer, read_events
 from remote.checkpoint_keeper import NODE_CHECKPOINT
@@ -98,6 +100,23 @@ def resume_profile(folder: Path, given: Profile | None) -> Profile:
             hint=f"resume with the run's own profile: sentitop run --resume {folder}",
         )
     return given
+
+
+def keep_sample_order(cfg: TrainConfig, profile: Profile, resumed: Path) -> TrainConfig:
+    """``cfg`` with the sample order (length buckets on or off) the ``resumed`` run trained
+    with, when the profile does not choose one: its trainer's ``train_start`` event says which;
+    a run whose events do not say predates the setting's default (random batches). So a run
+    from before length buckets were the default goes on in its own order instead of redoing
+    its interrupted epoch in the other one (the trainer's guard when the orders differ)."""
+    if profile.train.length_buckets is not None:
+        return cfg  # chosen: another order than the checkpoint's redoes its epoch
+    events = resumed / EVENTS_FILE
+    said = [
+        e["length_buckets"]
+        for e in (read_events(events) if events.is_file() else ())
+        if e.get("type") == "train_start" and isinstance(e.get("length_buckets"), bool)
+    ]
+    return dataclasses.replace(cfg, length_buckets=said[-1] if said else False)
 
 
 def resume_hint(run_dir: Path) -> str | None:

@@ -34,6 +34,7 @@ from remote.datasets import prepare_dataset
 from remote.pricing import PriceBook, load_catalog
 from remote.profile import Profile
 from remote.recovery import RecoveryLedger
+from remote.resume import keep_sample_order
 from remote.run_folder import runs_root
 from remote.security import copy_private, make_private_dir, write_private_file
 from remote.teardown import tear_down_leftovers
@@ -212,6 +213,8 @@ async def execute_run(
     if resume_from is not None:  # where rank 0 (or the keeper, for remote nodes) resumes from
         copy_private(resume_from / NODE_CHECKPOINT, run_dir / NODE_CHECKPOINT)
     train_cfg = profile.to_train_config("", run_dir / "train")  # data_dir: set per node
+    if resume_from is not None:
+        train_cfg = keep_sample_order(train_cfg, profile, resume_from)
     progress = _Progress(epochs_total=train_cfg.epochs)
 
     def tap(event: dict[str, Any]) -> None:

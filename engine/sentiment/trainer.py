@@ -286,6 +286,7 @@ class Trainer:
                 global_batch=cfg.batch_size,
                 lr=self.base_lr,
                 pos_weight=self.pos_weight,
+                length_buckets=cfg.length_buckets,
                 resumed_epoch=self.epoch,
                 resumed_step=self.resume_step,
                 threads=torch.get_num_threads(),

@@ -75,6 +75,7 @@ async def test_a_stopped_run_resumes_from_its_checkpoint_to_the_end(
     (second,) = [p for p in runs.iterdir() if p != first.run_dir]
     events = list(read_events(second / "events.jsonl"))
     (start,) = [e for e in events if e["type"] == "train_start" and e.get("rank", 0) == 0]
+    assert start["length_buckets"] is True  # the first run's order (the default), kept
     assert (start["resumed_epoch"], start["resumed_step"]) == (
         checkpoint["epoch"],
         checkpoint["step"],
