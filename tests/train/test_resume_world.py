@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -13,6 +14,7 @@ from engine.config import BalanceConfig, config_to_dict
 from engine.errors import LaunchError
 from engine.launch import launch_ranks
 from engine.sentiment.data import EpochPlan, PlanSampler, epoch_permutation
+from engine.sentiment.order import EpochOrder
 from tests.train.conftest import write_dataset
 
 from .test_trainer import _cfg
@@ -74,8 +76,13 @@ def test_two_ranks_to_one_mid_epoch_sees_every_sample_exactly_once(
     assert sorted(epoch1) == list(range(500))  # one full pass: nothing repeated or skipped
     steps = [s for e, s, _ in after if e == 1]
     assert steps == list(range(4, 4 + len(steps)))  # the epoch's step numbering continues
-    # ...and in the order of the epoch's permutation, which the world size does not change
-    order = epoch_permutation(500, seed=0, epoch=1)
+    # ...and in the epoch's order (length-bucketed: the default), which the world size does
+    # not change
+    assert cfg.length_buckets
+    with h5py.File(data / "dataset.h5", "r") as fh:
+        lengths = np.asarray(fh["train/lengths"][:])
+    order = EpochOrder(500, 0, 1, lengths=lambda ids: lengths[ids], group=cfg.batch_size).full()
+    assert not np.array_equal(order, epoch_permutation(500, seed=0, epoch=1))
     consumed = [i for e, s, ids in sorted(before) if e == 1 and s < 4 for i in ids]
     assert sorted(consumed) == sorted(order[:position].tolist())
     assert [i for e, _, ids in after if e == 1 for i in ids] == order[position:].tolist()
