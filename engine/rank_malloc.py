@@ -21,8 +21,12 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
+MAX_MMAP_THRESHOLD = 32 * 1024 * 1024
+"""The largest mmap threshold glibc accepts on 64-bit (here and in the preprocessing job's
+mallopt, engine/preprocess/run_local.py)."""
+
 RANK_MALLOC_TUNABLES = (
-    ("glibc.malloc.mmap_threshold", str(32 * 1024 * 1024)),
+    ("glibc.malloc.mmap_threshold", str(MAX_MMAP_THRESHOLD)),
     ("glibc.malloc.trim_threshold", str(1024 * 1024 * 1024)),
     ("glibc.malloc.hugetlb", "1"),
 )

@@ -62,6 +62,7 @@ from engine.preprocess.writer import (
     encode_arrays,
     write_part,
 )
+from engine.rank_malloc import MAX_MMAP_THRESHOLD
 
 Progress = Callable[[int, int], None]
 """Called with (input bytes done since last call, lines read since last call)."""
@@ -137,7 +138,7 @@ def keep_freed_memory() -> None:
         mallopt = ctypes.CDLL(None).mallopt
     except (AttributeError, OSError):
         return
-    mallopt(M_MMAP_THRESHOLD, 32 << 20)  # the largest glibc accepts on 64-bit
+    mallopt(M_MMAP_THRESHOLD, MAX_MMAP_THRESHOLD)
     mallopt(M_TRIM_THRESHOLD, 256 << 20)
 
 
