@@ -11,7 +11,8 @@ The dataset is preprocessed from the real files of ../shared/data (seven McAuley
 files) unless --data names one; --title-rows adds the reviews' titles as rows.
 
     .venv/bin/python benchmarks/bench_length_buckets.py [--device cpu|cuda] [--epochs 2] \\
-        [--max-train-samples 8000] [--repeat 2] [--title-rows] [--data DIR] [--json out.json]
+        [--max-train-samples 8000] [--repeat 2] [--batch-size B] [--speed-only] [--title-rows] \\
+        [--data DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -85,12 +86,27 @@ def padding_table(data: Path) -> list[dict[str, Any]]:
     return rows
 
 
+SPEED_ONLY = ["--no-blend-paths", "--no-model-companion"]
+"""`sentitop train` flags that skip the after-training fits (the companion's logistic regression
+on up to 100 k rows: ≈ 35 CPU-s at the seven files' 27 k rows, longer than two GPU epochs)."""
+
+
+def run_train(cmd: list[str], env: dict[str, str] | None = None) -> None:
+    """Run one `sentitop train`; on failure stop with its command and the end of its stderr."""
+    done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)  # fmt: skip
+    if done.returncode:
+        sys.exit(f"failed ({done.returncode}): {' '.join(cmd)}\n{done.stderr[-3000:]}")
+
+
 def train(data: Path, run_dir: Path, bucketed: bool, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "tui.cli", "train", "--data", str(data), "--run-dir",
            str(run_dir), "--nproc", "1", "--epochs", str(args.epochs), "--device", args.device,
            "--max-train-samples", str(args.max_train_samples), "--seed", "0",
            "--length-buckets" if bucketed else "--no-length-buckets"]  # fmt: skip
-    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if args.batch_size:
+        cmd += ["--batch-size", str(args.batch_size)]
+    run_train(cmd + (SPEED_ONLY if args.speed_only else []))
     summary = json.loads((run_dir / "summary.json").read_text())
     return {k: summary.get(k) for k in ("samples_per_s", "accuracy", "train_s", "n_train")}
 
@@ -103,6 +119,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--max-train-samples", type=int, default=8000)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, help="global batch (default: the trainer's)")
+    parser.add_argument(
+        "--speed-only",
+        action="store_true",
+        help="skip the after-training fits (accuracy is the network's alone)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -129,7 +151,8 @@ def main() -> None:
     result = {
         "padding": table, "runs": runs, "speed_ratio": round(ratio, 3), "accuracy": accuracy,
         "device": args.device, "epochs": args.epochs, "title_rows": args.title_rows,
-        "max_train_samples": args.max_train_samples,
+        "max_train_samples": args.max_train_samples, "batch_size": args.batch_size,
+        "speed_only": args.speed_only,
     }  # fmt: skip
     print(json.dumps(result))
     if args.json:

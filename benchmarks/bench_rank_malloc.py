@@ -8,7 +8,8 @@ Prints each pair's speed ratio measured in the same run; the fault counts do not
 box's load, the speeds do (medians over --repeat alternations).
 
     .venv/bin/python benchmarks/bench_rank_malloc.py [--data DIR] [--epochs 1] \\
-        [--max-train-samples 4000] [--repeat 2] [--json out.json]
+        [--max-train-samples 4000] [--repeat 2] [--device cpu|cuda] [--speed-only] \\
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench_length_buckets import ROOT, preprocess
+from bench_length_buckets import SPEED_ONLY, preprocess, run_train
 
 MODES = ("off", "on")
 """glibc's own malloc, the ranks' settings."""
@@ -39,11 +39,10 @@ def train(
         env["SENTITOP_RANK_MALLOC"] = "off"
     cmd = [sys.executable, "-m", "tui.cli", "train", "--data", str(data), "--run-dir",
            str(run_dir), "--nproc", "1", "--epochs", str(args.epochs), "--threads", "2",
-           "--max-train-samples", str(args.max_train_samples), "--seed", "0",
-           "--length-buckets" if bucketed else "--no-length-buckets"]  # fmt: skip
+           "--device", args.device, "--max-train-samples", str(args.max_train_samples),
+           "--seed", "0", "--length-buckets" if bucketed else "--no-length-buckets"]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.PIPE)  # fmt: skip
+    run_train(cmd + (SPEED_ONLY if args.speed_only else []), env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     summary = json.loads((run_dir / "summary.json").read_text())
     return {
@@ -61,6 +60,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--max-train-samples", type=int, default=4000)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument(
+        "--speed-only",
+        action="store_true",
+        help="skip the after-training fits (accuracy is the network's alone)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     runs: dict[str, list[dict[str, Any]]] = {}
@@ -91,7 +96,8 @@ def main() -> None:
         print(f"{name}: median {faults[name]:,.0f} faults, {speed[name]:,.0f} samples/s")
     print(f"load average {os.getloadavg()[0]:.1f}")
     result = {"runs": runs, "ratios": {k: round(v, 3) for k, v in ratios.items()},
-              "epochs": args.epochs, "max_train_samples": args.max_train_samples}  # fmt: skip
+              "epochs": args.epochs, "max_train_samples": args.max_train_samples,
+              "device": args.device}  # fmt: skip
     print(json.dumps(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
