@@ -19,9 +19,26 @@ this module only for CUDA tensors.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 from torch.nn import functional
+
+WEIGHT_COPY_WARNING = "RNN module weights are not part of single contiguous chunk"
+"""The start of the warning cuDNN gives when a call's weights are not one buffer of their own."""
+
+
+def hide_weight_copy_warning() -> None:
+    """Leave cuDNN's weight-copy warning unshown (that message only; installed once).
+
+    One direction's weights are views into the LSTM's flat buffer (every layer and direction), so
+    cuDNN copies them into a buffer of their own at each call (≈ 170 KB for the default model)
+    and says so once per process with a warning that reads like a fault ("possibly greatly
+    increasing memory usage"). The copy is inside every measured GPU rate (BENCHMARKS.md, "GPU
+    path")."""
+    if not any(f[1] is not None and f[1].pattern == WEIGHT_COPY_WARNING for f in warnings.filters):
+        warnings.filterwarnings("ignore", message=WEIGHT_COPY_WARNING, category=UserWarning)
 
 
 def reverse_within(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -50,6 +67,7 @@ def padded_lstm(
     ``x`` (B, T, E) with true ``lengths`` (B,) >= 1 on x's device; equal to the packed run."""
     if not lstm.batch_first:
         raise ValueError("padded_lstm needs a batch_first LSTM")
+    hide_weight_copy_warning()
     rows = torch.arange(x.shape[0], device=x.device)
     layer_in = x
     for layer in range(lstm.num_layers):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -84,3 +86,18 @@ def test_auto_packing_uses_the_packed_path_on_a_cpu() -> None:
     model.packing = "padded"
     model(tokens, lengths)
     assert calls == [1]
+
+
+def test_cudnn_weight_copy_warning_is_not_shown_other_warnings_are() -> None:
+    lstm = torch.nn.LSTM(4, 3, batch_first=True, bidirectional=True)
+    cudnn = (
+        "RNN module weights are not part of single contiguous chunk of memory. This means they "
+        "need to be compacted at every call, possibly greatly increasing memory usage."
+    )
+    with warnings.catch_warnings(record=True) as seen:
+        padded_lstm(lstm, torch.zeros(2, 5, 4), torch.tensor([5, 2]))
+        padded_lstm(lstm, torch.zeros(2, 5, 4), torch.tensor([5, 2]))  # installed once
+        assert sum(1 for f in warnings.filters if f[1] and "RNN module" in f[1].pattern) == 1
+        warnings.warn(cudnn, UserWarning, stacklevel=1)
+        warnings.warn("something else about RNN module weights", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["something else about RNN module weights"]
