@@ -97,7 +97,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f}")
     result = {"runs": runs, "ratios": {k: round(v, 3) for k, v in ratios.items()},
               "epochs": args.epochs, "max_train_samples": args.max_train_samples,
-              "device": args.device}  # fmt: skip
+              "device": args.device, "speed_only": args.speed_only}  # fmt: skip
     print(json.dumps(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
