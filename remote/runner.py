@@ -210,11 +210,10 @@ async def execute_run(
     write_private_file(
         run_dir / "profile.yaml", yaml.safe_dump(profile.resolved(), sort_keys=False)
     )
-    if resume_from is not None:  # where rank 0 (or the keeper, for remote nodes) resumes from
-        copy_private(resume_from / NODE_CHECKPOINT, run_dir / NODE_CHECKPOINT)
     train_cfg = profile.to_train_config("", run_dir / "train")  # data_dir: set per node
-    if resume_from is not None:
-        train_cfg = keep_sample_order(train_cfg, profile, resume_from)
+    if resume_from is not None:  # where rank 0 (or the keeper, for remote nodes) resumes from,
+        copy_private(resume_from / NODE_CHECKPOINT, run_dir / NODE_CHECKPOINT)
+        train_cfg = keep_sample_order(train_cfg, profile, resume_from)  # in its own order
     progress = _Progress(epochs_total=train_cfg.epochs)
 
     def tap(event: dict[str, Any]) -> None:
