@@ -240,7 +240,8 @@ def read_labelled(
         folder_warnings.extend(expanded.warnings)
     for path in expanded.files:
         if not Path(path).is_file():
-            raise InputError(f"{path} not found", hint="pass raw review files (.json/.jsonl[.gz])")
+            what = "is not a regular file" if Path(path).exists() else "not found"
+            raise InputError(f"{path} {what}", hint="pass raw review files (.json/.jsonl[.gz])")
         cfg = PreprocessConfig(
             inputs=[path],
             output=str(run.run_dir),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -156,6 +157,12 @@ def test_eval_says_a_file_is_empty_and_that_stdin_is_not_read(
     assert f"no usable review in {empty} ({empty} is empty: 0 bytes)" in capsys.readouterr().err
     assert main(["eval", str(trained_run), "--input", "-"]) == 2  # was "- not found"
     assert "--input -: eval reads review files, not stdin" in capsys.readouterr().err
+    fifo = tmp_path / "reviews.fifo"  # there, but not a file: not "not found"
+    os.mkfifo(fifo)
+    assert main(["eval", str(trained_run), "--input", str(fifo)]) == 2
+    assert f"{fifo} is not a regular file" in capsys.readouterr().err
+    assert main(["eval", str(trained_run), "--input", str(tmp_path / "gone.jsonl")]) == 2
+    assert f"{tmp_path / 'gone.jsonl'} not found" in capsys.readouterr().err
 
 
 def test_eval_takes_the_run_after_its_input_files(
