@@ -60,8 +60,8 @@ class CheckpointKeeper:
         """time.time() when the newest copy was stored (0: none yet)."""
 
     def where(self) -> str:
-        """Where the surviving copy lives, for the run's events (and, once copies failed, where
-        the newest one may be instead)."""
+        """Where the surviving copy lives, for the run's events and summary, and whether there
+        is one yet (once copies failed, where the newest one may be instead)."""
         how = "fetched from rank 0's node after each checkpoint" if self.copies else "written here"
         if self.copies and self.failures and self.last_failed_node:
             held = "" if self.local.is_file() else "none was copied here; "
@@ -69,6 +69,8 @@ class CheckpointKeeper:
                 f"{self.local} ({how}; {self.failures} copy(ies) failed: {held}the newest may "
                 f"only be on node {self.last_failed_node}, {self.node_copy})"
             )
+        if not self.local.is_file():  # a run stopped before its first one must not read as kept
+            return f"{self.local} (none yet; {how})"
         return f"{self.local} ({how})"
 
     def observe(self, node: str, event: Mapping[str, Any]) -> None:

@@ -54,3 +54,18 @@ async def test_a_failed_copy_is_said_with_the_nodes_path(tmp_path: Path) -> None
         and "before its first" not in caught.value.message
     )
     assert caught.value.hint is not None and "copy that file to" in caught.value.hint
+
+
+def test_the_summary_says_when_no_checkpoint_was_written_yet(tmp_path: Path) -> None:
+    """A local run killed in its first epoch showed "latest.pt (written here)" for a file that
+    did not exist; it says "none yet" until the file is there."""
+    from remote.clusters import LocalCluster
+
+    cluster = LocalCluster.__new__(LocalCluster)  # only its type matters: rank 0 writes here
+    keeper = CheckpointKeeper(cluster, tmp_path, Emitter(Sink()), lambda stored: None)
+    assert keeper.where() == f"{tmp_path / NODE_CHECKPOINT} (none yet; written here)"
+    (tmp_path / NODE_CHECKPOINT).parent.mkdir(parents=True)
+    (tmp_path / NODE_CHECKPOINT).write_bytes(b"checkpoint")
+    assert keeper.where() == f"{tmp_path / NODE_CHECKPOINT} (written here)"
+    remote = CheckpointKeeper(BrokenFetch(), tmp_path / "r", Emitter(Sink()), lambda s: None)  # type: ignore[arg-type]
+    assert "(none yet; fetched from rank 0's node" in remote.where()
