@@ -21,7 +21,6 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from engine.config import OWN_TEXT_SVD, TrainConfig, config_to_dict
-from engine.errors import TrainError
 from engine.events import Emitter, rank_emitter
 from engine.procstats import rss_anon_bytes, storage_read_bytes
 from engine.sentiment import checkpoint as ckpt
@@ -44,6 +43,7 @@ from engine.sentiment.pretrained import coverage_warning
 from engine.sentiment.selection import BestEpoch
 from engine.sentiment.step_stats import StepWindow
 from engine.sentiment.train_data import TrainData
+from engine.sentiment.trainer_checkpoints import CARRIED, CheckpointState
 
 
 class _Clock:
@@ -61,11 +61,7 @@ class _Clock:
         return seconds
 
 
-_CARRIED = ("samples", "seconds", "loss_sum")
-"""What a mid-epoch checkpoint carries of its epoch so far (Trainer.carried)."""
-
-
-class Trainer:
+class Trainer(CheckpointState):
     """Trains one model on this rank's share; rank 0 writes events, checkpoints and summary."""
 
     def __init__(
@@ -178,7 +174,7 @@ class Trainer:
         self, epoch: int, ranks: list[dict[str, float]], test: dict[str, Any] | None
     ) -> None:
         """Per-epoch events (phases of every rank, metrics), history and the checkpoint."""
-        carried, self.carried = self.carried or dict.fromkeys(_CARRIED, 0.0), None
+        carried, self.carried = self.carried or dict.fromkeys(CARRIED, 0.0), None
         samples = sum(r["samples"] for r in ranks) + carried["samples"]
         seconds = max(r["seconds"] for r in ranks) + carried["seconds"]
         record = {
@@ -445,108 +441,7 @@ class Trainer:
         self.eval_seconds = time.perf_counter() - start
         return result
 
-    # ------------------------------------------------------------------ checkpoints / summary
-    def _save_checkpoint(self, epoch: int, step: int) -> None:
-        """Rank 0: the state to continue at ``epoch``/``step`` (atomic replace)."""
-        if not self.main:
-            return
-        check_weights(self.model, epoch=epoch, step=step, lr=self.cfg.lr)
-        t0 = time.perf_counter()
-        state = {
-            "format": 2,
-            "epoch": epoch,
-            "step": step,
-            "global_step": self.global_step,
-            "world_size": self.env.world,
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "sampler": self.sampler.state_dict() if step else None,
-            "position": self.sampler.position(step) if step else 0,
-            "buckets": self.sampler.buckets,
-            "clock": self.clock.state_dict(),
-            "history": self.history,
-            "train_seconds": self.train_seconds,
-            "samples_seen": self.samples_seen,
-            "wall_s": self.prior_wall_s + time.time() - self.wall_start,
-            "last_test": self.last_test,
-            "hooks": self.hooks.state_dict(),
-            "spec": self.spec.to_dict(),
-            "init_embeddings": self.init_facts,
-            "partial": self._partial(step) if step else None,
-        }
-        path = ckpt.save_checkpoint(self.cfg.run_dir, state)
-        ckpt.clear_request(self.cfg.run_dir)
-        self.last_checkpoint = time.monotonic()
-        self.emitter.emit(
-            "checkpoint",
-            epoch=epoch,
-            step=step,
-            global_step=self.global_step,
-            path=str(path),
-            seconds=time.perf_counter() - t0,
-        )
-
-    def _partial(self, step: int) -> dict[str, float]:
-        """The epoch so far at ``step``, for the epoch's record after a resume: samples of all
-        ranks, seconds, and a loss sum scaled up from rank 0's own mean loss."""
-        done, seen = self.carried or dict.fromkeys(_CARRIED, 0.0), self.epoch_totals
-        samples = float(self.sampler.position(step))
-        mean = seen["loss_sum"] / seen["samples"] if seen["samples"] else 0.0
-        return {
-            "samples": samples,
-            "seconds": done["seconds"] + time.perf_counter() - self.epoch_start,
-            "loss_sum": done["loss_sum"] + mean * (samples - done["samples"]),
-        }
-
-    def _resume(self) -> None:
-        """Load the latest checkpoint (read on rank 0, broadcast to all ranks)."""
-        box: list[Any] = [ckpt.load_checkpoint(self.cfg.run_dir) if self.main else None]
-        if self.env.world > 1:
-            dist.broadcast_object_list(box, src=0)
-        state = box[0]
-        if state is None:
-            return  # nothing saved yet: start fresh
-        if state["spec"] != self.spec.to_dict():
-            raise TrainError(
-                f"checkpoint in {self.cfg.run_dir} is for model {state['spec']}, "
-                f"not {self.spec.to_dict()}",
-                hint="use a new --run-dir",
-            )
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])
-        if state["sampler"] is not None:
-            self._resume_sampler(state)
-        self.clock.load_state_dict(state["clock"])
-        self.history = list(state["history"])
-        self.train_seconds = float(state["train_seconds"])
-        self.samples_seen = int(state["samples_seen"])
-        self.prior_wall_s = float(state["wall_s"])
-        self.last_test = state["last_test"]
-        self.hooks.load_state_dict(state["hooks"])
-        self.init_facts = state.get("init_embeddings", self.init_facts)
-
-    def _resume_sampler(self, state: dict[str, Any]) -> None:
-        """Continue a checkpoint taken mid-epoch at its global sample position.
-
-        Same world size: the saved plans again (the very same batches). Another world size (a
-        node lost): the epoch's permutation from the saved position on, planned for this world
-        (the samples before it were consumed; none is repeated or skipped). Length buckets
-        turned on or off since: another order, so the epoch is done again from its start.
-        """
-        step = int(state["step"])
-        if state.get("buckets", 0) != self.sampler.buckets:
-            return
-        if state["world_size"] == self.env.world:
-            self.sampler.load_state_dict(state["sampler"])
-        elif "position" in state:  # format 2
-            epoch, position = int(state["epoch"]), int(state["position"])
-            self.sampler.set_epoch(epoch, position=position, step=step)
-        else:  # a format-1 checkpoint has no global position: redo the epoch from its start
-            return
-        self.resume_step, self.resumed_sampler = step, True
-        self.carried = state.get("partial")
-
+    # ------------------------------------------------------------------ summary
     def _finish(self) -> dict[str, Any]:
         """Rank 0 writes model.pt and summary.json and emits `summary`; returns the summary."""
         best = self.best.restore(self.model) if self.cfg.keep_best else None
