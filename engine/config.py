@@ -289,6 +289,11 @@ class TrainConfig:
     patience: int = 0
     """Stop after this many evaluations without a new best held-out accuracy (0 = run every
     epoch)."""
+    ema_decay: float = 0.0
+    """Keep an exponential moving average of the weights with this decay per step (Polyak
+    averaging; 0.99 averages over about the last 100 steps): the averaged weights are the
+    ones evaluated, kept as the best epoch's and saved as model.pt (0 = off;
+    engine/sentiment/weight_average.py)."""
     log_every: int = 20
     """Emit a `step` event every k steps."""
     checkpoint_every_min: float = 5.0
@@ -384,6 +389,7 @@ class TrainConfig:
         _check(self.weight_decay >= 0, "train.weight_decay", ">= 0", self.weight_decay)
         _check(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
         _check(self.patience >= 0, "train.patience", ">= 0", self.patience)
+        _check(0 <= self.ema_decay < 1, "train.ema_decay", "0 <= decay < 1", self.ema_decay)
         _check(self.lexicon_phrases >= 0, "train.lexicon_phrases", ">= 0", self.lexicon_phrases)
         _check(self.log_every >= 1, "train.log_every", ">= 1", self.log_every)
         _check(self.eval_batch_size >= 1, "train.eval_batch_size", ">= 1", self.eval_batch_size)

@@ -44,6 +44,7 @@ from engine.sentiment.selection import BestEpoch
 from engine.sentiment.step_stats import StepWindow
 from engine.sentiment.train_data import TrainData
 from engine.sentiment.trainer_checkpoints import CARRIED, CheckpointState
+from engine.sentiment.weight_average import WeightAverage
 
 
 class _Clock:
@@ -102,10 +103,12 @@ class Trainer(CheckpointState):
             train = self._train_epoch(epoch)
             check_weights(self.model, epoch=epoch + 1, step=0, lr=self.cfg.lr)
             last = epoch == self.cfg.epochs - 1
-            test = self._evaluate() if last or (epoch + 1) % self.cfg.eval_every == 0 else None
+            with self._averaged():  # a weight average, when kept, is what is measured and kept
+                test = self._evaluate() if last or (epoch + 1) % self.cfg.eval_every == 0 else None
+                stop = test is not None and self.best.update(epoch, test, self.model)
             train["eval"] = self.eval_seconds if test else 0.0
             self._end_epoch(epoch, self._gather(train), test)
-            if test and self.best.update(epoch, test, self.model):
+            if stop:
                 break  # early stopping: every rank sees the same all-reduced loss
         return self._finish()
 
@@ -165,6 +168,8 @@ class Trainer(CheckpointState):
             nn.utils.clip_grad_norm_(self.params, self.cfg.clip_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.average is not None:
+            self.average.update()
         timing.loss = float(loss.item())
         timing.allreduce_opt = clock.lap()
         check_loss(timing.loss, epoch=epoch, step=step, rank=self.env.rank, lr=self.cfg.lr)
@@ -238,6 +243,7 @@ class Trainer(CheckpointState):
         self.optimizer = opt_cls[cfg.optimizer](
             self.params, lr=self.base_lr, weight_decay=cfg.weight_decay, **fused
         )
+        self.average = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay else None
         self.total_steps = cfg.epochs * -(-self.n_train // cfg.batch_size)
         lengths = self.data.train.padded_lengths if cfg.length_buckets else None
         self.sampler = PlanSampler(
@@ -348,6 +354,10 @@ class Trainer(CheckpointState):
             return self.ddp.no_sync()  # gradients are all-reduced after backward, timed apart
         return contextlib.nullcontext()
 
+    def _averaged(self) -> contextlib.AbstractContextManager[Any]:
+        """The weight average (``train.ema_decay``) in the model inside the block."""
+        return self.average.swapped_in() if self.average else contextlib.nullcontext()
+
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         on = self.device.type == "cuda" and self.cfg.amp
         return torch.autocast("cuda", dtype=torch.bfloat16) if on else contextlib.nullcontext()
@@ -444,6 +454,8 @@ class Trainer(CheckpointState):
     # ------------------------------------------------------------------ summary
     def _finish(self) -> dict[str, Any]:
         """Rank 0 writes model.pt and summary.json and emits `summary`; returns the summary."""
+        if self.average is not None:  # the final weights are the average (or its best epoch)
+            self.average.copy_to_model()
         best = self.best.restore(self.model) if self.cfg.keep_best else None
         test = best or self.last_test or {}
         blend, companion = self._blend()

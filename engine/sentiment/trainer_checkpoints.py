@@ -18,6 +18,7 @@ from engine.sentiment.divergence import check_weights
 from engine.sentiment.hooks import TrainHooks
 from engine.sentiment.metrics import ThresholdClock
 from engine.sentiment.model import ModelShape, SentimentLSTM
+from engine.sentiment.weight_average import WeightAverage
 
 CARRIED = ("samples", "seconds", "loss_sum")
 """What a mid-epoch checkpoint carries of its epoch so far (Trainer.carried)."""
@@ -52,6 +53,7 @@ class CheckpointState:
     epoch_start: float
     init_facts: dict[str, Any] | None
     last_checkpoint: float
+    average: WeightAverage | None
 
     def _save_checkpoint(self, epoch: int, step: int) -> None:
         """Rank 0: the state to continue at ``epoch``/``step`` (atomic replace)."""
@@ -80,6 +82,7 @@ class CheckpointState:
             "spec": self.spec.to_dict(),
             "init_embeddings": self.init_facts,
             "partial": self._partial(step) if step else None,
+            "average": self.average.state_dict() if self.average is not None else None,
         }
         path = ckpt.save_checkpoint(self.cfg.run_dir, state)
         ckpt.clear_request(self.cfg.run_dir)
@@ -132,6 +135,11 @@ class CheckpointState:
         self.last_test = state["last_test"]
         self.hooks.load_state_dict(state["hooks"])
         self.init_facts = state.get("init_embeddings", self.init_facts)
+        if self.average is not None:  # no average kept (it was off then): start it here
+            if state.get("average"):
+                self.average.load_state_dict(state["average"])
+            else:
+                self.average = WeightAverage(self.model, self.average.decay)
 
     def _resume_sampler(self, state: dict[str, Any]) -> None:
         """Continue a checkpoint taken mid-epoch at its global sample position.
