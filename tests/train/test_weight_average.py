@@ -12,10 +12,11 @@ from torch import nn
 
 from engine.config import ModelConfig, TrainConfig
 from engine.errors import ConfigError
+from engine.sentiment.dist_env import DistEnv
 from engine.sentiment.evaluate import confusion_stats
 from engine.sentiment.hooks import StepTiming, TrainHooks
 from engine.sentiment.metrics import Confusion
-from engine.sentiment.trainer import DistEnv, Trainer
+from engine.sentiment.trainer import Trainer
 from engine.sentiment.weight_average import WeightAverage
 
 
