@@ -9,41 +9,15 @@ from typing import Any
 import pytest
 import torch
 
-from engine.config import ModelConfig, TrainConfig
+from engine.config import TrainConfig
 from engine.events import read_events
-from engine.sentiment.hooks import StepTiming, TrainHooks
+from engine.sentiment.hooks import TrainHooks
 from engine.sentiment.trainer import DistEnv, Trainer
-
-
-class _Killed(Exception):
-    """Stands in for a process killed mid-epoch."""
-
-
-class _KillAt(TrainHooks):
-    def __init__(self, epoch: int, step: int) -> None:
-        self.at = (epoch, step)
-
-    def after_compute(self, timing: StepTiming) -> None:
-        if (timing.epoch, timing.step) == self.at:
-            raise _Killed
+from tests.train.small_runs import KillAt, Killed, small_config
 
 
 def _cfg(data: Path, run: Path, **kw: Any) -> TrainConfig:
-    base: dict[str, Any] = dict(
-        data_dir=str(data),
-        run_dir=str(run),
-        epochs=2,
-        batch_size=64,
-        lr=5e-3,
-        warmup_steps=4,
-        lr_schedule="constant",  # these runs are a few dozen steps long
-        log_every=2,
-        checkpoint_every_min=0,
-        model=ModelConfig(preset="default"),
-        events_file=False,
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    return small_config(data, run, **kw)
 
 
 def _fit(cfg: TrainConfig, hooks: TrainHooks | None = None) -> dict[str, Any]:
@@ -101,8 +75,8 @@ def test_resume_gives_the_same_weights(
 ) -> None:
     straight = _fit(_cfg(tiny_data, tmp_path / "a", checkpoint_every_steps=every_steps))
     cfg = _cfg(tiny_data, tmp_path / "b", checkpoint_every_steps=every_steps)
-    with pytest.raises(_Killed):
-        _fit(cfg, _KillAt(*kill_at))
+    with pytest.raises(Killed):
+        _fit(cfg, KillAt(*kill_at))
     saved = torch.load(tmp_path / "b" / "checkpoints" / "latest.pt", weights_only=False)
     assert saved["epoch"] == 1 and saved["step"] == (4 if every_steps else 0)
     resumed = _fit(_cfg(tiny_data, tmp_path / "b", checkpoint_every_steps=every_steps, resume=True))

@@ -14,10 +14,11 @@ from engine.config import ModelConfig, TrainConfig
 from engine.errors import ConfigError
 from engine.sentiment.dist_env import DistEnv
 from engine.sentiment.evaluate import confusion_stats
-from engine.sentiment.hooks import StepTiming, TrainHooks
+from engine.sentiment.hooks import TrainHooks
 from engine.sentiment.metrics import Confusion
 from engine.sentiment.trainer import Trainer
 from engine.sentiment.weight_average import WeightAverage
+from tests.train.small_runs import KillAt, Killed, small_config
 
 
 def test_the_average_follows_the_warmed_up_decay_and_swaps_back_exactly() -> None:
@@ -60,37 +61,10 @@ def test_the_setting_is_checked() -> None:
         TrainConfig(data_dir="d", run_dir="r", ema_decay=-0.1)
 
 
-class _Killed(Exception):
-    """Stands in for a process killed mid-epoch."""
-
-
-class _KillAt(TrainHooks):
-    def __init__(self, epoch: int, step: int) -> None:
-        self.at = (epoch, step)
-
-    def after_compute(self, timing: StepTiming) -> None:
-        if (timing.epoch, timing.step) == self.at:
-            raise _Killed
-
-
 def _cfg(data: Path, run: Path, **kw: Any) -> TrainConfig:
-    base: dict[str, Any] = dict(
-        data_dir=str(data),
-        run_dir=str(run),
-        epochs=2,
-        batch_size=64,
-        lr=5e-3,
-        warmup_steps=4,
-        lr_schedule="constant",
-        log_every=2,
-        checkpoint_every_min=0,
-        model=ModelConfig(preset="default", companion=False),
-        blend_paths=False,
-        events_file=False,
-        ema_decay=0.8,
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    """A small run with a weight average, scored by the network alone (no blend)."""
+    model = ModelConfig(preset="default", companion=False)
+    return small_config(data, run, **{"model": model, "blend_paths": False, "ema_decay": 0.8, **kw})
 
 
 def _fit(cfg: TrainConfig, hooks: TrainHooks | None = None) -> dict[str, Any]:
@@ -125,8 +99,8 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_average(
     tiny_data: Path, tmp_path: Path
 ) -> None:
     straight = _fit(_cfg(tiny_data, tmp_path / "a", checkpoint_every_steps=3))
-    with pytest.raises(_Killed):
-        _fit(_cfg(tiny_data, tmp_path / "b", checkpoint_every_steps=3), _KillAt(1, 5))
+    with pytest.raises(Killed):
+        _fit(_cfg(tiny_data, tmp_path / "b", checkpoint_every_steps=3), KillAt(1, 5))
     state = torch.load(tmp_path / "b" / "checkpoints" / "latest.pt", weights_only=False)
     assert state["average"]["updates"] == 12  # 8 steps of epoch 0 and 4 of epoch 1
     resumed = _fit(_cfg(tiny_data, tmp_path / "b", checkpoint_every_steps=3, resume=True))
