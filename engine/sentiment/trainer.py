@@ -480,6 +480,7 @@ class Trainer(CheckpointState):
             "global_batch": self.cfg.batch_size,
             "lr": self.base_lr,
             "pos_weight": self.pos_weight,
+            "ema_decay": self.cfg.ema_decay or None,  # the weights are the average's
             "train_positive_rate": self.data.positive_rate(),
             "blend": blend.summary() if blend else None,
             "companion": companion,

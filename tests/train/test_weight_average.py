@@ -92,6 +92,7 @@ def test_the_averaged_weights_are_the_ones_measured_and_saved(
     assert summary["test_loss"] == pytest.approx(scored["loss"], rel=1e-6)
     assert summary["accuracy"] == pytest.approx(scored["accuracy"])
     assert summary["accuracy"] > 0.9 and plain["accuracy"] > 0.9  # both learn the rule
+    assert (summary["ema_decay"], plain["ema_decay"]) == (0.8, None)
 
 
 @pytest.mark.slow
