@@ -291,9 +291,11 @@ class TrainConfig:
     epoch)."""
     ema_decay: float = 0.0
     """Keep an exponential moving average of the weights with this decay per step (Polyak
-    averaging; 0.99 averages over about the last 100 steps): the averaged weights are the
-    ones evaluated, kept as the best epoch's and saved as model.pt (0 = off;
-    engine/sentiment/weight_average.py)."""
+    averaging): the averaged weights are the ones evaluated, kept as the best epoch's and
+    saved as model.pt (0 = off; engine/sentiment/weight_average.py). The decay is warmed up
+    as min(decay, (1 + n) / (10 + n)) after n steps, so 0.99 (an average over about the last
+    100 steps) holds from step 890 on; in shorter runs the average spans fewer steps, and
+    with a learning rate decayed to 0 it ends close to the last weights."""
     log_every: int = 20
     """Emit a `step` event every k steps."""
     checkpoint_every_min: float = 5.0

@@ -332,7 +332,7 @@ class TrainSpec(Section):
     """Stop after N evaluations without a new best held-out accuracy (0 = never; default 0)."""
     ema_decay: float | None = Field(default=None, ge=0, lt=1)
     """Evaluate, keep and save an exponential moving average of the weights with this decay
-    per step (0 = off, the default)."""
+    per step, warmed up over the first steps (0 = off, the default)."""
     log_every: int | None = Field(default=None, ge=1)
     """Emit a step event every k steps (default 20)."""
     checkpoint_every_min: float | None = Field(default=None, ge=0)
