@@ -77,7 +77,8 @@ class CheckpointKeeper:
         """Start copying after a `checkpoint` event of rank 0."""
         if event.get("type") != "checkpoint" or event.get("rank") not in (0, None):
             return
-        fields = {k: event.get(k) for k in ("epoch", "step", "global_step", "t")}
+        keys = ("epoch", "step", "global_step", "t", "position", "epoch_samples")
+        fields = {k: event.get(k) for k in keys}
         if not self.copies:
             self.stored_at = time.time()
             self.on_stored(_stored(fields))
@@ -162,4 +163,6 @@ def _stored(fields: Mapping[str, Any]) -> StoredCheckpoint:
         step=int(fields.get("step") or 0),
         global_step=int(fields.get("global_step") or 0),
         t=float(fields.get("t") or time.time()),
+        position=int(fields.get("position") or 0),
+        epoch_samples=int(fields.get("epoch_samples") or 0),
     )

@@ -28,6 +28,28 @@ class StoredCheckpoint:
     global_step: int
     t: float
     """When rank 0 wrote it (the `checkpoint` event's time)."""
+    position: int = 0
+    """Samples of the epoch trained before it, over all ranks (0 at an epoch's end)."""
+    epoch_samples: int = 0
+    """Samples in a whole epoch (0: not said, an older event)."""
+
+    def place(self) -> str:
+        """Where a resume continues, in words (see :func:`checkpoint_place`)."""
+        return checkpoint_place(self.epoch, self.step, self.position, self.epoch_samples)
+
+
+def checkpoint_place(epoch: int, step: int, position: int = 0, epoch_samples: int = 0) -> str:
+    """A checkpoint's place for people: events count epochs from 0 and a step-0 checkpoint is
+    an epoch's end ("after epoch 2"); a mid-epoch one says how much of its epoch it holds, so
+    "in epoch 2 at step 38" next to "epochs done: 1" cannot read as a contradiction."""
+    if not step:
+        return f"after epoch {epoch}"
+    where = f"in epoch {epoch + 1} at step {step:,}"
+    if epoch_samples > 0 and position >= epoch_samples:
+        return where + " (all its samples trained, its evaluation not yet run)"
+    if epoch_samples > 0 and position > 0:
+        return where + f" ({position:,} of its {epoch_samples:,} samples)"
+    return where
 
 
 @dataclass(slots=True)

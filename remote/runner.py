@@ -344,12 +344,7 @@ async def _checkpoint_first(ctx: TrainContext, work: asyncio.Task[None]) -> str:
             f"; no checkpoint within {STOP_CHECKPOINT_S:g} s: resuming continues from the "
             "last one written before the stop, if any"
         )
-    where = (  # events count epochs from 0; a step-0 checkpoint is an epoch's end
-        f"in epoch {stored.epoch + 1} at step {stored.step:,}"
-        if stored.step
-        else f"after epoch {stored.epoch}"
-    )
-    return f"; checkpoint {where} kept: resume continues from it"
+    return f"; checkpoint {stored.place()} kept: resume continues from it"
 
 
 async def _stages(ctx: TrainContext) -> None:

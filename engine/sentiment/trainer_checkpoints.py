@@ -40,6 +40,7 @@ class CheckpointState:
     clock: ThresholdClock
     epoch: int
     global_step: int
+    n_train: int
     resume_step: int
     resumed_sampler: bool
     samples_seen: int
@@ -92,6 +93,8 @@ class CheckpointState:
             epoch=epoch,
             step=step,
             global_step=self.global_step,
+            position=state["position"],
+            epoch_samples=self.n_train,
             path=str(path),
             seconds=time.perf_counter() - t0,
         )

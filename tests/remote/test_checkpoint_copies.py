@@ -69,3 +69,39 @@ def test_the_summary_says_when_no_checkpoint_was_written_yet(tmp_path: Path) -> 
     assert keeper.where() == f"{tmp_path / NODE_CHECKPOINT} (written here)"
     remote = CheckpointKeeper(BrokenFetch(), tmp_path / "r", Emitter(Sink()), lambda s: None)  # type: ignore[arg-type]
     assert "(none yet; fetched from rank 0's node" in remote.where()
+
+
+class WorkingFetch(BrokenFetch):
+    """A remote cluster whose copies arrive."""
+
+    async def fetch(self, node: str, path: str, local: Any) -> Path:
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        Path(local).write_bytes(b"checkpoint")
+        return Path(local)
+
+
+class Collect(Sink):
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def write(self, event: Any) -> None:
+        self.events.append(dict(event))
+
+
+async def test_a_stored_copy_says_how_much_of_its_epoch_it_holds(tmp_path: Path) -> None:
+    """A stop's reason reads "in epoch 2 at step 38" next to "epochs done: 1": the stored copy
+    keeps the epoch's samples trained, so the words say whether the epoch had run to its end."""
+    stored: list[Any] = []
+    sink = Collect()
+    keeper = CheckpointKeeper(WorkingFetch(), tmp_path, Emitter(sink), stored.append)  # type: ignore[arg-type]
+    fields = {"epoch": 1, "step": 38, "global_step": 76, "epoch_samples": 4864}
+    keeper.observe("node0", {"type": "checkpoint", "rank": 0, "position": 4864, **fields})
+    await keeper.settle()
+    keeper.observe("node0", {"type": "checkpoint", "rank": 0, "position": 2432, **fields})
+    await keeper.settle()
+    assert [s.place() for s in stored] == [
+        "in epoch 2 at step 38 (all its samples trained, its evaluation not yet run)",
+        "in epoch 2 at step 38 (2,432 of its 4,864 samples)",
+    ]
+    copies = [e for e in sink.events if e["type"] == "checkpoint_stored"]
+    assert [(e["position"], e["epoch_samples"]) for e in copies] == [(4864, 4864), (2432, 4864)]

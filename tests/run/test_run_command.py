@@ -165,7 +165,8 @@ def test_launch_refused_above_max_usd_per_hour(tmp_path, run_env) -> None:
 
 
 CHECKPOINT_KEPT = (
-    r"stopped by the user; checkpoint (in epoch \d+ at step [\d,]+|after epoch \d+) kept: "
+    r"stopped by the user; checkpoint (in epoch \d+ at step [\d,]+ \([^)]+\)|after epoch \d+) "
+    "kept: "
     "resume continues from it"
 )
 

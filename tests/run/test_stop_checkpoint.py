@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,9 @@ async def test_a_stop_mid_epoch_writes_a_checkpoint_first(
     assert reason.startswith("stopped by the user; checkpoint in epoch 1 at step"), reason
     saved = torch.load(outcome.run_dir / "train/checkpoints/latest.pt", weights_only=False)
     assert saved["global_step"] >= at["global_step"] and saved["step"] > 0
-    assert f"at step {saved['step']:,} kept" in reason
+    # how much of the epoch it holds, so "epoch 1" next to "epochs done: 0" reads right
+    said = rf"at step {saved['step']:,} \({saved['position']:,} of its ([\d,]+) samples\) kept"
+    found = re.search(said, reason)
+    assert found and 0 < saved["position"] < int(found[1].replace(",", "")), reason
     summary = json.loads((outcome.run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["reason"] == reason

@@ -61,6 +61,10 @@ def test_epochs_read_from_one_and_checkpoints_say_where_they_resume() -> None:
     state.ingest({"type": "epoch", "t": 9.0, "epoch": 0, "accuracy": 0.8123, "seconds": 4.2})
     state.ingest({"type": "checkpoint", "t": 9.1, "epoch": 1, "step": 0, "global_step": 10})
     state.ingest({"type": "checkpoint", "t": 9.5, "epoch": 1, "step": 4, "global_step": 14})
+    state.ingest({"type": "checkpoint", "t": 9.6, "epoch": 1, "step": 5, "global_step": 15,
+                  "position": 1280, "epoch_samples": 3200})  # fmt: skip
+    state.ingest({"type": "checkpoint", "t": 9.7, "epoch": 1, "step": 10, "global_step": 20,
+                  "position": 3200, "epoch_samples": 3200})  # fmt: skip
     state.ingest(
         {
             "type": "threshold",
@@ -76,7 +80,10 @@ def test_epochs_read_from_one_and_checkpoints_say_where_they_resume() -> None:
     assert texts == [
         "epoch 1/3 done, acc 0.812, 4s",
         "checkpoint saved after epoch 1",
-        "checkpoint saved in epoch 2 at step 4",
+        "checkpoint saved in epoch 2 at step 4",  # an event of before the samples were said
+        "checkpoint saved in epoch 2 at step 5 (1,280 of its 3,200 samples)",
+        "checkpoint saved in epoch 2 at step 10 (all its samples trained, its evaluation not "
+        "yet run)",
         "smoothed loss 0.1300 below the threshold 0.13 after 11s, in epoch 2",
     ]
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from remote.recovery import checkpoint_place
 from tui.format import fmt_duration
 
 Said = tuple[str, str]
@@ -77,10 +78,14 @@ def _epoch(ev: Mapping[str, Any]) -> Said:
     return text + (f", acc {accuracy:.3f}" if accuracy is not None else ""), "info"
 
 
+def checkpoint_where(ev: Mapping[str, Any]) -> str:
+    """Where a `checkpoint` event's resume continues, in words."""
+    fields = ("epoch", "step", "position", "epoch_samples")
+    return checkpoint_place(*(int(_num(ev.get(k)) or 0) for k in fields))
+
+
 def _checkpoint(ev: Mapping[str, Any]) -> Said:
-    epoch, step = int(_num(ev.get("epoch")) or 0), int(_num(ev.get("step")) or 0)
-    where = f"after epoch {epoch}" if not step else f"in epoch {epoch + 1} at step {step:,}"
-    return f"checkpoint saved {where}", "info"
+    return f"checkpoint saved {checkpoint_where(ev)}", "info"
 
 
 def _node(ev: Mapping[str, Any]) -> Said:

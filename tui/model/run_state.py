@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.events import parse_event_line
 from tui.format import after_training_line, companion_line, fmt, fmt_duration
-from tui.model.event_text import readable_line, stage_ended, stage_started
+from tui.model.event_text import checkpoint_where, readable_line, stage_ended, stage_started
 from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo, device_label, node_row
 from tui.model.run_views import EMBEDDINGS, FINAL_STATUSES, LIVE_NODE_STATUSES, PHASES, RunViews
 from tui.model.series import DEFAULT_CAPACITY, Series
@@ -474,11 +474,9 @@ class RunState(RunViews):
 
     def _on_checkpoint(self, ev: Mapping[str, Any], rel: float) -> None:
         self.last_checkpoint = dict(ev)
-        epoch, step = int(_num(ev.get("epoch")) or 0), int(_num(ev.get("step")) or 0)
         # where a resume continues (docs/EVENTS.md "Numbering"); the newest step count too
         self.global_step = max(self.global_step, int(_num(ev.get("global_step")) or 0))
-        where = f"after epoch {epoch}" if not step else f"in epoch {epoch + 1} at step {step:,}"
-        self._log(rel, "train", f"checkpoint saved {where}")
+        self._log(rel, "train", f"checkpoint saved {checkpoint_where(ev)}")
 
     def _on_node(self, ev: Mapping[str, Any], rel: float) -> None:
         name = str(ev.get("node") or "?")
