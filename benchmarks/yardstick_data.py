@@ -116,6 +116,16 @@ def collapse(counts: dict[str, Counter[int]], negative_max: int) -> LabelledText
     return LabelledTexts(texts, labels, ratings)
 
 
+def without_ratings(texts: LabelledTexts, ratings: set[int]) -> LabelledTexts:
+    """The texts whose rating is not in ``ratings`` (e.g. {3}: a 1-2 vs 4-5 star training set)."""
+    keep = [i for i, r in enumerate(texts.ratings) if r not in ratings]
+    return LabelledTexts(
+        [texts.texts[i] for i in keep],
+        [texts.labels[i] for i in keep],
+        [texts.ratings[i] for i in keep],
+    )
+
+
 def merge(parts: list[dict[str, Counter[int]]], exclude: set[str]) -> dict[str, Counter[int]]:
     """Rating counts of several categories added up, texts in ``exclude`` left out."""
     out: dict[str, Counter[int]] = defaultdict(Counter)

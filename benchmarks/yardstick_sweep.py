@@ -34,7 +34,7 @@ import shlex
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
@@ -473,6 +473,13 @@ def main() -> None:
         "baseline (test texts unchanged; with --reuse use a --work of its own)",
     )
     parser.add_argument(
+        "--drop-train-ratings",
+        default="",
+        metavar="R[,R]",
+        help="leave training texts of these ratings out of every fold (e.g. 3: train on 1-2 vs "
+        "4-5 stars; the test texts keep them; with --reuse use a --work of its own)",
+    )
+    parser.add_argument(
         "--seeds", help="run every variant with each of these train.seed values (comma list)"
     )
     parser.add_argument("--json", help="results file, rewritten after every task")
@@ -514,7 +521,7 @@ def run_sweep(
     args: argparse.Namespace, variants: list[Variant], base: dict[str, Any], work: Path
 ) -> None:
     """Load the folds, run every task, print the table."""
-    from yardstick_data import make_folds
+    from yardstick_data import make_folds, without_ratings
 
     start = time.time()
     names = args.categories.split(",")
@@ -522,6 +529,9 @@ def run_sweep(
     folds = make_folds(Path(args.data_dir), names, args.kinds.split(","), only, args.titles)
     if not folds:
         raise SystemExit(f"no fold matches --kinds {args.kinds} --only {args.only}")
+    dropped = {int(r) for r in args.drop_train_ratings.split(",") if r}
+    if dropped:
+        folds = [replace(f, train=without_ratings(f.train, dropped)) for f in folds]
     facts = write_folds(folds, work)
     del folds
     print(f"folds ready in {time.time() - start:.0f} s: {', '.join(facts)}", file=sys.stderr)
@@ -531,6 +541,7 @@ def run_sweep(
         "jobs": args.jobs,
         "device": args.device,
         "titles": args.titles,
+        "drop_train_ratings": sorted(dropped),
         "folds": facts,
         "variants": {v.name: {"overrides": v.overrides(), "results": {}} for v in variants},
         "baseline": {},

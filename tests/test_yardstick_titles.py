@@ -49,3 +49,22 @@ def test_titles_are_training_rows_of_training_reviews_only(tmp_path: Path) -> No
     assert tested  # the fixture has test reviews
     for i in range(200):
         assert (f"title {i} not bad" in train.texts) == (i not in tested)
+
+
+def test_without_ratings_drops_training_rows_of_those_stars_only(tmp_path: Path) -> None:
+    from yardstick_data import without_ratings
+
+    names = ["instruments", "phones"]
+    stars = [1.0, 2.0, 3.0, 4.0, 5.0, 3.0]
+    _write(
+        tmp_path / CATEGORIES["instruments"],
+        [(f"instrument review {i}", None, s) for i, s in enumerate(stars)],
+    )
+    _write(tmp_path / CATEGORIES["phones"], [("a phone review", None, 3.0)])
+    fold = {f.name: f for f in make_folds(tmp_path, names, ["loco"])}["phones"]
+    kept = without_ratings(fold.train, {3})
+    assert sorted(kept.ratings) == [1, 2, 4, 5]
+    for text, label, rating in zip(kept.texts, kept.labels, kept.ratings, strict=True):
+        i = int(text.rsplit(" ", 1)[1])
+        assert (stars[i], label) == (rating, int(rating > 3))  # rows stay aligned
+    assert fold.test.ratings == [3]  # the left-out category's 3★ text is still scored
