@@ -29,7 +29,7 @@ class WeightAverage:
         self.updates += 1
         decay = min(self.decay, (1 + self.updates) / (10 + self.updates))
         with torch.no_grad():
-            torch._foreach_lerp_(self.average, [p.detach() for p in self.params], 1 - decay)
+            torch._foreach_lerp_(self.average, self.params, 1 - decay)  # reads them only
 
     @contextlib.contextmanager
     def swapped_in(self) -> Iterator[None]:
