@@ -20,7 +20,7 @@ class WeightAverage:
         if not 0 < decay < 1:
             raise ValueError(f"decay must be within (0, 1), got {decay}")
         self.decay = decay
-        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.params: list[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
         self.average = [p.detach().clone() for p in self.params]
         self.updates = 0
 
