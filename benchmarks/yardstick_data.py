@@ -118,11 +118,15 @@ def collapse(counts: dict[str, Counter[int]], negative_max: int) -> LabelledText
 
 def without_ratings(texts: LabelledTexts, ratings: set[int]) -> LabelledTexts:
     """The texts whose rating is not in ``ratings`` (e.g. {3}: a 1-2 vs 4-5 star training set)."""
-    keep = [i for i, r in enumerate(texts.ratings) if r not in ratings]
+    return take_rows(texts, [i for i, r in enumerate(texts.ratings) if r not in ratings])
+
+
+def take_rows(texts: LabelledTexts, rows: list[int]) -> LabelledTexts:
+    """The given rows of ``texts``, in that order."""
     return LabelledTexts(
-        [texts.texts[i] for i in keep],
-        [texts.labels[i] for i in keep],
-        [texts.ratings[i] for i in keep],
+        [texts.texts[i] for i in rows],
+        [texts.labels[i] for i in rows],
+        [texts.ratings[i] for i in rows],
     )
 
 
@@ -203,15 +207,10 @@ def make_folds(
             )
             pick += [False] * len(extra)
 
-        def part(want: bool) -> LabelledTexts:
-            rows = [i for i, p in enumerate(pick) if p == want]
-            return LabelledTexts(
-                [pooled.texts[i] for i in rows],
-                [pooled.labels[i] for i in rows],
-                [pooled.ratings[i] for i in rows],
-            )
-
-        folds.append(Fold("in_domain", "in_domain", part(False), part(True)))
+        train_rows = [i for i, p in enumerate(pick) if not p]
+        test_rows = [i for i, p in enumerate(pick) if p]
+        train, test = take_rows(pooled, train_rows), take_rows(pooled, test_rows)
+        folds.append(Fold("in_domain", "in_domain", train, test))
     return folds
 
 

@@ -113,6 +113,11 @@ class Task:
 # ---------------------------------------------------------------- the parent side
 
 
+def star_ratings(text: str) -> set[int]:
+    """A comma list of star ratings (argparse names this function in its error)."""
+    return {int(r) for r in text.split(",") if r}
+
+
 def _chars(path: Path) -> int:
     return path.stat().st_size
 
@@ -474,7 +479,8 @@ def main() -> None:
     )
     parser.add_argument(
         "--drop-train-ratings",
-        default="",
+        type=star_ratings,
+        default=set(),
         metavar="R[,R]",
         help="leave training texts of these ratings out of every fold (e.g. 3: train on 1-2 vs "
         "4-5 stars; the test texts keep them; with --reuse use a --work of its own)",
@@ -529,7 +535,7 @@ def run_sweep(
     folds = make_folds(Path(args.data_dir), names, args.kinds.split(","), only, args.titles)
     if not folds:
         raise SystemExit(f"no fold matches --kinds {args.kinds} --only {args.only}")
-    dropped = {int(r) for r in args.drop_train_ratings.split(",") if r}
+    dropped: set[int] = args.drop_train_ratings
     if dropped:
         folds = [replace(f, train=without_ratings(f.train, dropped)) for f in folds]
     facts = write_folds(folds, work)
