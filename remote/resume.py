@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -102,21 +103,43 @@ def resume_profile(folder: Path, given: Profile | None) -> Profile:
     return given
 
 
-def keep_sample_order(cfg: TrainConfig, profile: Profile, resumed: Path) -> TrainConfig:
-    """``cfg`` with the sample order (length buckets on or off) the ``resumed`` run trained
-    with, when the profile does not choose one: its trainer's ``train_start`` event says which;
-    a run whose events do not say predates the setting's default (random batches). So a run
-    from before length buckets were the default goes on in its own order instead of redoing
-    its interrupted epoch in the other one (the trainer's guard when the orders differ)."""
-    if profile.train.length_buckets is not None:
-        return cfg  # chosen: another order than the checkpoint's redoes its epoch
+def keep_run_settings(cfg: TrainConfig, profile: Profile, resumed: Path) -> TrainConfig:
+    """``cfg`` with the settings the ``resumed`` run trained with where the profile leaves them
+    to the engine's defaults, which may have changed since: its trainer's last ``train_start``
+    event says which. The sample order (length buckets on or off; a run whose events do not
+    say predates that default: random batches), so a run goes on in its own order instead of
+    redoing its interrupted epoch in the other one (the trainer's guard when the orders
+    differ); and the learning rate (``reference_lr``, or before that field the event's
+    batch-scaled ``lr`` scaled back), so a resumed run's schedule does not jump."""
     events = resumed / EVENTS_FILE
-    said = [
-        e["length_buckets"]
-        for e in (read_events(events) if events.is_file() else ())
-        if e.get("type") == "train_start" and isinstance(e.get("length_buckets"), bool)
-    ]
-    return dataclasses.replace(cfg, length_buckets=said[-1] if said else False)
+    read = read_events(events) if events.is_file() else ()
+    starts = [e for e in read if e.get("type") == "train_start"]
+    last = starts[-1] if starts else {}
+    if profile.train.length_buckets is None:  # chosen: another order redoes its epoch
+        said = [e["length_buckets"] for e in starts if isinstance(e.get("length_buckets"), bool)]
+        cfg = dataclasses.replace(cfg, length_buckets=said[-1] if said else False)
+    if profile.train.lr is None and (lr := _recorded_lr(last, cfg.lr_reference_batch)):
+        cfg = dataclasses.replace(cfg, lr=lr)
+    return cfg
+
+
+def _recorded_lr(start: dict[str, Any], reference_batch: int) -> float | None:
+    """The learning rate at the reference batch a ``train_start`` event says, if it does."""
+    reference, scaled, batch = (
+        _positive(start.get(k)) for k in ("reference_lr", "lr", "global_batch")
+    )
+    if reference is not None:
+        return reference
+    if scaled is not None and batch is not None:
+        return scaled * reference_batch / batch
+    return None
+
+
+def _positive(value: Any) -> float | None:
+    """``value`` when it is a finite number above 0 (not a bool), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf:
+        return float(value)
+    return None
 
 
 def resume_hint(run_dir: Path) -> str | None:

@@ -34,7 +34,7 @@ from remote.datasets import prepare_dataset
 from remote.pricing import PriceBook, load_catalog
 from remote.profile import Profile
 from remote.recovery import RecoveryLedger
-from remote.resume import keep_sample_order
+from remote.resume import keep_run_settings
 from remote.run_folder import runs_root
 from remote.security import copy_private, make_private_dir, write_private_file
 from remote.teardown import tear_down_leftovers
@@ -213,7 +213,7 @@ async def execute_run(
     train_cfg = profile.to_train_config("", run_dir / "train")  # data_dir: set per node
     if resume_from is not None:  # where rank 0 (or the keeper, for remote nodes) resumes from,
         copy_private(resume_from / NODE_CHECKPOINT, run_dir / NODE_CHECKPOINT)
-        train_cfg = keep_sample_order(train_cfg, profile, resume_from)  # in its own order
+        train_cfg = keep_run_settings(train_cfg, profile, resume_from)  # order, rate
     progress = _Progress(epochs_total=train_cfg.epochs)
 
     def tap(event: dict[str, Any]) -> None:

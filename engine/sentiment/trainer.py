@@ -287,6 +287,7 @@ class Trainer(CheckpointState):
                 spec=self.spec.to_dict(),
                 global_batch=cfg.batch_size,
                 lr=self.base_lr,
+                reference_lr=cfg.lr,
                 pos_weight=self.pos_weight,
                 length_buckets=cfg.length_buckets,
                 resumed_epoch=self.epoch,

@@ -49,6 +49,19 @@ async def stopped_at_checkpoint(path: Path, runs: Path) -> tuple[Any, dict[str, 
     return outcome, seen
 
 
+def recorded_under_an_older_default(events: Path, reference_lr: float) -> None:
+    """Rewrite a run's train_start events as if it had trained at ``reference_lr`` (the profile
+    leaves the rate to the engine's default, which may change between the run and its resume)."""
+    lines = []
+    for line in events.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("type") == "train_start":
+            event["reference_lr"] = reference_lr
+            event["lr"] = reference_lr * event["global_batch"] / 256
+        lines.append(json.dumps(event))
+    events.write_text("\n".join(lines) + "\n")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_a_stopped_run_resumes_from_its_checkpoint_to_the_end(
@@ -62,6 +75,7 @@ async def test_a_stopped_run_resumes_from_its_checkpoint_to_the_end(
     path.write_text(PROFILE)
     runs = tmp_path / "runs"
     first, checkpoint = await stopped_at_checkpoint(path, runs)
+    recorded_under_an_older_default(first.run_dir / "events.jsonl", reference_lr=0.004)
     other = tmp_path / "other.yaml"
     other.write_text(PROFILE.replace("seed: 1", "seed: 2"))
     mixed = sentitop("run", str(other), "--resume", str(first.run_dir), env=run_env)
@@ -76,6 +90,8 @@ async def test_a_stopped_run_resumes_from_its_checkpoint_to_the_end(
     events = list(read_events(second / "events.jsonl"))
     (start,) = [e for e in events if e["type"] == "train_start" and e.get("rank", 0) == 0]
     assert start["length_buckets"] is True  # the first run's order (the default), kept
+    assert start["reference_lr"] == pytest.approx(0.004)  # its rate, not today's default
+    assert start["lr"] == pytest.approx(0.004 * 64 / 256)
     assert (start["resumed_epoch"], start["resumed_step"]) == (
         checkpoint["epoch"],
         checkpoint["step"],
