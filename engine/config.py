@@ -255,7 +255,7 @@ class TrainConfig:
     """Number of epochs."""
     batch_size: int = 256
     """Global batch size (sum over ranks); per-rank batches split it."""
-    lr: float = 4e-3
+    lr: float = 8e-3
     """Learning rate at the reference batch size (scaled linearly with the global batch)."""
     lr_reference_batch: int = 256
     """Global batch at which `lr` applies (Goyal et al. linear scaling rule)."""

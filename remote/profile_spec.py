@@ -309,7 +309,7 @@ class TrainSpec(Section):
     )
     """Global batch size, summed over ranks (default 256; `batch` is accepted too)."""
     lr: float | None = Field(default=None, gt=0)
-    """Learning rate at the reference batch 256 (default 0.004)."""
+    """Learning rate at the reference batch 256 (default 0.008)."""
     warmup_steps: int | None = Field(default=None, ge=0)
     """Linear learning-rate warm-up steps (default 100)."""
     lr_schedule: Literal["constant", "cosine", "linear"] | None = None
