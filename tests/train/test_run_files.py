@@ -151,10 +151,12 @@ def test_a_batch_larger_than_the_training_split_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """It trained one whole-split step per epoch at a rate scaled to the batch asked for
-    (--batch-size 1000000: lr 15.6, train loss 12.5)."""
+    (--batch-size 1000000 at the then default 4e-3: lr 15.6, train loss 12.5)."""
     data, run = write_dataset(tmp_path / "data", n_train=300), tmp_path / "run"
     err = _refused(_train_argv(data, run, "--batch-size", "1000000"), run, capsys)
-    assert "larger than the 300 training samples" in err and "(15.6 =" in err
+    defaults = TrainConfig(data_dir="d", run_dir="r")
+    scaled = defaults.lr * 1_000_000 / defaults.lr_reference_batch
+    assert "larger than the 300 training samples" in err and f"({scaled:.3g} =" in err
     flags = ("--batch-size", "512", "--max-train-samples", "100")
     err = _refused(_train_argv(data, run, *flags), run, capsys)
     assert "larger than the 100 training samples" in err and "batch size of 256 or less" in err
