@@ -448,14 +448,28 @@ def iter_records(
     order; bad lines are skipped (counted by reason into ``skipped`` when given, as
     preprocess counts them). `spec` defaults to the one detected from cfg; pass the spec
     recorded in vocab.json to reproduce a dataset's rules."""
+    for _, record in iter_numbered_records(path, cfg, spec, skipped):
+        yield record
+
+
+def iter_numbered_records(
+    path: str,
+    cfg: PreprocessConfig,
+    spec: RecordSpec | None = None,
+    skipped: Counter[str] | None = None,
+) -> Iterator[tuple[int, Record]]:
+    """iter_records() with each record's line number in the file (1-based; of the
+    decompressed text for gzip)."""
     check_inputs([path])
     spec = spec or detect_spec(path, cfg)
     task = MapTask(0, path, 0, os.path.getsize(path), is_gzip(path), 0)
+    before = 0
     for lines, too_long in iter_task_blocks(task, cfg.max_line_bytes):
         long_lines = set(too_long)
         for i, line in enumerate(lines):
             parsed = "too_long" if i in long_lines else parse_line(line, spec, cfg.max_line_bytes)
             if not isinstance(parsed, str):
-                yield Record(parsed[0].decode(), parsed[1], spec.label(parsed[1]))
+                yield before + i + 1, Record(parsed[0].decode(), parsed[1], spec.label(parsed[1]))
             elif skipped is not None:
                 skipped[parsed] += 1
+        before += len(lines)

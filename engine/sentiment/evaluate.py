@@ -216,16 +216,18 @@ def read_labelled(
     skipped: Counter[str] | None = None,
     fields: dict[str, str | None] | None = None,
     folder_warnings: list[dict[str, str]] | None = None,
+    where: list[tuple[str, int]] | None = None,
 ) -> tuple[list[str], np.ndarray]:
     """Texts and 0/1 labels of raw review files (a folder: its review files), read with the
     run's preprocessing settings (``fields``: format, text_field, rating_field or label_field
     given for these files instead); the lines skipped are counted by reason into ``skipped``
-    and the files a folder left out are warned about in ``folder_warnings``, when given. A
+    and the files a folder left out are warned about in ``folder_warnings``, and each text's
+    (file, line) is appended to ``where``, when given. A
     label field that is not 0/1 on many lines of a file (a star rating), or a text or label
     field (nearly) no line of a file has (a wrong name), is an InputError."""
     from engine.config import PreprocessConfig
     from engine.preprocess.inputs import expand_folders
-    from engine.preprocess.readers import check_label_values, detect_spec, iter_records
+    from engine.preprocess.readers import check_label_values, detect_spec, iter_numbered_records
 
     given = {k: v for k, v in (fields or {}).items() if v}
     settings = {**run.encoder.settings, **given}
@@ -253,9 +255,11 @@ def read_labelled(
             max_line_bytes=int(settings.get("max_line_bytes", 1 << 20)),
         )
         spec, in_file, read = detect_spec(path, cfg), Counter[str](), len(texts)
-        for record in iter_records(path, cfg, spec, skipped=in_file):
+        for line, record in iter_numbered_records(path, cfg, spec, skipped=in_file):
             texts.append(record.text)
             labels.append(record.label)
+            if where is not None:
+                where.append((path, line))
         lines = len(texts) - read + sum(in_file.values())
         check_fields_present(path, spec, in_file, lines, given)
         check_label_values([path], spec, in_file, lines, cfg.max_line_bytes)
@@ -369,6 +373,7 @@ def evaluate_files(
     paths: Sequence[str],
     adapt_prior: bool = False,
     fields: dict[str, str | None] | None = None,
+    misses: int = 0,
 ) -> dict[str, Any]:
     """accuracy, precision, recall, f1, ROC AUC, n, the confusion matrix and the majority
     rate (with whether the model beats it) on raw review files (or folders of them:
@@ -378,10 +383,14 @@ def evaluate_files(
     the files' positive rate as the model estimates it without their labels, and with
     ``adapt_prior`` the decisions use probabilities re-weighted to that rate when it can be
     trusted (``prior_adapted``; ``unadapted_accuracy`` is the accuracy without; else
-    ``prior_refused`` and the plain probabilities)."""
+    ``prior_refused`` and the plain probabilities); with ``misses`` > 0, ``misses`` lists
+    that many of the wrong decisions, the most confident first (engine.sentiment.misses)."""
+    from engine.sentiment.misses import confident_misses
+
     skipped: Counter[str] = Counter()
     left_out: list[dict[str, str]] = []
-    texts, labels = read_labelled(run, paths, skipped, fields, left_out)
+    where: list[tuple[str, int]] = []
+    texts, labels = read_labelled(run, paths, skipped, fields, left_out, where)
     raw = predict_proba(run, texts)
     proba, estimate = batch_prior(run, raw, adapt_prior)
     metrics = score_labels(proba, labels)
@@ -394,4 +403,6 @@ def evaluate_files(
     metrics["prior_refused"] = adapt_prior and not metrics["prior_adapted"]
     if metrics["prior_adapted"]:
         metrics["unadapted_accuracy"] = float(((raw > 0.5) == labels.astype(bool)).mean())
+    if misses > 0:
+        metrics["misses"] = confident_misses(proba, labels, texts, where, misses)
     return metrics

@@ -53,7 +53,7 @@ def _reviews(path: Path, rows: list[tuple[str, float]]) -> Path:
 
 
 def test_preview_is_one_short_line() -> None:
-    from tui.cli.commands.predict import PREVIEW_CHARS, preview
+    from tui.cli.commands import PREVIEW_CHARS, preview
 
     assert preview("great guitar") == "great guitar"
     assert preview("a\tb\r\nc \x1b[31mred") == "a b c \\x1b[31mred"  # no raw escape sequence
@@ -257,3 +257,56 @@ def test_eval_refuses_a_star_rating_read_as_a_0_1_label(
     assert main([*argv, "--json"]) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert metrics["n"] == 20 and metrics["skipped"] == {"rating_out_of_range": 1}
+
+
+def test_confident_misses_orders_wrong_decisions_by_confidence() -> None:
+    """Only wrong decisions, the farthest from the threshold first, ties in input order,
+    at most ``count``; where each came from travels with it."""
+    import numpy as np
+
+    from engine.sentiment.misses import confident_misses
+
+    proba = np.array([0.9, 0.2, 0.6, 0.1, 0.4, 0.6])
+    labels = np.array([1, 1, 0, 0, 0, 0])
+    texts = ["right", "miss 0.2", "miss 0.6 a", "right", "right", "miss 0.6 b"]
+    where = [("f", n) for n in range(1, 7)]
+    listed = confident_misses(proba, labels, texts, where, 5)
+    assert [m["text"] for m in listed] == ["miss 0.2", "miss 0.6 a", "miss 0.6 b"]
+    assert [(m["line"], m["label"]) for m in listed] == [(2, 1), (3, 0), (6, 0)]
+    assert [m["text"] for m in confident_misses(proba, labels, texts, where, 1)] == ["miss 0.2"]
+    assert confident_misses(proba, labels, texts, where, 0) == []
+
+
+def test_eval_misses_point_at_the_lines_that_were_decided_wrong(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`eval --misses N` lists the most confident mistakes with the file and line of each
+    (a blank and a broken line before them do not shift the numbers), in text and JSON; a
+    negative N is a usage error."""
+    texts = ["great product, love it", "terrible, it broke", "works well", "awful, returned it"]
+    lines = [json.dumps({"reviewText": t, "overall": r}) for t in texts for r in (5.0, 1.0)]
+    lines[2:2] = ["", "{broken"]  # every text once with each label: one of each pair is wrong
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["eval", str(trained_run), "--input", str(path), "--misses", "3", "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    (_, fp), (fn, _) = metrics["confusion"]
+    assert (metrics["n"], fp + fn) == (8, 4) and len(metrics["misses"]) == 3
+    file_lines = path.read_text().split("\n")
+    for miss in metrics["misses"]:
+        record = json.loads(file_lines[miss["line"] - 1])
+        assert miss["file"] == str(path)
+        assert miss["text"] == record["reviewText"].replace(",", "")
+        assert miss["label"] == int(record["overall"] > 3)
+        assert (miss["p_positive"] > 0.5) != bool(miss["label"])
+    margins = [abs(m["p_positive"] - 0.5) for m in metrics["misses"]]
+    assert margins == sorted(margins, reverse=True)
+    assert main(["eval", str(trained_run), "--input", str(path), "--misses", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "most confident mistakes (2 of 4; text as the model read it)" in out
+    first = metrics["misses"][0]
+    assert f"{first['p_positive']:.4f}  {path}:{first['line']}  {first['text']}" in out
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", str(trained_run), "--input", str(path), "--misses", "-1"])
+    assert exited.value.code == 2
+    assert "--misses: '-1': expected a whole number >= 0" in capsys.readouterr().err

@@ -11,6 +11,21 @@ RUN_HELP = (
     "run id (looked up in $SENTITOP_RUNS_DIR, default ./runs)"
 )
 """Help of every RUN argument (predict, eval, replay, report)."""
+PREVIEW_CHARS = 72
+"""`sentitop predict` and `eval --misses` show each text shortened to this many characters
+(the full text can be a whole file's worth)."""
+
+
+def preview(text: str, width: int = PREVIEW_CHARS) -> str:
+    """``text`` on one line, at most ``width`` characters: runs of whitespace become one space,
+    other control characters (a terminal's escape sequences) their escaped form, and a longer
+    text is cut with "…" and its full length."""
+    flat = " ".join(text.split())
+    flat = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in flat)
+    if len(flat) <= width:
+        return flat
+    tail = f"… ({len(text):,} chars)"
+    return flat[: max(1, width - len(tail))].rstrip() + tail
 
 
 def train_folder(ref: str) -> Path:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tui.cli.commands import RUN_HELP
+from tui.cli.commands import RUN_HELP, preview
 
 
 def register(subparsers: Any) -> None:
@@ -47,8 +47,27 @@ def register(subparsers: Any) -> None:
         help="the files' 0/1 label field (1 = positive), instead of a rating (files holding "
         "only text and label are recognised without it)",
     )
+    parser.add_argument(
+        "--misses",
+        type=miss_count,
+        default=0,
+        metavar="N",
+        help="also list N of the reviews the model got wrong, the most confident mistakes "
+        "first, with file, line, true label and P(positive) (in --json: `misses`, full texts)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
+
+
+def miss_count(text: str) -> int:
+    """--misses N (argparse ``type``): a whole number >= 0, else a one-line usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 0")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     notes = [loaded.from_checkpoint] if loaded.from_checkpoint else []
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
-    metrics = evaluate_files(loaded, args.input, args.adapt_prior, fields)
+    metrics = evaluate_files(loaded, args.input, args.adapt_prior, fields, args.misses)
     for left_out in metrics["input_warnings"]:
         print(f"warning: {left_out['message']}", file=sys.stderr)
     checks = (skipped_warning, majority_warning, chance_warning, repeats_warning, prior_warning)
@@ -84,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         ]
         print(json.dumps(metrics))
     else:
-        print("\n".join(report_lines(metrics)))
+        print("\n".join(report_lines(metrics) + miss_lines(metrics)))
     for warning in warnings:
         print(warning, file=sys.stderr)
     return 0
@@ -187,6 +206,26 @@ def report_lines(metrics: dict[str, Any]) -> list[str]:
         "confusion (rows = true, columns = predicted)",
         f"            pred neg  pred pos\ntrue neg  {tn:>9} {fp:>9}\ntrue pos  {fn:>9} {tp:>9}",
     ]
+
+
+def miss_lines(metrics: dict[str, Any]) -> list[str]:
+    """The listed mistakes (``misses``), one line each: true label, P(positive), where, and
+    the text as the model read it (cleaned), shortened to one line."""
+    listed = metrics.get("misses")
+    if listed is None:
+        return []
+    (_, fp), (fn, _) = metrics["confusion"]
+    if not listed:
+        return ["mistakes: none (every review decided right)"]
+    lines = [
+        f"most confident mistakes ({len(listed)} of {fp + fn:,}; text as the model read it)",
+        "true  p(pos)  where",
+    ]
+    for miss in listed:
+        label = "pos " if miss["label"] else "neg "
+        where = preview(f"{miss['file']}:{miss['line']}", 200)
+        lines.append(f"{label}  {miss['p_positive']:.4f}  {where}  {preview(miss['text'])}")
+    return lines
 
 
 CHANCE_P = 0.05

@@ -8,11 +8,7 @@ import json
 import sys
 from typing import Any
 
-from tui.cli.commands import RUN_HELP
-
-PREVIEW_CHARS = 72
-"""`sentitop predict` shows each text shortened to this many characters (the full text can
-be a whole file's worth)."""
+from tui.cli.commands import PREVIEW_CHARS, RUN_HELP, preview
 
 
 def register(subparsers: Any) -> None:
@@ -100,18 +96,6 @@ def _is_json_record(line: str) -> bool:
         return isinstance(json.loads(line), dict)
     except ValueError:
         return False
-
-
-def preview(text: str, width: int = PREVIEW_CHARS) -> str:
-    """``text`` on one line, at most ``width`` characters: runs of whitespace become one space,
-    other control characters (a terminal's escape sequences) their escaped form, and a longer
-    text is cut with "…" and its full length."""
-    flat = " ".join(text.split())
-    flat = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in flat)
-    if len(flat) <= width:
-        return flat
-    tail = f"… ({len(text):,} chars)"
-    return flat[: max(1, width - len(tail))].rstrip() + tail
 
 
 def run(args: argparse.Namespace) -> int:
