@@ -34,7 +34,8 @@ from engine.preprocess.text import content_words
 if TYPE_CHECKING:
     from engine.config import PreprocessConfig
     from engine.preprocess.job import JobSettings
-    from engine.preprocess.run_local import LocalResult, Progress
+    from engine.preprocess.pool_worker import Progress
+    from engine.preprocess.run_local import LocalResult
 
 Key = list[str]
 
@@ -238,7 +239,8 @@ def run_mrjob(
 ) -> LocalResult:
     """Run PreprocessJob on cfg.runner (inline/hadoop/emr) and hand its output to the
     combine step as one HDF5 part."""
-    from engine.preprocess.run_local import LocalResult, encode_part
+    from engine.preprocess.run_local import LocalResult
+    from engine.preprocess.writer import encode_part
 
     settings = {
         "inputs": cfg.inputs,

@@ -21,9 +21,11 @@ from engine.errors import ConfigError, LaunchError, SentitopError
 from engine.fork_guard import ForkGuard
 from engine.preprocess.job import JobSettings
 from engine.preprocess.mapper import MapStats, map_task
+from engine.preprocess.pool_worker import Progress
 from engine.preprocess.readers import MapTask
 from engine.preprocess.reduce import ReducedPart, reduce_one, select_vocab
-from engine.preprocess.run_local import LocalResult, Progress, encode_part
+from engine.preprocess.run_local import LocalResult
+from engine.preprocess.writer import encode_part
 
 STATS_KEY = ("S", b"")
 ERROR_KEY = ("E", b"")

@@ -11,12 +11,22 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
 
-from engine.preprocess.reduce import PAD_ID, UNK_ID, ReducedPart, encode_texts
+from engine.preprocess.reduce import (
+    PAD_ID,
+    UNK_ID,
+    ReducedPart,
+    encode_texts,
+    token_dtype,
+    word_index,
+)
+
+if TYPE_CHECKING:
+    from engine.preprocess.job import JobSettings
 
 FORMAT_VERSION = 1
 """Version of the dataset.h5 / vocab.json layout."""
@@ -274,3 +284,11 @@ def publish_dataset(
     if failed:
         raise failed[0]
     os.replace(tmp_h5, final_h5)
+
+
+def encode_part(part: ReducedPart, vocab: list[str], job: JobSettings, p: int) -> str:
+    """Encode reduce partition ``p`` with the vocabulary and write it as job.tmp's part-NNNNN.h5;
+    returns its path."""
+    path = os.path.join(job.tmp, f"part-{p:05d}.h5")
+    write_part(path, part, word_index(vocab), job.stop, job.seq_len, token_dtype(len(vocab) + 2))
+    return path

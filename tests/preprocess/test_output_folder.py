@@ -201,10 +201,10 @@ def test_ctrl_c_while_forking_the_workers_is_not_lost(tmp_path: Path) -> None:
 
 WORKER_WRAPPER = """
 import os, sys, time
-import engine.preprocess.run_local as run_local
+import engine.preprocess.pool_worker as pool_worker
 from engine.preprocess.cli import main
 
-real = run_local._Worker.map
+real = pool_worker.Worker.map
 
 def map_slowly(self, tasks, report):
     if self.wid == 1:  # a forked worker: the test sends SIGINT now
@@ -212,7 +212,7 @@ def map_slowly(self, tasks, report):
         time.sleep(60)
     return real(self, tasks, report)
 
-run_local._Worker.map = map_slowly
+pool_worker.Worker.map = map_slowly
 sys.exit(main(sys.argv[1:]))
 """
 

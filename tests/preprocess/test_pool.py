@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from engine.config import PreprocessConfig
-from engine.preprocess import readers, run_local, writer
+from engine.preprocess import pool_worker, readers, writer
 from engine.preprocess.handover import WorkerState
 from engine.preprocess.pipeline import run_preprocess
 from tests.preprocess.conftest import assert_same_dataset, load_dataset, review, write_lines
@@ -33,7 +33,7 @@ def corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def break_phase(monkeypatch: pytest.MonkeyPatch, phase: str, how: str) -> None:
     """Make `phase` of the forked worker (not the parent, worker 0) raise or exit."""
-    original = getattr(run_local._Worker, phase)
+    original = getattr(pool_worker.Worker, phase)
 
     def broken(self: Any, *args: Any, **kwargs: Any) -> Any:
         if mp.parent_process() is not None:  # a forked worker
@@ -42,7 +42,7 @@ def break_phase(monkeypatch: pytest.MonkeyPatch, phase: str, how: str) -> None:
             os._exit(0 if how == "exit0" else 3)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(run_local._Worker, phase, broken)
+    monkeypatch.setattr(pool_worker.Worker, phase, broken)
 
 
 def run_two_workers(corpus: Path, out: Path) -> None:
@@ -68,7 +68,7 @@ def test_each_map_task_is_taken_once_largest_first() -> None:
     from engine.preprocess.readers import MapTask
 
     ctx = mp.get_context("fork")
-    tasks = run_local._TaskList(
+    tasks = pool_worker.TaskList(
         [MapTask(0, "f", i * 10, i * 10 + 1 + i % 7, False, i) for i in range(60)], ctx
     )
     assert [t.nbytes for t in tasks.tasks] == sorted((t.nbytes for t in tasks.tasks), reverse=True)
@@ -208,7 +208,7 @@ def test_a_worker_killed_while_waiting_for_the_next_phase_fails_the_job(
     """SIGKILL (the OOM killer) to worker 1 while it waits for the parent between the shuffle
     and the reduce: the parent, still shuffling, notices once it looks, names the signal and
     stops; nothing waits at a barrier the dead worker can no longer reach."""
-    original = run_local._Worker.shuffle
+    original = pool_worker.Worker.shuffle
 
     def shuffle_then_kill(self: Any, spill_mode: bool) -> None:
         original(self, spill_mode)
@@ -217,7 +217,7 @@ def test_a_worker_killed_while_waiting_for_the_next_phase_fails_the_job(
                 os.kill(child.pid, signal.SIGKILL)
                 child.join(10)
 
-    monkeypatch.setattr(run_local._Worker, "shuffle", shuffle_then_kill)
+    monkeypatch.setattr(pool_worker.Worker, "shuffle", shuffle_then_kill)
     start = time.monotonic()
     with pytest.raises(RuntimeError, match=r"preprocess-1 died \(signal 9\)"):
         run_two_workers(corpus, tmp_path / "o")

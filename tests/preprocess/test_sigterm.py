@@ -121,7 +121,7 @@ def test_sigterm_stops_every_worker_and_keeps_the_previous_set(
     src = _input(tmp_path, 70_000, "new.jsonl")  # > 4 MB: several ranges, so a worker is forked
     marker = tmp_path / "stalled"
     argv = ["preprocess", "-i", str(src), "-o", str(out), "--workers", "2", "--json"]
-    target = f"engine.preprocess.run_local:_Worker.{phase}"
+    target = f"engine.preprocess.pool_worker:Worker.{phase}"
     code, err, left = _stop(stalled_sentitop(target, marker, "block", argv), marker, whom)
     assert left == []
     assert code == 143, err
@@ -133,10 +133,10 @@ def test_sigterm_stops_every_worker_and_keeps_the_previous_set(
 WORKER_STALL = """
 import os, sys, time
 from pathlib import Path
-import engine.preprocess.run_local as run_local
+import engine.preprocess.pool_worker as pool_worker
 from tui.cli.main import main
 
-real = run_local._Worker.map
+real = pool_worker.Worker.map
 
 def map_later(self, tasks, report):
     if self.wid == 1:  # the forked worker: the test sends it SIGTERM now
@@ -146,7 +146,7 @@ def map_later(self, tasks, report):
         time.sleep(60)
     return real(self, tasks, report)
 
-run_local._Worker.map = map_later
+pool_worker.Worker.map = map_later
 sys.exit(main(sys.argv[2:]))
 """
 
