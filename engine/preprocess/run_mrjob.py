@@ -10,6 +10,7 @@ action that installs sentitop); s3:// inputs are read by mrjob."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mrjob.job import MRJob
+from mrjob.parse import is_uri
 from mrjob.step import MRStep
 
 from engine.errors import ConfigError
@@ -111,6 +113,8 @@ class PreprocessJob(MRJob):  # type: ignore[misc]
         """One raw file → (["T", text], per-rating counts) per distinct text, and its stats."""
         index = self._file_index(uri)
         spec = self.specs[index]
+        if path in self.uris[index][ESCAPED_FROM:]:  # inline hands over the escaped name
+            path = self.uris[index][2]  # the file's absolute path (the task runs elsewhere)
         agg: dict[bytes, int] = {}
         stats = MapStats()
         task = MapTask(index, path, 0, os.path.getsize(path), is_gzip(path), 0)
@@ -214,12 +218,25 @@ def _no_config_notice() -> Iterator[None]:
             logger.removeFilter(quiet)
 
 
+ESCAPED_FROM = 4
+"""Index of the first glob-escaped name in an input's input_uris() list (computed in the
+calling process: an inline task runs in another working folder)."""
+
+
+def escaped_names(path: str) -> set[str]:
+    """How mrjob may name a local input run_mrjob gave it glob-escaped (``[`` → ``[[]``, so
+    mrjob's glob finds a name with glob characters as itself): as given, or made absolute."""
+    escaped = glob.escape(path)
+    return {escaped, os.path.abspath(escaped), glob.escape(os.path.abspath(path))}
+
+
 def input_uris(inputs: list[str]) -> list[list[str]]:
     """Per input, what mrjob may name it in a mapper: the path as given (an s3:// URI stays
     itself) and, for a local file, the name mrjob's upload manager gives its copy on HDFS/S3
     (``reviews-1.jsonl`` for a second ``reviews.jsonl``), its absolute path (inline) and
-    ``file://`` URI."""
-    from mrjob.parse import is_uri, to_uri
+    ``file://`` URI, and for a name with glob characters (``[``, ``*``, ``?``) the escaped
+    forms mrjob was given."""
+    from mrjob.parse import to_uri
     from mrjob.setup import name_uniquely
 
     uploaded: dict[str, str] = {}
@@ -230,7 +247,8 @@ def input_uris(inputs: list[str]) -> list[list[str]]:
             continue
         if path not in uploaded:
             uploaded[path] = name_uniquely(path, set(uploaded.values()), unhide=True)
-        result.append([path, uploaded[path], os.path.abspath(path), to_uri(path)])
+        names = [path, uploaded[path], os.path.abspath(path), to_uri(path)]
+        result.append(names + sorted(escaped_names(path) - {path}))
     return result
 
 
@@ -253,7 +271,7 @@ def run_mrjob(
     args = ["-r", cfg.runner, "--settings", json.dumps(settings), *extra_args]
     if cfg.runner in ("hadoop", "emr"):
         args += ["--py-files", engine_zip(job.tmp)]
-    args += cfg.inputs
+    args += [path if is_uri(path) else glob.escape(path) for path in cfg.inputs]  # mrjob globs
     mr = PreprocessJob(args=args)
     part = ReducedPart()
     words: Counter[bytes] = Counter()

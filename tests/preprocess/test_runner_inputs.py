@@ -65,6 +65,24 @@ def test_a_file_given_twice_is_read_once_by_every_runner(tmp_path: Path, preproc
         assert str(path) in stats["warnings"][0]["message"]
 
 
+def test_names_with_glob_characters_are_read_as_themselves(
+    tmp_path: Path, preprocess: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mrjob globs its inputs: `[i]d/[b]y*.jsonl` matched nothing and the inline runner
+    failed with a traceback ("Input path ... does not exist"), a file that exists."""
+    monkeypatch.chdir(tmp_path)  # relative, as typed: an inline task runs in another folder
+    folder = Path("[i]d")
+    folder.mkdir()
+    rows = [review(f"strap {i} [bold]fits[/] well", 5 if i % 3 else 1) for i in range(30)]
+    path = write_lines(folder / "[b]y*.jsonl", rows)
+    other = write_lines(Path("plain.jsonl"), [review(f"case {i} cracked", 2) for i in range(9)])
+    local = preprocess([folder, other])
+    inline = preprocess([folder, other], runner="inline")
+    assert_same_dataset(local, inline)
+    assert inline["stats"]["inputs"] == [str(path), str(other)]
+    assert inline["stats"]["lines_per_file"] == [30, 9]
+
+
 def test_uploaded_copies_are_named_as_mrjob_names_them() -> None:
     """Hadoop and EMR map an uploaded copy, named by mrjob's upload manager."""
     from engine.preprocess.run_mrjob import input_uris
