@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -37,6 +38,15 @@ SUMMARY = "summary.json"
 UNREADABLE = (OSError, RuntimeError, EOFError, ValueError, KeyError, pickle.UnpicklingError)
 """What torch.load raises on a file that is not a torch save (text, truncated, another
 pickle): a garbage file raises KeyError or ValueError from the unpickler, not OSError."""
+
+
+def unreadable_reason(exc: BaseException) -> str:
+    """One line of why torch.load refused a file: the weights-only unpickler's own error
+    rather than torch's paragraph around it (which suggests loading the file unsafely)."""
+    text = str(exc)
+    match = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\n\s*\n|$)", text, re.S)
+    line = " ".join((match.group(1) if match else text).split())
+    return f"{type(exc).__name__}: {line[:200]}" if line else type(exc).__name__
 
 
 def _atomic_replace(path: Path, write: Any) -> None:
@@ -86,7 +96,7 @@ def load_checkpoint(run_dir: str | Path) -> dict[str, Any] | None:
         state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
     except UNREADABLE as exc:
         raise TrainError(
-            f"{path} cannot be read (not a checkpoint, or truncated): {type(exc).__name__}: {exc}",
+            f"{path} cannot be read (not a checkpoint, or truncated): {unreadable_reason(exc)}",
             hint="delete it to start over, or restore a copy",
         ) from None
     if not isinstance(state, dict) or "model" not in state:

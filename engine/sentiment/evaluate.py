@@ -87,6 +87,11 @@ def load_run(run_dir: str | Path, network_only: bool = False) -> LoadedRun:
     spec = _read_spec(spec_path)
     weights = run / ckpt.MODEL_WEIGHTS
     from_checkpoint = None
+    if weights.exists() and not weights.is_file():
+        raise InputError(
+            f"{weights} is not a file (a folder?): it should hold the run's weights",
+            hint=_NOT_THE_RUNS,
+        )
     if weights.is_file():
         state = _read_weights(weights)
     else:
@@ -148,7 +153,7 @@ def _read_weights(path: Path) -> dict[str, Any]:
     except ckpt.UNREADABLE as exc:
         raise InputError(
             f"{path}: not readable as model weights (truncated, or not a torch save): "
-            f"{type(exc).__name__}: {exc}",
+            f"{ckpt.unreadable_reason(exc)}",
             hint=_NOT_THE_RUNS,
         ) from None
     if not isinstance(state, dict):
@@ -164,6 +169,12 @@ def _read_encoder(run: Path, spec: ModelShape) -> Any:
     from engine.preprocess.encode import load_encoder
 
     path = run / ckpt.VOCAB
+    if not path.is_file():  # (load_encoder's own message is about a dataset folder)
+        what = "is not a file" if path.exists() else "not found"
+        raise InputError(
+            f"{path} {what}: the run's vocabulary, which maps words to the model's ids",
+            hint=_NOT_THE_RUNS,
+        )
     try:
         encoder = load_encoder(run)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:

@@ -80,6 +80,44 @@ def test_a_broken_run_file_is_named_not_a_traceback(
     assert str(path) in _predict(run, capsys)
 
 
+@pytest.mark.parametrize(
+    ("break_it", "said"),
+    [
+        ("random", "model.pt: not readable as model weights (truncated, or not a torch save): "),
+        ("empty", "model.pt: not readable as model weights (truncated, or not a torch save): "),
+        ("folder", "model.pt is not a file (a folder?)"),
+        ("no vocab", "vocab.json not found: the run's vocabulary"),
+    ],
+)
+def test_a_damaged_run_gets_one_line_that_fits_a_run_folder(
+    break_it: str,
+    said: str,
+    trained_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Random bytes in model.pt printed torch's whole paragraph, which suggests loading the
+    file unsafely; a model.pt folder was called missing; a missing vocab.json was told to
+    run `sentitop preprocess` (a dataset folder's advice)."""
+    import random
+
+    run = _copy(trained_run, tmp_path)
+    weights = run / "model.pt"
+    if break_it == "random":
+        weights.write_bytes(random.Random(0).randbytes(50_000))
+    elif break_it == "empty":
+        weights.write_bytes(b"")
+    elif break_it == "folder":
+        weights.unlink()
+        weights.mkdir()
+    else:
+        (run / "vocab.json").unlink()
+    err = _predict(run, capsys)
+    message, hint = err.rstrip("\n").split("\n")  # one line and its hint
+    assert said in message and "hint: restore the file" in hint
+    assert "arbitrary code" not in err and "preprocess" not in err
+
+
 def test_a_garbage_checkpoint_without_model_pt_is_named(
     trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
