@@ -48,7 +48,7 @@ def resumable_run(ref: str | Path, runs_dir: str | Path | None = None) -> Path:
             hint="stop it first (Ctrl-C, or s in the dashboard), then resume it",
         )
     summary = _read_json(folder / SUMMARY_FILE)
-    if summary.get("status") == "ok":
+    if (summary.get("status") or _ended(folder)) == "ok":  # (summary.json lost: the events)
         raise InputError(
             f"{folder}: finished ok; there is nothing to resume",
             hint="to train longer, start a new run with more epochs",
@@ -164,6 +164,15 @@ def diverged(run_dir: Path) -> str | None:
         if event.get("type") == "error" and event.get("title") == DivergedError.title:
             return str(event.get("message") or "the loss is no longer finite")
     return None
+
+
+def _ended(run_dir: Path) -> str | None:
+    """The status of the run's last ``run_end`` event (None: none, or no events)."""
+    if not (run_dir / EVENTS_FILE).is_file():
+        return None
+    ends = [e for e in read_events(run_dir / EVENTS_FILE) if e.get("type") == "run_end"]
+    status = ends[-1].get("status") if ends else None
+    return status if isinstance(status, str) else None
 
 
 def _checkpoint_epoch(run_dir: Path) -> int | None:

@@ -110,3 +110,23 @@ def test_a_run_resumed_already_is_not_resumed_again(chain: tuple[Path, Path, Pat
     with pytest.raises(InputError, match=f"already resumed by run {c.name} \\(ok\\)") as caught:
         resumable_run(b)
     assert caught.value.hint == "its training finished there; start a new run to train longer"
+
+
+@pytest.mark.parametrize(("status", "resumable"), [("ok", False), ("interrupted", True)])
+def test_a_run_whose_summary_is_lost_is_judged_by_its_events(
+    make_run: Callable[..., Path], status: str, resumable: bool
+) -> None:
+    """With summary.json emptied, a finished run was resumed: a new run that trained nothing,
+    reported "ok" with the old run's figures and was billed again. Its events' run_end says
+    how it ended."""
+    folder = make_run("20261127-130000-tiny", nproc=1, epoch_s=[10.0], sync_s=1.0, status=status)
+    with (folder / "events.jsonl").open("a") as fh:
+        fh.write(json.dumps({"type": "run_end", "t": 1.0, "status": status, "reason": ""}) + "\n")
+    (folder / NODE_CHECKPOINT).parent.mkdir(parents=True)
+    (folder / NODE_CHECKPOINT).write_bytes(b"checkpoint")
+    (folder / "summary.json").write_text("")
+    if resumable:
+        assert resumable_run(folder) == folder.absolute()
+    else:
+        with pytest.raises(InputError, match="finished ok; there is nothing to resume"):
+            resumable_run(folder)
