@@ -153,6 +153,8 @@ async def _preprocess_here(cfg: PreprocessConfig, run_dir: Path, events_sink: An
         except NodeFailedError as exc:
             if exc.node_exit_code == 2:  # its message, without the event lines around it
                 said = [line for line in exc.tail if parse_event_line(line) is None][-5:]
+                own = [i for i, line in enumerate(said) if line.startswith(f"{InputError.title}: ")]
+                said = said[own[-1] :] if own else said  # (not its error event's copy before it)
                 hints = [line.strip()[6:] for line in said if line.strip().startswith("hint: ")]
                 text = [line.removeprefix(f"{InputError.title}: ") for line in said]
                 raise InputError(

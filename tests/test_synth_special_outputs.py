@@ -26,6 +26,21 @@ def test_a_pipe_or_device_output_is_refused_and_left_alone(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temporary file left
 
 
+def test_a_file_where_the_output_folder_should_be_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`synth -o afile/x.jsonl` with afile a regular file said "folder 'afile' does not
+    exist"; a folder truly missing is still called missing."""
+    (tmp_path / "afile").write_text("")
+    for below in ("x.jsonl", "sub/x.jsonl"):
+        assert main(["synth", "-o", str(tmp_path / "afile" / below), "--size", "10KB"]) == 2
+        assert (
+            f"--output: '{tmp_path / 'afile'}' is a file, not a folder" in capsys.readouterr().err
+        )
+    assert main(["synth", "-o", str(tmp_path / "none" / "x.jsonl"), "--size", "10KB"]) == 2
+    assert f"folder '{tmp_path / 'none'}' does not exist" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -221,6 +221,9 @@ def _check_arguments(
             hint=f"give a file name such as {os.path.join(text, 'reviews.jsonl')}",
         )
     if not target.parent.is_dir():
+        blocker = next((p for p in target.parents if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():  # a file where a folder must be
+            raise InputError(f"--output: {str(blocker)!r} is a file, not a folder")
         raise InputError(f"--output: folder {str(target.parent)!r} does not exist")
     if target.exists() and not target.is_file():  # /dev/null, a pipe: renaming would replace it
         raise InputError(

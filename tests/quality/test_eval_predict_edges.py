@@ -310,3 +310,13 @@ def test_eval_misses_point_at_the_lines_that_were_decided_wrong(
         main(["eval", str(trained_run), "--input", str(path), "--misses", "-1"])
     assert exited.value.code == 2
     assert "--misses: '-1': expected a whole number >= 0" in capsys.readouterr().err
+
+
+def test_predict_refuses_a_text_argument_that_is_not_utf8(
+    trained_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Latin-1 bytes on the command line reached the model as a lone surrogate ("caf\\udce9")
+    and --json printed it; the same bytes in an --input file were refused."""
+    assert main(["predict", str(trained_run), "fine", "caf\udce9 great"]) == 2
+    err = capsys.readouterr().err
+    assert "TEXT 2 is not UTF-8 text (a byte that is not UTF-8 at character 4)" in err

@@ -28,6 +28,9 @@ def test_run_refuses_unusable_input(kind: str, tmp_path: Path, run_env: dict[str
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "failed" and str(path) in summary["reason"]
+    reason = summary["reason"].removeprefix("preprocessing rejected its input: ")
+    said = [line.removeprefix("error: ") for line in reason.splitlines()]
+    assert len(said) == len(set(said))  # said once, not its error event's copy too
     assert summary["train"] == {}  # training never started
 
     as_json = sentitop("run", str(profile), "--json", env=run_env, timeout=180)

@@ -111,6 +111,16 @@ def run(args: argparse.Namespace) -> int:
             f"TEXT {blank[0]} is empty or only spaces: there is nothing to score",
             hint="leave it out, or give the review's text",
         )
+    for number, text in enumerate(args.texts, start=1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # argv bytes that were not UTF-8 (surrogate escapes)
+            raise InputError(
+                f"TEXT {number} is not UTF-8 text (a byte that is not UTF-8 at character "
+                f"{exc.start + 1})",
+                hint="convert it to UTF-8 first (e.g. iconv -f latin1 -t utf-8), as --input "
+                "files must be",
+            ) from None
     numbered = read_numbered_lines(args.input) if args.input else []
     if args.input and not numbered:
         raise InputError(
