@@ -118,7 +118,8 @@ def check_preprocess(
                 "code": "empty_test_split",
                 "message": f"the test split is empty (test_fraction {cfg.test_fraction:g} of "
                 f"{kept:,} reviews): `sentitop train` needs held-out reviews to pick its best "
-                "epoch and measure accuracy, and will refuse this dataset",
+                "epoch and measure accuracy, and will refuse this dataset (`sentitop embed "
+                "--data` can still use it: word vectors need no held-out reviews)",
             }
         )
     rare, name = min((positive, "positive"), (negative, "negative"))
