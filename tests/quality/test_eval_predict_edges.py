@@ -309,7 +309,7 @@ def test_eval_misses_point_at_the_lines_that_were_decided_wrong(
     with pytest.raises(SystemExit) as exited:
         main(["eval", str(trained_run), "--input", str(path), "--misses", "-1"])
     assert exited.value.code == 2
-    assert "--misses: '-1': expected a whole number >= 0" in capsys.readouterr().err
+    assert "--misses: '-1': expected an integer >= 0" in capsys.readouterr().err
 
 
 def test_predict_refuses_a_text_argument_that_is_not_utf8(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 RUN_HELP = (
@@ -46,3 +47,19 @@ def region_arg(value: str) -> str:
             f"{value!r} is not an AWS region name (expected a form such as us-east-1)"
         )
     return value
+
+
+def integer_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for a whole number >= ``minimum``: anything else is a one-line
+    usage error (exit 2) naming the value."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= {minimum}")
+        return value
+
+    return parse

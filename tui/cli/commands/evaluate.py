@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tui.cli.commands import RUN_HELP, preview
+from tui.cli.commands import RUN_HELP, integer_at_least, preview
 
 
 def register(subparsers: Any) -> None:
@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--misses",
-        type=miss_count,
+        type=integer_at_least(0),
         default=0,
         metavar="N",
         help="also list N of the reviews the model got wrong, the most confident mistakes "
@@ -57,17 +57,6 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
-
-
-def miss_count(text: str) -> int:
-    """--misses N (argparse ``type``): a whole number >= 0, else a one-line usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 0") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 0")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from remote.review.candidates import SPOT_INTERRUPTIONS_MAX, SPOT_INTERRUPTIONS_
 from remote.review.datasize import MAX_PLAN_BYTES
 from remote.review.money_text import money
 from tui.cli.arguments import take_negative_values
+from tui.cli.commands import integer_at_least
 from tui.cli.commands.runs import add_run_sources
 
 TOP = 12
@@ -58,7 +59,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--top",
-        type=parse_top,
+        type=integer_at_least(1),
         default=TOP,
         metavar="N",
         help=f"rows of the candidates table, >= 1 ({TOP}): the pick and the profile's own "
@@ -106,17 +107,6 @@ def parse_usd(text: str) -> float:
     if not (usd > 0 and math.isfinite(usd)):
         raise argparse.ArgumentTypeError(f"{text!r}: expected a finite amount > 0")
     return usd
-
-
-def parse_top(text: str) -> int:
-    """A row count >= 1."""
-    try:
-        top = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1") from None
-    if top < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
-    return top
 
 
 def parse_spot_rate(text: str) -> float:
