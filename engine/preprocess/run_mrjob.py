@@ -25,7 +25,7 @@ from mrjob.job import MRJob
 from mrjob.parse import is_uri
 from mrjob.step import MRStep
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, InputError
 from engine.preprocess.dedupe import order_key, pack_counts, unpack_counts
 from engine.preprocess.mapper import MapStats, map_task
 from engine.preprocess.readers import MapTask, is_gzip
@@ -270,6 +270,13 @@ def run_mrjob(
     }
     args = ["-r", cfg.runner, "--settings", json.dumps(settings), *extra_args]
     if cfg.runner in ("hadoop", "emr"):
+        globbed = [p for p in cfg.inputs if not is_uri(p) and glob.escape(p) != p]
+        if globbed:  # mrjob's upload reads the escaped name as a file name: not found
+            raise InputError(
+                f"{globbed[0]}: --runner {cfg.runner} cannot upload a file whose name holds "
+                "glob characters ([, *, ?)",
+                hint="rename or link it without them, or use --runner local / inline / spark",
+            )
         args += ["--py-files", engine_zip(job.tmp)]
     args += [path if is_uri(path) else glob.escape(path) for path in cfg.inputs]  # mrjob globs
     mr = PreprocessJob(args=args)

@@ -83,6 +83,20 @@ def test_names_with_glob_characters_are_read_as_themselves(
     assert inline["stats"]["lines_per_file"] == [30, 9]
 
 
+@pytest.mark.parametrize("runner", ["hadoop", "emr"])
+def test_a_name_with_glob_characters_is_refused_where_mrjob_uploads_it(
+    tmp_path: Path, preprocess: Run, runner: str
+) -> None:
+    """Hadoop and EMR upload local inputs by the name mrjob was given, which must be escaped
+    for its glob: the upload would not find the file. Said before anything starts."""
+    from engine.errors import InputError
+
+    path = write_lines(tmp_path / "[b]y.jsonl", [review("strap fits", 5)])
+    with pytest.raises(InputError, match=f"--runner {runner} cannot upload a file whose name"):
+        preprocess([path], runner=runner)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["[b]y.jsonl"]
+
+
 def test_uploaded_copies_are_named_as_mrjob_names_them() -> None:
     """Hadoop and EMR map an uploaded copy, named by mrjob's upload manager."""
     from engine.preprocess.run_mrjob import input_uris
