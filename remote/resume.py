@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,14 @@ def resumable_run(ref: str | Path, runs_dir: str | Path | None = None) -> Path:
             hint=f"continue the newest run of its chain: sentitop run --resume {later.folder}"
             if later.status != "ok"
             else "its training finished there; start a new run to train longer",
+        )
+    checkpoint = folder / NODE_CHECKPOINT
+    if not zipfile.is_zipfile(checkpoint):  # torch.save writes a zip: every rank would fail
+        raise InputError(
+            f"{checkpoint} cannot be read as a checkpoint (truncated, or not a torch save): "
+            "resuming from it would start the nodes only to fail",
+            hint=f"restore it from a copy (a remote node's own copy, if it is still up), or "
+            f"start the run again: sentitop run {folder / PROFILE_FILE}",
         )
     return folder.absolute()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,9 @@ def chain(make_run: Callable[..., Path]) -> tuple[Path, Path, Path]:
         summary["train"] = {}  # a run stopped before its trainer summed up
         (folder / "summary.json").write_text(json.dumps(summary))
         (folder / NODE_CHECKPOINT).parent.mkdir(parents=True)
-        (folder / NODE_CHECKPOINT).write_bytes(b"checkpoint")
+        zipfile.ZipFile(
+            folder / NODE_CHECKPOINT, "w"
+        ).close()  # a readable zip, as torch.save writes
         return folder
 
     a = stopped("20261127-100000-tiny", 0.5, 1800.0, None)
@@ -123,10 +126,28 @@ def test_a_run_whose_summary_is_lost_is_judged_by_its_events(
     with (folder / "events.jsonl").open("a") as fh:
         fh.write(json.dumps({"type": "run_end", "t": 1.0, "status": status, "reason": ""}) + "\n")
     (folder / NODE_CHECKPOINT).parent.mkdir(parents=True)
-    (folder / NODE_CHECKPOINT).write_bytes(b"checkpoint")
+    zipfile.ZipFile(folder / NODE_CHECKPOINT, "w").close()  # a readable zip, as torch.save writes
     (folder / "summary.json").write_text("")
     if resumable:
         assert resumable_run(folder) == folder.absolute()
     else:
         with pytest.raises(InputError, match="finished ok; there is nothing to resume"):
             resumable_run(folder)
+
+
+def test_a_truncated_checkpoint_is_refused_before_any_node_starts(
+    make_run: Callable[..., Path],
+) -> None:
+    """A cut checkpoint was copied into a new run whose ranks all failed; that run then said
+    "continue with: sentitop run --resume NEW", which failed the same way and billed again."""
+    folder = make_run("20261127-140000-tiny", nproc=1, epoch_s=[10.0], sync_s=1.0,
+                      status="interrupted")  # fmt: skip
+    checkpoint = folder / NODE_CHECKPOINT
+    checkpoint.parent.mkdir(parents=True)
+    with zipfile.ZipFile(checkpoint, "w") as saved:
+        saved.writestr("archive/data.pkl", b"x" * 5000)
+    checkpoint.write_bytes(checkpoint.read_bytes()[:1000])  # cut, as a full disk leaves it
+    with pytest.raises(InputError, match="cannot be read as a checkpoint") as caught:
+        resumable_run(folder)
+    assert str(checkpoint) in caught.value.message
+    assert caught.value.hint is not None and "--resume" not in caught.value.hint

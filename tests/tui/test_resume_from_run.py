@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ def stopped_run(folder: Path, *, usd: float, resumed_from: Path | None = None) -
     summary |= {"resumed_from": str(resumed_from)} if resumed_from else {}
     (folder / "summary.json").write_text(json.dumps(summary))
     (folder / NODE_CHECKPOINT).parent.mkdir(parents=True)
-    (folder / NODE_CHECKPOINT).write_bytes(b"checkpoint")
+    zipfile.ZipFile(folder / NODE_CHECKPOINT, "w").close()  # a readable zip, as torch.save writes
     return folder
 
 
