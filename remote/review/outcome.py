@@ -37,11 +37,16 @@ def _summary(run: RunRecord) -> dict[str, Any]:
 
 def run_outcome(run: RunRecord) -> Outcome:
     """The outcome of ``run``: a failed run or a below-majority model is said so, loudly."""
-    summary = _summary(run)
-    if run.status != "ok":
+    return summary_outcome(run.status, _summary(run), run.accuracy)
+
+
+def summary_outcome(status: str, summary: dict[str, Any], accuracy: float | None) -> Outcome:
+    """The outcome of a run whose status, summary.json (``{}``: none) and test accuracy are
+    given (the Runs screen's rows, and :func:`run_outcome`)."""
+    if status != "ok":
         reason = summary.get("reason")
-        why = run.status + (f" ({reason})" if isinstance(reason, str) and reason else "")
-        return Outcome(run.status, False, why)
+        why = status + (f" ({reason})" if isinstance(reason, str) and reason else "")
+        return Outcome(status, False, why)
     codes = {
         str(w.get("code"))
         for w in summary.get("warnings") or []
@@ -50,14 +55,14 @@ def run_outcome(run: RunRecord) -> Outcome:
     majority = summary.get("majority_rate")
     rate = float(majority) if isinstance(majority, int | float) else None
     below = BELOW_MAJORITY in codes or (
-        rate is not None and run.accuracy is not None and run.accuracy <= rate
+        rate is not None and accuracy is not None and accuracy <= rate
     )
     if below:
         shown = f" {rate:.3f}" if rate is not None else ""
         return Outcome(
             f"ok, below majority{shown}",
             False,
-            f"test accuracy {run.accuracy if run.accuracy is not None else float('nan'):.3f} "
+            f"test accuracy {accuracy if accuracy is not None else float('nan'):.3f} "
             f"does not beat the majority rate{shown}",
         )
-    return Outcome(run.status, True)
+    return Outcome(status, True)

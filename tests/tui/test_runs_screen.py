@@ -95,6 +95,30 @@ async def test_runs_table_header_and_cells_say_ranks_and_device(tmp_path: Path) 
         assert [(row[ranks], row[epochs]) for row in cells] == [("1 GPU", "3"), ("2 CPU", "2")]
 
 
+async def test_a_model_below_the_majority_rate_is_not_listed_as_plain_ok(tmp_path: Path) -> None:
+    """The Runs screen showed "ok" for a run whose summary warns that its accuracy (0.221)
+    does not beat the majority rate (0.800); `sentitop runs` already said so."""
+    for name, accuracy in (
+        ("20261122-090000-local-cpu", 0.221),
+        ("20261122-100000-local-cpu", 0.9),
+    ):
+        folder = stopped_cpu_run(tmp_path / name)
+        write_summary(folder, status="ok")
+        summary = json.loads((folder / "summary.json").read_text())
+        summary |= {"accuracy": accuracy, "majority_rate": 0.8}
+        if accuracy < 0.8:
+            summary["warnings"] = [{"code": "below_majority", "message": "learned nothing"}]
+        (folder / "summary.json").write_text(json.dumps(summary))
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#runs-table")
+        labels = [str(c.label) for c in table.columns.values()]  # type: ignore[attr-defined]
+        cells = [table.get_row_at(i) for i in range(2)]  # type: ignore[attr-defined]
+        status = labels.index("status")
+        assert [str(row[status]) for row in cells] == ["ok, below majority 0.800", "ok"]
+
+
 async def until(pilot: Any, done: Any, seconds: float = 5.0) -> None:
     """Pause until ``done()`` (a live run holds its worker: `settle` would wait for ever)."""
     for _ in range(int(seconds / 0.05)):

@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.errors import InputError, SentitopError
 from engine.events import has_live_writer
+from remote.review.outcome import summary_outcome
 from remote.review.summary_check import check_summary
 from tui.model.run_history import Stamp, device_kind, run_stamp, scan_events
 from tui.model.run_state import RunState
@@ -123,6 +124,9 @@ class RunRow:
     f1: float | None = None
     samples_per_s: float | None = None
     status: str = ""
+    shown_status: str = ""
+    """The status as the Runs screen shows it: "ok, below majority 0.800" for a finished run
+    whose model does not beat the majority rate (remote.review.outcome), else ``status``."""
     resumed_from: str = ""
     """The stopped run it continued (summary.json ``resumed_from``), "" when none."""
     chain_hours: float | None = None
@@ -402,6 +406,10 @@ def run_row(run_dir: Path) -> RunRow | None:
         facts = scan_events(events_path)
         epochs, device = epochs or facts.epochs_done, device or facts.device
     wall_s = data.get("wall_s")
+    status = str(data.get("status") or "")
+    accuracy = data.get("accuracy")
+    known = isinstance(accuracy, int | float) and not isinstance(accuracy, bool)
+    shown = summary_outcome(status, data, float(accuracy) if known else None)
     return RunRow(
         run=run_dir.name,  # what replay, resume and `sentitop runs` name it by
         path=str(run_dir),
@@ -416,6 +424,7 @@ def run_row(run_dir: Path) -> RunRow | None:
         accuracy=data.get("accuracy"),
         f1=data.get("f1"),
         samples_per_s=data.get("samples_per_s"),
-        status=str(data.get("status") or ""),
+        status=status,
+        shown_status=shown.status,
         resumed_from=str(data.get("resumed_from") or ""),
     )

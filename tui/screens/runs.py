@@ -146,6 +146,13 @@ def _resume_request(screen: SentitopScreen, path: Path) -> None:
     screen.app.call_from_thread(screen.post_message, RunRequested(row))
 
 
+def status_text(row: RunRow) -> Text:
+    """The status cell: a run whose model is no better than the majority rate in warning
+    colours, never a bare "ok"."""
+    shown = row.shown_status or row.status
+    return Text(shown, style="bold yellow" if shown != row.status else "")
+
+
 def chain_note(row: RunRow) -> str:
     """What a run of a resume chain is (Σ: the chain's whole training), "" for another run."""
     if row.resumed_by:
@@ -271,7 +278,7 @@ class RunsScreen(SentitopScreen):
         self.shown = [
             r
             for r in self.rows
-            if not needle or needle in f"{r.run} {r.profile} {r.status}".lower()
+            if not needle or needle in f"{r.run} {r.profile} {r.shown_status or r.status}".lower()
         ]
         table = self.query_one(FittedTable)
         self._fill(table, table.cursor_row)
@@ -301,7 +308,7 @@ class RunsScreen(SentitopScreen):
                 fmt(row.accuracy),
                 fmt(row.f1),
                 nice_number(row.samples_per_s) if row.samples_per_s else "—",
-                Text("continued", style="dim") if row.resumed_by else Text(row.status),
+                Text("continued", style="dim") if row.resumed_by else status_text(row),
                 key=row.path,
             )
         if self.shown:
