@@ -207,6 +207,14 @@ class SentitopApp(App[int]):
         self.runs_screen.runs_changed()
 
     async def on_replay_requested(self, message: ReplayRequested) -> None:
+        from tui.replay import events_path
+
+        try:
+            events_path(message.path)  # none: say so here, not on a Run screen left waiting
+        except SentitopError as exc:
+            hint = f"\n\nhint: {exc.hint}" if exc.hint else ""
+            self.push_screen(ErrorScreen(exc.title, readable_text(exc.message + hint)))
+            return
         await self.switch_mode("run")
         self.run_screen.start_replay(message.path, 0.0)
 

@@ -119,6 +119,28 @@ async def test_a_model_below_the_majority_rate_is_not_listed_as_plain_ok(tmp_pat
         assert [str(row[status]) for row in cells] == ["ok, below majority 0.800", "ok"]
 
 
+async def test_replaying_a_run_without_events_says_so_and_stays_on_the_runs_screen(
+    tmp_path: Path,
+) -> None:
+    """`p` on a run whose events.jsonl is gone switched to a Run screen left at "waiting for
+    events" behind the error."""
+    from tui.screens.modals import ErrorScreen
+
+    folder = stopped_cpu_run(tmp_path / "20261122-090000-local-cpu")
+    write_summary(folder, status="ok")
+    (folder / "events.jsonl").unlink()
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("p")
+        await settle(pilot)
+        assert isinstance(app.screen, ErrorScreen)
+        assert f"{folder}: no events.jsonl here" in app.screen.message
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, RunsScreen)
+
+
 async def until(pilot: Any, done: Any, seconds: float = 5.0) -> None:
     """Pause until ``done()`` (a live run holds its worker: `settle` would wait for ever)."""
     for _ in range(int(seconds / 0.05)):
