@@ -124,6 +124,9 @@ def test_teardown_without_credentials_is_one_cloud_error(
     assert first.startswith("cloud error: ") and run_id in first
     assert "no AWS credentials found" in first
     assert "Traceback" not in captured.err and captured.out == ""
+    # no folder of that id here: said too (it only named AWS's credentials before)
+    assert f"{run_id}: no run folder with profile.yaml (tried " in first
+    assert "AWS was searched for the run's tag instead and that failed" in first
 
 
 def test_teardown_with_the_endpoint_unreachable_is_one_cloud_error(

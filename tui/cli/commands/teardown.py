@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     """Tear the run down and print what was terminated (exit 0, also when nothing was found)."""
     from remote.run_folder import run_id_of
 
-    cloud, recorded_region, provider = _recorded(args.run_id)
+    ref = args.run_id
+    cloud, recorded_region, provider = _recorded(ref)
     args.run_id = run_id_of(args.run_id)
     if not cloud:  # nothing in any cloud: no AWS call, no credentials needed
         message = f"run {args.run_id} ran on {provider} machines: nothing in the cloud to tear down"
@@ -70,7 +71,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     region = args.region or recorded_region  # the region the run's profile launched in
     show = None if args.json else (lambda r: print(r.line(args.dry_run), flush=True))
-    report = teardown_run(args.run_id, region=region, dry_run=args.dry_run, on_resource=show)
+    try:
+        report = teardown_run(args.run_id, region=region, dry_run=args.dry_run, on_resource=show)
+    except SentitopError as exc:
+        if provider != "unknown":
+            raise
+        # no folder here: say so too, not only why AWS could not be searched
+        exc.message = (
+            f"{_not_found(ref)}; AWS was searched for the run's tag instead and that failed: "
+            f"{exc.message}"
+        )
+        exc.args = (exc.message,)
+        raise
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif not (report.clusters or report.instances):
@@ -79,6 +91,16 @@ def run(args: argparse.Namespace) -> int:
             "(no EC2 instance or EMR cluster with its tag)"
         )
     return 0
+
+
+def _not_found(ref: str) -> str:
+    """What resolving ``ref`` to a run folder here says (the folders it tried)."""
+    from remote.run_folder import resolve_run_dir
+
+    try:
+        return f"{resolve_run_dir(ref, want='profile.yaml')} has no record of its machines"
+    except SentitopError as exc:
+        return exc.message
 
 
 def _recorded(ref: str) -> tuple[bool, str | None, str]:
