@@ -134,6 +134,20 @@ def test_one_broken_run_does_not_hide_the_others(
     assert "a-file: a file, not a folder" in capsys.readouterr().err
 
 
+def test_a_runs_folder_from_the_environment_that_is_a_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SENTITOP_RUNS_DIR naming a file printed "no runs in FILE" and exit 0; a folder that
+    does not exist yet still means no runs yet."""
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("SENTITOP_RUNS_DIR", str(tmp_path / "a-file"))
+    assert main(["runs"]) == 2
+    assert f"{tmp_path / 'a-file'}: a file, not a folder" in capsys.readouterr().err
+    monkeypatch.setenv("SENTITOP_RUNS_DIR", str(tmp_path / "none-yet"))
+    assert main(["runs"]) == 0
+    assert "no runs in" in capsys.readouterr().out
+
+
 def test_csv_defaults_from_catalog(tmp_path: Path) -> None:
     (run,) = import_csv(_csv(tmp_path, "x,g5.12xlarge,2,3,900,"))
     assert (run.gpus, run.workers, run.gpu_model) == (8, 8, "A10G")

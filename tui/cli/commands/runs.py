@@ -171,10 +171,22 @@ def warn_unreadable(unreadable: list[str]) -> None:
 
 
 def require_runs_dir(path: Path | None) -> None:
-    """Refuse a --runs-dir given but not there (a typo would read as "no past runs")."""
-    if path is not None and not Path(path).expanduser().is_dir():
-        from engine.errors import InputError
+    """Refuse a --runs-dir given but not there (a typo would read as "no past runs"), and a
+    runs folder ($SENTITOP_RUNS_DIR, ./runs) that is a file."""
+    from engine.errors import InputError
 
+    if path is None:
+        from remote.runs_store import runs_dir
+
+        default = runs_dir(None)
+        if default.exists() and not default.is_dir():
+            raise InputError(
+                f"{default}: a file, not a folder (the runs folder: $SENTITOP_RUNS_DIR, else "
+                "./runs)",
+                hint="point SENTITOP_RUNS_DIR at the folder `sentitop run` writes to",
+            )
+        return
+    if not Path(path).expanduser().is_dir():
         what = "a file, not a folder" if Path(path).expanduser().exists() else "no such folder"
         raise InputError(
             f"--runs-dir {path}: {what}",
