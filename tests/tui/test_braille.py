@@ -87,3 +87,20 @@ def test_the_x_labels_never_run_together(width: int) -> None:
     assert axis.startswith(left)
     assert axis == left or (axis.endswith(right) and axis[len(left)] == " ")
     assert cell_len(text.splitlines()[-1]) <= width
+
+
+@pytest.mark.parametrize(("width", "height"), [(30, 6), (80, 12)])
+def test_a_floor_keeps_a_loss_axis_from_going_negative(width: int, height: int) -> None:
+    """A loss falling to near 0 was labelled down to "-0.0307": the padding below the data
+    went under 0. With floor=0 the lowest label is 0; without a floor the padding stays."""
+    x = np.arange(40.0)
+    loss = np.linspace(0.7, 0.01, 40)
+
+    def lowest(**floor: float) -> float:
+        text = render_plot([PlotLine("loss", x, loss)], width, height, legend=False, **floor)
+        rows = text.plain.splitlines()[: height - 1]  # the x labels are the last line
+        labels = [row.split("┤")[0].strip() for row in rows if "┤" in row]
+        return min(float(label) for label in labels if label)
+
+    assert lowest() < 0
+    assert lowest(floor=0.0) == 0.0

@@ -145,7 +145,7 @@ class RunScreen(SentitopScreen):
         yield Static(id="run-status")
         yield Static(id="run-stages")
         with Grid(id="plots"):
-            yield LinePlot("loss", id="plot-loss")
+            yield LinePlot("loss", id="plot-loss", floor=0)
             yield LinePlot("samples/s", id="plot-throughput", x_format=format_seconds, y_min=0)
             yield LinePlot("load share per GPU", id="plot-shares", y_min=0, empty=SHARES_EMPTY)
             yield LinePlot(

@@ -204,7 +204,7 @@ class RunsScreen(SentitopScreen):
 
     def compose_body(self) -> ComposeResult:
         yield FittedTable(COLUMNS, id="runs-table", cursor_type="row", zebra_stripes=True)
-        yield LinePlot("train loss of selected runs", id="overlay", empty=NOTHING_SELECTED)
+        yield LinePlot("train loss of selected runs", id="overlay", floor=0, empty=NOTHING_SELECTED)
         cost = CostSpeedView(id="cost-speed")
         cost.display = False
         yield cost

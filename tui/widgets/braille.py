@@ -105,11 +105,14 @@ def render_plot(
     y_format: Callable[[float], str] = nice_number,
     y_min: float | None = None,
     y_max: float | None = None,
+    floor: float | None = None,
     legend: bool = True,
     empty: str = "waiting for data…",
 ) -> Text:
     """A chart of ``lines`` in at most ``width`` x ``height`` cells (legend, plot, x labels):
-    nothing is wider or taller, so a small widget never wraps or spills its chart."""
+    nothing is wider or taller, so a small widget never wraps or spills its chart. ``y_min``
+    / ``y_max``: values the y range includes; ``floor``: a value it never goes below (the
+    padding around the data stops there: 0 for a loss)."""
     width, height = max(width, 1), max(height, 1)
     if height < 4 or width < 12:
         return _message("(too small)", width, height, centred=False)
@@ -140,6 +143,8 @@ def render_plot(
         hi_y += pad
         if y_min is None:
             lo_y -= pad
+    if floor is not None and lo_y < floor <= hi_y - 1e-12:  # a loss or a rate is never below 0
+        lo_y = floor
     labels = [y_format(hi_y), y_format((hi_y + lo_y) / 2), y_format(lo_y)]
     gutter = max(max(len(s) for s in labels) + 1, gutter_guess)
     if gutter > width // 2:  # huge labels: cut them rather than the plot or the border

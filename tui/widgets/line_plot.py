@@ -34,6 +34,7 @@ class LinePlot(Widget):
         y_format: Callable[[float], str] = nice_number,
         y_min: float | None = None,
         y_max: float | None = None,
+        floor: float | None = None,
         empty: str = "waiting for data…",
         id: str | None = None,
         classes: str | None = None,
@@ -48,6 +49,8 @@ class LinePlot(Widget):
         """Lowest y shown at least (e.g. 0 for shares and dollars)."""
         self.y_max = y_max
         """Highest y shown at least (e.g. 1 for shares)."""
+        self.floor = floor
+        """Lowest y ever shown (0 for a loss: the padding below the data stops there)."""
         self.empty = empty
         """Text shown while there is nothing to draw."""
         self._lines: list[PlotLine] = []
@@ -81,6 +84,7 @@ class LinePlot(Widget):
             y_format=self.y_format,
             y_min=self.y_min,
             y_max=self.y_max,
+            floor=self.floor,
             empty=self.empty,
         )
         self._cache = (cache_key, text)
