@@ -141,6 +141,25 @@ async def test_replaying_a_run_without_events_says_so_and_stays_on_the_runs_scre
         assert isinstance(app.screen, RunsScreen)
 
 
+async def test_the_epochs_table_of_a_replay_ends_on_its_last_epoch(tmp_path: Path) -> None:
+    """With 30 epochs the table showed the first rows while the run was at its last epoch:
+    the latest ones needed scrolling by hand."""
+    from textual.widgets import DataTable
+
+    folder = stopped_cpu_run(tmp_path / "20261122-090000-local-cpu", epoch_events=30)
+    write_summary(folder, status="interrupted")
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("p")
+        await settle(pilot)
+        table = app.screen.query_one("#epochs", DataTable)
+        await until(pilot, lambda: table.row_count == 30)
+        await settle(pilot)
+        assert table.cursor_row == 29 and table.scroll_y > 0  # the last epoch is in view
+        assert str(table.get_row_at(29)[0]) == "30"
+
+
 async def until(pilot: Any, done: Any, seconds: float = 5.0) -> None:
     """Pause until ``done()`` (a live run holds its worker: `settle` would wait for ever)."""
     for _ in range(int(seconds / 0.05)):

@@ -514,6 +514,8 @@ class RunScreen(SentitopScreen):
     def _draw_tables(self, snap: dict[str, Any]) -> None:
         epochs = self.query_one("#epochs", DataTable)
         self._set_epoch_columns(snap["workload"])
+        # the table follows the run unless the cursor was moved up to an older epoch
+        following = epochs.row_count == 0 or epochs.cursor_row >= epochs.row_count - 1
         for row in snap["epochs"]:
             cells: tuple[str, ...]
             if snap["workload"] == EMBEDDINGS:
@@ -536,6 +538,8 @@ class RunScreen(SentitopScreen):
             self._epoch_keys.append(epochs.add_row(*cells))
         while len(self._epoch_keys) > EPOCH_ROWS:  # the table stays bounded too
             epochs.remove_row(self._epoch_keys.popleft())
+        if snap["epochs"] and following:
+            epochs.move_cursor(row=epochs.row_count - 1)  # and scrolls it into view
         self._epoch_rows = snap["epochs_seen"]
         if self._changed("phases", (snap["phases"], snap["phase_names"], snap["phase_epoch"])):
             phases = self.query_one("#phases", Static)
