@@ -577,3 +577,23 @@ async def test_a_profile_with_warnings_does_not_read_plain_valid() -> None:
         await settle(pilot)
         table = app.screen.query_one(DataTable)
         assert [str(table.get_row_at(i)[6]) for i in range(2)] == ["✓ valid", "⚠ 1 warning(s)"]
+
+
+@pytest.mark.parametrize(("width", "whole"), [(110, False), (220, True)])
+async def test_profile_details_use_the_width_they_have(width: int, whole: bool) -> None:
+    """Each settings line was cut at 96 characters whatever the terminal's width: at 160 or
+    250 columns `lr`, `pos_weight` and `blend_paths` of a long train section were hidden."""
+    settings = {f"setting_{i}": i for i in range(12)}  # "setting_0 0 · setting_1 1 · …"
+    long = FakeProfile("long", "local", 1, 0, {"train": {**settings, "blend_paths": False}})
+
+    def rows(folder: Path | None) -> list[ProfileRow]:
+        local, _, _ = fake_profile_rows(folder)
+        return [replace(local, name="long", profile=long)]
+
+    app = build_app(load_profiles=rows)
+    async with app.run_test(size=(width, 40)) as pilot:
+        await settle(pilot)
+        detail = str(app.screen.query_one("#profile-detail").render())
+        train = next(line for line in detail.splitlines() if line.startswith("train"))
+        assert ("blend_paths false" in train) is whole
+        assert train.endswith("…") is not whole and len(train) <= width

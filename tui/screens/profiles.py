@@ -117,6 +117,7 @@ class ProfilesScreen(SentitopScreen):
 
     def on_fitted_table_refitted(self, message: FittedTable.Refitted) -> None:
         self._fill(message.table, message.cursor)
+        self._show_detail(self.selected())  # its lines are cut to the new width
 
     def _fill(self, table: FittedTable, cursor: int) -> None:
         """The shown profiles as the table's rows, formatted for its widths; the cursor kept."""
@@ -180,7 +181,8 @@ class ProfilesScreen(SentitopScreen):
             text.append(f"{fmt_usd(row.usd_per_hour)}/h\n", style="yellow")
             if row.detail:
                 text.append(row.detail + "\n")
-            text.append(_describe(row.profile))
+            width = detail.content_size.width  # 0 before the first layout
+            text.append(_describe(row.profile, width - KEY_WIDTH if width else DETAIL_WIDTH))
             text.append("\npress r to run this profile", style="dim")
         detail.update(text)
 
@@ -222,8 +224,15 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
-def _describe(profile: Any) -> Text:
-    """The profile's settings, one line per section: `train  epochs 5 · batch_size 1024`."""
+KEY_WIDTH = 12
+"""Columns of a details line's section name (and the space after it)."""
+DETAIL_WIDTH = 96
+"""Characters of a section's settings shown before the details pane has a width."""
+
+
+def _describe(profile: Any, room: int = DETAIL_WIDTH) -> Text:
+    """The profile's settings, one line per section: `train  epochs 5 · batch_size 1024`,
+    each cut to ``room`` characters (the pane's width after the section name)."""
     dump = getattr(profile, "model_dump", None)
     if not callable(dump):
         return Text()
@@ -237,8 +246,9 @@ def _describe(profile: Any) -> Text:
             lines.append((key, _settings(value) if isinstance(value, dict) else _value(value)))
     text = Text()
     for key, shown in lines[:12]:
-        shown = shown if len(shown) < 96 else shown[:95] + "…"
-        text.append(f"{key:<11} ", style="bold").append(shown + "\n")
+        room = max(room, 20)
+        shown = shown if len(shown) <= room else shown[: room - 1] + "…"
+        text.append(f"{key:<{KEY_WIDTH - 1}} ", style="bold").append(shown + "\n")
     return text
 
 
