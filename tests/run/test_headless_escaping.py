@@ -103,6 +103,14 @@ def test_the_accuracy_says_how_many_test_reviews_back_it() -> None:
         "0.8000 (95 % 0.5840-0.9193, 20 test reviews)"  # Wilson: 16 of 20
     )
     assert accuracy_cell({"accuracy": 0.8}) == "0.8000"  # an older summary without n_test
+    blended = {"applied": True, "weights": [1.2, 0.6, -0.1]}  # fitted on the test split
+    for summary in ({"blend": blended}, {"train": {"blend": blended}}):  # train's, or a run's
+        assert accuracy_cell({"accuracy": 0.8, "n_test": 20, **summary}) == (
+            "0.8000 (95 % 0.5840-0.9193, 20 test reviews; the blend of the model's paths "
+            "(3 weights) was fitted on them too)"
+        )
+    unapplied = {"blend": {"applied": False, "weights": [1.0, 1.0, 0.0]}}
+    assert "blend" not in accuracy_cell({"accuracy": 0.8, "n_test": 20, **unapplied})
     assert accuracy_cell({"accuracy": None, "n_test": 0}) == "—"
     code = "import sys, tui.cli.headless as h; h.accuracy_cell({'accuracy': 0.5, 'n_test': 4}); "
     code += "print('torch' in sys.modules)"

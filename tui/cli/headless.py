@@ -166,14 +166,23 @@ def _rate(event: Mapping[str, Any]) -> str:
 
 def accuracy_cell(summary: Mapping[str, Any]) -> str:
     """The test accuracy with its 95 % Wilson interval over the test reviews it was measured
-    on (a small test split cannot tell a point from noise; the figure alone would not say so)."""
+    on (a small test split cannot tell a point from noise; the figure alone would not say so),
+    and, when the blend of the model's paths was fitted on that split, that it was (the
+    figure is then in-sample for those few weights)."""
     accuracy, n = summary.get("accuracy"), summary.get("n_test")
     if not isinstance(accuracy, int | float) or not isinstance(n, int) or n <= 0:
         return fmt(accuracy, ".4f")
     from engine.sentiment.metrics import wilson_interval
 
     low, high = wilson_interval(round(accuracy * n), n)
-    return f"{accuracy:.4f} (95 % {low:.4f}-{high:.4f}, {n:,} test reviews)"
+    train = summary.get("train")
+    blend = summary.get("blend") or (train.get("blend") if isinstance(train, Mapping) else None)
+    fitted = ""
+    if isinstance(blend, Mapping) and blend.get("applied"):  # fitted on the same split
+        weights = blend.get("weights")
+        count = f"{len(weights)} weights" if isinstance(weights, list) else "its weights"
+        fitted = f"; the blend of the model's paths ({count}) was fitted on them too"
+    return f"{accuracy:.4f} (95 % {low:.4f}-{high:.4f}, {n:,} test reviews{fitted})"
 
 
 def summary_table(summary: Mapping[str, Any]) -> Table:
