@@ -157,6 +157,11 @@ def resume_hint(run_dir: Path) -> str | None:
     checkpoint = run_dir / NODE_CHECKPOINT
     if not checkpoint.is_file():
         return None
+    if not zipfile.is_zipfile(checkpoint):  # resuming would fail as resumable_run says
+        return (
+            f"{checkpoint} cannot be read as a checkpoint (truncated?): nothing to continue "
+            f"from; start it again: sentitop run {run_dir / PROFILE_FILE}"
+        )
     if diverged(run_dir) is not None:
         return f"training diverged: {DIVERGED_HINT}"
     epoch = _checkpoint_epoch(run_dir)
@@ -187,6 +192,8 @@ def _ended(run_dir: Path) -> str | None:
 def _checkpoint_epoch(run_dir: Path) -> int | None:
     """Epochs the newest checkpoint of ``run_dir`` holds, from its events (None: unknown)."""
     epoch = None
+    if not (run_dir / EVENTS_FILE).is_file():
+        return None
     for event in read_events(run_dir / EVENTS_FILE):
         if event.get("type") in ("checkpoint", "checkpoint_stored"):
             value = event.get("epoch")

@@ -66,3 +66,34 @@ def test_ctrl_c_stops_the_sweep_after_the_run_under_way(
         assert f"sentitop run --resume {run_dir}" in err
     left = subprocess.run(["pgrep", "-f", run_dir.name], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"processes left running: {left.stdout}"
+
+
+def test_a_last_run_stopped_before_its_checkpoint_is_said_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C during the sweep's last run, before its first checkpoint, printed nothing of
+    what was stopped (only a stop during an earlier run named the counts left); and a
+    checkpoint that cannot be read was offered for --resume."""
+    import zipfile
+    from types import SimpleNamespace
+
+    from remote.checkpoint_keeper import NODE_CHECKPOINT
+    from tui.cli.commands.sweep import _say_what_stopped
+
+    first, last = tmp_path / "r1", tmp_path / "r2"
+    last.mkdir()
+    outcomes = [SimpleNamespace(status="ok", run_dir=first)]
+    outcomes.append(SimpleNamespace(status="interrupted", run_dir=last))
+    _say_what_stopped(outcomes, [1, 2], [])
+    err = capsys.readouterr().err
+    assert "not started" not in err
+    assert f"stopped: the run with 2 worker(s), before its first checkpoint ({last})" in err
+    (last / NODE_CHECKPOINT).parent.mkdir(parents=True)
+    (last / NODE_CHECKPOINT).write_bytes(b"cut short")
+    _say_what_stopped(outcomes, [1, 2], [4])
+    err = capsys.readouterr().err
+    assert "not started: the sweep's run(s) with 4 worker(s)" in err
+    assert "cannot be read as a checkpoint" in err and "--resume" not in err
+    zipfile.ZipFile(last / NODE_CHECKPOINT, "w").close()
+    _say_what_stopped(outcomes, [1, 2], [])
+    assert f"continue with: sentitop run --resume {last}" in capsys.readouterr().err

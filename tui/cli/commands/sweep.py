@@ -139,8 +139,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"report: {report.markdown}")
         else:
             print(f"no report in {args.report}: no run of the sweep ended ok", file=err)
-    if len(outcomes) < len(plan.counts):
-        _say_what_stopped(outcomes, plan.counts[len(outcomes) :])
+    stopped_last = bool(outcomes) and outcomes[-1].status == "interrupted"
+    if len(outcomes) < len(plan.counts) or stopped_last:
+        _say_what_stopped(outcomes, plan.counts[: len(outcomes)], plan.counts[len(outcomes) :])
     if any(o.status == "interrupted" for o in outcomes):
         return 130
     return 0 if all(o.status == "ok" for o in outcomes) else 1
@@ -161,14 +162,22 @@ def _status_words(outcome: Any) -> str:
         return str(outcome.status)
 
 
-def _say_what_stopped(outcomes: list[Any], not_started: list[int]) -> None:
+def _say_what_stopped(outcomes: list[Any], ran: list[int], not_started: list[int]) -> None:
     """After a stopped sweep: the worker counts it never ran, and how to continue the stopped
-    run (its checkpoint) on stderr."""
+    run (its checkpoint) on stderr; a run stopped before its first checkpoint is said so."""
     from remote.resume import resume_hint
 
-    counts = ", ".join(str(n) for n in not_started)
-    print(f"not started: the sweep's run(s) with {counts} worker(s)", file=sys.stderr)
+    if not_started:
+        counts = ", ".join(str(n) for n in not_started)
+        print(f"not started: the sweep's run(s) with {counts} worker(s)", file=sys.stderr)
     last = outcomes[-1] if outcomes else None
     hint = resume_hint(last.run_dir) if last is not None and last.status != "ok" else None
     if hint:
         print(hint, file=sys.stderr)
+    elif last is not None and last.status == "interrupted":
+        print(
+            f"stopped: the run with {ran[-1]} worker(s), before its first checkpoint "
+            f"({last.run_dir}): nothing to continue from; a new sweep over the counts left "
+            "measures it",
+            file=sys.stderr,
+        )
