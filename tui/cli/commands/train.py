@@ -213,14 +213,7 @@ def _check_something_left(cfg: Any) -> None:
     from engine.errors import ConfigError
 
     run_dir = Path(cfg.run_dir)
-    if not (run_dir / "summary.json").is_file():  # (lost?) the last checkpoint event says
-        done = _checkpointed_epochs(run_dir)
-        if done is not None and cfg.epochs <= done:
-            raise ConfigError(
-                f"--resume: the checkpoint in {run_dir} was taken after epoch {done} "
-                f"(events.jsonl): with --epochs {cfg.epochs} nothing is left to train",
-                hint=f"give --epochs above {done} to train on from it, or train a new --run-dir",
-            )
+    if not (run_dir / "summary.json").is_file():
         return
     try:
         planned = int(json.loads((run_dir / "train_config.json").read_text())["epochs"])
@@ -233,22 +226,6 @@ def _check_something_left(cfg: Any) -> None:
             hint=f"give --epochs above {planned} to train on from its last checkpoint, or "
             "train a new --run-dir",
         )
-
-
-def _checkpointed_epochs(run_dir: Path) -> int | None:
-    """Epochs done when the run's last checkpoint was taken at an epoch's end (its events'
-    last ``checkpoint``); None when unknown or taken mid-epoch."""
-    from engine.events import read_events
-
-    events = run_dir / "events.jsonl"
-    marks = (
-        [e for e in read_events(events) if e.get("type") == "checkpoint"]
-        if events.is_file()
-        else []
-    )
-    last = marks[-1] if marks else {}
-    epoch, step = last.get("epoch"), last.get("step")
-    return epoch if type(epoch) is int and step == 0 else None
 
 
 def _check_same_dataset(cfg: Any) -> None:
