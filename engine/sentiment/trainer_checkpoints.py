@@ -125,13 +125,6 @@ class CheckpointState:
                 f"not {self.spec.to_dict()}",
                 hint="use a new --run-dir",
             )
-        if int(state["epoch"]) >= self.cfg.epochs:  # every rank has the state: all raise
-            raise TrainError(
-                f"the checkpoint in {self.cfg.run_dir} was taken after epoch "
-                f"{int(state['epoch'])}: with {self.cfg.epochs} epochs there is nothing left "
-                "to train (the run had finished)",
-                hint="to train longer, resume with more epochs (train.epochs, or --epochs)",
-            )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import ModelConfig, TrainConfig
-from engine.errors import DatasetError, InputError, TrainError
+from engine.errors import DatasetError, InputError
 from engine.sentiment.evaluate import load_run
 from engine.sentiment.splits import check_dataset
 from engine.sentiment.trainer import DistEnv, Trainer
@@ -259,22 +259,24 @@ def test_a_vocabulary_pretty_printed_still_matches(tmp_path: Path) -> None:
     check_dataset(data)
 
 
-def test_resuming_a_finished_checkpoint_trains_on_only_with_more_epochs(
+def test_a_run_stopped_after_its_last_epoch_finishes_on_resume(
     trained_run: Path, tmp_path: Path
 ) -> None:
-    """A finished run's checkpoint (taken after its last epoch) resumed with the same epochs
-    trained nothing and wrote an "ok" summary of the old figures (summary.json lost, so the
-    CLI's check did not see it finished); with more epochs it trains on."""
+    """A checkpoint taken after the last epoch belongs to a run stopped before its summary
+    (in the blend or companion fit, a spot notice, a lost node): resumed, it trains no epoch
+    and finishes what is left, measured on the test split; with more epochs it trains on.
+    (A run that did finish is refused earlier: its summary.json, else its run_end event.)"""
     import dataclasses
 
     from engine.config import config_from_dict
 
     run = _copy(trained_run, tmp_path)
     (run / "summary.json").unlink()
+    (run / "model.pt").unlink()
     saved = json.loads((run / "train_config.json").read_text())
     cfg = dataclasses.replace(config_from_dict(TrainConfig, saved), run_dir=str(run), resume=True)
-    with pytest.raises(TrainError, match="with 1 epochs there is nothing left to train"):
-        Trainer(cfg, env=DistEnv()).fit()
-    assert not (run / "summary.json").exists()
+    finished = Trainer(cfg, env=DistEnv()).fit()
+    assert [e["epoch"] for e in finished["per_epoch"]] == [0]  # the epoch it had, no new one
+    assert (run / "model.pt").is_file() and (run / "summary.json").is_file()
     summary = Trainer(dataclasses.replace(cfg, epochs=2), env=DistEnv()).fit()
     assert [e["epoch"] for e in summary["per_epoch"]] == [0, 1]
