@@ -36,7 +36,7 @@ from tui.widgets.line_plot import LinePlot
 COLUMNS = (
     Col("", 1),
     Col("run", 22, least=15, most=40),
-    Col("profile", 18, least=10, most=32),
+    Col("profile", 15, least=10, most=32),
     Col("ranks", 6, drop=4),
     Col("epochs", 6, drop=3),
     Col("hours", 5),
@@ -44,7 +44,7 @@ COLUMNS = (
     Col("acc", 5),
     Col("F1", 5, drop=1),
     Col("samples/s", 9, drop=2),
-    Col("status", 11, least=8, most=40),
+    Col("status", 14, least=8, most=40),
 )
 """Table columns: widths at a 120-column terminal (118 cells with the padding), how far run,
 profile and status may shrink or grow with the terminal, and which columns a narrow one leaves
@@ -146,10 +146,13 @@ def _resume_request(screen: SentitopScreen, path: Path) -> None:
     screen.app.call_from_thread(screen.post_message, RunRequested(row))
 
 
-def status_text(row: RunRow) -> Text:
+def status_text(row: RunRow, width: int = 40) -> Text:
     """The status cell: a run whose model is no better than the majority rate in warning
-    colours, never a bare "ok"."""
+    colours, never a bare "ok" ("below majority" alone where "ok, below majority 0.800" does
+    not fit ``width``)."""
     shown = row.shown_status or row.status
+    if shown != row.status and len(shown) > width:
+        shown = shown.removeprefix(f"{row.status}, ").split(" 0.")[0].split(" 1.")[0]
     return Text(shown, style="bold yellow" if shown != row.status else "")
 
 
@@ -290,7 +293,7 @@ class RunsScreen(SentitopScreen):
     def _fill(self, table: FittedTable, cursor: int) -> None:
         """The shown runs as the table's rows, formatted for its widths; the cursor kept."""
         table.clear()
-        run_width = table.width_of("run")
+        run_width, status_width = table.width_of("run"), table.width_of("status")
         for row in self.shown:
             mark = (
                 Text("●", style="bold green")
@@ -308,7 +311,9 @@ class RunsScreen(SentitopScreen):
                 fmt(row.accuracy),
                 fmt(row.f1),
                 nice_number(row.samples_per_s) if row.samples_per_s else "—",
-                Text("continued", style="dim") if row.resumed_by else status_text(row),
+                Text("continued", style="dim")
+                if row.resumed_by
+                else status_text(row, status_width),
                 key=row.path,
             )
         if self.shown:
