@@ -164,11 +164,12 @@ def _rate(event: Mapping[str, Any]) -> str:
     return f"{fmt(rate, ',.0f')} {unit}/s"
 
 
-def accuracy_cell(summary: Mapping[str, Any]) -> str:
+def accuracy_cell(summary: Mapping[str, Any], blend_note: bool = True) -> str:
     """The test accuracy with its 95 % Wilson interval over the test reviews it was measured
     on (a small test split cannot tell a point from noise; the figure alone would not say so),
     and, when the blend of the model's paths was fitted on that split, that it was (the
-    figure is then in-sample for those few weights)."""
+    figure is then in-sample for those few weights; ``blend_note`` False: the caller says
+    so on a line of its own)."""
     accuracy, n = summary.get("accuracy"), summary.get("n_test")
     if not isinstance(accuracy, int | float) or not isinstance(n, int) or n <= 0:
         return fmt(accuracy, ".4f")
@@ -178,7 +179,7 @@ def accuracy_cell(summary: Mapping[str, Any]) -> str:
     train = summary.get("train")
     blend = summary.get("blend") or (train.get("blend") if isinstance(train, Mapping) else None)
     fitted = ""
-    if isinstance(blend, Mapping) and blend.get("applied"):  # fitted on the same split
+    if blend_note and isinstance(blend, Mapping) and blend.get("applied"):  # the same split
         weights = blend.get("weights")
         count = f"{len(weights)} weights" if isinstance(weights, list) else "its weights"
         fitted = f"; the blend of the model's paths ({count}) was fitted on them too"

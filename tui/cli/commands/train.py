@@ -361,7 +361,7 @@ def summary_lines(summary: dict[str, Any], run_dir: str) -> list[str]:
 
     tts = summary.get("time_to_threshold_s")
     lines = [
-        f"accuracy {accuracy_cell(summary)}  f1 {summary['f1']:.4f}  "
+        f"accuracy {accuracy_cell(summary, blend_note=False)}  f1 {summary['f1']:.4f}  "
         f"epochs {summary['epochs']}  wall {summary['wall_s']:.1f} s  "
         f"{summary['samples_per_s']:.0f} samples/s  time-to-threshold "
         f"{f'{tts:.1f} s' if tts is not None else 'not reached'}  → {run_dir}"
