@@ -15,6 +15,7 @@ def score(run: Path) -> dict[str, Any]:
     """Per probe list: share right at the run's decision threshold (0.5, as `sentitop eval`
     and the yardstick decide) and the misses, most confident first."""
     from engine.sentiment.evaluate import load_run, predict_proba
+    from engine.sentiment.misses import confident_misses
 
     loaded = load_run(run)
     out: dict[str, Any] = {"run": str(run)}
@@ -22,12 +23,11 @@ def score(run: Path) -> dict[str, Any]:
         probes = negation_probes(path)
         proba = predict_proba(loaded, probes.texts)
         labels = np.asarray(probes.labels)
-        wrong = np.flatnonzero((proba > 0.5) != labels.astype(bool))
-        wrong = wrong[np.argsort(-np.abs(proba[wrong] - 0.5), kind="stable")]
+        where = [(path.name, i + 1) for i in range(len(labels))]
+        wrong = confident_misses(proba, labels, probes.texts, where, len(labels))
         out[name] = round(float(1 - len(wrong) / len(labels)), 4)
         out[f"{name}_misses"] = [
-            {"text": probes.texts[i], "label": int(labels[i]), "p": round(float(proba[i]), 3)}
-            for i in wrong
+            {"text": m["text"], "label": m["label"], "p": round(m["p_positive"], 3)} for m in wrong
         ]
     return out
 
