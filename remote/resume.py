@@ -83,7 +83,7 @@ def resumable_run(ref: str | Path, runs_dir: str | Path | None = None) -> Path:
             else "its training finished there; start a new run to train longer",
         )
     checkpoint = folder / NODE_CHECKPOINT
-    if not zipfile.is_zipfile(checkpoint):  # torch.save writes a zip: every rank would fail
+    if not looks_like_checkpoint(checkpoint):  # every rank would fail on it
         raise InputError(
             f"{checkpoint} cannot be read as a checkpoint (truncated, or not a torch save): "
             "resuming from it would start the nodes only to fail",
@@ -91,6 +91,12 @@ def resumable_run(ref: str | Path, runs_dir: str | Path | None = None) -> Path:
             f"start the run again: sentitop run {folder / PROFILE_FILE}",
         )
     return folder.absolute()
+
+
+def looks_like_checkpoint(path: Path) -> bool:
+    """Whether ``path`` can be a torch save (a zip whose directory is whole), read without
+    torch: a truncated or foreign file is not, and loading it would fail in every rank."""
+    return zipfile.is_zipfile(path)
 
 
 def resume_profile(folder: Path, given: Profile | None) -> Profile:
@@ -157,7 +163,7 @@ def resume_hint(run_dir: Path) -> str | None:
     checkpoint = run_dir / NODE_CHECKPOINT
     if not checkpoint.is_file():
         return None
-    if not zipfile.is_zipfile(checkpoint):  # resuming would fail as resumable_run says
+    if not looks_like_checkpoint(checkpoint):  # resuming would fail as resumable_run says
         return (
             f"{checkpoint} cannot be read as a checkpoint (truncated?): nothing to continue "
             f"from; start it again: sentitop run {run_dir / PROFILE_FILE}"

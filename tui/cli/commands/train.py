@@ -6,7 +6,6 @@ import argparse
 import json
 import signal
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +174,7 @@ def check_run_dir(cfg: Any) -> None:
     summary and checkpoint and append to its events; with it, one that holds no checkpoint
     (ConfigError, exit 2, nothing started)."""
     from engine.errors import ConfigError
+    from remote.resume import looks_like_checkpoint
 
     run_dir = Path(cfg.run_dir)
     if cfg.resume:
@@ -184,7 +184,7 @@ def check_run_dir(cfg: Any) -> None:
                 f"--resume: {run_dir} holds no checkpoint (checkpoints/latest.pt) to continue",
                 hint="check --run-dir, or leave out --resume to start a new run there",
             )
-        if not zipfile.is_zipfile(latest):  # torch.save writes a zip: else every rank fails
+        if not looks_like_checkpoint(latest):  # else every rank fails
             raise ConfigError(
                 f"--resume: {latest} is not a checkpoint (truncated, or not a torch save)",
                 hint="restore it from a copy, or train a new --run-dir",
