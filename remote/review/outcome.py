@@ -22,6 +22,8 @@ class Outcome:
     """False when the run failed or its model is not better than the majority rate."""
     why: str = ""
     """Why the accuracy does not count (empty when it does)."""
+    brief: str = ""
+    """``status`` in fewer words, for a narrow column ("below majority"); empty: the same."""
 
 
 def _summary(run: RunRecord) -> dict[str, Any]:
@@ -64,5 +66,6 @@ def summary_outcome(status: str, summary: dict[str, Any], accuracy: float | None
             False,
             f"test accuracy {accuracy if accuracy is not None else float('nan'):.3f} "
             f"does not beat the majority rate{shown}",
+            brief="below majority",
         )
     return Outcome(status, True)

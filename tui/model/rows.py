@@ -127,6 +127,8 @@ class RunRow:
     shown_status: str = ""
     """The status as the Runs screen shows it: "ok, below majority 0.800" for a finished run
     whose model does not beat the majority rate (remote.review.outcome), else ``status``."""
+    brief_status: str = ""
+    """``shown_status`` in fewer words for a narrow column ("below majority"); "": the same."""
     resumed_from: str = ""
     """The stopped run it continued (summary.json ``resumed_from``), "" when none."""
     chain_hours: float | None = None
@@ -426,5 +428,6 @@ def run_row(run_dir: Path) -> RunRow | None:
         samples_per_s=data.get("samples_per_s"),
         status=status,
         shown_status=shown.status,
+        brief_status=shown.brief,
         resumed_from=str(data.get("resumed_from") or ""),
     )

@@ -151,8 +151,8 @@ def status_text(row: RunRow, width: int = 40) -> Text:
     colours, never a bare "ok" ("below majority" alone where "ok, below majority 0.800" does
     not fit ``width``)."""
     shown = row.shown_status or row.status
-    if shown != row.status and len(shown) > width:
-        shown = shown.removeprefix(f"{row.status}, ").split(" 0.")[0].split(" 1.")[0]
+    if len(shown) > width and row.brief_status:
+        shown = row.brief_status
     return Text(shown, style="bold yellow" if shown != row.status else "")
 
 
