@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zipfile
 from pathlib import Path
 
 import h5py
@@ -87,3 +88,12 @@ def labelled_dataset(folder: Path, train: list[int], test: list[int], seq_len: i
         fh.attrs.update(vocab_size=1, seq_len=seq_len, pad_id=0, unk_id=1, format_version=1)
     (folder / "vocab.json").write_text(json.dumps({"itos": ["<pad>", "<unk>", "good"]}))
     return folder
+
+
+def torch_like_zip(path: Path, pickle: bytes = b"") -> Path:
+    """A zip laid out as torch.save writes one (``archive/data.pkl``): what the torch-free
+    checkpoint check (remote.resume.looks_like_checkpoint) takes for a checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as saved:
+        saved.writestr("archive/data.pkl", pickle)
+    return path

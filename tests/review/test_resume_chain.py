@@ -14,6 +14,7 @@ import pytest
 from engine.errors import InputError
 from remote.checkpoint_keeper import NODE_CHECKPOINT
 from remote.resume import resumable_run
+from tests.bad_inputs import torch_like_zip
 from tui.cli import main
 
 
@@ -41,10 +42,7 @@ def chain(make_run: Callable[..., Path]) -> tuple[Path, Path, Path]:
         summary = json.loads((folder / "summary.json").read_text())
         summary["train"] = {}  # a run stopped before its trainer summed up
         (folder / "summary.json").write_text(json.dumps(summary))
-        (folder / NODE_CHECKPOINT).parent.mkdir(parents=True)
-        zipfile.ZipFile(
-            folder / NODE_CHECKPOINT, "w"
-        ).close()  # a readable zip, as torch.save writes
+        torch_like_zip(folder / NODE_CHECKPOINT)
         return folder
 
     a = stopped("20261127-100000-tiny", 0.5, 1800.0, None)
@@ -125,8 +123,7 @@ def test_a_run_whose_summary_is_lost_is_judged_by_its_events(
     folder = make_run("20261127-130000-tiny", nproc=1, epoch_s=[10.0], sync_s=1.0, status=status)
     with (folder / "events.jsonl").open("a") as fh:
         fh.write(json.dumps({"type": "run_end", "t": 1.0, "status": status, "reason": ""}) + "\n")
-    (folder / NODE_CHECKPOINT).parent.mkdir(parents=True)
-    zipfile.ZipFile(folder / NODE_CHECKPOINT, "w").close()  # a readable zip, as torch.save writes
+    torch_like_zip(folder / NODE_CHECKPOINT)
     (folder / "summary.json").write_text("")
     if resumable:
         assert resumable_run(folder) == folder.absolute()
@@ -151,3 +148,47 @@ def test_a_truncated_checkpoint_is_refused_before_any_node_starts(
         resumable_run(folder)
     assert str(checkpoint) in caught.value.message
     assert caught.value.hint is not None and "--resume" not in caught.value.hint
+
+
+def _foreign_zip(path: Path) -> None:
+    """A zip that is not a torch save (no pickle in it), e.g. another tool's archive."""
+    with zipfile.ZipFile(path, "w") as saved:
+        saved.writestr("notes.txt", b"not a model")
+
+
+def _damaged_inside(path: Path) -> None:
+    """A torch-like zip whose stored pickle has a byte changed (its directory still whole)."""
+    torch_like_zip(path, b"x" * 5000)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"x" * 100) + 50
+    data[at] = ord("y")
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("spoil", [_foreign_zip, _damaged_inside], ids=["foreign", "damaged"])
+def test_a_zip_that_is_no_whole_torch_save_is_refused(
+    make_run: Callable[..., Path], spoil: Callable[[Path], None]
+) -> None:
+    """The check took any readable zip directory for a checkpoint: a foreign archive or one
+    damaged inside passed it and then failed in every rank of the resumed run."""
+    folder = make_run("20261127-150000-tiny", nproc=1, epoch_s=[10.0], sync_s=1.0,
+                      status="interrupted")  # fmt: skip
+    checkpoint = folder / NODE_CHECKPOINT
+    checkpoint.parent.mkdir(parents=True)
+    spoil(checkpoint)
+    assert zipfile.is_zipfile(checkpoint)  # what the old check asked
+    with pytest.raises(InputError, match="cannot be read as a checkpoint"):
+        resumable_run(folder)
+
+
+def test_a_real_torch_save_passes_the_torch_free_check(tmp_path: Path) -> None:
+    """The check must accept what torch.save writes (else every resume would be refused)."""
+    import torch
+
+    from remote.resume import looks_like_checkpoint
+
+    path = tmp_path / "latest.pt"
+    torch.save({"epoch": 1, "model": {"w": torch.zeros(300, 10)}}, path)
+    assert looks_like_checkpoint(path)
+    path.write_bytes(path.read_bytes()[:-200])
+    assert not looks_like_checkpoint(path)

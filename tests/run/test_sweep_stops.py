@@ -74,10 +74,10 @@ def test_a_last_run_stopped_before_its_checkpoint_is_said_so(
     """Ctrl-C during the sweep's last run, before its first checkpoint, printed nothing of
     what was stopped (only a stop during an earlier run named the counts left); and a
     checkpoint that cannot be read was offered for --resume."""
-    import zipfile
     from types import SimpleNamespace
 
     from remote.checkpoint_keeper import NODE_CHECKPOINT
+    from tests.bad_inputs import torch_like_zip
     from tui.cli.commands.sweep import _say_what_stopped
 
     first, last = tmp_path / "r1", tmp_path / "r2"
@@ -94,6 +94,6 @@ def test_a_last_run_stopped_before_its_checkpoint_is_said_so(
     err = capsys.readouterr().err
     assert "not started: the sweep's run(s) with 4 worker(s)" in err
     assert "cannot be read as a checkpoint" in err and "--resume" not in err
-    zipfile.ZipFile(last / NODE_CHECKPOINT, "w").close()
+    torch_like_zip(last / NODE_CHECKPOINT)
     _say_what_stopped(outcomes, [1, 2], [])
     assert f"continue with: sentitop run --resume {last}" in capsys.readouterr().err

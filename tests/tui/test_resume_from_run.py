@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from textual.widgets._toast import Toast
 from engine.events import encode_event
 from remote.checkpoint_keeper import NODE_CHECKPOINT
 from remote.profile import load_profile
+from tests.bad_inputs import torch_like_zip
 from tests.review.conftest import TINY
 from tests.tui.fakes import build_app
 from tests.tui.scenes import SIZE, settle
@@ -41,8 +41,7 @@ def stopped_run(folder: Path, *, usd: float, resumed_from: Path | None = None) -
     summary |= {"profile": "tiny", "usd": usd, "world_size": 1}
     summary |= {"resumed_from": str(resumed_from)} if resumed_from else {}
     (folder / "summary.json").write_text(json.dumps(summary))
-    (folder / NODE_CHECKPOINT).parent.mkdir(parents=True)
-    zipfile.ZipFile(folder / NODE_CHECKPOINT, "w").close()  # a readable zip, as torch.save writes
+    torch_like_zip(folder / NODE_CHECKPOINT)
     return folder
 
 
