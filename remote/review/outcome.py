@@ -17,13 +17,22 @@ class Outcome:
     """What became of a run, in words, and whether its test accuracy may stand for its setup."""
 
     status: str
-    """'ok', 'failed', 'ok, below majority 0.800', ...: never a bare 'ok' for a useless model."""
+    """'ok', 'failed', 'ok, below majority 0.800', 'ok, 2 warnings', ...: never a bare 'ok' for
+    a useless model or one whose summary warns (the end-of-run table's "finished, N warning(s)")."""
     accuracy_counts: bool
     """False when the run failed or its model is not better than the majority rate."""
     why: str = ""
     """Why the accuracy does not count (empty when it does)."""
     brief: str = ""
     """``status`` in fewer words, for a narrow column ("below majority"); empty: the same."""
+    warned: bool = False
+    """The accuracy counts, but the summary carries warnings to read."""
+
+    @property
+    def style(self) -> str:
+        """Rich style of ``status``: bold yellow when the accuracy does not count, yellow with
+        warnings, none otherwise."""
+        return "bold yellow" if not self.accuracy_counts else "yellow" if self.warned else ""
 
 
 def _summary(run: RunRecord) -> dict[str, Any]:
@@ -68,4 +77,7 @@ def summary_outcome(status: str, summary: dict[str, Any], accuracy: float | None
             f"does not beat the majority rate{shown}",
             brief="below majority",
         )
+    if count := len(summary.get("warnings") or []):  # its accuracy stands, with a caveat
+        said = f"ok, {count} warning{'s' if count > 1 else ''}"
+        return Outcome(said, True, brief="ok, warned", warned=True)
     return Outcome(status, True)

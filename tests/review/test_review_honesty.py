@@ -162,3 +162,20 @@ def test_plan_basis_says_when_it_scales_past_the_measured_data_size(
     big = plan_profile(load_profile(TINY), runs, data_size=10**9)
     assert "scaled from their 1,000 to " in big.target.basis
     assert "not measured at this size" in big.target.basis
+
+
+def test_a_run_whose_summary_warns_is_not_listed_as_plain_ok(
+    make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The end-of-run table said "finished, 1 warning(s)" (the blend left the LSTM out), while
+    `runs` and the report listed the same run as a plain "ok"; its accuracy still counts."""
+    runs = tmp_path / "runs"
+    warned = {"warnings": [{"code": "path_unused", "message": "the LSTM got weight 0"}]}
+    make_run("warned", nproc=1, epoch_s=[5.0, 5.0], sync_s=0.1, accuracy=0.9,
+             summary_extra=warned)  # fmt: skip
+    assert main(["runs", "--runs-dir", str(runs), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["outcome"] == "ok, 1 warning" and row["accuracy_counts"] is True
+    assert main(["runs", "--runs-dir", str(runs)]) == 0
+    assert "ok, 1 warning" in capsys.readouterr().out
+    assert _run_row(_report(runs, tmp_path / "out", "warned"), "warned")[3] == "ok, 1 warning"

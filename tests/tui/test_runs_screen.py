@@ -103,26 +103,28 @@ async def test_a_model_below_the_majority_rate_is_not_listed_as_plain_ok(
 ) -> None:
     """The Runs screen showed "ok" for a run whose summary warns that its accuracy (0.221)
     does not beat the majority rate (0.800); `sentitop runs` already said so. Where the
-    whole phrase does not fit the column, its words do (it read "ok, below m")."""
-    for name, accuracy in (
-        ("20261122-090000-local-cpu", 0.221),
-        ("20261122-100000-local-cpu", 0.9),
+    whole phrase does not fit the column, its words do (it read "ok, below m"). A run whose
+    summary warns of something else was a plain "ok" too (the end-of-run table said so)."""
+    warned = [{"code": "path_unused", "message": "the LSTM got weight 0"}] * 2
+    for name, accuracy, warnings in (
+        ("20261122-090000-local-cpu", 0.221, [{"code": "below_majority", "message": "none"}]),
+        ("20261122-100000-local-cpu", 0.9, []),
+        ("20261122-110000-local-cpu", 0.9, warned),
     ):
         folder = stopped_cpu_run(tmp_path / name)
         write_summary(folder, status="ok")
         summary = json.loads((folder / "summary.json").read_text())
-        summary |= {"accuracy": accuracy, "majority_rate": 0.8}
-        if accuracy < 0.8:
-            summary["warnings"] = [{"code": "below_majority", "message": "learned nothing"}]
+        summary |= {"accuracy": accuracy, "majority_rate": 0.8, "warnings": warnings}
         (folder / "summary.json").write_text(json.dumps(summary))
     app = build_app(start="runs", runs_dir=tmp_path)
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
         table = app.screen.query_one("#runs-table")
         labels = [str(c.label) for c in table.columns.values()]  # type: ignore[attr-defined]
-        cells = [table.get_row_at(i) for i in range(2)]  # type: ignore[attr-defined]
+        cells = [table.get_row_at(i) for i in range(3)]  # type: ignore[attr-defined]
         status = labels.index("status")
-        assert [str(row[status]) for row in cells] == [said, "ok"]
+        assert [str(row[status]) for row in cells] == [said, "ok", "ok, 2 warnings"]
+        assert [row[status].style for row in cells] == ["bold yellow", "", "yellow"]
         assert len(said) <= table.width_of("status")  # type: ignore[attr-defined]
 
 

@@ -126,9 +126,12 @@ class RunRow:
     status: str = ""
     shown_status: str = ""
     """The status as the Runs screen shows it: "ok, below majority 0.800" for a finished run
-    whose model does not beat the majority rate (remote.review.outcome), else ``status``."""
+    whose model does not beat the majority rate, "ok, 2 warnings" for one whose summary warns
+    (remote.review.outcome), else ``status``."""
     brief_status: str = ""
     """``shown_status`` in fewer words for a narrow column ("below majority"); "": the same."""
+    status_style: str = ""
+    """Rich style of the shown status (remote.review.outcome.Outcome.style): "" for plain."""
     resumed_from: str = ""
     """The stopped run it continued (summary.json ``resumed_from``), "" when none."""
     chain_hours: float | None = None
@@ -429,5 +432,6 @@ def run_row(run_dir: Path) -> RunRow | None:
         status=status,
         shown_status=shown.status,
         brief_status=shown.brief,
+        status_style=shown.style if shown.status != status else "",  # said in other words
         resumed_from=str(data.get("resumed_from") or ""),
     )

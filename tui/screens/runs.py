@@ -147,13 +147,13 @@ def _resume_request(screen: SentitopScreen, path: Path) -> None:
 
 
 def status_text(row: RunRow, width: int = 40) -> Text:
-    """The status cell: a run whose model is no better than the majority rate in warning
-    colours, never a bare "ok" ("below majority" alone where "ok, below majority 0.800" does
-    not fit ``width``)."""
+    """The status cell: a run whose model is no better than the majority rate, or whose summary
+    warns, in warning colours, never a bare "ok" ("below majority" alone where "ok, below
+    majority 0.800" does not fit ``width``)."""
     shown = row.shown_status or row.status
     if len(shown) > width and row.brief_status:
         shown = row.brief_status
-    return Text(shown, style="bold yellow" if shown != row.status else "")
+    return Text(shown, style=row.status_style)
 
 
 def chain_note(row: RunRow) -> str:

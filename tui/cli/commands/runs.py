@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
         chain, later = links.chain(r), links.continued_by(r)
         table.add_row(  # ids, labels and sweep names come from folders: never markup
             _run_cell(r, chain, later),
-            Text(outcome.status, style="" if outcome.accuracy_counts else "bold yellow"),
+            Text(outcome.status, style=outcome.style),
             Text(r.task),
             Text(r.label),
             str(epochs_done(r)),
