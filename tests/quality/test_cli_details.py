@@ -128,8 +128,14 @@ def test_train_says_what_it_fits_after_training_and_what_became_of_the_companion
     assert lines[0].startswith("accuracy 0.8895  f1 0.9384  epochs 2")
     assert lines[1] == ("linear companion: kept: 83,250 features from 10,410 rows, C 16.0, its "
                         "own validation accuracy 0.8877")  # fmt: skip
-    assert "in-sample" in lines[2]
+    assert lines[2].startswith("(the blend of the model's paths (its weights) was chosen on the "
+                               "held-out split this accuracy is measured on")  # fmt: skip
+    kept = summary_lines({**summary, "best_epoch": 0}, "run")[2]  # the first of 2 evaluated
+    assert kept.startswith("(the epoch kept (1 of 2) and the blend of the model's paths (its "
+                           "weights) were chosen on the held-out split")  # fmt: skip
     plain = summary_lines({**summary, "companion": None, "blend": None}, "run")
     assert len(plain) == 1
+    one = summary_lines({**summary, "blend": None, "epochs": 1, "best_epoch": 0}, "run")
+    assert len(one) == 2  # one epoch evaluated: nothing was chosen on the test split
     counted = summary_lines({**summary, "n_test": 1167}, "run")[0]  # how sure, and on how many
     assert counted.startswith("accuracy 0.8895 (95 % 0.8702-0.9062, 1,167 test reviews)  f1")

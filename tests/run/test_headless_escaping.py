@@ -107,8 +107,13 @@ def test_the_accuracy_says_how_many_test_reviews_back_it() -> None:
     for summary in ({"blend": blended}, {"train": {"blend": blended}}):  # train's, or a run's
         assert accuracy_cell({"accuracy": 0.8, "n_test": 20, **summary}) == (
             "0.8000 (95 % 0.5840-0.9193, 20 test reviews; the blend of the model's paths "
-            "(3 weights) was fitted on them too)"
+            "(3 weights) was chosen on them too)"
         )
+    kept = {"epochs": 3, "train": {"best_epoch": 1, "blend": blended}}  # a run's summary
+    assert accuracy_cell({"accuracy": 0.8, "n_test": 20, **kept}) == (
+        "0.8000 (95 % 0.5840-0.9193, 20 test reviews; the epoch kept (2 of 3) and the blend of "
+        "the model's paths (3 weights) were chosen on them too)"
+    )
     unapplied = {"blend": {"applied": False, "weights": [1.0, 1.0, 0.0]}}
     assert "blend" not in accuracy_cell({"accuracy": 0.8, "n_test": 20, **unapplied})
     assert accuracy_cell({"accuracy": None, "n_test": 0}) == "—"

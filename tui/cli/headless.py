@@ -164,25 +164,40 @@ def _rate(event: Mapping[str, Any]) -> str:
     return f"{fmt(rate, ',.0f')} {unit}/s"
 
 
+def chosen_on_test(summary: Mapping[str, Any]) -> list[str]:
+    """What the run chose by looking at the same held-out split its accuracy is measured on
+    (the trainer has no other labelled split): the epoch kept out of several evaluated, and
+    the blend of the model's paths. Phrases, [] when neither."""
+    train = summary.get("train")
+    train = train if isinstance(train, Mapping) else {}
+    chosen = []
+    best, epochs = summary.get("best_epoch", train.get("best_epoch")), summary.get("epochs")
+    if isinstance(best, int) and isinstance(epochs, int) and epochs > 1:
+        chosen.append(f"the epoch kept ({best + 1} of {epochs})")
+    blend = summary.get("blend") or train.get("blend")
+    if isinstance(blend, Mapping) and blend.get("applied"):
+        weights = blend.get("weights")
+        count = f"{len(weights)} weights" if isinstance(weights, list) else "its weights"
+        chosen.append(f"the blend of the model's paths ({count})")
+    return chosen
+
+
 def accuracy_cell(summary: Mapping[str, Any], blend_note: bool = True) -> str:
     """The test accuracy with its 95 % Wilson interval over the test reviews it was measured
     on (a small test split cannot tell a point from noise; the figure alone would not say so),
-    and, when the blend of the model's paths was fitted on that split, that it was (the
-    figure is then in-sample for those few weights; ``blend_note`` False: the caller says
-    so on a line of its own)."""
+    and what was chosen on that same split (:func:`chosen_on_test`: the figure is then
+    slightly in-sample; ``blend_note`` False: the caller says so on a line of its own)."""
     accuracy, n = summary.get("accuracy"), summary.get("n_test")
     if not isinstance(accuracy, int | float) or not isinstance(n, int) or n <= 0:
         return fmt(accuracy, ".4f")
     from engine.sentiment.metrics import wilson_interval
 
     low, high = wilson_interval(round(accuracy * n), n)
-    train = summary.get("train")
-    blend = summary.get("blend") or (train.get("blend") if isinstance(train, Mapping) else None)
+    chosen = chosen_on_test(summary) if blend_note else []
     fitted = ""
-    if blend_note and isinstance(blend, Mapping) and blend.get("applied"):  # the same split
-        weights = blend.get("weights")
-        count = f"{len(weights)} weights" if isinstance(weights, list) else "its weights"
-        fitted = f"; the blend of the model's paths ({count}) was fitted on them too"
+    if chosen:
+        verb = "were" if len(chosen) > 1 else "was"
+        fitted = f"; {' and '.join(chosen)} {verb} chosen on them too"
     return f"{accuracy:.4f} (95 % {low:.4f}-{high:.4f}, {n:,} test reviews{fitted})"
 
 

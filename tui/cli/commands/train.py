@@ -357,7 +357,7 @@ def run(args: argparse.Namespace) -> int:
 
 def summary_lines(summary: dict[str, Any], run_dir: str) -> list[str]:
     """What `sentitop train` prints at the end: the figures, the companion, the advice."""
-    from tui.cli.headless import accuracy_cell
+    from tui.cli.headless import accuracy_cell, chosen_on_test
 
     tts = summary.get("time_to_threshold_s")
     lines = [
@@ -369,10 +369,12 @@ def summary_lines(summary: dict[str, Any], run_dir: str) -> list[str]:
     companion = summary.get("companion")
     if isinstance(companion, dict):
         lines.append(f"linear companion: {companion_line(companion)}")
-    if (summary.get("blend") or {}).get("applied"):
+    if chosen := chosen_on_test(summary):
+        verb = "were" if len(chosen) > 1 else "was"
         lines.append(
-            "(the blend was fitted on the held-out split this accuracy is measured on: in-sample, "
-            "slightly optimistic; `sentitop eval` on other reviews gives an out-of-sample figure)"
+            f"({' and '.join(chosen)} {verb} chosen on the held-out split this accuracy is "
+            "measured on: slightly optimistic; `sentitop eval` on other reviews gives an "
+            "out-of-sample figure)"
         )
     advice = (summary.get("balance") or {}).get("advice")
     if advice:
