@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import TrainConfig
-from engine.errors import DivergedError, InputError
+from engine.errors import DivergedError, InputError, SentitopError
 from engine.events import has_live_writer, read_events
 from remote.checkpoint_keeper import NODE_CHECKPOINT
 from remote.profile import Profile, load_profile
@@ -91,6 +91,27 @@ def resumable_run(ref: str | Path, runs_dir: str | Path | None = None) -> Path:
             f"start the run again: sentitop run {folder / PROFILE_FILE}",
         )
     return folder.absolute()
+
+
+def resumable_or_torn_down(ref: str | Path, runs_dir: str | Path | None = None) -> Path:
+    """:func:`resumable_run`; when it refuses a run whose launcher was killed on cloud
+    machines, what that run left is terminated (remote.teardown.tear_down_refused) and the
+    refusal says so: a resume would have terminated them first, and a refusal must not leave
+    them billing."""
+    try:
+        return resumable_run(ref, runs_dir)
+    except InputError as refused:
+        try:
+            folder = resolve_run_dir(ref, want=PROFILE_FILE, root=runs_dir)
+        except SentitopError:
+            raise refused from None
+        if _read_json(folder / SUMMARY_FILE).get("status") or _ended(folder):
+            raise  # its launcher ended it, and tore its machines down on the way out
+        from remote.teardown import tear_down_refused
+
+        if said := tear_down_refused(folder):
+            refused.message += f". Also: {said}"
+        raise
 
 
 def looks_like_checkpoint(path: Path) -> bool:

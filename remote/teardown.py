@@ -140,7 +140,11 @@ def cloud_region(run_dir: Path) -> tuple[bool, str | None, str]:
     return provider == "ec2" or emr, str(region) if region else None, provider
 
 
-def tear_down_leftovers(run_dir: Path) -> str | None:
+def tear_down_leftovers(
+    run_dir: Path,
+    then: str = "terminated before this run starts its own",
+    where: str = ", resumed here,",
+) -> str | None:
     """Before ``run_dir`` is resumed: terminate what it left tagged in the cloud (its launcher
     was killed, so nothing tore its nodes down, and a resume started new ones beside them);
     what went, or None when nothing was left (or it used no cloud machines)."""
@@ -151,10 +155,30 @@ def tear_down_leftovers(run_dir: Path) -> str | None:
     if not (report.instances or report.clusters):
         return None
     return (
-        f"run {run_dir.name}, resumed here, had left {len(report.instances)} EC2 instance(s) "
+        f"run {run_dir.name}{where} had left {len(report.instances)} EC2 instance(s) "
         f"and {len(report.clusters)} EMR cluster(s) running in {report.region} (its launcher "
-        "was killed); terminated before this run starts its own"
+        f"was killed); {then}"
     )
+
+
+def tear_down_refused(run_dir: Path) -> str | None:
+    """A resume of ``run_dir`` was refused (no checkpoint, diverged, ...): when its launcher was
+    killed on cloud machines, nothing else will ever stop them, and the refusal's hint (start it
+    again) would launch more beside them; terminate them too. What went, why it could not be
+    checked, or None (nothing left, no cloud, or a launcher still running that owns them)."""
+    from engine.errors import SentitopError
+    from engine.events import has_live_writer
+    from remote.run_folder import EVENTS_FILE
+
+    if has_live_writer(run_dir / EVENTS_FILE):
+        return None
+    try:
+        return tear_down_leftovers(run_dir, "terminated them", "")
+    except SentitopError as exc:  # no credentials, no network: say what to run
+        return (
+            f"could not check whether run {run_dir.name} left cloud machines running "
+            f"({exc.message}); `sentitop teardown {run_dir.name}` terminates what it left"
+        )
 
 
 def no_cloud(run_dir: Path) -> str | None:

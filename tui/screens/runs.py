@@ -130,11 +130,11 @@ def request_resume(screen: SentitopScreen, path: Path) -> None:
 def _resume_request(screen: SentitopScreen, path: Path) -> None:
     from engine.errors import SentitopError
     from remote.pricing import load_catalog
-    from remote.resume import PROFILE_FILE, resumable_run, resume_profile
+    from remote.resume import PROFILE_FILE, resumable_or_torn_down, resume_profile
     from tui.model.rows import profile_row
 
     try:
-        folder = resumable_run(path)
+        folder = resumable_or_torn_down(path)
         profile = resume_profile(folder, None)
     except SentitopError as exc:
         screen.app.call_from_thread(

@@ -219,3 +219,41 @@ def test_a_resume_first_terminates_what_the_killed_run_left(ec2, ami, run_id, tm
     assert tear_down_leftovers(run_dir) is None  # nothing left
     (run_dir / "profile.yaml").write_text("name: l\nprovider: local\n")
     assert tear_down_leftovers(run_dir) is None  # no cloud, no AWS call
+
+
+def test_a_refused_resume_terminates_what_the_killed_run_left(
+    ec2, ami, run_id, tmp_path, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    """An EC2 run SIGKILLed before its first checkpoint: `run --resume` refused it ("nothing to
+    resume from; start it again") and left its two instances running, although `sentitop runs`
+    says a resume terminates them first; the hint, followed, launched two more beside them."""
+    run_dir = tmp_path / run_id
+    run_dir.mkdir()
+    (run_dir / "profile.yaml").write_text(f"name: g5\nprovider: ec2\nregion: {REGION}\n")
+    (run_dir / "events.jsonl").write_text('{"type": "stage_start", "t": 1.0, "stage": "train"}\n')
+    launch(ec2, ami, run_id, 2)
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "before its first checkpoint" in err  # the refusal itself, as before
+    assert f"run {run_id} had left 2 EC2 instance(s)" in err and "terminated them" in err
+    assert live_instances(ec2, run_id) == set()
+
+
+def test_a_refused_resume_leaves_the_machines_of_a_run_that_ended_alone(
+    ec2, ami, run_id, tmp_path, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    """A run whose launcher ended it (summary.json written) tore its machines down itself; a
+    refusal to resume it asks AWS nothing (here the instances are another owner's to stop)."""
+    from remote.teardown import teardown_run
+
+    run_dir = tmp_path / run_id
+    run_dir.mkdir()
+    (run_dir / "profile.yaml").write_text(f"name: g5\nprovider: ec2\nregion: {REGION}\n")
+    (run_dir / "summary.json").write_text('{"status": "failed", "reason": "no checkpoint"}')
+    launched = set(launch(ec2, ami, run_id, 1))
+    try:
+        assert main(["run", "--resume", str(run_dir)]) == 2
+        assert "had left" not in capsys.readouterr().err
+        assert live_instances(ec2, run_id) == launched
+    finally:
+        teardown_run(run_id)

@@ -42,14 +42,14 @@ def run(args: argparse.Namespace) -> int:
 
     from engine.errors import InputError
     from remote.profile import load_profile
-    from remote.resume import resumable_run, resume_hint, resume_profile
+    from remote.resume import resumable_or_torn_down, resume_hint, resume_profile
 
     if args.profile is None and args.resume is None:
         raise InputError("give a PROFILE to run, or --resume RUN to continue a stopped run")
     given = load_profile(args.profile) if args.profile is not None else None
     args.resume_from = None
     if args.resume is not None:
-        args.resume_from = resumable_run(args.resume, args.runs_dir)
+        args.resume_from = resumable_or_torn_down(args.resume, args.runs_dir)
         given = resume_profile(args.resume_from, given)
     assert given is not None
     profile = given
