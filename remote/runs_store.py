@@ -74,13 +74,14 @@ def list_runs(
     if not folder.is_dir():
         return []
     records = []
+    catalog = load_catalog()  # once: a broken price file is one error, not every run "unreadable"
     for path in sorted(folder.iterdir()):
         if not (path / "summary.json").is_file():
             if unfinished is not None and (path / "events.jsonl").is_file():
                 unfinished.append(path.name)
             continue
         try:
-            records.append(load_run(path))
+            records.append(load_run(path, catalog))
         except InputError as exc:
             if unreadable is not None:
                 unreadable.append(exc.message)
@@ -93,13 +94,14 @@ def resolve_runs(
     """Runs named by folder paths, run ids, sweep ids or CSV files (in that order of lookup)."""
     out: list[RunRecord] = []
     known: list[RunRecord] | None = None
+    catalog = catalog or load_catalog()  # a broken price file: its own error, not "no such run"
     for ref in refs:
         path = Path(ref).expanduser()
         if path.suffix.lower() == ".csv":
             out.extend(import_csv(path, catalog))
             continue
         try:
-            out.append(load_run(resolve_run_dir(ref, want=SUMMARY_FILE, root=root)))
+            out.append(load_run(resolve_run_dir(ref, want=SUMMARY_FILE, root=root), catalog))
             continue
         except InputError as exc:
             if len(path.parts) > 1:  # a path, not an id: no sweep of that name

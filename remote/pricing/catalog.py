@@ -229,7 +229,19 @@ def load_user_rows(path: Path | None = None) -> list[InstanceType]:
         return []
     except OSError as exc:
         raise InputError(f"{path}: cannot read the price override file ({exc})") from None
+    except UnicodeDecodeError as exc:
+        line = text_line_of(path, exc.start)
+        raise InputError(
+            f"{path}:{line}: the price override file is not UTF-8 text (byte {exc.start})",
+            hint=f"write it as CSV text with the columns {','.join(COLUMNS)}",
+        ) from None
     return _parse_rows(text, str(path), "user")
+
+
+def text_line_of(path: Path, offset: int) -> int:
+    """The 1-based line of byte ``offset`` in ``path``."""
+    with path.open("rb") as fh:
+        return fh.read(offset).count(b"\n") + 1
 
 
 def load_catalog(user_file: Path | None = None) -> Catalog:

@@ -91,6 +91,9 @@ def test_bad_user_catalog_names_file_and_line(tmp_path: Path) -> None:
         with pytest.raises(InputError, match=rf"user-prices\.csv:2: spot_usd = {bad} is not"):
             load_catalog()
     assert set(COLUMNS) >= {"instance_type", "on_demand_usd", "emr_usd", "price_date"}
+    user.write_bytes(b"instance_type,on_demand_usd\ng5.xlarge,1\n\xff\xfe\x00garbage\n")
+    with pytest.raises(InputError, match=r"user-prices\.csv:3: the price override file is not"):
+        load_catalog()  # a UnicodeDecodeError traceback before
 
 
 class FakePaginator:

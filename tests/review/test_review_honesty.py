@@ -179,3 +179,26 @@ def test_a_run_whose_summary_warns_is_not_listed_as_plain_ok(
     assert main(["runs", "--runs-dir", str(runs)]) == 0
     assert "ok, 1 warning" in capsys.readouterr().out
     assert _run_row(_report(runs, tmp_path / "out", "warned"), "warned")[3] == "ok, 1 warning"
+
+
+def test_a_broken_price_file_is_one_error_not_every_run_unreadable(
+    make_run: Callable[..., Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hand-edited prices.csv with a bad header made `runs` leave out every run folder (the
+    same error once per run), print "no runs" and exit 0; `report RUN` blamed the run id."""
+    runs = tmp_path / "runs"
+    make_run("first", nproc=1, epoch_s=[5.0], sync_s=0.1, accuracy=0.9)
+    make_run("second", nproc=1, epoch_s=[5.0], sync_s=0.1, accuracy=0.9)
+    prices = tmp_path / "prices.csv"
+    prices.write_text("garbage,,,\n")
+    monkeypatch.setenv("SENTITOP_PRICES_FILE", str(prices))
+    for command in (["runs", "--runs-dir", str(runs)], ["runs", "--runs-dir", str(runs), "--json"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.count(f"{prices}:1: bad header") == 1 and "left out" not in err
+    assert main(["report", "first", "--runs-dir", str(runs), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"{prices}:1: bad header" in err and "no sweep id" not in err
