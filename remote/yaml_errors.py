@@ -51,10 +51,50 @@ def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
         raise YamlSyntaxError([Problem(line, "", f"not valid YAML: {what}")]) from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError([Problem(None, "", f"not valid YAML: {exc}")]) from None
+    if (alias_problem := _alias_problem(node)) is not None:
+        raise YamlSyntaxError([alias_problem])
     duplicates = list(_duplicate_keys(node, ()))
     if duplicates:
         raise YamlSyntaxError(duplicates)
     return data, node
+
+
+MAX_EXPANDED_NODES = 100_000
+"""Most values a document may expand to through its aliases (a profile holds a few hundred)."""
+
+
+def _alias_problem(root: yaml.Node | None) -> Problem | None:
+    """An alias that refers to a node containing it (the data would contain itself), or aliases
+    that expand to more than MAX_EXPANDED_NODES values (an "alias bomb": reading it would
+    not end); None for a document without either. Walks the node tree without recursion."""
+    if root is None:
+        return None
+    expanded = 0
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    inside: set[int] = set()  # the nodes on the path from the root to the current one
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            inside.discard(id(node))
+            continue
+        if id(node) in inside:
+            line = node.start_mark.line + 1
+            return Problem(line, "", "an alias refers to the value that contains it (the "
+                           "data would contain itself); write the value out")  # fmt: skip
+        expanded += 1
+        if expanded > MAX_EXPANDED_NODES:
+            return Problem(None, "", f"its aliases expand to more than {MAX_EXPANDED_NODES:,} "
+                           "values; write the values out")  # fmt: skip
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            continue
+        inside.add(id(node))
+        stack.append((node, True))
+        stack.extend((child, False) for child in reversed(children))
+    return None
 
 
 def _duplicate_keys(node: yaml.Node | None, loc: tuple[str | int, ...]) -> typing.Iterator[Problem]:

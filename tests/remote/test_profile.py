@@ -326,6 +326,23 @@ def test_yaml_syntax_error_and_non_mapping(tmp_path: Path) -> None:
     assert "a mapping of fields" in error_of(write(tmp_path, "- just\n- a list\n", "l.yaml"))
 
 
+def test_aliases_that_contain_themselves_or_explode_are_errors(tmp_path: Path) -> None:
+    """`a: &a [*a]` gave a RecursionError traceback in `profiles`, `run` and `plan` (and hid
+    every profile of its folder in the dashboard); an alias bomb of 10 aliases per level
+    never finished. Aliases a profile really uses still read."""
+    looped = error_of(write(tmp_path, "name: x\nprovider: local\na: &a [1, *a]\n"))
+    assert "p.yaml:3: " in looped and "an alias refers to the value that contains it" in looped
+    levels = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)]
+    bomb = error_of(write(tmp_path, "name: x\nprovider: local\n" + "\n".join(levels) + "\n"))
+    assert "aliases expand to more than 100,000 values" in bomb
+    shared = "name: x\nprovider: local\ndata: &d {synthetic: {size: 1MB}}\nx-copy: *d\n"
+    other = error_of(write(tmp_path, shared, "shared.yaml"))  # another problem: x-copy
+    assert "an alias refers" not in other and "expand to" not in other and "x-copy" in other
+    entries = list_profiles(tmp_path)
+    assert all(e.error for e in entries)  # each file has its own error; the listing lives
+
+
 def test_missing_file_is_a_profile_error(tmp_path: Path) -> None:
     assert "no such profile file" in error_of(tmp_path / "nope.yaml")
 
