@@ -23,6 +23,7 @@ from typing import Any
 from engine.config import TrainConfig
 from engine.errors import DivergedError, InputError, SentitopError
 from engine.events import has_live_writer, read_events
+from engine.sentiment.resume_checks import refuse_fewer_epochs
 from remote.checkpoint_keeper import NODE_CHECKPOINT
 from remote.profile import Profile, load_profile
 from remote.resume_chain import continued_by
@@ -200,8 +201,8 @@ def resume_hint(run_dir: Path) -> str | None:
         )
     if diverged(run_dir) is not None:
         return f"training diverged: {DIVERGED_HINT}"
-    epoch = _checkpoint_epoch(run_dir)
-    where = f" (epochs done: {epoch})" if epoch is not None else ""
+    at = checkpoint_at(run_dir)
+    where = f" (epochs done: {at[0]})" if at is not None else ""
     return f"checkpoint kept{where}; continue with: sentitop run --resume {run_dir}"
 
 
@@ -225,16 +226,25 @@ def _ended(run_dir: Path) -> str | None:
     return status if isinstance(status, str) else None
 
 
-def _checkpoint_epoch(run_dir: Path) -> int | None:
-    """Epochs the newest checkpoint of ``run_dir`` holds, from its events (None: unknown)."""
-    epoch = None
+def checkpoint_at(run_dir: Path) -> tuple[int, int] | None:
+    """(whole epochs, steps into the next) of the newest checkpoint of ``run_dir`` (a run
+    folder, or a `sentitop train` run dir), from its events; None when unknown."""
+    at = None
     if not (run_dir / EVENTS_FILE).is_file():
         return None
     for event in read_events(run_dir / EVENTS_FILE):
         if event.get("type") in ("checkpoint", "checkpoint_stored"):
-            value = event.get("epoch")
-            epoch = value if isinstance(value, int) else epoch
-    return epoch
+            epoch, step = event.get("epoch"), event.get("step") or 0
+            if isinstance(epoch, int) and isinstance(step, int):
+                at = (epoch, step)
+    return at
+
+
+def refuse_fewer_epochs_than_done(run_dir: Path, epochs: int) -> None:
+    """Before any rank starts: ConfigError (engine.sentiment.resume_checks) when the newest
+    checkpoint of ``run_dir`` holds more training than ``epochs`` asks for."""
+    if (at := checkpoint_at(run_dir)) is not None:
+        refuse_fewer_epochs(*at, epochs)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

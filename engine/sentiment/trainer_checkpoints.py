@@ -18,6 +18,7 @@ from engine.sentiment.divergence import check_weights
 from engine.sentiment.hooks import TrainHooks
 from engine.sentiment.metrics import ThresholdClock
 from engine.sentiment.model import ModelShape, SentimentLSTM
+from engine.sentiment.resume_checks import refuse_fewer_epochs
 from engine.sentiment.weight_average import WeightAverage
 
 CARRIED = ("samples", "seconds", "loss_sum")
@@ -125,6 +126,7 @@ class CheckpointState:
                 f"not {self.spec.to_dict()}",
                 hint="use a new --run-dir",
             )
+        refuse_fewer_epochs(int(state["epoch"]), int(state.get("step") or 0), self.cfg.epochs)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])

@@ -13,6 +13,7 @@ import pytest
 
 from engine.errors import InputError
 from remote.checkpoint_keeper import NODE_CHECKPOINT
+from remote.profile import load_profile
 from remote.resume import resumable_run
 from tests.bad_inputs import torch_like_zip
 from tui.cli import main
@@ -192,3 +193,21 @@ def test_a_real_torch_save_passes_the_torch_free_check(tmp_path: Path) -> None:
     assert looks_like_checkpoint(path)
     path.write_bytes(path.read_bytes()[:-200])
     assert not looks_like_checkpoint(path)
+
+
+def test_resuming_with_fewer_epochs_than_the_checkpoint_holds_is_refused(
+    make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run --resume` of a run stopped in epoch 5 with a profile of 3 epochs trained nothing,
+    dropped the epoch under way and said "ok", exit 0. Refused before anything starts."""
+    folder = make_run("20261127-160000-tiny", nproc=1, epoch_s=[10.0], sync_s=1.0,
+                      status="interrupted")  # fmt: skip
+    torch_like_zip(folder / NODE_CHECKPOINT)
+    with (folder / "events.jsonl").open("a") as fh:
+        fh.write(json.dumps({"type": "checkpoint", "t": 2.0, "epoch": 4, "step": 8}) + "\n")
+    epochs = load_profile(folder / "profile.yaml").to_train_config(".", ".").epochs
+    assert epochs < 5
+    assert main(["run", "--resume", str(folder), "--runs-dir", str(tmp_path / "new")]) == 2
+    err = capsys.readouterr().err
+    assert f"holds 4 whole epoch(s) and 8 step(s) of epoch 5, more than the {epochs}" in err
+    assert not (tmp_path / "new").exists()  # no run folder started

@@ -61,3 +61,29 @@ def test_resuming_on_another_dataset_is_refused(
     moved = tmp_path / "moved"
     (tmp_path / "data").rename(moved)  # the run's own dataset at another path: fine
     assert main([*resume, str(moved)]) == 0
+
+
+def test_resuming_with_fewer_epochs_than_trained_is_refused(
+    tiny_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run stopped in its 5th epoch, resumed with 3 epochs: it trained nothing, dropped the
+    steps of the epoch under way and reported "ok" (exit 0) with an empty epoch history. Both
+    the launcher (from the run's events) and the trainer (from the checkpoint) refuse it."""
+    from engine.errors import ConfigError
+    from engine.sentiment.resume_checks import refuse_fewer_epochs
+
+    run = tmp_path / "run"
+    assert main(_train(tiny_data, run, "--epochs", "2")) == 0
+    (run / "summary.json").unlink()  # stopped during its after-training fits
+    capsys.readouterr()
+    resume = ["train", "--data", str(tiny_data), "--run-dir", str(run), "--resume"]
+    _refused([*resume, "--epochs", "1"], capsys, "holds 2 whole epoch(s), more than the 1",
+             "epochs 2 or more")  # fmt: skip
+    (run / "events.jsonl").unlink()  # no record for the launcher: the trainer itself refuses
+    assert main([*resume, "--epochs", "1"]) != 0
+    assert "holds 2 whole epoch(s)" in capsys.readouterr().err
+    assert not (run / "summary.json").exists()  # nothing was reported as done
+    refuse_fewer_epochs(2, 0, 2)  # the end of the last epoch: resuming finishes the run
+    refuse_fewer_epochs(1, 5, 2)  # mid-epoch within the epochs asked for
+    with pytest.raises(ConfigError, match="and 8 step\\(s\\) of epoch 5"):
+        refuse_fewer_epochs(4, 8, 4)

@@ -42,7 +42,12 @@ def run(args: argparse.Namespace) -> int:
 
     from engine.errors import InputError
     from remote.profile import load_profile
-    from remote.resume import resumable_or_torn_down, resume_hint, resume_profile
+    from remote.resume import (
+        refuse_fewer_epochs_than_done,
+        resumable_or_torn_down,
+        resume_hint,
+        resume_profile,
+    )
 
     if args.profile is None and args.resume is None:
         raise InputError("give a PROFILE to run, or --resume RUN to continue a stopped run")
@@ -57,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     for warning in profile.warnings():
         err.print(Text(f"warning: {warning}", "yellow"))
     epochs = profile.to_train_config(".", ".").epochs
+    if args.resume_from is not None:  # fewer epochs than it trained: it would train nothing
+        refuse_fewer_epochs_than_done(args.resume_from, epochs)
     received: list[int] = []
     started: list[Path] = []
     try:

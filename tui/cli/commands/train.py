@@ -190,6 +190,9 @@ def check_run_dir(cfg: Any) -> None:
                 hint="restore it from a copy, or train a new --run-dir",
             )
         _check_something_left(cfg)
+        from remote.resume import refuse_fewer_epochs_than_done
+
+        refuse_fewer_epochs_than_done(run_dir, cfg.epochs)
         _check_same_dataset(cfg)
         return
     if (run_dir / "summary.json").is_file():
