@@ -231,7 +231,7 @@ class TaskList:
         """The next task, or None when all are taken."""
         lock = self.taken.get_lock()
         if not lock.acquire(timeout=LOCK_TIMEOUT_S):  # its holder died while holding it
-            raise RuntimeError("a preprocess worker stopped while taking a map task")
+            raise SentitopError("a preprocess worker stopped while taking a map task")
         try:
             index = self.taken.value
             self.taken.value = index + 1

@@ -17,6 +17,7 @@ import gc
 import multiprocessing as mp
 import os
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -339,7 +340,7 @@ class _Pool:
                     got += self._last_words(result_q, kind, progress)
                     sent = {wid for wid, _ in got}
                     if any(w not in sent for w in gone):
-                        raise RuntimeError(_died(procs, gone, sent)) from None
+                        raise _died(procs, gone, sent) from None
                 continue
             if msg[0] == kind:
                 got.append((msg[1], msg[2]))
@@ -364,12 +365,21 @@ class _Pool:
                 self._handle(msg, progress)
 
 
-def _died(procs: list[Any], gone: list[int], sent: set[int]) -> str:
-    """The error for workers that exited before sending their phase's message."""
+def _died(procs: list[Any], gone: list[int], sent: set[int]) -> SentitopError:
+    """The error (exit 1, no traceback) for workers that exited before sending their phase's
+    message; SIGKILL is what the kernel's out-of-memory killer sends, so its hint says so."""
     names = [procs[w - 1].name for w in gone if w not in sent]
     codes = sorted({procs[w - 1].exitcode for w in gone if w not in sent}, key=str)
     how = ", ".join(f"signal {-c}" if c is not None and c < 0 else f"exit {c}" for c in codes)
-    return f"preprocess worker(s) {', '.join(names)} died ({how}) before finishing its phase"
+    killed = -signal.SIGKILL in codes
+    return SentitopError(
+        f"preprocess worker(s) {', '.join(names)} died ({how}) before finishing its phase; "
+        "nothing was written to the output",
+        hint="SIGKILL is what the out-of-memory killer sends: give a lower --memory-budget "
+        "(or fewer --workers) and run it again"
+        if killed
+        else "run it again; if it happens again, try --workers 1 to see the worker's own error",
+    )
 
 
 def _part_of(finished: Callable[[], dict[int, list[str]]], wid: int) -> Callable[[], str]:

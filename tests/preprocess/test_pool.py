@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from engine.config import PreprocessConfig
+from engine.errors import SentitopError
 from engine.preprocess import pool_worker, readers, writer
 from engine.preprocess.handover import WorkerState
 from engine.preprocess.pipeline import run_preprocess
@@ -182,7 +183,7 @@ def test_a_worker_that_dies_fails_the_job(
 ) -> None:
     break_phase(monkeypatch, phase, "exit")
     start = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"preprocess worker\(s\) preprocess-1 died"):
+    with pytest.raises(SentitopError, match=r"preprocess worker\(s\) preprocess-1 died"):
         run_two_workers(corpus, tmp_path / "o")
     assert time.monotonic() - start < 30
     assert_clean(tmp_path / "o")
@@ -196,7 +197,7 @@ def test_a_worker_that_exits_0_mid_job_fails_the_job(
     os._exit) is a failure too: the parent used to wait for its message for ever."""
     break_phase(monkeypatch, phase, "exit0")
     start = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"preprocess-1 died \(exit 0\) before finishing"):
+    with pytest.raises(SentitopError, match=r"preprocess-1 died \(exit 0\) before finishing"):
         run_two_workers(corpus, tmp_path / "o")
     assert time.monotonic() - start < 30
     assert_clean(tmp_path / "o")
@@ -219,7 +220,8 @@ def test_a_worker_killed_while_waiting_for_the_next_phase_fails_the_job(
 
     monkeypatch.setattr(pool_worker.Worker, "shuffle", shuffle_then_kill)
     start = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"preprocess-1 died \(signal 9\)"):
-        run_two_workers(corpus, tmp_path / "o")
+    with pytest.raises(SentitopError, match=r"preprocess-1 died \(signal 9\)") as caught:
+        run_two_workers(corpus, tmp_path / "o")  # a one-line error, no traceback (exit 1)
+    assert caught.value.hint is not None and "out-of-memory killer" in caught.value.hint
     assert time.monotonic() - start < 30
     assert_clean(tmp_path / "o")

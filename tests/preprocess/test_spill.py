@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine.config import PreprocessConfig
-from engine.errors import InputError, StorageError
+from engine.errors import InputError, SentitopError, StorageError
 from engine.events import Emitter
 from engine.preprocess import run_preprocess
 from engine.preprocess.spill import Spiller, bucket_of, plan_spill
@@ -267,7 +267,7 @@ def test_killed_worker_leaves_no_output(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(Spiller, "spill", spill)
     src = _many_distinct(tmp_path)
     out = tmp_path / "out"
-    with pytest.raises(RuntimeError, match=r"died|stopped"):
+    with pytest.raises(SentitopError, match=r"died|stopped"):
         _run([src], out, 2, 1 << 20)
     assert not (out / "dataset.h5").exists()
     assert _leftovers(out) == []
