@@ -205,10 +205,10 @@ def child_main(
         raise  # exit 128 + signal, no traceback (a SystemExit)
     except OSError as exc:  # a full disk, reported as such by the parent
         results.put(("oserror", wid, (exc.errno, exc.strerror, traceback.format_exc())))
-        raise
+        raise SystemExit(1) from None  # the parent says it once: no traceback per worker
     except SentitopError as exc:  # e.g. StorageError from a spill: raised again by the parent
         results.put(("usererror", wid, (type(exc).__name__, exc.message, exc.hint)))
-        raise
+        raise SystemExit(1) from None
     except BaseException:  # reported to the parent, which raises it
         results.put(("error", wid, traceback.format_exc()))
         raise

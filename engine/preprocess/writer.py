@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
+from engine.preprocess.h5_write import written_h5
 from engine.preprocess.reduce import (
     PAD_ID,
     UNK_ID,
@@ -83,14 +84,18 @@ def write_part(
     dtype: Any,
 ) -> dict[str, int]:
     """Encode a reduced part and write it as an HDF5 part file; returns rows per split."""
-    sizes = {}
-    with h5py.File(path, "w") as h5:
-        for split, arrays in encode_arrays(part, index, stop, seq_len, dtype).items():
-            group = h5.create_group(split)
-            for name in ("tokens", "labels", "lengths"):
-                group[name] = arrays[name]
-            sizes[split] = len(arrays["labels"])
+    sizes: dict[str, int] = {}
+    with written_h5(path) as h5:
+        _write_part_splits(h5, encode_arrays(part, index, stop, seq_len, dtype), sizes)
     return sizes
+
+
+def _write_part_splits(h5: Any, splits: dict[str, Any], sizes: dict[str, int]) -> None:
+    for split, arrays in splits.items():
+        group = h5.create_group(split)
+        for name in ("tokens", "labels", "lengths"):
+            group[name] = arrays[name]
+        sizes[split] = len(arrays["labels"])
 
 
 TRANSLATE_ROWS = 16_384
@@ -189,14 +194,26 @@ def combine_parts(
             with _opened(part(i)) as src:
                 for split in SPLITS:
                     totals[split] += src[split]["labels"].shape[0]
-    with h5py.File(out_path, "w") as out:
-        for key, value in attrs.items():
-            out.attrs[key] = value
-        for split in SPLITS:
-            group = out.create_group(split)
-            create_split(group, totals[split], seq_len, dtype)
-            for name in ("tokens", "labels", "lengths"):
-                _copy_rows(group[name], [partial(part, i) for i in range(len(parts))], split, name)
+    sources = [partial(part, i) for i in range(len(parts))]
+    with written_h5(out_path) as out:  # the groups live in _write_splits' frame: see written_h5
+        _write_splits(out, attrs, totals, seq_len, dtype, sources)
+
+
+def _write_splits(
+    out: Any,
+    attrs: dict[str, Any],
+    totals: Mapping[str, int],
+    seq_len: int,
+    dtype: Any,
+    sources: Sequence[Callable[[], str | Path | PartArrays]],
+) -> None:
+    for key, value in attrs.items():
+        out.attrs[key] = value
+    for split in SPLITS:
+        group = out.create_group(split)
+        create_split(group, totals[split], seq_len, dtype)
+        for name in ("tokens", "labels", "lengths"):
+            _copy_rows(group[name], sources, split, name)
 
 
 @contextlib.contextmanager

@@ -52,10 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     try:
-        return _main(argv)
+        code = _main(argv)
     except KeyboardInterrupt:  # a Ctrl-C while the commands are still being imported
         print("interrupted", file=sys.stderr)
         return 130
+    written = sys.modules.get("engine.preprocess.h5_write")  # loaded: h5py was in use
+    if argv is None and written is not None:  # the process itself (not a caller's main([...]))
+        written.exit_if_unclosed(code)  # an HDF5 file a full disk left open would crash the exit
+    return code
 
 
 def _main(argv: Sequence[str] | None) -> int:
