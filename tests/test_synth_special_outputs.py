@@ -63,3 +63,24 @@ def test_negative_sizes_and_counts_are_called_negative(
     assert main(["synth", *argv]) == 2
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_partial_files_of_dead_runs_are_removed_and_a_live_ones_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`synth` killed with SIGKILL left its hidden .NAME.PID-N.partial (250 MB there), and the
+    next run into the same name left it too (and said no partial output was left behind)."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = tmp_path / f".s.json.{int(gone.stdout)}-0.partial"
+    live = tmp_path / f".s.json.{os.getpid()}-0.partial"  # this process: still writing
+    other = tmp_path / f".t.json.{int(gone.stdout)}-0.partial"  # another target's: not ours
+    for path in (dead, live, other):
+        path.write_bytes(b"x" * 1000)
+    assert main(["synth", "-o", str(tmp_path / "s.json"), "--size", "10KB", "--json"]) == 0
+    capsys.readouterr()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(["s.json", live.name, other.name])

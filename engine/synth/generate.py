@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.errors import InputError, StorageError
+from engine.procstats import process_alive
 from engine.synth import records, texts
 from engine.synth.size import format_size
 
@@ -176,10 +177,29 @@ def _estimate_line_bytes(table: texts.TokenTable, pools: records.Pools, seed: in
     return fixed + name + summary + 9 + 10 + 1 + mean_slots * per_slot - 1
 
 
+def _clear_stale_partials(target: Path) -> None:
+    """Remove the partial files of dead synth runs into ``target`` (``.NAME.PID-N.partial``: a
+    run killed with SIGKILL, or by the out-of-memory killer, had no chance to remove its own,
+    up to the size asked for); a live process's file is left to it."""
+    prefix = f".{target.name}."
+    try:
+        entries = list(target.parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        rest = entry.name.removeprefix(prefix).removesuffix(".partial")
+        pid, _, attempt = rest.partition("-")
+        ours = entry.name.startswith(prefix) and entry.name.endswith(".partial")
+        if ours and pid.isdigit() and attempt.isdigit() and not process_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                entry.unlink()
+
+
 def _new_partial_file(target: Path) -> tuple[Path, BinaryIO]:
     """A fresh hidden file beside ``target`` to write into and rename over it at the end: its
     own name (never a user's NAME.tmp, which a fixed name would overwrite and delete), the
-    umask's permissions."""
+    umask's permissions. Dead runs' partial files of the same target go first."""
+    _clear_stale_partials(target)
     for attempt in range(100):
         tmp = target.with_name(f".{target.name}.{os.getpid()}-{attempt}.partial")
         try:
