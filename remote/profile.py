@@ -313,6 +313,10 @@ class Profile(Section):
                     f"({UNSUPPORTED_GPUS[row.gpu_model]}), which current PyTorch CUDA builds do "
                     "not support; training would fail or fall back to CPU (use g4dn, g5 or g6)"
                 )
+        for i, path in enumerate(self.data.inputs):  # relative to where `run` is started
+            if "://" not in path and not os.path.exists(os.path.expanduser(path)):
+                out.append(f"data.inputs[{i}]: no such file or folder here ({path!r}): a run "
+                           "started here stops at preprocessing")  # fmt: skip
         world = self.world_size(catalog)
         for rank in self.train.balance.straggle:
             if rank >= world:

@@ -263,7 +263,7 @@ def test_unknown_instance_type_cannot_be_priced(
     assert any("not in the price catalog" in w for w in profile.warnings())
     from tui.cli import main
 
-    assert main(["profiles", str(path)]) == 0  # valid, with one warning for the one problem
+    assert main(["profiles", str(path)]) == 2  # invalid, as `run` refuses it: one error line
     err = capsys.readouterr().err
     assert err.count("zz9.mega") == 1 and err.count(str(path)) == 1, err
 

@@ -382,7 +382,12 @@ def test_local_profile_converts_into_engine_configs(tmp_path: Path) -> None:
     assert profile.data.synthetic is not None and profile.data.synthetic.size == 30_000_000
 
 
-def test_train_section_passes_balancer_and_model(tmp_path: Path) -> None:
+def test_train_section_passes_balancer_and_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where its inputs are (a missing one is a warning)
+    for name in ("a.json", "b.json.gz"):
+        (tmp_path / name).write_text("")
     path = write(
         tmp_path,
         """
@@ -503,3 +508,28 @@ def test_profiles_command_lists_prices_and_flags_invalid_files(tmp_path: Path) -
 
     schema = _cli("--schema", cwd=tmp_path)
     assert schema.returncode == 0 and "SSHNodeSpec" in json.loads(schema.stdout)["$defs"]
+
+
+def test_profiles_refuses_what_run_refuses_and_escapes_descriptions(tmp_path: Path) -> None:
+    """An instance type with no price was "1 warning(s)", exit 0, while `run` refused the same
+    file (exit 2); a description's escape bytes reached the terminal."""
+    unpriced = write(tmp_path, "name: u\nprovider: local\ninstance_type: m5.nonexist\n"
+                     "data: {synthetic: {size: 1MB}}\n", "u.yaml")  # fmt: skip
+    out = _cli(str(unpriced), cwd=tmp_path)
+    assert out.returncode == 2
+    assert f"error: {unpriced}: instance_type: no price known for 'm5.nonexist'" in out.stderr
+    assert "invalid" in out.stdout and "warning" not in out.stderr
+    coloured = write(tmp_path, 'name: c\nprovider: local\ndescription: "a \\e[31mred\\e[0m one"\n'
+                     "data: {synthetic: {size: 1MB}}\n", "c.yaml")  # fmt: skip
+    shown = _cli(str(coloured), cwd=tmp_path)
+    assert shown.returncode == 0 and "\x1b" not in shown.stdout
+    assert "a \\x1b[31mred" in shown.stdout
+
+
+def test_a_missing_input_file_is_a_warning_before_any_run(tmp_path: Path) -> None:
+    """`profiles` called such a file "ok"; `run` then stopped at preprocessing."""
+    there = tmp_path / "there.jsonl"
+    there.write_text("")
+    text = f"name: m\nprovider: local\ndata: {{inputs: [{there}, {tmp_path / 'nope.jsonl'}]}}\n"
+    warnings = load_profile(write(tmp_path, text)).warnings()
+    assert len(warnings) == 1 and warnings[0].startswith("data.inputs[1]: no such file")

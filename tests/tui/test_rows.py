@@ -58,6 +58,14 @@ def test_profile_rows_from_real_profile_files(tmp_path: Path) -> None:
     assert any(e.startswith("line ") for e in broken.errors)
 
 
+def test_a_profile_whose_machines_have_no_price_is_not_valid(tmp_path: Path) -> None:
+    """It read "⚠ 1 warning(s)" and `r` started a run that `run` refuses (exit 2)."""
+    text = "name: odd\nprovider: ec2\nnodes: [{instance_type: zz9.mega}]\n"
+    (tmp_path / "odd.yaml").write_text(text + "data: {synthetic: {size: 1MB}}\n")
+    (row,) = load_profile_rows(tmp_path)
+    assert not row.valid and row.errors == ["nodes[0].instance_type: no price known for 'zz9.mega'"]
+
+
 def test_profile_row_duck_types_a_profile() -> None:
     @dataclass
     class Node:

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tui.cli.commands import preview
+
 
 def register(subparsers: Any) -> None:
     """Add the `profiles` subcommand."""
@@ -71,11 +73,10 @@ def _describe(entry: Any, books: dict[str, Any]) -> dict[str, Any]:
     )
     try:
         lines = profile.cost_lines(book)
-    except ProfileError as exc:  # a type without a price: warnings() names it already
-        info.update(usd_per_hour=None)
+    except ProfileError as exc:  # a type without a price: `run` refuses it, so it is invalid
+        info.update(usd_per_hour=None, ok=False, error=exc.user_message().split(": ", 1)[1])
         field = exc.message.removeprefix(f"{profile.where}: ").split(":", 1)[0]
-        if not any(w.startswith(f"{field}:") for w in info["warnings"]):
-            info["warnings"].append(exc.message)
+        info["warnings"] = [w for w in info["warnings"] if not w.startswith(f"{field}:")]
     else:
         info.update(
             usd_per_hour=round(sum(x.total_usd_per_hour for x in lines), 4),
@@ -94,7 +95,10 @@ def _describe(entry: Any, books: dict[str, Any]) -> dict[str, Any]:
 
 
 def _short(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """``text`` on one line (control characters escaped: a file's text never drives the
+    terminal), cut to ``width`` with "…"."""
+    flat = preview(text, sys.maxsize)
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def run(args: argparse.Namespace) -> int:
