@@ -41,10 +41,17 @@ def make_clients(
 ) -> LiveClients:
     """Clients from the standard AWS credential chain; raises LiveUnavailable without credentials.
 
-    ``endpoint_url`` points EC2 elsewhere (moto's server in tests); nothing else differs.
+    ``endpoint_url`` (else $SENTITOP_AWS_ENDPOINT_URL, as every other AWS call of sentitop
+    reads it) points EC2 elsewhere (a moto server), and the pricing API too unless
+    ``pricing_endpoint_url`` is given: with the variable set, nothing reaches real AWS.
     """
     import boto3
     from botocore.config import Config
+
+    from remote.aws import endpoint_url as configured_endpoint
+
+    endpoint_url = configured_endpoint(endpoint_url)
+    pricing_endpoint_url = pricing_endpoint_url or endpoint_url
 
     session = session or boto3.Session()
     if session.get_credentials() is None:

@@ -228,3 +228,18 @@ def test_prices_command_table_says_bundled(no_credentials: dict[str, str]) -> No
     assert out.returncode == 0, out.stderr
     assert "g3.4xlarge" in out.stdout and "1.1400" in out.stdout and "bundled" in out.stdout
     assert out.stderr.startswith("warning: live prices unavailable: no AWS credentials")
+
+
+def test_the_endpoint_variable_reaches_both_price_clients(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`sentitop prices --refresh` with $SENTITOP_AWS_ENDPOINT_URL set (a moto server) still
+    asked the real AWS endpoints, with whatever credentials were at hand."""
+    monkeypatch.setenv("SENTITOP_AWS_ENDPOINT_URL", "http://127.0.0.1:9/")
+    session = boto3.Session(region_name="us-east-1", **FAKE)
+    clients = make_clients("us-east-1", session=session)
+    assert clients.ec2.meta.endpoint_url == "http://127.0.0.1:9"
+    assert clients.pricing.meta.endpoint_url == "http://127.0.0.1:9"
+    monkeypatch.delenv("SENTITOP_AWS_ENDPOINT_URL")
+    real = make_clients("us-east-1", session=session)
+    assert real.pricing.meta.endpoint_url.startswith("https://api.pricing.")
