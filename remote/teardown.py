@@ -140,6 +140,29 @@ def cloud_region(run_dir: Path) -> tuple[bool, str | None, str]:
     return provider == "ec2" or emr, str(region) if region else None, provider
 
 
+TORN_DOWN_FILE = "torn_down.json"
+"""Written into a run folder once what the run left in the cloud was terminated (teardown, or
+the resume that did it): `sentitop runs` stops warning that its machines may still bill."""
+
+
+def record_teardown(run_dir: Path, report: TeardownReport) -> None:
+    """Note in ``run_dir`` that its cloud resources were looked for and terminated (a folder
+    that cannot be written keeps the warning: no harm but a repeated hint)."""
+    import contextlib
+    import json
+    import time
+
+    record = {"t": time.time(), "region": report.region, "instances": len(report.instances),
+              "clusters": len(report.clusters)}  # fmt: skip
+    with contextlib.suppress(OSError):
+        (run_dir / TORN_DOWN_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
+
+
+def torn_down(run_dir: Path) -> bool:
+    """Whether what ``run_dir`` left in the cloud was terminated since (record_teardown)."""
+    return (run_dir / TORN_DOWN_FILE).is_file()
+
+
 def tear_down_leftovers(
     run_dir: Path,
     then: str = "terminated before this run starts its own",
@@ -152,6 +175,7 @@ def tear_down_leftovers(
     if not cloud:
         return None
     report = teardown_run(run_dir.name, region=region)
+    record_teardown(run_dir, report)
     if not (report.instances or report.clusters):
         return None
     return (

@@ -343,3 +343,23 @@ def test_gpu_machines_whose_ranks_trained_on_cpu_are_cpu_runs(
     summary["train"]["device"] = "cpu"
     (folder / "summary.json").write_text(json.dumps(summary))
     assert load_run(folder).hardware == "CPU g5.xlarge"
+
+
+def test_a_killed_cloud_run_torn_down_since_is_no_longer_said_to_bill(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After `sentitop teardown RUN` had terminated everything, `runs` kept warning that the
+    run's machines "may still be running and billing"."""
+    from remote.teardown import TeardownReport, record_teardown
+
+    root = tmp_path / "runs"
+    killed = root / "20991231-000000-killed"
+    killed.mkdir(parents=True)
+    (killed / "events.jsonl").write_text('{"type": "run_start", "t": 1.0}\n')
+    (killed / "profile.yaml").write_text("name: g5\nprovider: ec2\n")
+    assert main(["runs", "--runs-dir", str(root)]) == 0
+    assert "may still be running and billing" in capsys.readouterr().err
+    record_teardown(killed, TeardownReport(run_id=killed.name, region="us-east-1", dry_run=False))
+    assert main(["runs", "--runs-dir", str(root)]) == 0
+    err = capsys.readouterr().err
+    assert "billing" not in err and "1 run(s) stopped before their end" in err

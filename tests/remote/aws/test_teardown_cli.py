@@ -216,6 +216,7 @@ def test_a_resume_first_terminates_what_the_killed_run_left(ec2, ami, run_id, tm
     said = tear_down_leftovers(run_dir)
     assert said is not None and "had left 2 EC2 instance(s)" in said and REGION in said
     assert live_instances(ec2, run_id) == set()
+    assert json.loads((run_dir / "torn_down.json").read_text())["instances"] == 2  # for `runs`
     assert tear_down_leftovers(run_dir) is None  # nothing left
     (run_dir / "profile.yaml").write_text("name: l\nprovider: local\n")
     assert tear_down_leftovers(run_dir) is None  # no cloud, no AWS call
@@ -257,3 +258,17 @@ def test_a_refused_resume_leaves_the_machines_of_a_run_that_ended_alone(
         assert live_instances(ec2, run_id) == launched
     finally:
         teardown_run(run_id)
+
+
+def test_teardown_notes_itself_in_the_run_folder(ec2, ami, run_id, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """So `sentitop runs` stops warning that the killed run's machines may still bill; a dry
+    run terminates nothing and notes nothing."""
+    run_dir = tmp_path / run_id
+    run_dir.mkdir()
+    (run_dir / "profile.yaml").write_text(f"name: g5\nprovider: ec2\nregion: {REGION}\n")
+    launch(ec2, ami, run_id, 1)
+    assert main(["teardown", str(run_dir), "--dry-run"]) == 0
+    assert not (run_dir / "torn_down.json").exists()
+    assert main(["teardown", str(run_dir)]) == 0
+    assert json.loads((run_dir / "torn_down.json").read_text())["instances"] == 1
+    assert live_instances(ec2, run_id) == set()

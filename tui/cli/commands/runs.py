@@ -53,10 +53,14 @@ def note_unfinished(root: Path, names: list[str]) -> None:
             f"process writes their events: killed or crashed): {shown(dead)}",
             file=sys.stderr,
         )
-    from remote.teardown import cloud_region
+    from remote.teardown import cloud_region, torn_down
 
     recorded = {n: cloud_region(root / n) for n in dead}  # (cloud, region, provider)
-    cloudy = [n for n, (cloud, _, provider) in recorded.items() if cloud and provider != "unknown"]
+    cloudy = [
+        n
+        for n, (cloud, _, provider) in recorded.items()
+        if cloud and provider != "unknown" and not torn_down(root / n)  # teardown said so
+    ]
     if cloudy:  # its launcher was killed: nothing tore its machines down
         print(
             f"warning: {shown(cloudy)} ran on cloud machines and never ended: they may still "

@@ -83,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         )
         exc.args = (exc.message,)
         raise
+    if not args.dry_run:  # `sentitop runs` stops warning that its machines may still bill
+        _record(ref, report)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif not (report.clusters or report.instances):
@@ -91,6 +93,18 @@ def run(args: argparse.Namespace) -> int:
             "(no EC2 instance or EMR cluster with its tag)"
         )
     return 0
+
+
+def _record(ref: str, report: Any) -> None:
+    """Note the teardown in the run's folder here, when there is one."""
+    from remote.run_folder import resolve_run_dir
+    from remote.teardown import record_teardown
+
+    try:
+        folder = resolve_run_dir(ref, want="profile.yaml")
+    except SentitopError:
+        return
+    record_teardown(folder, report)
 
 
 def _not_found(ref: str) -> str:
