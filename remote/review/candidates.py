@@ -146,6 +146,11 @@ class GpuJob:
     """Interruptions per spot instance-hour assumed when pricing spot sets."""
 
 
+def hours_text(hours: float) -> str:
+    """A deadline for people: "2 h", "1.5 h", "45 min" ("0.0166667 h" read as a typo)."""
+    return f"{hours:g} h" if hours >= 1 else f"{round(hours * 60, 1):g} min"
+
+
 def check_spot_rate(value: float, name: str = "spot interruptions per hour") -> float:
     """``value`` if a finite rate in [0, :data:`SPOT_INTERRUPTIONS_MAX`], else InputError."""
     if not (math.isfinite(value) and 0.0 <= value <= SPOT_INTERRUPTIONS_MAX):
@@ -347,7 +352,7 @@ def choose(
         return Choice(pick, bool(safe), meeting, [], "")
     parts = []
     if deadline_h is not None:
-        parts.append(f"finishes within {deadline_h:g} h")
+        parts.append(f"finishes within {hours_text(deadline_h)}")
     if budget_usd is not None:
         parts.append(f"costs at most ${budget_usd:g}")
     if deadline_h is not None:

@@ -369,7 +369,11 @@ def plan_profile(
         workers = profile.world_size(catalog)
         units = compute_units(profile.provider, workers, profile.train.threads)
         label = (
-            f"local ×{workers} proc" if profile.provider == "local" else f"{count}×{instance_type}"
+            f"local ×{workers} proc"
+            if profile.provider == "local"
+            else f"{count}×{instance_type}"
+            if instance_type
+            else f"{profile.name} ({workers} proc)"  # SSH nodes: no instance type to name
         )
         target = _measured(
             label,

@@ -15,6 +15,7 @@ from engine.fork_guard import ForkGuard
 from engine.procstats import process_alive
 from remote.resume_chain import Chain
 from remote.review import plots
+from remote.review.candidates import hours_text
 from remote.review.chains import fold_chains
 from remote.review.metrics import (
     UNTRUSTED,
@@ -382,11 +383,11 @@ def _deadline_text(
     if pick is None:
         fastest = min(series.configs, key=lambda c: c.hours)
         return (
-            f"**No configuration meets the {deadline_h:g} h deadline**; the fastest is "
+            f"**No configuration meets the {hours_text(deadline_h)} deadline**; the fastest is "
             f"{fastest.label} at {_h(fastest.hours)} h ({money(fastest.usd)})."
         )
     return (
-        f"**Cheapest within {deadline_h:g} h: {pick.label}** — {_h(pick.hours)} h, "
+        f"**Cheapest within {hours_text(deadline_h)}: {pick.label}** — {_h(pick.hours)} h, "
         f"{money(pick.usd)} for {series.epochs} epochs."
     )
 

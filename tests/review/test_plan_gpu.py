@@ -188,7 +188,7 @@ def test_infeasible_constraints_name_the_nearest_options(
     profile = load_profile(ROOT / "profiles" / "aws-seed-g3.yaml")
     plan = plan_profile(profile, [], epochs=10, deadline_h=0.01, book=_book())
     assert plan.pick is None and plan.choice is not None
-    assert "no configuration finishes within 0.01 h" in plan.choice.message
+    assert "no configuration finishes within 0.6 min" in plan.choice.message  # 0.01 h
     fastest = min(plan.candidates, key=lambda c: c.hours)
     assert plan.choice.nearest[0] is fastest
     args = ["plan", "aws-seed-g3", "--deadline", "36s", "--runs-dir", str(no_runs)]
@@ -381,3 +381,12 @@ def test_write_profile_warns_when_the_key_file_it_names_is_missing(
     out.unlink()
     assert main(args) == 0
     assert "is not a file" not in capsys.readouterr().err
+
+
+def test_deadlines_read_in_the_unit_people_gave() -> None:
+    """`plan --deadline 1m` printed "0.0166667 h"."""
+    from remote.review.candidates import hours_text
+
+    assert [hours_text(h) for h in (2.0, 1.5, 1 / 60, 0.75, 0.01)] == [
+        "2 h", "1.5 h", "1 min", "45 min", "0.6 min"
+    ]  # fmt: skip

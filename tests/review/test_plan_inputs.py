@@ -201,6 +201,7 @@ def test_past_runs_of_an_ssh_profile_are_its_measurements(
     out = capsys.readouterr().out
     assert "ssh CPU: 2 run(s)" in out and "no past run of this workload" not in out
     assert "prediction error on past runs" in out
+    assert "×None" not in out and "ssh-loopback (2 proc)" in out  # nodes have no type to name
 
 
 def test_an_unmeasured_ssh_cluster_pays_for_its_network_and_widens_its_band(

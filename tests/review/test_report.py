@@ -42,14 +42,14 @@ def test_report_of_local_runs(
         == 0
     )
     printed = capsys.readouterr().out
-    assert "cheapest within 0.01 h: local ×2 proc" in printed  # only it: 24 s
+    assert "cheapest within 0.6 min: local ×2 proc" in printed  # 0.01 h; only it: 24 s
     for name in PLOTS.values():
         data = (out / name).read_bytes()
         assert data.startswith(PNG) and len(data) > 10_000, name
     text = (out / "report.md").read_text()
     assert "| local ×2 proc | 2 | local CPU |" in text
     assert "speedup 1.67, efficiency 0.83 (by time to threshold 1.56 / 0.78)" in text
-    assert "h for 4 ep" in text and "Cheapest within 0.01 h: local ×2 proc" in text
+    assert "h for 4 ep" in text and "Cheapest within 0.6 min: local ×2 proc" in text
     for name in PLOTS.values():
         assert f"]({name})" in text
 

@@ -9,7 +9,11 @@ import re
 import sys
 from typing import Any
 
-from remote.review.candidates import SPOT_INTERRUPTIONS_MAX, SPOT_INTERRUPTIONS_PER_HOUR
+from remote.review.candidates import (
+    SPOT_INTERRUPTIONS_MAX,
+    SPOT_INTERRUPTIONS_PER_HOUR,
+    hours_text,
+)
 from remote.review.datasize import MAX_PLAN_BYTES
 from remote.review.money_text import money
 from tui.cli.arguments import take_negative_values
@@ -274,7 +278,7 @@ def render(plan: Any, *, top: int = TOP) -> None:
     if plan.deadline_h is not None or plan.budget_usd is not None:
         limits = []
         if plan.deadline_h is not None:
-            limits.append(f"deadline {plan.deadline_h:g} h")
+            limits.append(f"deadline {hours_text(plan.deadline_h)}")
         if plan.budget_usd is not None:
             limits.append(f"budget ${plan.budget_usd:g}")
         title += " meeting " + " and ".join(limits) if not choice.nearest else " (nearest)"

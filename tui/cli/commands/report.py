@@ -85,7 +85,11 @@ def run(args: argparse.Namespace) -> int:
     pick = report.pick
     if pick is not None:
         took = f"{pick.hours:.2f} h" if pick.hours >= 0.1 else f"{pick.hours * 3600:,.0f} s"
-        print(f"cheapest within {args.deadline:g} h: {pick.label} ({took}, ${pick.usd:.4g})")
+        from remote.review.candidates import hours_text
+
+        print(
+            f"cheapest within {hours_text(args.deadline)}: {pick.label} ({took}, ${pick.usd:.4g})"
+        )
     return 0
 
 
