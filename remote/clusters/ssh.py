@@ -259,8 +259,15 @@ class SSHCluster(Cluster):
                 hint="check the host and port, that sshd runs there and that no firewall blocks it",
             ) from None
         except asyncssh.Error as exc:
+            lost = isinstance(exc, asyncssh.ConnectionLost)
             raise LaunchError(
-                f"node {spec.name}: SSH to {spec.where()} failed: {exc.reason}"
+                f"node {spec.name}: SSH to {spec.where()} failed: {exc.reason}",
+                hint="the host took the connection and closed it before SSH began: check that "
+                "the port is sshd's (not another service's), and sshd's log there (MaxStartups, "
+                "AllowUsers, a TCP wrapper refusing this address)"
+                if lost
+                else "check sshd's log on the node; `ssh -v` with the profile's host, port, user "
+                "and key shows the same handshake",
             ) from None
 
     async def _prepare(self) -> None:

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -327,6 +328,50 @@ async def test_host_that_never_answers_times_out_clearly(
         async with cluster:
             await cluster.start(tmp_path / "runs" / "r")
     assert time.monotonic() - started < 10
+
+
+@pytest.fixture
+def closing_server() -> Iterator[int]:
+    """A TCP port that accepts each connection and closes it at once (another service, or an
+    sshd refusing this address before the handshake)."""
+    server = socket.socket()
+    server.bind(("127.0.0.2", 0))
+    server.listen(8)
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    server.close()
+
+
+async def test_a_host_that_closes_the_connection_gets_a_hint(
+    sshd: LoopbackSSHD, tmp_path: Path, closing_server: int
+) -> None:
+    """ "SSH to … failed: Connection lost" came with no hint, unlike every other SSH error."""
+    nodes = [
+        SSHNode(name="a", host="127.0.0.2", port=closing_server, user=sshd.user, key=str(sshd.key))
+    ]
+    cluster = SSHCluster(nodes, known_hosts=sshd.known_hosts, connect_timeout=5)
+    with pytest.raises(LaunchError) as caught:
+        async with cluster:
+            await cluster.start(tmp_path / "runs" / "r")
+    message, hint = caught.value.message, caught.value.hint or ""
+    if message.endswith("failed: Connection lost"):  # closed cleanly after the handshake began
+        assert "the port is sshd's" in hint
+    else:  # closed while the client's first bytes were unread: a reset, as a refused port
+        assert "Connection reset" in message and "sshd runs there" in hint
 
 
 async def test_cancelling_a_run_kills_the_remote_process_group(
