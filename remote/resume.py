@@ -27,7 +27,7 @@ from engine.sentiment.resume_checks import refuse_fewer_epochs
 from remote.checkpoint_keeper import NODE_CHECKPOINT
 from remote.profile import Profile, load_profile
 from remote.resume_chain import continued_by
-from remote.run_folder import EVENTS_FILE, SUMMARY_FILE, resolve_run_dir
+from remote.run_folder import EVENTS_FILE, SUMMARY_FILE, events_of, resolve_run_dir
 
 PROFILE_FILE = "profile.yaml"
 """The resolved profile a run folder records at its start."""
@@ -230,9 +230,10 @@ def checkpoint_at(run_dir: Path) -> tuple[int, int] | None:
     """(whole epochs, steps into the next) of the newest checkpoint of ``run_dir`` (a run
     folder, or a `sentitop train` run dir), from its events; None when unknown."""
     at = None
-    if not (run_dir / EVENTS_FILE).is_file():
+    events = events_of(run_dir)  # a run's train/ folder: the run folder's events
+    if not events.is_file():
         return None
-    for event in read_events(run_dir / EVENTS_FILE):
+    for event in read_events(events):
         if event.get("type") in ("checkpoint", "checkpoint_stored"):
             epoch, step = event.get("epoch"), event.get("step") or 0
             if isinstance(epoch, int) and isinstance(step, int):

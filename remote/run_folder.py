@@ -74,3 +74,15 @@ def run_id_of(ref: str | Path) -> str:
         return str(ref)
     path = Path(ref).expanduser().absolute()
     return (path.parent if path.name == TRAIN_SUBDIR else path).name
+
+
+def events_of(run_dir: str | Path) -> Path:
+    """The events.jsonl that records ``run_dir``: its own (a `sentitop train --run-dir`
+    folder, or a run folder), else, for the train/ folder of a `sentitop run`, the run
+    folder's (the ranks' events go there)."""
+    folder = Path(run_dir)
+    own = folder / EVENTS_FILE
+    parent = folder.parent / EVENTS_FILE
+    if not own.is_file() and folder.name == TRAIN_SUBDIR and parent.is_file():
+        return parent
+    return own

@@ -3,6 +3,7 @@ dataset that is not the run's (exit 2, the run left as it was)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,22 @@ def test_resuming_with_fewer_epochs_than_trained_is_refused(
     refuse_fewer_epochs(1, 5, 2)  # mid-epoch within the epochs asked for
     with pytest.raises(ConfigError, match="and 8 step\\(s\\) of epoch 5"):
         refuse_fewer_epochs(4, 8, 4)
+
+
+def test_the_train_folder_of_a_run_is_read_with_the_run_folders_events(tmp_path: Path) -> None:
+    """`train --resume` on runs/<id>/train (made by `sentitop run` on 2 ranks) resumed on 1
+    rank, and could not tell how far its checkpoint was: the events are the run folder's."""
+    from types import SimpleNamespace
+
+    from remote.resume import checkpoint_at
+    from tui.cli.commands.train import ranks_to_launch
+
+    run = tmp_path / "20261130-120000-local"
+    (run / "train").mkdir(parents=True)
+    events = [{"type": "train_start", "t": 1.0, "world_size": 2, "n_train": 512},
+              {"type": "checkpoint", "t": 2.0, "epoch": 1, "step": 3}]  # fmt: skip
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    cfg = SimpleNamespace(resume=True, run_dir=str(run / "train"))
+    assert ranks_to_launch(None, cfg) == 2
+    assert checkpoint_at(run / "train") == (1, 3) == checkpoint_at(run)
+    assert ranks_to_launch(3, cfg) == 3  # --nproc still wins

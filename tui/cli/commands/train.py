@@ -237,6 +237,7 @@ def _check_same_dataset(cfg: Any) -> None:
     from engine.errors import ConfigError
     from engine.events import read_events
     from engine.sentiment.splits import train_rows
+    from remote.run_folder import events_of
 
     run_dir, data_dir = Path(cfg.run_dir), Path(cfg.data_dir)
     kept, given = run_dir / "vocab.json", data_dir / "vocab.json"
@@ -249,7 +250,7 @@ def _check_same_dataset(cfg: Any) -> None:
         )
     trained = None
     try:
-        for event in read_events(run_dir / "events.jsonl"):
+        for event in read_events(events_of(run_dir)):
             if event.get("type") == "train_start" and isinstance(event.get("n_train"), int):
                 trained = event["n_train"]
         rows = train_rows(data_dir, cfg.max_train_samples)
@@ -271,10 +272,11 @@ def ranks_to_launch(nproc: int | None, cfg: Any) -> int:
     if not cfg.resume:
         return 1
     from engine.events import read_events
+    from remote.run_folder import events_of
 
     world = None
     try:
-        for event in read_events(Path(cfg.run_dir) / "events.jsonl"):
+        for event in read_events(events_of(cfg.run_dir)):
             if event.get("type") == "train_start" and isinstance(event.get("world_size"), int):
                 world = event["world_size"]
     except (OSError, ValueError):
