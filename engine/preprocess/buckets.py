@@ -9,6 +9,7 @@ from collections import Counter
 
 import numpy as np
 
+from engine.preprocess.h5_write import written_h5
 from engine.preprocess.job import JobSettings
 from engine.preprocess.reduce import ReduceCounts, WordTable, reduce_texts, token_dtype, word_index
 from engine.preprocess.spill import RunReader, all_runs, load_part, scratch_error, stash_part
@@ -63,7 +64,12 @@ def encode_buckets(stashed: list[str], vocab: list[str], job: JobSettings, wid: 
     dtype = token_dtype(len(vocab) + 2)
     lut = local_lut(words, word_index(vocab), dtype)
     path = os.path.join(job.tmp, f"part-{wid:05d}.h5")
-    writer = PartWriter(path, job.seq_len, dtype)
+    with written_h5(path) as h5:  # a full disk: its error, not a crash
+        _append_buckets(PartWriter(h5, job.seq_len, dtype), buckets, lut)
+    return [path]
+
+
+def _append_buckets(writer: PartWriter, buckets: list[str], lut: np.ndarray) -> None:
     pending: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {"train": [], "test": []}
     held = 0
 
@@ -75,18 +81,14 @@ def encode_buckets(stashed: list[str], vocab: list[str], job: JobSettings, wid: 
                 )
                 blocks.clear()
 
-    try:
-        for stash in buckets:
-            labels, tests, lengths, local = load_part(stash)
-            os.unlink(stash)
-            tokens = lut.take(local + 1)
-            for split, mask in (("train", ~tests), ("test", tests)):
-                pending[split].append((tokens[mask], labels[mask], lengths[mask]))
-            held += tokens.nbytes
-            if held >= APPEND_BYTES:  # a few large appends: each one resizes the datasets
-                flush()
-                held = 0
-        flush()
-    finally:
-        writer.close()
-    return [path]
+    for stash in buckets:
+        labels, tests, lengths, local = load_part(stash)
+        os.unlink(stash)
+        tokens = lut.take(local + 1)
+        for split, mask in (("train", ~tests), ("test", tests)):
+            pending[split].append((tokens[mask], labels[mask], lengths[mask]))
+        held += tokens.nbytes
+        if held >= APPEND_BYTES:  # a few large appends: each one resizes the datasets
+            flush()
+            held = 0
+    flush()

@@ -25,8 +25,10 @@ def written_h5(path: str | Path) -> Iterator[Any]:
     frames' datasets are released while the file is still whole and the file is closed without
     its flush error replacing the body's (h5py's close fails on the same full disk; its
     RuntimeError hid the clear error before). A close that fails after a good body becomes an
-    OSError with the errno HDF5 names (ENOSPC, ...). The caller removes the file."""
-    out = h5py.File(path, "w", rdcc_nbytes=0)  # no chunk cache: no dirty data to flush on release
+    OSError with the errno HDF5 names (ENOSPC, ...). The caller removes the file. The file has
+    no chunk cache, so no dirty chunk is left to flush when a dataset is released after a
+    failure (writes are whole chunks or large appended blocks: the cache saved nothing)."""
+    out = h5py.File(path, "w", rdcc_nbytes=0)
     try:
         yield out
     except BaseException as exc:

@@ -123,11 +123,11 @@ def local_lut(words: list[bytes], index: dict[bytes, int], dtype: Any) -> np.nda
 
 
 class PartWriter:
-    """An HDF5 part file (write_part's layout) appended to block by block."""
+    """An HDF5 part file (write_part's layout) appended to block by block; ``h5`` is the file
+    open for writing (h5_write.written_h5, which closes it)."""
 
-    def __init__(self, path: str | Path, seq_len: int, dtype: Any) -> None:
-        self.path = str(path)
-        self.h5 = h5py.File(path, "w")
+    def __init__(self, h5: Any, seq_len: int, dtype: Any) -> None:
+        self.h5 = h5
         rows = _chunk_rows(seq_len, np.dtype(dtype).itemsize)
         for split in SPLITS:
             group = self.h5.create_group(split)
@@ -146,10 +146,6 @@ class PartWriter:
         for name, values in (("tokens", tokens), ("labels", labels), ("lengths", lengths)):
             group[name].resize(at + n, axis=0)
             group[name][at : at + n] = values
-
-    def close(self) -> None:
-        """Close the file."""
-        self.h5.close()
 
 
 def _chunk_rows(seq_len: int, itemsize: int) -> int:

@@ -24,8 +24,16 @@ def _limit(nbytes: int) -> Callable[[], None]:
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_a_write_past_the_disk_is_exit_1_with_one_line(tmp_path: Path, workers: int) -> None:
+@pytest.mark.parametrize(
+    ("workers", "budget", "share"),
+    [(1, None, SHARE), (2, None, SHARE), (2, "1MiB", 0.36)],
+    ids=["1", "2", "2-spilling-part"],
+)
+def test_a_write_past_the_disk_is_exit_1_with_one_line(
+    tmp_path: Path, workers: int, budget: str | None, share: float
+) -> None:
+    """(With a budget the workers append their parts bucket by bucket, and the limit is set
+    below a part's size: the append fails, not dataset.h5.)"""
     src = tmp_path / "reviews.json"
     made = [sys.executable, "-m", "tui.cli", "synth", "--output", str(src), "--size", "12MB",
             "--distinct", "0.9"]  # fmt: skip
@@ -33,13 +41,15 @@ def test_a_write_past_the_disk_is_exit_1_with_one_line(tmp_path: Path, workers: 
     whole = tmp_path / "whole"
     argv = [sys.executable, "-m", "tui.cli", "preprocess", "--input", str(src), "--workers",
             str(workers), "--seq-len", "256", "--output"]  # fmt: skip
+    if budget:  # the spill path: parts appended bucket by bucket (PartWriter)
+        argv[-1:-1] = ["--memory-budget", budget]
     subprocess.run([*argv, str(whole)], cwd=ROOT, check=True, capture_output=True, timeout=300)
     size = (whole / "dataset.h5").stat().st_size
     shutil.rmtree(whole)
     out = tmp_path / "out"
     done = subprocess.run(
         [*argv, str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-        preexec_fn=_limit(int(size * SHARE)),
+        preexec_fn=_limit(int(size * share)),
     )  # fmt: skip
     assert done.returncode == 1, done.stderr[-2000:]
     assert "disk problem:" in done.stderr and "Traceback" not in done.stderr
