@@ -5,18 +5,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import h5py
 import numpy as np
 import numpy.typing as npt
 
 from engine.config import MAX_SEQ_LEN
 from engine.errors import InputError, StorageError
+from engine.preprocess.h5_write import written_h5
 from engine.preprocess.output_folder import make_stage, swap_in
 from engine.preprocess.reduce import PAD_ID, UNK_ID, token_dtype
 from engine.preprocess.writer import (
@@ -111,7 +112,15 @@ def write_synthetic_dataset(
     stage: Path | None = None
     try:
         stage = make_stage(out, "--dataset")  # the new set is built beside the old one
-        stats = _write(stage, n_train, n_test, seq_len, vocab_size, seed, dtype, progress)
+        try:
+            stats = _write(stage, n_train, n_test, seq_len, vocab_size, seed, dtype, progress)
+        except OSError as exc:  # a full disk or a file-size limit, while HDF5 wrote
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise StorageError(
+                f"writing the dataset beside {out} failed: {why}",
+                hint=f"it needs about {format_size(need)} free there; the previous dataset, "
+                "if any, is unchanged",
+            ) from None
         try:
             swap_in(stage, out, "--dataset")  # the previous set (if any) now sits at `stage`
         except OSError as exc:
@@ -187,39 +196,19 @@ def _write(
         },
     }
     vocab_bytes = json.dumps(vocab_doc, sort_keys=True).encode()
-    positive = done = 0
     tmp_h5 = out / "dataset.h5.partial"
-    with h5py.File(tmp_h5, "w") as h5:
-        attrs: dict[str, Any] = {
-            "vocab_size": vocab_size,
-            "num_ids": num_ids,
-            "seq_len": seq_len,
-            "pad_id": PAD_ID,
-            "unk_id": UNK_ID,
-            "format_version": FORMAT_VERSION,
-            "vocab_sha256": hashlib.sha256(vocab_bytes).hexdigest(),
-        }
-        for key, attr in attrs.items():
-            h5.attrs[key] = attr
-        for split_no, (split, n) in enumerate(zip(SPLITS, (n_train, n_test), strict=True)):
-            group = h5.create_group(split)
-            create_split(group, n, seq_len, dtype)
-            rng = np.random.default_rng([seed, split_no])
-            split_positive = 0
-            for start in range(0, n, BLOCK_ROWS):
-                stop = min(n, start + BLOCK_ROWS)
-                tokens, labels, lengths = _block(rng, stop - start, seq_len, vocab_size, dtype)
-                group["tokens"][start:stop] = tokens
-                group["labels"][start:stop] = labels
-                group["lengths"][start:stop] = lengths
-                positive += int(labels.sum())
-                split_positive += int(labels.sum())
-                done += stop - start
-                if progress is not None:
-                    progress(done)
-            if n >= 2 and split_positive in (0, n):  # training needs both labels per split
-                group["labels"][0] = 1 - group["labels"][0]
-                positive += 1 if split_positive == 0 else -1
+    attrs: dict[str, Any] = {
+        "vocab_size": vocab_size,
+        "num_ids": num_ids,
+        "seq_len": seq_len,
+        "pad_id": PAD_ID,
+        "unk_id": UNK_ID,
+        "format_version": FORMAT_VERSION,
+        "vocab_sha256": hashlib.sha256(vocab_bytes).hexdigest(),
+    }
+    with written_h5(tmp_h5) as h5:  # a full disk: StorageError, not a crashed interpreter
+        positive, done = _fill(h5, attrs, (n_train, n_test), seq_len, vocab_size, seed, dtype,
+                               progress)  # fmt: skip
     seconds = time.perf_counter() - started
     total = n_train + n_test
     stats: dict[str, Any] = {
@@ -255,3 +244,39 @@ def _write(
         progress(done)  # nothing, even one that reached Python after its last call
     publish_dataset(tmp_h5, out / "dataset.h5", docs)
     return stats
+
+
+def _fill(
+    h5: Any,
+    attrs: dict[str, Any],
+    sizes: tuple[int, int],
+    seq_len: int,
+    vocab_size: int,
+    seed: int,
+    dtype: Any,
+    progress: Callable[[int], None] | None,
+) -> tuple[int, int]:
+    """Write the attributes and both splits' random rows; (positive labels, rows written)."""
+    positive = done = 0
+    for key, attr in attrs.items():
+        h5.attrs[key] = attr
+    for split_no, (split, n) in enumerate(zip(SPLITS, sizes, strict=True)):
+        group = h5.create_group(split)
+        create_split(group, n, seq_len, dtype)
+        rng = np.random.default_rng([seed, split_no])
+        split_positive = 0
+        for start in range(0, n, BLOCK_ROWS):
+            stop = min(n, start + BLOCK_ROWS)
+            tokens, labels, lengths = _block(rng, stop - start, seq_len, vocab_size, dtype)
+            group["tokens"][start:stop] = tokens
+            group["labels"][start:stop] = labels
+            group["lengths"][start:stop] = lengths
+            positive += int(labels.sum())
+            split_positive += int(labels.sum())
+            done += stop - start
+            if progress is not None:
+                progress(done)
+        if n >= 2 and split_positive in (0, n):  # training needs both labels per split
+            group["labels"][0] = 1 - group["labels"][0]
+            positive += 1 if split_positive == 0 else -1
+    return positive, done

@@ -1,4 +1,5 @@
-"""A disk that fills while dataset.h5 is written: exit 1 with one clear line, never a crashed
+"""A disk that fills while dataset.h5 is written (preprocess, synth --dataset): exit 1 with one
+clear line, never a crashed
 interpreter (exit 139: HDF5 flushed the failed file again as the error was released and at exit)
 or a traceback."""
 
@@ -56,3 +57,16 @@ def test_a_write_past_the_disk_is_exit_1_with_one_line(
     assert "Exception ignored" not in done.stderr and "Process preprocess-" not in done.stderr
     assert not out.exists()  # nothing taken as done
     assert [p.name for p in tmp_path.iterdir()] == ["reviews.json"]  # no temporary folder left
+
+
+def test_synth_dataset_past_the_disk_is_exit_1_with_one_line(tmp_path: Path) -> None:
+    """`synth --dataset` wrote dataset.h5 the same way: a traceback, then exit 139."""
+    out = tmp_path / "data"
+    argv = [sys.executable, "-m", "tui.cli", "synth", "--dataset", str(out), "--reviews", "200k"]
+    done = subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, timeout=300, preexec_fn=_limit(5 << 20)
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stderr.startswith("disk problem: writing the dataset beside")
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # no folder, no stage left
