@@ -1,7 +1,6 @@
 """A disk that fills while dataset.h5 is written (preprocess, synth --dataset): exit 1 with one
-clear line, never a crashed
-interpreter (exit 139: HDF5 flushed the failed file again as the error was released and at exit)
-or a traceback."""
+clear line, never a crashed interpreter (exit 139: HDF5 flushed the failed file again as the
+error was released and at exit) or a traceback."""
 
 from __future__ import annotations
 
