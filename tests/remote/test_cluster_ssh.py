@@ -316,17 +316,24 @@ def silent_server() -> Iterator[int]:
     server.close()
 
 
+async def _start_one_node(
+    sshd: LoopbackSSHD, tmp_path: Path, port: int, timeout: float
+) -> LaunchError:
+    """The LaunchError of starting a one-node cluster whose node listens at 127.0.0.2:port."""
+    nodes = [SSHNode(name="a", host="127.0.0.2", port=port, user=sshd.user, key=str(sshd.key))]
+    cluster = SSHCluster(nodes, known_hosts=sshd.known_hosts, connect_timeout=timeout)
+    with pytest.raises(LaunchError) as caught:
+        async with cluster:
+            await cluster.start(tmp_path / "runs" / "r")
+    return caught.value
+
+
 async def test_host_that_never_answers_times_out_clearly(
     sshd: LoopbackSSHD, tmp_path: Path, silent_server: int
 ) -> None:
-    nodes = [
-        SSHNode(name="a", host="127.0.0.2", port=silent_server, user=sshd.user, key=str(sshd.key))
-    ]
-    cluster = SSHCluster(nodes, known_hosts=sshd.known_hosts, connect_timeout=1.5)
     started = time.monotonic()
-    with pytest.raises(LaunchError, match=r"no SSH answer within 1.5 s"):
-        async with cluster:
-            await cluster.start(tmp_path / "runs" / "r")
+    error = await _start_one_node(sshd, tmp_path, silent_server, 1.5)
+    assert "no SSH answer within 1.5 s" in error.message
     assert time.monotonic() - started < 10
 
 
@@ -360,14 +367,8 @@ async def test_a_host_that_closes_the_connection_gets_a_hint(
     sshd: LoopbackSSHD, tmp_path: Path, closing_server: int
 ) -> None:
     """ "SSH to … failed: Connection lost" came with no hint, unlike every other SSH error."""
-    nodes = [
-        SSHNode(name="a", host="127.0.0.2", port=closing_server, user=sshd.user, key=str(sshd.key))
-    ]
-    cluster = SSHCluster(nodes, known_hosts=sshd.known_hosts, connect_timeout=5)
-    with pytest.raises(LaunchError) as caught:
-        async with cluster:
-            await cluster.start(tmp_path / "runs" / "r")
-    message, hint = caught.value.message, caught.value.hint or ""
+    error = await _start_one_node(sshd, tmp_path, closing_server, 5)
+    message, hint = error.message, error.hint or ""
     if message.endswith("failed: Connection lost"):  # closed cleanly after the handshake began
         assert "the port is sshd's" in hint
     else:  # closed while the client's first bytes were unread: a reset, as a refused port
