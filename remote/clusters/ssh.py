@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import io
 import logging
+import re
 import tarfile
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
@@ -67,6 +68,16 @@ class SSHNode:
         return f"{self.user + '@' if self.user else ''}{self.host}:{self.port}"
 
 
+SETSID_NOTE = re.compile(rb"(?m)^setsid: child \d+ did not exit normally: [^\n]*(\n|$)")
+"""What util-linux's ``setsid -w`` prints on the channel when the program it waits for ends by
+a signal (every stop: Ctrl-C, a budget, a lost node): its own words, not the program's."""
+
+
+def without_setsid_note(data: bytes) -> bytes:
+    """``data`` without setsid's note about a child that ended by a signal."""
+    return SETSID_NOTE.sub(b"", data) if b"setsid: child" in data else data
+
+
 class SSHProcess:
     """A node command running on an SSH channel."""
 
@@ -80,12 +91,15 @@ class SSHProcess:
 
     async def read(self) -> bytes:
         """Next chunk of merged output; b"" at end or when the connection broke."""
-        try:
-            data: bytes = await self.proc.stdout.read(READ_CHUNK)
-        except (asyncssh.Error, OSError) as exc:
-            log.warning("output stream ended: %s", exc)
-            return b""
-        return data
+        while True:
+            try:
+                data: bytes = await self.proc.stdout.read(READ_CHUNK)
+            except (asyncssh.Error, OSError) as exc:
+                log.warning("output stream ended: %s", exc)
+                return b""
+            kept = without_setsid_note(data)
+            if kept or not data:  # a chunk that was only the note: read on
+                return kept
 
     async def wait(self) -> int:
         """Exit status; negative signal number; :data:`LOST` without an exit status."""

@@ -528,3 +528,15 @@ def test_server_refusing_sftp_gets_a_hint_naming_the_sshd_setting() -> None:
     assert error.hint is not None and "Subsystem sftp" in error.hint
     other = sftp_failed("node0", "copying code", OSError(28, "No space left on device"))
     assert other.hint is None and "No space left" in str(other)
+
+
+def test_setsids_own_note_about_a_signalled_child_is_dropped() -> None:
+    """A budget stop on SSH nodes printed "[node0] setsid: child 14647 did not exit normally:
+    Success" (util-linux's words about the program it waited for, not the program's)."""
+    from remote.clusters.ssh import without_setsid_note
+
+    note = b"setsid: child 14647 did not exit normally: Success\n"
+    assert without_setsid_note(b"epoch 1 done\n" + note + b"bye\n") == b"epoch 1 done\nbye\n"
+    assert without_setsid_note(note) == b""
+    kept = b"the program said: setsid: child 1 did not exit normally\n"  # not at a line start
+    assert without_setsid_note(kept) == kept
