@@ -277,6 +277,15 @@ class Profile(Section):
             )
         return lines
 
+    def price_error(self, prices: PriceBook | Catalog) -> ProfileError | None:
+        """The error a run of this profile would stop with for want of a machine's price (None
+        when every machine is priced): `profiles` and the dashboard call such a file invalid."""
+        try:
+            self.cost_lines(prices)
+        except ProfileError as exc:
+            return exc
+        return None
+
     def hourly_usd(self, prices: PriceBook | Catalog, stage: str | None = None) -> float:
         """USD per hour of the machines of ``stage`` (None: all of them at once, the peak bound)."""
         return sum(

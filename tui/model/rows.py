@@ -223,18 +223,6 @@ def _devices(profile: Any, provider: str, catalog: Any) -> tuple[int, str]:
     return sum(n for m, n in models.items() if m != "CPU"), label
 
 
-def _unpriced(profile: Any, catalog: Any) -> list[str]:
-    """[why] when a node type of ``profile`` has no price: `run` refuses it (exit 2), so the
-    dashboard shows it as not valid instead of a warning."""
-    from engine.errors import ProfileError
-
-    try:
-        profile.cost_lines(catalog)
-    except ProfileError as exc:
-        return [exc.message.removeprefix(f"{profile.where}: ")]
-    return []
-
-
 def load_profile_rows(folder: Path | None) -> list[ProfileRow]:
     """Every profile file of ``folder`` via remote.profile.list_profiles, valid ones first."""
     from remote.pricing import load_catalog
@@ -247,7 +235,10 @@ def load_profile_rows(folder: Path | None) -> list[ProfileRow]:
         if entry.profile is not None:
             row = profile_row(entry.profile, entry.path, catalog, list(entry.warnings))
             row.stamp = stamp
-            row.errors = _unpriced(entry.profile, catalog)
+            unpriced = entry.profile.price_error(catalog)  # `run` refuses it: not valid
+            row.errors = (
+                [unpriced.message.removeprefix(f"{entry.profile.where}: ")] if unpriced else []
+            )
             rows.append(row)
             continue
         problems = [

@@ -46,7 +46,6 @@ def _entries(paths: list[Path]) -> list[Any]:
 
 
 def _describe(entry: Any, books: dict[str, Any]) -> dict[str, Any]:
-    from engine.errors import ProfileError
     from remote.pricing import price_book
 
     info: dict[str, Any] = {
@@ -71,13 +70,12 @@ def _describe(entry: Any, books: dict[str, Any]) -> dict[str, Any]:
         region=profile.region,
         world_size=profile.world_size(book.catalog),
     )
-    try:
-        lines = profile.cost_lines(book)
-    except ProfileError as exc:  # a type without a price: `run` refuses it, so it is invalid
-        info.update(usd_per_hour=None, ok=False, error=exc.user_message().split(": ", 1)[1])
-        field = exc.message.removeprefix(f"{profile.where}: ").split(":", 1)[0]
+    if unpriced := profile.price_error(book):  # `run` refuses it, so it is invalid
+        info.update(usd_per_hour=None, ok=False, error=unpriced.user_message().split(": ", 1)[1])
+        field = unpriced.message.removeprefix(f"{profile.where}: ").split(":", 1)[0]
         info["warnings"] = [w for w in info["warnings"] if not w.startswith(f"{field}:")]
     else:
+        lines = profile.cost_lines(book)
         info.update(
             usd_per_hour=round(sum(x.total_usd_per_hour for x in lines), 4),
             price_sources=sorted({x.source for x in lines}),
