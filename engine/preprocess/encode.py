@@ -36,11 +36,15 @@ class Encoder:
         """Embedding rows needed: vocabulary + padding + unknown."""
         return len(self.index) + 2
 
-    def encode_texts(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def encode_texts(
+        self, texts: list[str], counted: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(tokens N×seq_len, lengths N) of raw texts; a text with no content word gets
-        length 0 (all padding)."""
+        length 0 (all padding). ``counted`` (N integers), when given, receives each text's
+        content words before the seq_len cut (more than seq_len: the rest is not read)."""
         cleaned = [clean_text(t) for t in texts]
-        return encode_texts(cleaned, self.index, self.stop, self.seq_len, token_dtype(self.num_ids))
+        dtype = token_dtype(self.num_ids)
+        return encode_texts(cleaned, self.index, self.stop, self.seq_len, dtype, counted)
 
 
 def load_encoder(data_dir: str | Path) -> Encoder:

@@ -260,9 +260,11 @@ def encode_texts(
     stop: frozenset[bytes],
     seq_len: int,
     dtype: Any,
+    counted: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(tokens N×seq_len, lengths N) of cleaned texts: stopwords dropped, ids of the first
-    seq_len content words (unknown → 1), 0-padded at the end; batched at C speed."""
+    seq_len content words (unknown → 1), 0-padded at the end; batched at C speed. ``counted``
+    (N integers), when given, receives each text's content words before the seq_len cut."""
     tokens = np.zeros((len(texts), seq_len), dtype=dtype)
     lengths = np.zeros(len(texts), dtype=np.int32)
     codes_of = dict.fromkeys(stop, -1)
@@ -284,6 +286,8 @@ def encode_texts(
         keep = pos < seq_len
         tokens[start + text_of[keep], pos[keep]] = ids[keep]
         lengths[start : start + len(batch)] = np.minimum(counts, seq_len)
+        if counted is not None:
+            counted[start : start + len(batch)] = counts
     return tokens, lengths
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -196,20 +196,38 @@ def _read_encoder(run: Path, spec: ModelShape) -> Any:
 
 def predict_proba(run: LoadedRun, texts: Sequence[str], batch_size: int = _BATCH) -> np.ndarray:
     """P(positive) of each raw text, encoded exactly as the training data was."""
-    return score_texts(run, texts, batch_size)[0]
+    return score_texts(run, texts, batch_size).proba
 
 
-def score_texts(
-    run: LoadedRun, texts: Sequence[str], batch_size: int = _BATCH
-) -> tuple[np.ndarray, np.ndarray]:
-    """predict_proba(), and how many of each text's tokens are words of the run's vocabulary
-    (0: the model read nothing it knows, so its score is only the learned bias)."""
+class TextScores(NamedTuple):
+    """What score_texts() gives for each text."""
+
+    proba: np.ndarray
+    """P(positive)."""
+    known: np.ndarray
+    """Tokens read that are words of the run's vocabulary (0: the model read nothing it
+    knows, so its score is only the learned bias)."""
+    words: np.ndarray
+    """Content words (stopwords dropped) before the seq_len cut: where above ``seq_len``,
+    the rest of the text was not read."""
+    seq_len: int
+    """Tokens the model reads of a text: the run's preprocessing cut, as in training."""
+
+    def cut(self) -> list[int]:
+        """0-based indices of the texts longer than the model reads."""
+        return [int(i) for i in np.flatnonzero(self.words > self.seq_len)]
+
+
+def score_texts(run: LoadedRun, texts: Sequence[str], batch_size: int = _BATCH) -> TextScores:
+    """predict_proba(), with how many of each text's tokens the model knows and how long each
+    text is in the model's tokens (see TextScores)."""
     out = np.empty(len(texts), dtype=np.float64)
     known = np.empty(len(texts), dtype=np.int64)
+    words = np.empty(len(texts), dtype=np.int64)
     device = next(run.model.parameters()).device  # the model's (CPU unless moved)
     for lo in range(0, len(texts), batch_size):
         chunk = list(texts[lo : lo + batch_size])
-        tokens, lengths = run.encoder.encode_texts(chunk)
+        tokens, lengths = run.encoder.encode_texts(chunk, words[lo : lo + len(chunk)])
         known[lo : lo + len(chunk)] = (tokens > UNK_ID).sum(axis=1)
         width = max(1, int(lengths.max(initial=1)))
         with torch.no_grad():
@@ -218,7 +236,21 @@ def score_texts(
                 torch.from_numpy(lengths.astype(np.int64)),
             )
         out[lo : lo + len(chunk)] = torch.sigmoid(logits.float()).cpu().numpy()
-    return out, known
+    return TextScores(out, known, words, int(run.encoder.seq_len))
+
+
+def cut_note(cut: int, total: int, seq_len: int, numbers: Sequence[int] = ()) -> str:
+    """The note for ``cut`` of ``total`` texts longer than the model reads (``numbers``: their
+    1-based numbers, to name them): only their first seq_len words are scored, as in training."""
+    shown = ", ".join(map(str, numbers[:10])) + (", …" if len(numbers) > 10 else "")
+    which = f" ({'text' if len(numbers) == 1 else 'texts'} {shown})" if shown else ""
+    share = f" ({cut / total:.1%})" if total and not shown else ""
+    return (
+        f"note: {cut:,} of {total:,} texts{share} {'is' if cut == 1 else 'are'} longer than "
+        f"the {seq_len:,} words the "
+        f"model reads{which}: only their first {seq_len:,} are scored, as in its training "
+        "(the run's preprocess.seq_len; stopwords, where the run drops them, not counted)"
+    )
 
 
 def read_labelled(
@@ -311,13 +343,25 @@ def batch_prior(
     says why); without it the estimate is made when it can be (a finished run, enough texts)
     so a caller can warn about a prior shift, and the probabilities are kept."""
     if adapt_prior:
-        return adapt(proba, source_rate(run))
+        decided, estimate = adapt(proba, source_rate(run))
+        return decided, replace(estimate, data_rate=_data_rate(run))
     if len(proba) < MIN_TEXTS or not (run.run_dir / ckpt.SUMMARY).is_file():
         return proba, None
     try:
-        return proba, estimate_rate(proba, source_rate(run))
+        estimate = estimate_rate(proba, source_rate(run))
     except InputError:
         return proba, None
+    return proba, replace(estimate, data_rate=_data_rate(run))
+
+
+def _data_rate(run: LoadedRun) -> float | None:
+    """The training split's positive rate where the run's pos_weight moved the model's prior
+    away from it (no blend applied: a blend refits the prior without the weight); else None."""
+    summary = json.loads((run.run_dir / ckpt.SUMMARY).read_text())
+    rate = summary.get("train_positive_rate")
+    if not summary.get("pos_weight") or run.model.spec.blend is not None or rate is None:
+        return None
+    return float(rate)
 
 
 MISSING_SHARE = 0.99
@@ -395,16 +439,21 @@ def evaluate_files(
     ``adapt_prior`` the decisions use probabilities re-weighted to that rate when it can be
     trusted (``prior_adapted``; ``unadapted_accuracy`` is the accuracy without; else
     ``prior_refused`` and the plain probabilities); with ``misses`` > 0, ``misses`` lists
-    that many of the wrong decisions, the most confident first (engine.sentiment.misses)."""
+    that many of the wrong decisions, the most confident first (engine.sentiment.misses);
+    ``longer_than_read`` counts the texts longer than the model's ``seq_len`` words (only
+    their first seq_len are scored, as in training)."""
     from engine.sentiment.misses import confident_misses
 
     skipped: Counter[str] = Counter()
     left_out: list[dict[str, str]] = []
     where: list[tuple[str, int]] = []
     texts, labels = read_labelled(run, paths, skipped, fields, left_out, where)
-    raw = predict_proba(run, texts)
+    scored = score_texts(run, texts)
+    raw = scored.proba
     proba, estimate = batch_prior(run, raw, adapt_prior)
     metrics = score_labels(proba, labels)
+    metrics["seq_len"] = scored.seq_len
+    metrics["longer_than_read"] = len(scored.cut())
     metrics["distinct_texts"] = len(set(texts))
     metrics["skipped"] = dict(skipped.most_common())
     metrics["input_warnings"] = left_out

@@ -63,6 +63,9 @@ class PriorEstimate:
     doubt: str | None = None
     """Why the estimate cannot be trusted (EM did not settle, or it strays from what the model
     says of the batch directly); None when it can."""
+    data_rate: float | None = None
+    """The training split's own positive rate where a loss weight on positives (pos_weight)
+    moved the model's prior (``source_rate``) away from it; None where the two agree."""
 
     @property
     def trusted(self) -> bool:
@@ -72,6 +75,16 @@ class PriorEstimate:
     def to_dict(self) -> dict[str, Any]:
         """For JSON output."""
         return asdict(self)
+
+    def source_words(self) -> str:
+        """``source_rate`` said as what it is: the training data's rate, or the prior a
+        pos_weight made of it (a 0.5 that is not the data's rate reads as a wrong number)."""
+        if self.data_rate is None:
+            return f"{100 * self.source_rate:.0f} % in its training data"
+        return (
+            f"the {100 * self.source_rate:.0f} % its probabilities are calibrated to "
+            f"(pos_weight re-weighted its training data's {100 * self.data_rate:.0f} %)"
+        )
 
 
 def _check_rate(rate: float, what: str) -> float:
@@ -135,7 +148,7 @@ def _doubt(source: float, rate: float, mean: float, predicted: float) -> str | N
         return None
     return (
         f"EM ran to {100 * rate:.1f} % while the model's mean P(positive) is "
-        f"{100 * mean:.1f} % and it calls {100 * predicted:.1f} % positive (training rate "
+        f"{100 * mean:.1f} % and it calls {100 * predicted:.1f} % positive (its prior "
         f"{100 * source:.1f} %): its probabilities separate the classes too little, or are "
         "not calibrated, for the estimate to mean a shift (an under-trained model?)"
     )
@@ -213,7 +226,7 @@ def shift_warning(estimate: PriorEstimate, threshold: float = 0.1) -> str | None
         return None
     return (
         f"warning: these {estimate.n} reviews look {100 * estimate.target_rate:.0f} % positive "
-        f"by the model's own estimate, against {100 * estimate.source_rate:.0f} % in its "
-        "training data: at the 0.5 threshold that prior shift costs accuracy; "
+        f"by the model's own estimate, against {estimate.source_words()}: at the 0.5 "
+        "threshold that prior shift costs accuracy; "
         "--adapt-prior re-weights the probabilities to the estimated rate"
     )

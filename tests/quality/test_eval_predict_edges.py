@@ -320,3 +320,37 @@ def test_predict_refuses_a_text_argument_that_is_not_utf8(
     assert main(["predict", str(trained_run), "fine", "caf\udce9 great"]) == 2
     err = capsys.readouterr().err
     assert "TEXT 2 is not UTF-8 text (a byte that is not UTF-8 at character 4)" in err
+
+
+def test_predict_and_eval_say_when_a_text_is_longer_than_the_model_reads(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial's 983-character review scored exactly as its neutral first half: the model reads
+    the run's seq_len words (40 here), as in training, and nothing said so. Now predict names
+    the texts cut (and --json gives words and words_read), eval counts them."""
+    opening = " ".join(f"plain{i % 7} word{i}" for i in range(30))  # 60 words, all neutral
+    long_bad = f"{opening} terrible broke awful returned junk"
+    argv = ["predict", str(trained_run), "broke junk", long_bad, opening]
+    assert main(argv) == 0
+    shown = capsys.readouterr()
+    scores = [float(line.split()[0]) for line in shown.out.splitlines()]
+    assert scores[1] == scores[2]  # the ending past word 40 is not read: the note is true
+    assert "note: 2 of 3 texts are longer than the 40 words the model reads (texts 2, 3)" in (
+        shown.err
+    )
+    assert main([*argv[:4], "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["words"], r["words_read"]) for r in rows] == [(2, 2), (65, 40)]
+    assert main(argv[:4]) == 0
+    assert "note: 1 of 2 texts is longer than the 40 words the model reads (text 2)" in (
+        capsys.readouterr().err
+    )
+    assert main(["predict", str(trained_run), "broke junk"]) == 0
+    assert "longer than" not in capsys.readouterr().err
+
+    path = _reviews(tmp_path / "r.jsonl", [(long_bad, 1.0), ("great", 5.0), (opening, 5.0)])
+    assert main(["eval", str(trained_run), "--input", str(path)]) == 0
+    assert "note: 2 of 3 texts (66.7%) are longer than the 40 words" in capsys.readouterr().out
+    assert main(["eval", str(trained_run), "--input", str(path), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert (metrics["longer_than_read"], metrics["seq_len"]) == (2, 40)

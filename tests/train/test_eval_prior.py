@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,6 +42,19 @@ def _cli(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
     assert out.returncode == code, out.stderr
     return out
+
+
+def _score_with(monkeypatch: pytest.MonkeyPatch, proba: Callable[..., np.ndarray]) -> None:
+    """eval and predict score with ``proba(run, texts)`` instead of the model (the rest of
+    what they read of each text, its words, stays the real encoder's)."""
+    import engine.sentiment.evaluate as evaluate
+
+    real = evaluate.score_texts
+
+    def scored(run: Any, texts: list[str], batch_size: int = 1024) -> Any:
+        return real(run, texts, batch_size)._replace(proba=proba(run, texts))
+
+    monkeypatch.setattr(evaluate, "score_texts", scored)
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +139,6 @@ def test_an_estimate_that_cannot_be_trusted_is_not_acted_on(
     positive" and advised --adapt-prior, which cost 13 points of accuracy: probabilities that
     barely separate the classes, a little low on average, as that run's were. Now no shift is
     claimed, and eval/predict --adapt-prior keep the plain probabilities and say why (exit 0)."""
-    import engine.sentiment.evaluate as evaluate
     from tui.cli import main
 
     same = tmp_path / "same.jsonl"
@@ -135,7 +149,7 @@ def test_an_estimate_that_cannot_be_trusted_is_not_acted_on(
         x = np.random.default_rng(0).normal(np.where(good, 0.5, -0.5), 1.0)
         return 1.0 / (1.0 + np.exp(-(x + np.log(0.8 / 0.2) - 0.4)))
 
-    monkeypatch.setattr(evaluate, "predict_proba", weak)
+    _score_with(monkeypatch, weak)
     argv = ["eval", str(shift_run / "run"), "--input", str(same)]
     assert main([*argv, "--json"]) == 0
     plain = capsys.readouterr()
@@ -156,10 +170,6 @@ def test_an_estimate_that_cannot_be_trusted_is_not_acted_on(
     texts = tmp_path / "texts.txt"
     texts.write_text("".join(json.loads(line)["text"] + "\n" for line in same.open()))
 
-    def scored(run: object, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        return weak(run, texts), np.ones(len(texts), dtype=np.int64)  # every word known
-
-    monkeypatch.setattr(evaluate, "score_texts", scored)
     assert main(["predict", str(shift_run / "run"), "--input", str(texts), "--adapt-prior"]) == 0
     said = capsys.readouterr().err
     assert "kept the plain probabilities" in said and "re-weighted to it" not in said
@@ -175,7 +185,6 @@ def test_an_estimate_run_to_zero_is_reported_not_an_error(
     rate ... ran to 0.00 %") and printed no metrics, while on a file whose estimate was merely
     untrusted it printed them and kept the plain probabilities. A model that says ~0.49 for
     everything runs EM to 0: the same behaviour now, in eval and predict alike (exit 0)."""
-    import engine.sentiment.evaluate as evaluate
     from tui.cli import main
 
     same = tmp_path / "same.jsonl"
@@ -184,7 +193,7 @@ def test_an_estimate_run_to_zero_is_reported_not_an_error(
     def flat(run: object, texts: list[str]) -> np.ndarray:
         return np.random.default_rng(0).uniform(0.486, 0.5004, len(texts))
 
-    monkeypatch.setattr(evaluate, "predict_proba", flat)
+    _score_with(monkeypatch, flat)
     argv = ["eval", str(shift_run / "run"), "--input", str(same), "--adapt-prior"]
     assert main(argv) == 0
     shown = capsys.readouterr()
@@ -203,12 +212,42 @@ def test_an_estimate_run_to_zero_is_reported_not_an_error(
 
     texts = tmp_path / "texts.txt"
     texts.write_text("".join(json.loads(line)["text"] + "\n" for line in same.open()))
-
-    def scored(run: object, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        return flat(run, texts), np.ones(len(texts), dtype=np.int64)
-
-    monkeypatch.setattr(evaluate, "score_texts", scored)
     assert main(["predict", str(shift_run / "run"), "--input", str(texts), "--adapt-prior"]) == 0
     said = capsys.readouterr()
     assert "kept the plain probabilities" in said.err and "not trusted" in said.err
     assert len(said.out.splitlines()) == 300
+
+
+def test_a_pos_weight_prior_is_not_called_the_training_rate(
+    shift_run: Path, tmp_path: Path
+) -> None:
+    """A trial's eval of the default profile's run said "positive rate: training 0.5000" while
+    its training data were 80 % positive: 0.5 is the prior pos_weight made (the probabilities'
+    calibration), not the data's rate. Both are now said, each as what it is."""
+    from engine.config import ModelConfig, TrainConfig
+    from engine.sentiment.trainer import DistEnv, Trainer
+
+    cfg = TrainConfig(
+        data_dir=str(shift_run / "d"), run_dir=str(tmp_path / "weighted"), epochs=4,
+        batch_size=32, lr=2e-2, warmup_steps=1, lr_schedule="constant",
+        model=ModelConfig(hidden=8, embedding_dim=8, ngram_buckets=4096),
+        checkpoint_every_min=0, pos_weight="auto", events_file=False, seed=1,
+    )  # fmt: skip
+    Trainer(cfg, env=DistEnv()).fit()
+    shifted = tmp_path / "shifted.jsonl"
+    _reviews(shifted, 200, 0.3, seed=5)
+    data = json.loads((tmp_path / "weighted" / "summary.json").read_text())["train_positive_rate"]
+    assert data == pytest.approx(0.8, abs=0.05)
+    out = _cli("eval", str(tmp_path / "weighted"), "--input", str(shifted))
+    said = f"positive rate: model's prior 0.5000 (pos_weight; training data {data:.4f}), these"
+    assert said in out.stdout
+    assert f"against the 50 % its probabilities are calibrated to (pos_weight re-weighted its " \
+        f"training data's {100 * data:.0f} %)" in out.stderr  # fmt: skip
+    prior = json.loads(_cli("eval", str(tmp_path / "weighted"), "--input", str(shifted),
+                            "--json").stdout)["prior"]  # fmt: skip
+    assert prior["source_rate"] == pytest.approx(0.5) and prior["data_rate"] == pytest.approx(data)
+    unweighted = _cli("eval", str(shift_run / "run"), "--input", str(shifted))
+    assert f"positive rate: training {data:.4f}, these" in unweighted.stdout  # one rate, as before
+    assert f"against {100 * data:.0f} % in its training data" in unweighted.stderr
+    assert json.loads(_cli("eval", str(shift_run / "run"), "--input", str(shifted),
+                           "--json").stdout)["prior"]["data_rate"] is None  # fmt: skip

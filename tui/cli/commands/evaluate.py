@@ -159,7 +159,7 @@ def prior_line(metrics: dict[str, Any]) -> str | None:
     if not prior:
         return None
     line = (
-        f"positive rate: training {prior['source_rate']:.4f}, these files "
+        f"positive rate: {training_words(prior)}, these files "
         f"{prior['target_rate']:.4f} as the model estimates it (true "
         f"{_true_rate(metrics):.4f})"
     )
@@ -170,6 +170,17 @@ def prior_line(metrics: dict[str, Any]) -> str | None:
     elif prior.get("doubt"):
         line += f"; not trusted, no shift claimed: {prior['doubt']}"
     return line
+
+
+def training_words(prior: dict[str, Any]) -> str:
+    """The model's prior as the positive-rate line names it: the training data's rate, or the
+    prior a pos_weight made of it (with the data's rate beside it)."""
+    if prior.get("data_rate") is None:
+        return f"training {prior['source_rate']:.4f}"
+    return (
+        f"model's prior {prior['source_rate']:.4f} (pos_weight; training data "
+        f"{prior['data_rate']:.4f})"
+    )
 
 
 def _true_rate(metrics: dict[str, Any]) -> float:
@@ -191,10 +202,18 @@ def report_lines(metrics: dict[str, Any]) -> list[str]:
         f"majority rate {metrics['majority_rate']:.4f} (always {name}); accuracy "
         f"{100 * (metrics['accuracy'] - metrics['majority_rate']):+.2f} points over it "
         f"(one-sided McNemar p {metrics['majority_p']:.2g})",
-        *filter(None, [prior_line(metrics), skipped_line(metrics)]),
+        *filter(None, [prior_line(metrics), skipped_line(metrics), longer_line(metrics)]),
         "confusion (rows = true, columns = predicted)",
         f"            pred neg  pred pos\ntrue neg  {tn:>9} {fp:>9}\ntrue pos  {fn:>9} {tp:>9}",
     ]
+
+
+def longer_line(metrics: dict[str, Any]) -> str | None:
+    """How many texts were longer than the model reads (only their start is scored)."""
+    from engine.sentiment.evaluate import cut_note
+
+    cut = metrics.get("longer_than_read") or 0
+    return cut_note(cut, metrics["n"], metrics["seq_len"]) if cut else None
 
 
 def miss_lines(metrics: dict[str, Any]) -> list[str]:

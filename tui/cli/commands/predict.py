@@ -34,7 +34,9 @@ def register(subparsers: Any) -> None:
         help="print a JSON list, one object per text in input order (TEXT arguments, then the "
         "lines of --input): index (0-based), line (of --input; null for a TEXT), text, preview "
         f"(the text shortened to {PREVIEW_CHARS} characters on one line, as the plain output "
-        "shows it), chars (the text's length), p_positive, known_words",
+        "shows it), chars (the text's length), p_positive, known_words, words (the text's "
+        "length in the model's words) and words_read (the model reads at most the run's "
+        "preprocess.seq_len of them, as in training)",
     )
     parser.set_defaults(func=run, trailing_positionals="texts")  # texts after options too
 
@@ -101,9 +103,9 @@ def _is_json_record(line: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     """Print one probability per text (and the batch's estimated positive rate when asked)."""
     from engine.errors import InputError
-    from engine.sentiment.evaluate import batch_prior, load_run, score_texts
+    from engine.sentiment.evaluate import batch_prior, cut_note, load_run, score_texts
     from engine.sentiment.prior_shift import refusal_warning, shift_warning
-    from tui.cli.commands.evaluate import classifier_folder
+    from tui.cli.commands.evaluate import classifier_folder, training_words
 
     blank = [i + 1 for i, text in enumerate(args.texts) if not text.strip()]
     if blank:  # a score of nothing would look like a verdict (lines of --input skip blanks)
@@ -134,8 +136,8 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_run(classifier_folder(args.run_dir))
     if loaded.from_checkpoint:
         print(f"warning: {loaded.from_checkpoint}", file=sys.stderr)
-    raw, known = score_texts(loaded, texts)
-    proba, estimate = batch_prior(loaded, raw, args.adapt_prior)
+    scored = score_texts(loaded, texts)
+    proba, estimate = batch_prior(loaded, scored.proba, args.adapt_prior)
     if args.json:
         print(
             json.dumps(
@@ -148,9 +150,11 @@ def run(args: argparse.Namespace) -> int:
                         "chars": len(t),
                         "p_positive": float(p),
                         "known_words": int(n),
+                        "words": int(w),
+                        "words_read": min(int(w), scored.seq_len),
                     }
-                    for i, (t, line, p, n) in enumerate(
-                        zip(texts, lines, proba, known, strict=True)
+                    for i, (t, line, p, n, w) in enumerate(
+                        zip(texts, lines, proba, scored.known, scored.words, strict=True)
                     )
                 ]
             )
@@ -158,13 +162,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         for text, p in zip(texts, proba, strict=True):
             print(f"{p:.4f}  {preview(text)}")
-    blind = [i + 1 for i, n in enumerate(known) if n == 0]
+    blind = [i + 1 for i, n in enumerate(scored.known) if n == 0]
     if blind:
         print(unread_warning(blind, len(texts)), file=sys.stderr)
+    cut = [i + 1 for i in scored.cut()]
+    if cut:
+        print(cut_note(len(cut), len(texts), scored.seq_len, cut), file=sys.stderr)
     if estimate is not None:
         adapted = args.adapt_prior and estimate.trusted
         note = (
-            f"positive rate: training {estimate.source_rate:.4f}, this batch "
+            f"positive rate: {training_words(estimate.to_dict())}, this batch "
             f"{estimate.target_rate:.4f} as the model estimates it"
             + ("; probabilities re-weighted to it" if adapted else "")
             + ("" if estimate.trusted else "; not trusted, no shift claimed")
