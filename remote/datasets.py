@@ -118,7 +118,18 @@ async def prepare_dataset(
     probe = profile.to_preprocess_config(cache_root() / "datasets" / "probe", inputs=inputs)
     out = cache_root() / "datasets" / dataset_key(probe)
     cfg = profile.to_preprocess_config(out, inputs=inputs)
-    if _complete(out):
+    stamps, stamps_path = input_stamps(cfg.inputs), out.with_name(out.name + ".inputs.json")
+    changed = _complete(out) and _stamps_changed(stamps_path, stamps)
+    if changed:
+        emitter.emit(
+            "warning",
+            stage="preprocess",
+            code="inputs_changed",
+            message=f"{changed}: its cached dataset ({out}) is preprocessed again",
+        )
+    elif _complete(out):
+        if not stamps_path.is_file():  # cached before inputs were stamped: stamp them now
+            write_private_file(stamps_path, json.dumps(stamps))
         stats = json.loads((out / "stats.json").read_text())
         emitter.emit("stage_start", stage="preprocess", runner=cfg.runner, inputs=cfg.inputs)
         for warning in stats.get("warnings") or []:  # a reused dataset keeps its warnings
@@ -134,7 +145,38 @@ async def prepare_dataset(
         await _preprocess_here(cfg, run_dir, events_sink)
     if not _complete(out):
         raise InputError(f"preprocessing finished but {out} lacks dataset.h5/vocab.json/stats.json")
+    write_private_file(stamps_path, json.dumps(stamps))  # as they were before it read them
     return PreparedData(out, False, json.loads((out / "stats.json").read_text()))
+
+
+def input_stamps(inputs: list[str]) -> list[list[Any]]:
+    """[path, size, mtime_ns, ctime_ns, inode] of each input file. The cache key holds size and
+    whole-second mtime only (so that it stays stable across releases); a file rewritten in place
+    keeping both (`cp -p`, `rsync -t`, `tar x` restore mtimes) still moves its ctime, which no
+    tool can set, so these stamps tell that the cached dataset is of other content."""
+    stamps: list[list[Any]] = []
+    for path in _input_files(inputs):
+        try:
+            st = os.stat(path)
+        except OSError:
+            stamps.append([path, None, None, None, None])
+            continue
+        file = os.path.abspath(path)
+        stamps.append([file, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
+    return stamps
+
+
+def _stamps_changed(path: Path, stamps: list[list[Any]]) -> str | None:
+    """Which input changed since the dataset cached under the same key was made from it (its
+    stamps in ``path``), or None: none did, or the dataset predates stamps."""
+    try:
+        before = {row[0]: row for row in json.loads(path.read_text())}
+    except (OSError, ValueError, TypeError, IndexError):
+        return None
+    for row in stamps:
+        if before.get(row[0]) != row:
+            return f"input {row[0]} changed since it was preprocessed (rewritten in place)"
+    return None
 
 
 async def _preprocess_here(cfg: PreprocessConfig, run_dir: Path, events_sink: Any) -> None:

@@ -84,6 +84,39 @@ def test_second_run_reuses_the_preprocessed_dataset(write_profile, run_env, tmp_
     assert json.loads(second.stdout)["preprocess"]["cached"] is True
 
 
+def test_an_input_rewritten_in_place_is_preprocessed_again(
+    write_profile, run_env, tmp_path: Path
+) -> None:
+    """A trial replaced an input with one of the same size and kept its mtime (`cp -p`,
+    `rsync -t` and `tar x` do): the cache key (path, size, mtime in seconds) matched, the old
+    dataset was reused and the run reported the old file's accuracy as ok. The inputs' ctime,
+    which no tool sets, now tells; an unchanged input still reuses the cache."""
+    profile = write_profile()
+    first = sentitop("run", str(profile), "--json", env=run_env)
+    assert first.returncode == 0, first.stderr
+    (source,) = (tmp_path / "cache" / "synthetic").glob("reviews-*.jsonl")
+    assert sentitop("run", str(profile), "--json", env=run_env).returncode == 0  # stamped: reused
+    before = source.stat()
+    flipped = source.read_bytes()
+    for a, b in ((b'"overall": 5.0', b"@5"), (b'"overall": 1.0', b'"overall": 5.0'),
+                 (b"@5", b'"overall": 1.0')):  # fmt: skip
+        flipped = flipped.replace(a, b)
+    time.sleep(0.05)  # (a ctime tick on coarse-clock filesystems)
+    source.write_bytes(flipped)
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = source.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    again = sentitop("run", str(profile), "--json", env=run_env)
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    old, new = json.loads(first.stdout)["preprocess"], summary["preprocess"]
+    assert not new.get("cached") and new["positive"] != old["positive"]  # the new content's
+    assert any(w["code"] == "inputs_changed" and str(source) in w["message"]
+               for w in summary["warnings"])  # fmt: skip
+    third = sentitop("run", str(profile), "--json", env=run_env)
+    assert json.loads(third.stdout)["preprocess"]["cached"] is True
+
+
 def test_headless_display_shows_progress_and_summary_table(write_profile, run_env) -> None:
     result = sentitop("run", str(write_profile()), env=run_env)
     assert result.returncode == 0, result.stderr
