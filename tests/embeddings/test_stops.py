@@ -83,6 +83,9 @@ def test_a_signal_mid_training_stops_every_rank_and_leaves_no_result(
     assert all(_gone(p) for p in pids), "a rank outlived the launcher"
     assert not (run / "summary.json").exists() and not (run / "embeddings.npy").exists()
     assert _last_stage_end(run) == ("train", "interrupted")
+    listed = subprocess.run([sys.executable, "-m", "tui.cli", "runs", "--runs-dir", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert "ended without a summary: run (interrupted)" in listed.stderr  # not "killed"
 
 
 @pytest.mark.slow

@@ -22,3 +22,49 @@ def test_runs_table_shows_pip_loss_and_words_per_s(capsys) -> None:  # type: ign
     assert main(["runs", "--runs-dir", str(EMBED_RUNS)]) == 0
     out = capsys.readouterr().out
     assert "embeddings" in out and "PIP " in out and " w/s" in out
+
+
+def _events(folder: Path, *events: dict[str, object]) -> None:
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"type": e["type"], "t": 1796064786.0 + i, "rank": 0, **e},
+                        separators=(",", ":")) for i, e in enumerate(events)]  # fmt: skip
+    (folder / "events.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_an_embeddings_run_stopped_before_training_is_not_called_killed(
+    tmp_path: Path,
+    capsys,  # type: ignore[no-untyped-def]
+) -> None:
+    """A trial's `sentitop embed` stopped with Ctrl-C right after its prepare stage (the events
+    end "interrupted") was listed with the killed and crashed runs; one stopped during a re-run
+    kept its earlier finished vectors in previous/, which `runs` did not say. A run whose
+    events just stop is still named as killed or crashed."""
+    prepared = (
+        {"type": "stage_start", "stage": "prepare", "input": ["r.jsonl"]},
+        {"type": "stage_end", "stage": "prepare", "status": "ok", "seconds": 9.6},
+    )
+    _events(
+        tmp_path / "emb-int",
+        *prepared,
+        {"type": "error", "message": "interrupted (Ctrl-C)"},
+        {"type": "stage_end", "stage": "train", "status": "interrupted", "seconds": 2.7},
+    )
+    _events(
+        tmp_path / "emb-kill",
+        *prepared,
+        {"type": "stage_start", "stage": "train", "workload": "embeddings", "mode": "sync"},
+    )
+    _events(
+        tmp_path / "emb-bad",
+        {"type": "stage_start", "stage": "prepare", "input": ["x"]},
+        {"type": "stage_end", "stage": "prepare", "status": "failed", "seconds": 0.1},
+    )
+    (tmp_path / "emb-int" / "previous").mkdir()
+    (tmp_path / "emb-int" / "previous" / "summary.json").write_text("{}")
+    assert main(["runs", "--runs-dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "note: 2 run(s) ended without a summary: emb-bad (failed), emb-int (interrupted; its "
+        "earlier finished run is kept in previous/)" in err
+    )
+    assert "killed or crashed): emb-kill\n" in err

@@ -275,6 +275,8 @@ class RunState(RunViews):
             self.status = "running"
         if ev.get("workload") == EMBEDDINGS:
             self._on_embeddings_start(ev, rel)
+        elif stage.name == "prepare" and "run_start" not in self.counts:
+            self.workload = EMBEDDINGS  # `sentitop embed`'s first stage (stopped before train?)
         self._log(rel, "run", stage_started(stage.name))
 
     def _on_embeddings_start(self, ev: Mapping[str, Any], rel: float) -> None:
@@ -297,8 +299,10 @@ class RunState(RunViews):
             stage.done = stage.total
         level = "info" if stage.status == "ok" else "error"
         self._log(rel, "run", stage_ended(stage.name, stage.status, stage.seconds), level)
-        if self.embeddings and stage.name == "train" and "run_start" not in self.counts:
-            # `sentitop embed` has no runner (no run_end): its train stage's end ends the run
+        last = stage.name == "train" or stage.status not in ("ok", "cached")
+        if self.embeddings and last and "run_start" not in self.counts:
+            # `sentitop embed` has no runner (no run_end): its train stage's end ends the run,
+            # as does a prepare stage that did not end well
             self.status = stage.status if stage.status in FINAL_STATUSES else "failed"
             self.end_t = _num(ev.get("t")) or self.last_t
 

@@ -37,9 +37,12 @@ def note_unfinished(root: Path, names: list[str]) -> None:
     """Name on stderr the run folders without a summary yet (no final figures to list): still
     running (a process writes their events), or stopped before their end (killed, crashed)."""
     from engine.events import has_live_writer
+    from tui.model.rows import run_row
 
     live = [n for n in names if has_live_writer(root / n / "events.jsonl")]
-    dead = [n for n in names if n not in live]
+    ended = {n: _ended_as(run_row(root / n)) for n in names if n not in live}
+    stopped = {n: status for n, status in ended.items() if status}
+    dead = [n for n in ended if n not in stopped]
 
     def shown(group: list[str]) -> str:
         more = f" (+{len(group) - 3} more)" if len(group) > 3 else ""
@@ -47,6 +50,17 @@ def note_unfinished(root: Path, names: list[str]) -> None:
 
     if live:
         print(f"note: {len(live)} run(s) still running: {shown(live)}", file=sys.stderr)
+    if stopped:  # (a `sentitop embed` or `train` stopped or failed: its events say so)
+        said = [
+            f"{n} ({status}"
+            + ("; its earlier finished run is kept in previous/" if _has_previous(root / n) else "")
+            + ")"
+            for n, status in stopped.items()
+        ]
+        print(
+            f"note: {len(stopped)} run(s) ended without a summary: {shown(said)}",
+            file=sys.stderr,
+        )
     if dead:
         print(
             f"note: {len(dead)} run(s) stopped before their end (no summary.json, and no "
@@ -70,6 +84,18 @@ def note_unfinished(root: Path, names: list[str]) -> None:
         )
     if names:
         print("note: `sentitop replay RUN` shows a run so far", file=sys.stderr)
+
+
+def _ended_as(row: Any) -> str | None:
+    """How a run folder without a summary ended, as its events tell (interrupted, failed,
+    budget), or None: they stop before its end (killed, crashed) or it is unreadable."""
+    status = getattr(row, "status", None)
+    return status if status in ("interrupted", "failed", "budget") else None
+
+
+def _has_previous(folder: Path) -> bool:
+    """Whether an embeddings run folder keeps an earlier finished run (RUN/previous)."""
+    return (folder / "previous" / "summary.json").is_file()
 
 
 def epochs_done(r: Any) -> int:
