@@ -37,10 +37,9 @@ def note_unfinished(root: Path, names: list[str]) -> None:
     """Name on stderr the run folders without a summary yet (no final figures to list): still
     running (a process writes their events), or stopped before their end (killed, crashed)."""
     from engine.events import has_live_writer
-    from tui.model.rows import run_row
 
     live = [n for n in names if has_live_writer(root / n / "events.jsonl")]
-    ended = {n: _ended_as(run_row(root / n)) for n in names if n not in live}
+    ended = {n: _ended_as(root / n / "events.jsonl") for n in names if n not in live}
     stopped = {n: status for n, status in ended.items() if status}
     dead = [n for n in ended if n not in stopped]
 
@@ -86,11 +85,20 @@ def note_unfinished(root: Path, names: list[str]) -> None:
         print("note: `sentitop replay RUN` shows a run so far", file=sys.stderr)
 
 
-def _ended_as(row: Any) -> str | None:
-    """How a run folder without a summary ended, as its events tell (interrupted, failed,
-    budget), or None: they stop before its end (killed, crashed) or it is unreadable."""
-    status = getattr(row, "status", None)
-    return status if status in ("interrupted", "failed", "budget") else None
+def _ended_as(events: Path) -> str | None:
+    """How a run without a summary ended, as its events tell: a `sentitop embed` or `train`
+    (no runner, no run_start) whose last stage ended interrupted, failed or over budget; None
+    when they stop before an end (killed, crashed), or for a `sentitop run` (its runner's
+    run_end is what ends it)."""
+    from engine.events import read_events
+
+    last = None
+    for event in read_events(events):
+        if event["type"] == "run_start":
+            return None
+        if event["type"] == "stage_end":
+            last = event.get("status")
+    return last if last in ("interrupted", "failed", "budget") else None
 
 
 def _has_previous(folder: Path) -> bool:
