@@ -20,7 +20,7 @@ from engine.preprocess.budget import budget_warning, default_budget
 from engine.preprocess.inputs import expand_folders
 from engine.preprocess.job import JobSettings
 from engine.preprocess.output_folder import make_stage, output_of, swap_in
-from engine.preprocess.quality import check_preprocess
+from engine.preprocess.quality import check_preprocess, one_class_splits
 from engine.preprocess.readers import check_inputs, detect_spec, label_spec, plan_tasks
 from engine.preprocess.records import SKIP_REASONS, RecordSpec
 from engine.preprocess.reduce import PAD_ID, UNK_ID, LabelRule, token_dtype
@@ -334,6 +334,7 @@ def _finish(
         combine_parts(result.parts, tmp_h5, cfg.seq_len, dtype, attrs)
     elif result.dataset != tmp_h5:
         raise AssertionError(f"the runner wrote {result.dataset}, not {tmp_h5}")
+    warnings += one_class_splits(tmp_h5)
     if result.cpu:
         result.cpu["combine"] = result.cpu.get("combine", 0.0) + time.process_time() - finish_cpu
     stats = build_stats(cfg, result, time.time() - start)

@@ -4,7 +4,10 @@ warning (no dataset is published for an error; warnings go to stats.json and `wa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from engine.config import PreprocessConfig
 from engine.errors import InputError
@@ -79,8 +82,9 @@ def check_preprocess(
     positive, negative = int(stats["positive"]), int(stats["negative"])
     if not positive or not negative:
         have = "positive" if positive else "negative"
+        each = "the one usable review is" if kept == 1 else f"all {kept:,} usable reviews are"
         raise InputError(
-            f"{files}: all {kept:,} usable reviews are {have}; a classifier needs both classes",
+            f"{files}: {each} {have}; a classifier needs both classes",
             hint="ratings up to --negative-max are negative; add reviews of the other class",
         )
     warnings = []
@@ -98,7 +102,8 @@ def check_preprocess(
         warnings.append(
             {
                 "code": "skipped_share",
-                "message": f"{files}: skipped {skipped / read:.0%} of {read:,} lines (more than "
+                "message": f"{files}: skipped {share_text(skipped, read)} of {read:,} lines "
+                "(more than "
                 f"max_skipped_share {cfg.max_skipped_share:.0%}): "
                 + _skip_breakdown(stats, cfg, specs),
             }
@@ -131,4 +136,46 @@ def check_preprocess(
                 f"{name} ({rare:,}; less than min_class_share {cfg.min_class_share:.0%})",
             }
         )
+    return warnings
+
+
+def share_text(part: int, whole: int) -> str:
+    """``part / whole`` as a percentage that reads 100 % (or 0 %) only when it is: 5,000 of
+    5,002 lines is "99.96%", not "100%"."""
+    share = part / whole
+    if not 0 < part < whole or f"{share:.0%}" not in ("0%", "100%"):
+        return f"{share:.0%}"
+    if f"{share:.2%}" not in ("0.00%", "100.00%"):
+        return f"{share:.2%}"
+    return "under 0.01%" if share < 0.5 else "over 99.99%"
+
+
+def one_class_splits(h5_path: str | Path) -> list[dict[str, str]]:
+    """A warning for each split of a written dataset.h5 whose reviews are all of one class:
+    `sentitop train` refuses such a dataset (a small or skewed input can put the rare class in
+    the train split only), so preprocessing says so instead of ending as if all were well."""
+    import h5py
+
+    warnings = []
+    with h5py.File(h5_path, "r") as fh:
+        for split in ("train", "test"):
+            labels = fh[f"{split}/labels"]
+            n = int(labels.shape[0])
+            positive = int(np.count_nonzero(labels[:])) if n else 0
+            if n and positive in (0, n):
+                have = "positive" if positive else "negative"
+                more = " or a larger test_fraction" if split == "test" else ""
+                each = (
+                    f"the one review of the {split} split is"
+                    if n == 1
+                    else f"all {n:,} reviews of the {split} split are"
+                )
+                warnings.append(
+                    {
+                        "code": "one_class_split",
+                        "message": f"{each} {have}: `sentitop train` will refuse this "
+                        "dataset (each split needs both classes); preprocess more reviews of "
+                        f"the other class{more}",
+                    }
+                )
     return warnings

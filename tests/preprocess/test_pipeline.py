@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 import pytest
 
@@ -290,6 +291,35 @@ def test_an_empty_test_split_is_warned_about_since_training_refuses_it(
     assert "test_fraction 0 of" in none_held_out["stats"]["warnings"][0]["message"]
     held_out = preprocess([path])
     assert held_out["stats"]["test"] > 0 and held_out["stats"]["warnings"] == []
+
+
+def test_a_split_of_one_class_is_warned_about_since_training_refuses_it(
+    tmp_path: Path, preprocess: Run
+) -> None:
+    """A trial's 400 reviews with 2 negative ones ended "ok" with a test split of 47 positive
+    reviews, which `sentitop train` then refused; 5,000 bad lines and 2 good ones gave a
+    train and a test split of one review each, and the skipped share read "100%"."""
+    rows = [review(f"solid stand number {i} works", 5) for i in range(398)]
+    skewed = write_lines(tmp_path / "skew.jsonl", [*rows, review("broke", 1), review("junk", 1)])
+    got = preprocess([skewed])
+    test_n = got["stats"]["test"]
+    with h5py.File(got["out"] / "dataset.h5") as fh:
+        assert not np.count_nonzero(fh["test/labels"][:] == 0)  # the 2 negatives: in train
+    codes = [w["code"] for w in got["stats"]["warnings"]]
+    assert codes == ["class_share", "one_class_split"]
+    assert got["stats"]["warnings"][1]["message"].startswith(
+        f"all {test_n:,} reviews of the test split are positive: `sentitop train` will refuse"
+    )
+    bad = [json.dumps({"reviewText": f"text {i}", "overall": "five"}).encode() for i in range(5000)]
+    two = write_lines(tmp_path / "two.jsonl", [*bad, review("lovely", 5), review("awful", 1)])
+    got = preprocess([two], test_fraction=0.5)
+    assert (got["stats"]["train"], got["stats"]["test"]) == (1, 1)
+    said = [w["message"] for w in got["stats"]["warnings"]]
+    assert "skipped 99.96% of 5,002 lines" in said[0]
+    assert said[1].startswith("the one review of the train split is ")
+    assert said[2].startswith("the one review of the test split is ")
+    fine = preprocess([_corpus(tmp_path, 200)])
+    assert fine["stats"]["warnings"] == []
 
 
 def test_gzip_and_plain_inputs_agree(tmp_path: Path, preprocess: Run) -> None:

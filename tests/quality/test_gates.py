@@ -62,7 +62,8 @@ def test_high_skipped_share_and_rare_class_warn_loudly(
     assert main(["preprocess", "-i", str(path), "-o", str(out), "--json"]) == 0
     captured = capsys.readouterr()
     stats = json.loads(captured.out)
-    assert [w["code"] for w in stats["warnings"]] == ["skipped_share", "class_share"]
+    codes = ["skipped_share", "class_share", "one_class_split"]  # (6 negatives: none in test)
+    assert [w["code"] for w in stats["warnings"]] == codes
     assert json.loads((out / "stats.json").read_text())["warnings"] == stats["warnings"]
     assert "WARNING" in captured.err and "skipped 25% of 400 lines" in captured.err
     assert "only 2.0% of 300 usable reviews are negative" in " ".join(captured.err.split())
@@ -70,8 +71,9 @@ def test_high_skipped_share_and_rare_class_warn_loudly(
     rc = main(["preprocess", "-i", str(path), "-o", str(out), "--json",
                "--max-skipped-share", "0.3", "--min-class-share", "0.01"])  # fmt: skip
     captured = capsys.readouterr()
-    assert rc == 0 and json.loads(captured.out)["warnings"] == []
-    assert "WARNING" not in captured.err
+    left = json.loads(captured.out)["warnings"]  # no threshold makes train take a one-class split
+    assert rc == 0 and [w["code"] for w in left] == ["one_class_split"]
+    assert "skipped" not in captured.err and "only 2.0%" not in captured.err
 
 
 def test_preprocess_events_carry_the_warnings(tmp_path: Path) -> None:
