@@ -117,6 +117,38 @@ def test_an_input_rewritten_in_place_is_preprocessed_again(
     assert json.loads(third.stdout)["preprocess"]["cached"] is True
 
 
+def test_a_missing_input_file_is_refused_before_a_run_folder_exists(
+    run_env, tmp_path: Path
+) -> None:
+    """A trial's profile named `mi3000.jsonl`, the file beside it, and was run from another
+    folder: `run` warned, made a run folder, and failed at preprocessing with "cannot read input
+    mi3000.jsonl" (no profile, no field, no folder named). `plan` predicted it silently."""
+    folder = tmp_path / "prof"
+    folder.mkdir()
+    (folder / "mine.jsonl").write_text('{"reviewText": "good", "overall": 5}\n')
+    profile = folder / "rel.yaml"
+    profile.write_text(
+        "name: rel\nprovider: local\ndata:\n  inputs:\n    - mine.jsonl\n"
+        "train:\n  nproc: 1\n  epochs: 1\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    refused = sentitop("run", str(profile), env=run_env, cwd=elsewhere)
+    assert refused.returncode == 2, refused.stderr
+    said = " ".join(refused.stderr.split())
+    assert (
+        f"{profile}: data.inputs[0]: 'mine.jsonl': no such file or folder (relative to "
+        f"{elsewhere}, where this command runs)" in said
+    )
+    assert f"it is beside the profile: give {folder / 'mine.jsonl'}" in said
+    assert not (tmp_path / "runs").exists() and "Traceback" not in refused.stderr
+    planned = sentitop("plan", str(profile), env=run_env, cwd=elsewhere)
+    assert planned.returncode == 0 and "warning: " + str(profile) in planned.stderr
+    (folder / "mine.jsonl").unlink()
+    gone = sentitop("run", str(profile), env=run_env, cwd=folder)
+    assert gone.returncode == 2 and "give the file's absolute path" in gone.stderr
+
+
 def test_headless_display_shows_progress_and_summary_table(write_profile, run_env) -> None:
     result = sentitop("run", str(write_profile()), env=run_env)
     assert result.returncode == 0, result.stderr

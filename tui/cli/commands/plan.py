@@ -143,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.errors import InputError, SentitopError
     from engine.synth.size import parse_size
     from remote.profile import load_profile
+    from remote.profile_inputs import check_input_files
     from remote.review.plan_profile import size_warning, write_profile
     from remote.review.planner import plan_profile
     from remote.runs_store import import_csv, list_runs
@@ -151,6 +152,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
     size = None if args.data_size is None else parse_size(args.data_size, name="--data-size")
     profile = load_profile(args.profile)
+    try:
+        check_input_files(profile)  # `run` refuses it: the plan's data size is not its data
+    except SentitopError as exc:
+        print(f"warning: {exc.message}; {exc.hint}", file=sys.stderr)
     from tui.cli.commands.runs import require_runs_dir, warn_unreadable
 
     require_runs_dir(args.runs_dir)

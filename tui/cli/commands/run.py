@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     from engine.errors import InputError
     from remote.profile import load_profile
+    from remote.profile_inputs import check_input_files
     from remote.resume import (
         refuse_fewer_epochs_than_done,
         resumable_or_torn_down,
@@ -59,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     assert given is not None
     profile = given
     err = Console(stderr=True)
+    check_input_files(profile)  # a missing input: exit 2 before a run folder or machine
     for warning in profile.warnings():
         err.print(Text(f"warning: {warning}", "yellow"))
     epochs = profile.to_train_config(".", ".").epochs
