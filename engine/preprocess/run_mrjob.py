@@ -285,7 +285,11 @@ def run_mrjob(
     stats = MapStats()
     with _no_config_notice(), mr.make_runner() as runner:
         try:
-            runner.run()
+            try:
+                runner.run()
+            except BaseException:  # mrjob keeps a failed job's scratch (cleanup_on_failure
+                runner.cleanup(mode=["LOCAL_TMP"])  # NONE): copies of the input, 3x its size
+                raise
         except FileNotFoundError as exc:  # not the scratch folder's fault: a missing command
             command = os.path.basename(str(exc.filename or ""))
             if cfg.runner != "hadoop" or not command.startswith("hadoop"):

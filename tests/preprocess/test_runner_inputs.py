@@ -104,3 +104,35 @@ def test_uploaded_copies_are_named_as_mrjob_names_them() -> None:
     uris = input_uris(["a/reviews.jsonl", "b/reviews.jsonl", "s3://bucket/reviews.jsonl"])
     assert [u[1] for u in uris[:2]] == ["reviews.jsonl", "reviews-1.jsonl"]
     assert uris[2] == ["s3://bucket/reviews.jsonl"]
+
+
+@pytest.mark.parametrize("how", ["bad input", "interrupted"])
+def test_a_failed_inline_job_leaves_no_scratch_folder(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mrjob keeps a failed job's local scratch for debugging: a trial's truncated gzip (exit
+    2) and a Ctrl-C each left a /tmp/run_mrjob.* folder behind, 133 MB for a 40 MB input."""
+    import gzip
+    import tempfile
+
+    from engine.config import PreprocessConfig
+    from engine.errors import InputError
+    from engine.preprocess import run_preprocess
+    from engine.preprocess.run_mrjob import PreprocessJob
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    lines = b"".join(review(f"sturdy stand {i}", 5 if i % 2 else 1) + b"\n" for i in range(400))
+    path = tmp_path / "r.jsonl.gz"
+    path.write_bytes(gzip.compress(lines)[:-40] if how == "bad input" else gzip.compress(lines))
+    if how == "interrupted":
+
+        def stop(self: Any, *args: Any) -> Any:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(PreprocessJob, "reduce_text", stop)
+    cfg = PreprocessConfig(inputs=[str(path)], output=str(tmp_path / "o"), runner="inline")
+    with pytest.raises(InputError if how == "bad input" else KeyboardInterrupt):
+        run_preprocess(cfg)
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("run_mrjob")] == []
