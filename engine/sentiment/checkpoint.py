@@ -46,7 +46,10 @@ def unreadable_reason(exc: BaseException) -> str:
     text = str(exc)
     match = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\n\s*\n|$)", text, re.S)
     line = " ".join((match.group(1) if match else text).split())
-    return f"{type(exc).__name__}: {line[:200]}" if line else type(exc).__name__
+    if len(line) > 200:  # whole sentences, else whole words: never "…your checkpoint file is"
+        end = line.rfind(". ", 0, 200)
+        line = line[: end + 1] if end > 0 else line[:200].rsplit(" ", 1)[0] + " …"
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
 def _atomic_replace(path: Path, write: Any) -> None:

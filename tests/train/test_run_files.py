@@ -77,7 +77,11 @@ def test_a_broken_run_file_is_named_not_a_traceback(
     path.write_bytes(path.read_bytes()[:4000] if content is None else content)
     with pytest.raises(InputError, match=said):
         load_run(run)
-    assert str(path) in _predict(run, capsys)
+    err = _predict(run, capsys)
+    assert str(path) in err
+    if content is None:  # torch's paragraph was cut at 200 characters: "… checkpoint file is"
+        assert err.splitlines()[0].endswith("failed finding central directory. This is an "
+                                            "internal miniz error.")  # fmt: skip
 
 
 @pytest.mark.parametrize(
