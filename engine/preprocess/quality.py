@@ -71,11 +71,8 @@ def check_preprocess(
             )
         why = _skip_breakdown(stats, cfg, specs)
         why = why or f"{int(stats.get('duplicates', 0)):,} duplicates"
-        raise InputError(
-            f"{files}: no usable review in {read:,} line(s): {why}",
-            hint="check the file format: --format, --text-field, --rating-field or --label-field "
-            "(in a profile: preprocess.format, .text_field, .rating_field, .label_field)",
-        )
+        hint = _fix(stats, cfg.inputs)
+        raise InputError(f"{files}: no usable review in {read:,} line(s): {why}", hint=hint)
     if specs and all(is_label_spec(spec) for spec in specs):  # one rule for all (resolve_specs)
         skipped_by = stats.get("skipped") or {}
         check_label_values(cfg.inputs, specs[0], skipped_by, read, cfg.max_line_bytes)
@@ -137,6 +134,38 @@ def check_preprocess(
             }
         )
     return warnings
+
+
+def _fix(stats: Mapping[str, Any], inputs: Sequence[str]) -> str:
+    """The hint for input with no usable review, by its commonest skip reason: an encoding or a
+    JSON array is not fixed by naming fields."""
+    skipped = stats.get("skipped") or {}
+    commonest = max(skipped, key=lambda reason: skipped[reason], default=None)
+    if commonest == "invalid_utf8":
+        return (
+            "the file is not UTF-8 text (Latin-1 or Windows-1252?): convert it first, e.g. "
+            "iconv -f latin1 -t utf-8 FILE > FILE.utf8.jsonl"
+        )
+    if commonest in ("not_an_object", "malformed_json") and any(map(_json_array, inputs)):
+        return (
+            "the file is one JSON array, not JSON lines: preprocessing reads one review "
+            "object per line; e.g. jq -c '.[]' FILE > FILE.jsonl"
+        )
+    return (
+        "check the file format: --format, --text-field, --rating-field or --label-field "
+        "(in a profile: preprocess.format, .text_field, .rating_field, .label_field)"
+    )
+
+
+def _json_array(path: str) -> bool:
+    """Whether a local input file starts with "[" (one JSON array, not JSON lines)."""
+    from engine.preprocess.readers import open_binary
+
+    try:
+        with open_binary(path) as fh:
+            return fh.read(4096).lstrip().startswith(b"[")
+    except (OSError, EOFError, ValueError):
+        return False
 
 
 def share_text(part: int, whole: int) -> str:
