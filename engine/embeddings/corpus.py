@@ -108,10 +108,13 @@ def build_corpus(
             hint="pass a JSON-lines review file (`sentitop synth` makes one)",
         )
     ranked = [(w, c) for w, c in counter.most_common(max_vocab) if c >= min_count]
+    capped = max_docs is not None and len(token_docs) >= max_docs
     if len(ranked) < 2:
         raise InputError(
             f"only {len(ranked)} word(s) occur >= {min_count} times in {len(token_docs)} documents",
-            hint="use more text (--max-docs) or a lower --min-count",
+            hint="give more text (more or larger --input files"
+            + (f"; --max-docs {max_docs} stopped reading at that many" if capped else "")
+            + ") or a lower --min-count",
         )
     index = {w: i for i, (w, _) in enumerate(ranked)}
     lengths = np.zeros(len(token_docs) + 1, dtype=np.int64)

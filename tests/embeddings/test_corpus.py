@@ -40,6 +40,10 @@ def test_too_little_text_names_the_fix() -> None:
     with pytest.raises(InputError, match="only 0 word") as info:
         build_corpus([["x", "y"]], min_count=2, max_vocab=10)
     assert info.value.hint is not None and "--min-count" in info.value.hint
+    assert "--max-docs" not in info.value.hint  # it only limits reading: not the fix here
+    with pytest.raises(InputError, match="only 0 word") as capped:
+        build_corpus([["x", "y"], ["x", "y"]], min_count=2, max_vocab=10, max_docs=1)
+    assert capped.value.hint is not None and "--max-docs 1 stopped reading" in capped.value.hint
 
 
 def test_save_and_load_round_trip(tmp_path: Path) -> None:
