@@ -100,9 +100,11 @@ def load_run(run_dir: str | Path, network_only: bool = False) -> LoadedRun:
         except TrainError as exc:
             raise InputError(exc.message, hint=exc.hint) from None
         if saved is None:
+            finished = (run / ckpt.SUMMARY).is_file()  # its weights were there: now removed
             raise InputError(
-                f"{run} has neither model.pt nor a checkpoint",
-                hint="wait for the first epoch to finish",
+                f"{run} has neither model.pt nor a checkpoint"
+                + (" (the run finished: its weights were removed since)" if finished else ""),
+                hint=_NOT_THE_RUNS if finished else "wait for the first epoch to finish",
             )
         state = saved["model"]
         # a checkpoint holds the network as it trained: what is fitted after training (the

@@ -91,6 +91,7 @@ def test_a_broken_run_file_is_named_not_a_traceback(
         ("empty", "model.pt: not readable as model weights (truncated, or not a torch save): "),
         ("folder", "model.pt is not a file (a folder?)"),
         ("no vocab", "vocab.json not found: the run's vocabulary"),
+        ("no weights", "has neither model.pt nor a checkpoint (the run finished: its weights"),
     ],
 )
 def test_a_damaged_run_gets_one_line_that_fits_a_run_folder(
@@ -114,6 +115,9 @@ def test_a_damaged_run_gets_one_line_that_fits_a_run_folder(
     elif break_it == "folder":
         weights.unlink()
         weights.mkdir()
+    elif break_it == "no weights":  # a trial's finished run was told "wait for the first epoch"
+        weights.unlink()
+        shutil.rmtree(run / "checkpoints")
     else:
         (run / "vocab.json").unlink()
     err = _predict(run, capsys)
