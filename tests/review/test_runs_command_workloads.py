@@ -68,3 +68,24 @@ def test_an_embeddings_run_stopped_before_training_is_not_called_killed(
         "earlier finished run is kept in previous/)" in err
     )
     assert "killed or crashed): emb-kill\n" in err
+
+
+def test_a_narrow_terminal_loses_columns_not_run_ids(
+    make_run, monkeypatch, capsys  # type: ignore[no-untyped-def]
+) -> None:
+    """At 80-100 columns the table cut every run id ("20261130-185303-tri…"), which `report`
+    and `--resume` take, and at 160 it still showed an empty sweep column."""
+    ids = ["20261130-185303-trialD-ok", "20261130-185334-trialD-rel"]
+    root = [make_run(name, nproc=1 + i, epoch_s=[5.0 + i], sync_s=0.1)
+            for i, name in enumerate(ids)][0].parent  # fmt: skip
+    for width, gone in ((200, ()), (80, ("samples/s", "median epoch s"))):
+        monkeypatch.setenv("COLUMNS", str(width))
+        assert main(["runs", "--runs-dir", str(root)]) == 0
+        shown = capsys.readouterr()
+        lines = shown.out.splitlines()
+        assert max(len(line) for line in lines) <= width
+        assert all(any(f"│ {run} " in line for line in lines) for run in ids)  # whole
+        header = next(line for line in lines if "┃ run" in line)
+        assert "accuracy / PIP" in header and "sweep" not in header  # no run has a sweep
+        assert all(col not in header for col in gone)
+        assert ("left out to fit 80 columns" in shown.err) == bool(gone)

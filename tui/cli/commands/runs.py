@@ -257,21 +257,47 @@ def run(args: argparse.Namespace) -> int:
     if not records:
         console.print(Text(f"no runs in {runs_dir(args.runs_dir)}"))
         return 0
+    from remote.review.metrics import median_epoch_s
+    from remote.review.outcome import run_outcome
+
+    columns = ("run", "status", "workload", "configuration", "epochs", "median epoch s",
+               "wall s", "accuracy / PIP", "samples/s", "$", "recoveries", "sweep")  # fmt: skip
+    rows = []
+    for r in records:
+        outcome = run_outcome(r)
+        median = median_epoch_s(r)
+        chain, later = links.chain(r), links.continued_by(r)
+        rows.append(  # ids, labels and sweep names come from folders: never markup
+            (
+                _run_cell(r, chain, later),
+                Text(outcome.status, style=outcome.style),
+                Text(r.task),
+                Text(r.label),
+                str(epochs_done(r)),
+                "" if math.isnan(median) else f"{median:,.1f}",
+                ("" if r.wall_s is None else f"{r.wall_s:,.1f}")
+                + (f"\nΣ {chain.wall_s:,.1f}" if chain else ""),
+                _quality(r),
+                _rate(r),
+                ("" if r.usd is None else f"{r.usd:.4f}")
+                + (f"\nΣ {chain.usd:.4f}" if chain else ""),
+                _recoveries(r),
+                Text((r.sweep or "") + (f" ({r.mode})" if r.sweep else "")),
+            )
+        )
+    optional = ("recoveries", "sweep")  # shown when a run has one: width for the rest
+    shown = [i for i, col in enumerate(columns)
+             if col not in optional or any(str(cells[i]) for cells in rows)]  # fmt: skip
+    left_out = []
+    for col in NARROW_DROPS:  # a narrow terminal: columns go before the run ids are cut
+        if _table_width(columns, rows, shown) <= console.width:
+            break
+        if columns.index(col) in shown:
+            left_out.append(col)
+            shown.remove(columns.index(col))
     table = Table(title=Text(f"runs ({runs_dir(args.runs_dir)})"))
-    for col in (
-        "run",
-        "status",
-        "workload",
-        "configuration",
-        "epochs",
-        "median epoch s",
-        "wall s",
-        "accuracy / PIP",
-        "samples/s",
-        "$",
-        "recoveries",
-        "sweep",
-    ):
+    for i in shown:
+        col = columns[i]
         table.add_column(
             col,
             justify="left"
@@ -279,27 +305,13 @@ def run(args: argparse.Namespace) -> int:
             else "right",
             no_wrap=col != "sweep",
         )
-    from remote.review.metrics import median_epoch_s
-    from remote.review.outcome import run_outcome
-
-    for r in records:
-        outcome = run_outcome(r)
-        median = median_epoch_s(r)
-        chain, later = links.chain(r), links.continued_by(r)
-        table.add_row(  # ids, labels and sweep names come from folders: never markup
-            _run_cell(r, chain, later),
-            Text(outcome.status, style=outcome.style),
-            Text(r.task),
-            Text(r.label),
-            str(epochs_done(r)),
-            "" if math.isnan(median) else f"{median:,.1f}",
-            ("" if r.wall_s is None else f"{r.wall_s:,.1f}")
-            + (f"\nΣ {chain.wall_s:,.1f}" if chain else ""),
-            _quality(r),
-            _rate(r),
-            ("" if r.usd is None else f"{r.usd:.4f}") + (f"\nΣ {chain.usd:.4f}" if chain else ""),
-            _recoveries(r),
-            Text((r.sweep or "") + (f" ({r.mode})" if r.sweep else "")),
+    for cells in rows:
+        table.add_row(*(cells[i] for i in shown))
+    if left_out:
+        print(
+            f"note: {', '.join(left_out)} left out to fit {console.width} columns (a wider "
+            "terminal shows them; --json has every figure)",
+            file=sys.stderr,
         )
     console.print(table)
     if links.chains:
@@ -311,6 +323,22 @@ def run(args: argparse.Namespace) -> int:
             style="dim",
         )
     return 0
+
+
+NARROW_DROPS = ("sweep", "recoveries", "median epoch s", "workload", "samples/s", "epochs",
+                "configuration", "wall s")  # fmt: skip
+"""Columns `sentitop runs` leaves out, in this order, until its table fits the terminal (run,
+status, accuracy and $ stay: a cut run id cannot be copied into `report` or `--resume`)."""
+
+
+def _table_width(columns: tuple[str, ...], rows: list[tuple[Any, ...]], shown: list[int]) -> int:
+    """Characters the runs table needs for ``shown`` columns uncut (borders and padding)."""
+    width = 1
+    for i in shown:
+        texts = [str(cells[i]) for cells in rows]
+        longest = max((len(line) for text in texts for line in text.split("\n")), default=0)
+        width += max(len(columns[i]), longest) + 3
+    return width
 
 
 def _run_cell(r: Any, chain: Any, later: list[str]) -> Any:
