@@ -76,8 +76,8 @@ def test_a_narrow_terminal_loses_columns_not_run_ids(
     """At 80-100 columns the table cut every run id ("20261130-185303-tri…"), which `report`
     and `--resume` take, and at 160 it still showed an empty sweep column."""
     ids = ["20261130-185303-trialD-ok", "20261130-185334-trialD-rel"]
-    root = [make_run(name, nproc=1 + i, epoch_s=[5.0 + i], sync_s=0.1)
-            for i, name in enumerate(ids)][0].parent  # fmt: skip
+    for i, name in enumerate(ids):
+        root = make_run(name, nproc=1 + i, epoch_s=[5.0 + i], sync_s=0.1).parent
     for width, gone in ((200, ()), (80, ("samples/s", "median epoch s"))):
         monkeypatch.setenv("COLUMNS", str(width))
         assert main(["runs", "--runs-dir", str(root)]) == 0
