@@ -71,7 +71,9 @@ def test_an_embeddings_run_stopped_before_training_is_not_called_killed(
 
 
 def test_a_narrow_terminal_loses_columns_not_run_ids(
-    make_run, monkeypatch, capsys  # type: ignore[no-untyped-def]
+    make_run,
+    monkeypatch,
+    capsys,  # type: ignore[no-untyped-def]
 ) -> None:
     """At 80-100 columns the table cut every run id ("20261130-185303-tri…"), which `report`
     and `--resume` take, and at 160 it still showed an empty sweep column."""
