@@ -18,7 +18,7 @@ from engine.sentiment.divergence import check_weights
 from engine.sentiment.hooks import TrainHooks
 from engine.sentiment.metrics import ThresholdClock
 from engine.sentiment.model import ModelShape, SentimentLSTM
-from engine.sentiment.resume_checks import refuse_fewer_epochs
+from engine.sentiment.resume_checks import dataset_stamp, refuse_fewer_epochs, refuse_other_dataset
 from engine.sentiment.weight_average import WeightAverage
 
 CARRIED = ("samples", "seconds", "loss_sum")
@@ -85,6 +85,7 @@ class CheckpointState:
             "init_embeddings": self.init_facts,
             "partial": self._partial(step) if step else None,
             "average": self.average.state_dict() if self.average is not None else None,
+            "dataset": dataset_stamp(self.cfg.data_dir, self.n_train),
         }
         path = ckpt.save_checkpoint(self.cfg.run_dir, state)
         ckpt.clear_request(self.cfg.run_dir)
@@ -127,6 +128,7 @@ class CheckpointState:
                 hint="use a new --run-dir",
             )
         refuse_fewer_epochs(int(state["epoch"]), int(state.get("step") or 0), self.cfg.epochs)
+        refuse_other_dataset(state.get("dataset"), dataset_stamp(self.cfg.data_dir, self.n_train))
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])

@@ -4,6 +4,7 @@ dataset that is not the run's (exit 2, the run left as it was)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,40 @@ def test_the_train_folder_of_a_run_is_read_with_the_run_folders_events(tmp_path:
     assert ranks_to_launch(None, cfg) == 2
     assert checkpoint_at(run / "train") == (1, 3) == checkpoint_at(run)
     assert ranks_to_launch(3, cfg) == 3  # --nproc still wins
+
+
+def test_the_trainer_itself_refuses_a_checkpoint_of_another_dataset(
+    tiny_data: Path, tmp_path: Path
+) -> None:
+    """`train --resume` compares datasets before launching, `run --resume` did not: its
+    profile's input rewritten between the stop and the resume is preprocessed again, and the
+    checkpoint went on over other rows (or other word ids). The checkpoint now records its
+    dataset and every launcher's trainer checks it."""
+    from dataclasses import replace
+
+    from engine.config import ModelConfig, TrainConfig
+    from engine.errors import ConfigError
+    from engine.sentiment.trainer import DistEnv, Trainer
+
+    cfg = TrainConfig(
+        data_dir=str(tiny_data), run_dir=str(tmp_path / "run"), epochs=1, batch_size=64,
+        model=ModelConfig(preset="seed", hidden=8), checkpoint_every_min=0, events_file=False,
+    )  # fmt: skip
+    Trainer(cfg, env=DistEnv()).fit()
+    state = __import__("torch").load(tmp_path / "run" / "checkpoints" / "latest.pt")
+    assert state["dataset"]["n_train"] == 512 and state["dataset"]["vocab_sha"]
+    longer = replace(cfg, epochs=2, resume=True)
+    words = Path(shutil.copytree(tiny_data, tmp_path / "words"))  # same rows, one word other
+    vocab = json.loads((words / "vocab.json").read_text())
+    vocab["words"][-1] = "zzzother"
+    (words / "vocab.json").write_text(json.dumps(vocab))
+    for other, said in (
+        (write_dataset(tmp_path / "fewer", n_train=256), "training samples differ (512 then"),
+        (words, "its vocabulary differ"),
+    ):
+        with pytest.raises(ConfigError, match="trained on another dataset") as refused:
+            Trainer(replace(longer, data_dir=str(other)), env=DistEnv()).fit()
+        assert said in refused.value.message
+    moved = tmp_path / "moved"
+    tiny_data.rename(moved)  # the same dataset at another path: it trains on
+    Trainer(replace(longer, data_dir=str(moved)), env=DistEnv()).fit()
