@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import TrainConfig
-from engine.errors import DivergedError, InputError, SentitopError
+from engine.errors import ConfigError, DivergedError, InputError, SentitopError
 from engine.events import has_live_writer, read_events
 from engine.sentiment.resume_checks import refuse_fewer_epochs
 from remote.checkpoint_keeper import NODE_CHECKPOINT
@@ -246,6 +246,44 @@ def refuse_fewer_epochs_than_done(run_dir: Path, epochs: int) -> None:
     checkpoint of ``run_dir`` holds more training than ``epochs`` asks for."""
     if (at := checkpoint_at(run_dir)) is not None:
         refuse_fewer_epochs(*at, epochs)
+
+
+def refuse_other_dataset_than(
+    run_dir: Path, dataset_dir: Path, max_train: int | None, *, hint: str | None = None
+) -> None:
+    """Before any rank starts: ConfigError when ``dataset_dir`` is not the dataset the
+    checkpoint of ``run_dir`` (a run folder, or a `sentitop train` folder) trained on: its copy
+    of vocab.json differs, or its events record other training samples. A profile's input
+    rewritten since the stop is preprocessed again for `run --resume`; `train --resume` may be
+    given another --data. The checkpoint would go on over other rows or other word ids."""
+    from engine.sentiment.splits import train_rows
+
+    hint = hint or (
+        f"the inputs or the preprocessing settings changed since {run_dir.name} stopped: "
+        "restore the inputs it was trained on to resume it, or start a new run on these"
+    )
+    train = run_dir / "train" if (run_dir / "train").is_dir() else run_dir
+    kept, given = train / "vocab.json", dataset_dir / "vocab.json"
+    if kept.is_file() and given.is_file() and kept.read_bytes() != given.read_bytes():
+        raise ConfigError(
+            f"--resume: {dataset_dir} is not the dataset {run_dir} was trained on (its "
+            "vocab.json differs from the run's copy)",
+            hint=hint,
+        )
+    trained = None
+    try:
+        for event in read_events(events_of(run_dir)):
+            if event.get("type") == "train_start" and isinstance(event.get("n_train"), int):
+                trained = event["n_train"]
+        rows = train_rows(dataset_dir, max_train)
+    except (OSError, ValueError, KeyError):
+        return  # unreadable: the checks and loaders that follow (the trainer's) say so
+    if trained is not None and rows != trained:
+        raise ConfigError(
+            f"--resume: {dataset_dir} has {rows:,} training samples but {run_dir} trained on "
+            f"{trained:,}: it is not the run's dataset",
+            hint=hint,
+        )
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from remote.datasets import prepare_dataset
 from remote.pricing import PriceBook, load_catalog
 from remote.profile import Profile
 from remote.recovery import RecoveryLedger
-from remote.resume import keep_run_settings
+from remote.resume import keep_run_settings, refuse_other_dataset_than
 from remote.run_folder import runs_root
 from remote.security import copy_private, make_private_dir, write_private_file
 from remote.teardown import tear_down_leftovers
@@ -265,7 +265,8 @@ async def execute_run(
             if left:
                 emitter.emit("warning", stage="run", code="resumed_run_leftovers", message=left)
         ctx = TrainContext(profile, train_cfg, run_dir, emitter, sink, meter, book, on_line,
-                           ledger, notes, resume=resume_from is not None)  # fmt: skip
+                           ledger, notes, resume=resume_from is not None,
+                           resumed_from=resume_from)  # fmt: skip
         status, reason = await _supervise(ctx, stop, budget_hit)
         if status == "budget" and ticker.exceeded_reason:
             reason = ticker.exceeded_reason
@@ -377,6 +378,9 @@ async def _stages(ctx: TrainContext) -> None:
             "set data.synthetic.distinct (e.g. 0.9) for more distinct reviews per MB",
         ) from None
     await asyncio.to_thread(check_batch_size, data.dataset_dir, ctx.train)  # before machines
+    if ctx.resumed_from is not None:  # inputs rewritten since it stopped: another dataset
+        await asyncio.to_thread(refuse_other_dataset_than, ctx.resumed_from, data.dataset_dir,
+                                ctx.train.max_train_samples)  # fmt: skip
     cluster = make_cluster(ctx.profile)
     async with cluster:
         await run_training(ctx, cluster, data)

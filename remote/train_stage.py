@@ -56,6 +56,8 @@ class TrainContext:
     resume: bool = False
     """The first attempt continues from ``run_dir/train/checkpoints/latest.pt`` (a resumed
     run's, put there before the cluster starts), pushed to every node first."""
+    resumed_from: Path | None = None
+    """The stopped run this one continues (its folder), when ``resume``."""
     checkpoint_now: Callable[[float], Coroutine[Any, Any, StoredCheckpoint | None]] | None = None
     """While ranks train: ask rank 0 for a checkpoint and wait at most the given seconds
     until it is stored here; the checkpoint, or None (set by :func:`run_training`)."""

@@ -121,14 +121,23 @@ class CheckpointState:
         state = box[0]
         if state is None:
             return  # nothing saved yet: start fresh
+        refuse_other_dataset(state.get("dataset"), dataset_stamp(self.cfg.data_dir, self.n_train))
         if state["spec"] != self.spec.to_dict():
+            now = self.spec.to_dict()
+            differ = [k for k in sorted(set(now) | set(state["spec"]))
+                      if now.get(k) != state["spec"].get(k)]  # fmt: skip
+            shown = ", ".join(
+                f"{k} {state['spec'].get(k)!r} then, {now.get(k)!r} now"
+                if len(repr(now.get(k))) < 40
+                else f"{k} differs"
+                for k in differ
+            )
             raise TrainError(
-                f"checkpoint in {self.cfg.run_dir} is for model {state['spec']}, "
-                f"not {self.spec.to_dict()}",
-                hint="use a new --run-dir",
+                f"the checkpoint in {self.cfg.run_dir} is for another model: {shown}",
+                hint="the model settings (or the dataset's vocabulary) changed since it was "
+                "saved: resume with the run's own, or use a new run folder",
             )
         refuse_fewer_epochs(int(state["epoch"]), int(state.get("step") or 0), self.cfg.epochs)
-        refuse_other_dataset(state.get("dataset"), dataset_stamp(self.cfg.data_dir, self.n_train))
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.epoch, self.global_step = int(state["epoch"]), int(state["global_step"])

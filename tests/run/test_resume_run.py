@@ -119,6 +119,35 @@ async def test_a_stopped_run_resumes_from_its_checkpoint_to_the_end(
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+async def test_a_resume_on_inputs_rewritten_since_the_stop_is_refused_before_training(
+    tmp_path: Path, run_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The profile's input rewritten in place between the stop and the resume is preprocessed
+    again (the cache sees it changed): the checkpoint trained on the old rows and word ids
+    went on over the new ones. It is refused before any rank starts (exit 2), and the hint
+    says the resume can go on once the inputs are the run's again."""
+    import os
+
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", run_env["SENTITOP_CACHE_DIR"])
+    path = tmp_path / "resume-local.yaml"
+    path.write_text(PROFILE)
+    first, _ = await stopped_at_checkpoint(path, tmp_path / "runs")
+    (source,) = (Path(run_env["SENTITOP_CACHE_DIR"]) / "synthetic").glob("reviews-*.jsonl")
+    before, lines = source.stat(), source.read_text().splitlines(keepends=True)
+    source.write_text("".join(lines[: len(lines) * 3 // 4]))
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    refused = sentitop("run", "--resume", str(first.run_dir), env=run_env)
+    assert refused.returncode == 2, refused.stderr
+    said = " ".join(refused.stderr.split())
+    assert f"is not the dataset {first.run_dir} was trained on" in said
+    assert "once that is fixed, continue with: sentitop run --resume" in said
+    (second,) = [p for p in (tmp_path / "runs").iterdir() if p != first.run_dir]
+    types = [e["type"] for e in read_events(second / "events.jsonl")]
+    assert "train_start" not in types and "rank_start" not in types  # no rank started
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_ctrl_c_after_a_checkpoint_says_how_to_resume(
     tmp_path: Path, run_env: dict[str, str]
 ) -> None:

@@ -162,6 +162,8 @@ def _run(
         from remote.resume import resume_hint
 
         hint = resume_hint(outcome.run_dir)
+        if hint and outcome.exit_code == 2:  # refused (bad input): the same resume is refused too
+            hint = hint.replace("; continue with:", "; once that is fixed, continue with:")
         if hint:
             print(hint, file=sys.stderr)
     return outcome.exit_code

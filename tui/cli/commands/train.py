@@ -234,34 +234,11 @@ def _check_something_left(cfg: Any) -> None:
 def _check_same_dataset(cfg: Any) -> None:
     """--resume on another dataset than the run's (ConfigError): with the same vocabulary it
     went on mid-epoch on other rows without a word; with another, it failed late (exit 1)."""
-    from engine.errors import ConfigError
-    from engine.events import read_events
-    from engine.sentiment.splits import train_rows
-    from remote.run_folder import events_of
+    from remote.resume import refuse_other_dataset_than
 
-    run_dir, data_dir = Path(cfg.run_dir), Path(cfg.data_dir)
-    kept, given = run_dir / "vocab.json", data_dir / "vocab.json"
     hint = "give the run's own dataset as --data, or train a new --run-dir on this one"
-    if kept.is_file() and given.is_file() and kept.read_bytes() != given.read_bytes():
-        raise ConfigError(
-            f"--resume: {data_dir} is not the dataset {run_dir} was trained on (its vocab.json "
-            "differs from the run's copy)",
-            hint=hint,
-        )
-    trained = None
-    try:
-        for event in read_events(events_of(run_dir)):
-            if event.get("type") == "train_start" and isinstance(event.get("n_train"), int):
-                trained = event["n_train"]
-        rows = train_rows(data_dir, cfg.max_train_samples)
-    except (OSError, ValueError, KeyError):
-        return  # unreadable events or dataset: the checks and loaders that follow say so
-    if trained is not None and rows != trained:
-        raise ConfigError(
-            f"--resume: {data_dir} has {rows:,} training samples but {run_dir} trained on "
-            f"{trained:,}: it is not the run's dataset",
-            hint=hint,
-        )
+    refuse_other_dataset_than(Path(cfg.run_dir), Path(cfg.data_dir), cfg.max_train_samples,
+                              hint=hint)  # fmt: skip
 
 
 def ranks_to_launch(nproc: int | None, cfg: Any) -> int:
