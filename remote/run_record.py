@@ -92,6 +92,9 @@ class RunRecord:
     """Dollars the recoveries cost: downtime and redone work at the run's rate."""
     resumed_from: str | None = None
     """The stopped run it continued (summary.json ``resumed_from``; see remote.resume_chain)."""
+    straggle: str = ""
+    """Injected straggle of its ranks (`--straggle R:F`, e.g. "1:3"): an experiment on the load
+    balancer, not the hardware's speed, so a configuration of its own."""
     epochs_in_events: int = 0
     """Epochs its events show done (`epoch` events, or where the newest checkpoint resumes):
     what a run stopped before its trainer's summary trained."""
@@ -120,8 +123,10 @@ class RunRecord:
     @property
     def label(self) -> str:
         """Configuration label: '4×g3.4xlarge', 'local ×2 proc'; an embeddings run's names its
-        mode ('local ×2 proc, async'): sync and async runs are never one configuration."""
+        mode ('local ×2 proc, async'): sync and async runs are never one configuration; a run
+        with injected straggle names it ('local ×2 proc, straggle 1:3')."""
         mode = f", {self.embed_mode}" if self.embed_mode else ""
+        mode += f", straggle {self.straggle}" if self.straggle else ""
         if self.provider == "local":
             return f"local ×{self.workers} proc{mode}"
         base = f"{self.instances}×{self.instance_type}" if self.instance_type else self.profile

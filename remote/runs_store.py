@@ -208,6 +208,15 @@ def embeddings_keys(summary: dict[str, Any]) -> tuple[str, str]:
     return workload, data
 
 
+def _straggle(balance: Any) -> str:
+    """The summary's injected straggle ({"1": 3.0}) as "1:3" (several: "0:2 1:3"), else ""."""
+    given = balance.get("straggle") if isinstance(balance, dict) else None
+    if not isinstance(given, dict):
+        return ""
+    return " ".join(f"{rank}:{factor:g}" for rank, factor in sorted(given.items())
+                    if isinstance(factor, int | float) and factor != 1)  # fmt: skip
+
+
 def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
     """A run folder's summary, profile, sweep tag and events as a RunRecord."""
     folder = Path(folder).expanduser()
@@ -288,6 +297,7 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         downtime_s=_num(summary, "downtime_s") or 0.0,
         usd_lost=_num(summary, "usd_lost") or 0.0,
         resumed_from=str(summary["resumed_from"]) if summary.get("resumed_from") else None,
+        straggle=_straggle(train.get("balance") or summary.get("balance")),
     )
     if (folder / "events.jsonl").is_file():
         _add_events(record, folder / "events.jsonl")

@@ -226,6 +226,20 @@ def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> Serie
             "the runs differ in model or sequence settings: their epoch times are not the same "
             "job's, so speedups between them mix two effects"
         )
+    sources = {r.source for r in usable}
+    if "csv" in sources and "folder" in sources:
+        notes.append(
+            "the runs mix imported CSV rows with run folders: a CSV row records no model, "
+            "sequence length or dataset, so whether it ran the same job as the folders' runs "
+            "is not checked; speedups and the frontier across them may compare different jobs"
+        )
+    priced = [r for r in usable if r.usd_per_hour > 0]
+    unpriced = [r.run_id for r in usable if r.usd_per_hour <= 0]
+    if priced and unpriced:
+        notes.append(
+            f"no price: {', '.join(unpriced)} (a `sentitop train` run, or a profile without a "
+            "price): their $ read 0 beside priced runs; compare their hours, not their $"
+        )
     single = [r.run_id for r in usable if r.source == "folder" and len(r.epoch_seconds) == 1]
     if single and len(configs) > 1:
         notes.append(

@@ -134,3 +134,26 @@ def test_pareto_front_and_pick(pts: list[tuple[float, float]], deadline: float) 
         assert pick.usd == min(c.usd for c in meeting)
         assert pick in front or any(f.usd == pick.usd and f.hours <= pick.hours for f in front)
     assert not math.isnan(front[0].hours)
+
+
+def test_a_straggled_an_unpriced_or_an_imported_run_is_said_apart(
+    make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    """A trial's report put a `train --straggle 1:3` run (no price) in "local ×2 proc" beside a
+    priced baseline at $0.00 and made it the frontier; CSV rows of another workload were ranked
+    against a local run with no word that they may be other jobs."""
+    from remote.runs_store import import_csv
+
+    base = load_run(make_run("base", nproc=1, epoch_s=[10.0, 10.0], sync_s=0.0))
+    straggled = load_run(make_run("slow", nproc=2, epoch_s=[6.0, 6.0], sync_s=0.0,
+                                  usd_per_hour=0.0,
+                                  summary_extra={"balance": {"straggle": {"1": 3.0}}}))  # fmt: skip
+    assert straggled.label == "local ×2 proc, straggle 1:3"  # a configuration of its own
+    notes = series_metrics([base, straggled]).notes
+    assert any(n.startswith("no price: slow (") for n in notes)
+    assert not any("CSV" in n for n in notes)
+    csv = tmp_path / "g5.csv"
+    csv.write_text("run,instance_type,count,epochs,seconds,accuracy\na1,g5.xlarge,1,10,3600,0.9\n")
+    mixed = series_metrics([*import_csv(csv), base]).notes
+    assert any(n.startswith("the runs mix imported CSV rows with run folders") for n in mixed)
+    assert not any(n.startswith("no price") for n in series_metrics([base]).notes)
