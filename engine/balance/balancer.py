@@ -262,12 +262,16 @@ def advise(
     per_step_s: float = 0.0,
     usd_per_hour: Sequence[float] | None = None,
     min_share: float = 0.0,
+    balanced: bool = True,
 ) -> Advice | None:
     """Compare predicted epoch time and cost with and without the slowest rank (None if W = 1).
 
     ``allreduce_s`` is the measured all-reduce seconds per step at this world size (scaled by the
     ring factor for one rank fewer, and zero for a single rank); ``per_step_s`` is any other
-    per-step cost (optimizer, data) that stays.
+    per-step cost (optimizer, data) that stays. ``balanced``: the run splits by speed (the
+    balancer on); off, both epochs are predicted with equal shares, as the run trained (a
+    balanced epoch it never ran made dropping a 3x straggler look slower), and the message
+    says what --balance would give.
     """
     world = len(sec_per_sample)
     if world < 2:
@@ -280,12 +284,13 @@ def advise(
     drop = max(range(world), key=lambda i: (sec_per_sample[i], i))
     keep = [i for i in range(world) if i != drop]
 
-    def epoch_s(ranks: list[int]) -> float:
+    def epoch_s(ranks: list[int], by_speed: bool = balanced) -> float:
         sps = [sec_per_sample[i] for i in ranks]
         w = len(ranks)
         ar = allreduce_s * ring_allreduce_factor(w) / ring_allreduce_factor(world)
         floor = min(min_share, 1.0 / w)
-        plan = split(0, n, max(global_batch, w), shares_from_speed(sps, floor))
+        shares = shares_from_speed(sps, floor) if by_speed else [1.0 / w] * w
+        plan = split(0, n, max(global_batch, w), shares)
         return plan.predict_seconds(sps, per_step_s + ar)
 
     t_with, t_without = epoch_s(list(range(world))), epoch_s(keep)
@@ -310,6 +315,11 @@ def advise(
     else:
         verdict = f"keep rank {drop}: dropping it would be slower and no cheaper"
     message = f"{verdict} ({time_part}, {cost_part})"
+    if not balanced:
+        message += (
+            f"; equal shares, as this run trained: with --balance every rank would take "
+            f"{epoch_s(list(range(world)), True):.2f} s per epoch"
+        )
     return Advice(
         drop_rank=drop,
         epoch_s_with=t_with,
@@ -449,6 +459,7 @@ class Balancer:
             per_step_s=max(self.per_step_s - self.allreduce_s, 0.0),
             usd_per_hour=usd_per_hour,
             min_share=self.config.min_share,
+            balanced=self.config.enabled,
         )
 
 
@@ -470,6 +481,7 @@ def advise_from_summary(
         per_step_s=float(block["other_s_per_step"]),
         usd_per_hour=usd_per_hour,
         min_share=float(block["min_share"]),
+        balanced=bool(block.get("enabled", True)),
     )
 
 

@@ -199,6 +199,19 @@ def test_advice_keeps_a_useful_rank_but_notes_it_costs_more() -> None:
     assert advice.message.startswith("dropping rank 1 would be 33% cheaper but 33% slower")
 
 
+def test_advice_of_a_run_without_balancing_compares_the_epoch_it_trained() -> None:
+    """A trial's `train --straggle 1:3` without --balance measured 3.25 s an epoch; the advice
+    said dropping rank 1 would be slower, "1.59 s → 1.74 s", against a balanced epoch the run
+    never trained. Equal shares: each step waits for the 3x slower rank."""
+    equal = advise([1e-3, 3e-3], n=1000, global_batch=100, allreduce_s=0.0, balanced=False)
+    assert equal is not None
+    assert equal.epoch_s_with == pytest.approx(10 * 50 * 3e-3)  # 1.5 s: as it trained
+    assert equal.epoch_s_without == pytest.approx(1.0)
+    assert equal.faster and equal.cheaper
+    assert equal.message.startswith("drop rank 1: 33% faster and 67% cheaper (1.50 s → 1.00 s")
+    assert equal.message.endswith("with --balance every rank would take 0.75 s per epoch")
+
+
 def test_advice_drops_a_slow_rank_when_all_reduce_eats_its_gain() -> None:
     advice = advise(
         [1e-3, 3e-3], n=1000, global_batch=100, allreduce_s=0.05, usd_per_hour=[1.0, 0.5]
