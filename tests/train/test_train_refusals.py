@@ -129,6 +129,10 @@ def test_model_settings_are_checked_where_they_are_given(
         (["--lr-reference-batch", "0"], "train.lr_reference_batch = 0"),
         (["--model-dropout", "2"], "model.dropout = 2.0"),
         (["--straggle", "5:2", "--nproc", "2"], "there is no rank 5 with --nproc 2"),
+        (  # the last factor won, silently
+            ["--straggle", "1:2", "--straggle", "1:3", "--nproc", "2"],
+            "--straggle 1:2 and --straggle 1:3: rank 1 is given two factors",
+        ),
     ],
 )
 def test_bad_flags_exit_2_before_any_rank_starts(

@@ -271,7 +271,15 @@ def check_straggle(args: argparse.Namespace) -> None:
     """A --straggle RANK given must name one of the --nproc ranks (else it slows nothing)."""
     from engine.errors import ConfigError
 
+    given: dict[int, float] = {}
     for rank, factor in getattr(args, "straggle", None) or []:
+        if rank in given and given[rank] != factor:  # one factor a rank: the last one won
+            raise ConfigError(
+                f"--straggle {rank}:{given[rank]:g} and --straggle {rank}:{factor:g}: rank "
+                f"{rank} is given two factors",
+                hint="give each rank once (--straggle R:F is repeatable for other ranks)",
+            )
+        given[rank] = factor
         if rank >= args.nproc:
             raise ConfigError(
                 f"--straggle {rank}:{factor:g}: there is no rank {rank} with --nproc {args.nproc} "
