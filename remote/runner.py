@@ -140,6 +140,10 @@ class _Progress:
     """Steps of the whole training (the trainer's `train_start`)."""
     world_sizes: list[int] = field(default_factory=list)
     """The world size of each training attempt (a recovery that shrank adds a smaller one)."""
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    """The trainer's `epoch` events (for the summary of a run stopped before the trainer's)."""
+    threshold: dict[str, Any] = field(default_factory=dict)
+    """The trainer's `threshold` event, once the smoothed loss fell below it."""
 
     def observe(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -160,11 +164,38 @@ class _Progress:
             self.warnings.append({k: event.get(k) for k in ("stage", "code", "message")})
         elif kind == "epoch" and isinstance(event.get("seconds"), int | float):
             self.epoch_seconds.append(float(event["seconds"]))
+            skip = ("type", "t", "run", "node", "rank")
+            self.epochs.append({k: v for k, v in event.items() if k not in skip})
+        elif kind == "threshold":
+            self.threshold = dict(event)
         elif kind == "summary":
             if event.get("stage") == "preprocess":
                 self.preprocess_summary = dict(event)
             elif event.get("stage") in (None, "train"):
                 self.train_summary = dict(event)
+
+    def partial_train(self) -> dict[str, Any]:
+        """What the events tell of a training stopped before the trainer summed up (Ctrl-C, a
+        budget, a failure): its finished epochs and when the loss crossed its threshold, so
+        the summary says neither "no epoch" nor "threshold not reached" when both happened.
+        No accuracy: the trainer picks and blends its model only at its end."""
+        if not self.epochs:
+            return {}
+        seconds = sum(float(e["seconds"]) for e in self.epochs)
+        samples = sum(float(e.get("samples_per_s") or 0.0) * float(e["seconds"])
+                      for e in self.epochs)  # fmt: skip
+        out: dict[str, Any] = {
+            "partial": True,
+            "epochs": max(int(e.get("epoch", 0)) for e in self.epochs) + 1,
+            "per_epoch": self.epochs,
+            "train_s": round(seconds, 3),
+            "samples_per_s": samples / seconds if seconds > 0 else None,
+        }
+        if self.threshold:
+            out["time_to_threshold_s"] = self.threshold.get("seconds")
+            out["threshold_epoch"] = self.threshold.get("epoch")
+            out["loss_threshold"] = self.threshold.get("threshold")
+        return out
 
     def placed_ranks(self) -> list[str] | None:
         """Node of each rank in rank order, once ranks 0..n-1 have all reported (else None)."""
@@ -411,6 +442,7 @@ def _summary(
     book: PriceBook | None,
 ) -> dict[str, Any]:
     train = {k: v for k, v in progress.train_summary.items() if k not in ("type", "t")}
+    train = train or progress.partial_train()  # stopped before the trainer's own summary
     summary: dict[str, Any] = {
         "run": run_dir.name,
         "profile": profile.name,

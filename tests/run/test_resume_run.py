@@ -184,3 +184,39 @@ def test_ctrl_c_after_a_checkpoint_says_how_to_resume(
     assert "rank 0 first writes a checkpoint at its next step" in out  # one Ctrl-C
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and "checkpoint" in summary["reason"], summary
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+async def test_a_run_stopped_after_an_epoch_keeps_that_epoch_and_its_threshold(
+    tmp_path: Path, run_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trial's run stopped after its first epoch said "epochs —" and "time to threshold: not
+    reached" although its events held the epoch and the threshold crossing, and `report` left
+    it out as "no measured epoch": summary.json's train block was empty."""
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", run_env["SENTITOP_CACHE_DIR"])
+    path = tmp_path / "p.yaml"
+    path.write_text(PROFILE.replace("epochs: 2", "epochs: 20\n  loss_threshold: 5.0"))
+    stop = asyncio.Event()
+    seen: dict[str, list[dict[str, Any]]] = {"epoch": [], "threshold": []}
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event["type"] in seen:
+            seen[event["type"]].append(event)
+        if event["type"] == "epoch":
+            stop.set()
+
+    outcome = await execute_run(load_profile(path), runs_dir=tmp_path / "runs",
+                                on_event=on_event, stop=stop)  # fmt: skip
+    summary = outcome.summary
+    assert summary["status"] == "interrupted" and "accuracy" not in summary
+    epochs = summary["train"]["per_epoch"]
+    assert summary["train"]["partial"] and len(epochs) == len(seen["epoch"]) >= 1
+    assert [e["seconds"] for e in epochs] == [e["seconds"] for e in seen["epoch"]]
+    assert summary["epochs"] == epochs[-1]["epoch"] + 1
+    (crossed,) = seen["threshold"]  # loss 5.0: crossed at the first step
+    assert summary["time_to_threshold_s"] == pytest.approx(crossed["seconds"])
+    listed = sentitop("report", str(outcome.run_dir), "--output", str(tmp_path / "rep"),
+                      env=run_env)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert "no measured epoch" not in (tmp_path / "rep" / "report.md").read_text()
