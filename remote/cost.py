@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from engine.errors import BudgetError
+from remote.review.money_text import money
 
 log = logging.getLogger(__name__)
 
@@ -334,7 +335,8 @@ def check_launch_budget(
     minimum = usd_per_hour * BILLING_MINIMUM_S / 3600.0
     if max_usd is not None and minimum > max_usd:
         raise BudgetError(
-            f"profile {profile_name!r} costs at least ${minimum:.3f} (one billed minute at "
-            f"${usd_per_hour:.3f}/h), above its budget.max_usd of ${max_usd:.3f}; not launching",
+            f"profile {profile_name!r} costs at least {money(minimum)} (one billed minute at "
+            f"${usd_per_hour:.3f}/h), above its budget.max_usd of {money(max_usd)}; not "
+            "launching",
             hint="raise budget.max_usd or use cheaper instances",
         )

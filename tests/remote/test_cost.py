@@ -177,6 +177,11 @@ def test_launch_refused_above_rate_names_profile_rate_and_limit() -> None:
     with pytest.raises(BudgetError, match="one billed minute"):
         check_launch_budget("big", 120.0, max_usd=1.0)
     check_launch_budget("ok", 2.0, max_usd_per_hour=3.0, max_usd=1.0)
+    with pytest.raises(BudgetError) as small:  # a trial read "at least $0.002 … of $0.000"
+        check_launch_budget("tiny", 0.096, max_usd=0.0002)
+    assert (
+        "at least $0.0016 (" in small.value.message and "max_usd of $0.0002;" in small.value.message
+    )
 
 
 def test_profile_rates_come_from_the_catalog(tmp_path: Path) -> None:
