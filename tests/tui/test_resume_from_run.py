@@ -110,6 +110,7 @@ async def test_runs_screen_marks_the_chain(tmp_path: Path) -> None:
         await settle(pilot)
         toasts = " ".join(str(t.render()) for t in app.screen.query(Toast))
         assert "already resumed by run 20261127-110000-tiny" in toasts
+        assert "bad input" not in toasts and "cannot resume" in toasts  # a key, not an input
         assert app.run_screen.live_row is None
 
 

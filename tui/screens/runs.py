@@ -137,8 +137,9 @@ def _resume_request(screen: SentitopScreen, path: Path) -> None:
         folder = resumable_or_torn_down(path)
         profile = resume_profile(folder, None)
     except SentitopError as exc:
-        screen.app.call_from_thread(
-            screen.notify, exc.user_message(), severity="error", markup=False, timeout=10
+        said = exc.message + (f"\n{exc.hint}" if exc.hint else "")  # no "bad input:": a key
+        screen.app.call_from_thread(  # was pressed, nothing was typed in
+            screen.notify, said, title="cannot resume", severity="error", markup=False, timeout=10
         )
         return
     row = profile_row(profile, folder / PROFILE_FILE, load_catalog())
