@@ -139,3 +139,21 @@ async def test_c_on_the_run_screen_resumes_with_the_real_runner(
         assert summary["status"] == "ok" and summary["resumed_from"] == str(first.run_dir)
         await _until(pilot, lambda: app.run_screen.state.status == "ok", 30)
         assert "c" not in footer_keys(app)
+
+
+async def test_the_runs_note_counts_what_the_filter_shows(tmp_path: Path) -> None:
+    """With / narrowing the table to one row, the note still said "2 runs"."""
+    stopped_run(tmp_path / "20261127-100000-tiny", usd=0.5)
+    stopped_run(tmp_path / "20261127-110000-other", usd=0.3)
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        note = app.runs_screen.query_one("NavBar")
+        assert str(note.note).startswith("2 runs · ")  # type: ignore[attr-defined]
+        await pilot.press("slash", *"other")
+        await settle(pilot)
+        assert [r.run for r in app.runs_screen.shown] == ["20261127-110000-other"]
+        assert str(note.note).startswith("1 of 2 runs match 'other' · ")  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await settle(pilot)
+        assert str(note.note).startswith("2 runs · ")  # type: ignore[attr-defined]

@@ -267,9 +267,6 @@ class RunsScreen(SentitopScreen):
             return
         self._stamp = message.stamp
         self.rows = message.rows
-        count = f"{len(self.rows)} run" + ("" if len(self.rows) == 1 else "s")
-        self._count_note = f"{count} · space selects, x changes the x-axis"
-        self.set_note(self._count_note)
         self.apply_filter(self.filter_text)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -284,6 +281,11 @@ class RunsScreen(SentitopScreen):
             for r in self.rows
             if not needle or needle in f"{r.run} {r.profile} {r.shown_status or r.status}".lower()
         ]
+        count = f"{len(self.rows)} run" + ("" if len(self.rows) == 1 else "s")
+        if needle:  # the note counts what the table shows: "1 of 5 runs match …"
+            count = f"{len(self.shown)} of {count} match {text!r}"
+        self._count_note = f"{count} · space selects, x changes the x-axis"
+        self.set_note(self._count_note)
         table = self.query_one(FittedTable)
         self._fill(table, table.cursor_row)
         table.call_after_refresh(table.refit)  # a scroll bar may have come or gone
