@@ -145,3 +145,23 @@ def test_the_trainer_itself_refuses_a_checkpoint_of_another_dataset(
     moved = tmp_path / "moved"
     tiny_data.rename(moved)  # the same dataset at another path: it trains on
     Trainer(replace(longer, data_dir=str(moved)), env=DistEnv()).fit()
+
+
+def test_a_checkpoint_of_another_model_names_the_fields_that_differ(
+    tiny_data: Path, tmp_path: Path
+) -> None:
+    """The refusal printed both 20-key model specs whole; it now names what differs."""
+    from dataclasses import replace
+
+    from engine.config import ModelConfig, TrainConfig
+    from engine.errors import TrainError
+    from engine.sentiment.trainer import DistEnv, Trainer
+
+    cfg = TrainConfig(
+        data_dir=str(tiny_data), run_dir=str(tmp_path / "run"), epochs=1, batch_size=64,
+        model=ModelConfig(preset="seed", hidden=8), checkpoint_every_min=0, events_file=False,
+    )  # fmt: skip
+    Trainer(cfg, env=DistEnv()).fit()
+    wider = replace(cfg, epochs=2, resume=True, model=ModelConfig(preset="seed", hidden=16))
+    with pytest.raises(TrainError, match=r"is for another model: hidden 8 then, 16 now$"):
+        Trainer(wider, env=DistEnv()).fit()
