@@ -59,7 +59,7 @@ def fold_chains(runs: list[RunRecord]) -> tuple[list[RunRecord], dict[str, Chain
         chain = None if run.source != "folder" else resume_chain(_leg(run))
         if chain is not None:
             chains[run.run_id] = chain
-            kept, split, elsewhere = _own_epochs(run, chain)
+            kept, split, elsewhere = own_epochs(run, chain)
             if split or elsewhere:
                 notes.append(
                     f"{run.run_id}: left out of its configuration's epoch time: "
@@ -96,7 +96,7 @@ def _chain_end(folder: Path, after: Mapping[Path, list[Leg]]) -> Leg | None:
     return end
 
 
-def _own_epochs(run: RunRecord, chain: Chain) -> tuple[list[float], int, int]:
+def own_epochs(run: RunRecord, chain: Chain) -> tuple[list[float], int, int]:
     """(epoch seconds of ``run`` trained whole on its configuration, how many were split by a
     mid-epoch resume, how many an earlier run trained on another configuration)."""
     from remote.runs_store import load_run

@@ -68,6 +68,7 @@ def test_runs_json_gives_the_chain_total_of_a_resumed_run(
     assert last["chain"] == [a.name, b.name, c.name]
     assert last["chain_usd"] == pytest.approx(1.5) and last["chain_wall_s"] == pytest.approx(5400)
     assert rows[a.name]["resumed_by"] == [b.name] and rows[b.name]["resumed_by"] == [c.name]
+    assert last["epoch_s"] == pytest.approx(10.0)  # as report: not the split 3 s and 4 s
     assert main(["runs", "--runs-dir", str(c.parent)]) == 0
     table = capsys.readouterr().out
     assert f"resumes {b.name} (3 runs)" in table and "Σ 1.5000" in table

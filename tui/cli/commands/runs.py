@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -147,12 +147,11 @@ class Links:
 def row(r: Any, links: Links | None = None) -> dict[str, Any]:
     """One run as JSON-ready fields (``epoch_s``: the median epoch, as `sentitop report` uses;
     ``chain_*``: the whole training of a resumed run, its own figures included)."""
-    from remote.review.metrics import median_epoch_s
     from remote.review.outcome import run_outcome
 
     outcome = run_outcome(r)
-    median = median_epoch_s(r)
     chain = links.chain(r) if links else None
+    median = _median_epoch(r, chain)
     return {
         "run": r.run_id,
         "source": r.source,
@@ -257,7 +256,6 @@ def run(args: argparse.Namespace) -> int:
     if not records:
         console.print(Text(f"no runs in {runs_dir(args.runs_dir)}"))
         return 0
-    from remote.review.metrics import median_epoch_s
     from remote.review.outcome import run_outcome
 
     columns = ("run", "status", "workload", "configuration", "epochs", "median epoch s",
@@ -265,8 +263,8 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for r in records:
         outcome = run_outcome(r)
-        median = median_epoch_s(r)
         chain, later = links.chain(r), links.continued_by(r)
+        median = _median_epoch(r, chain)
         rows.append(  # ids, labels and sweep names come from folders: never markup
             (
                 _run_cell(r, chain, later),
@@ -323,6 +321,17 @@ def run(args: argparse.Namespace) -> int:
             style="dim",
         )
     return 0
+
+
+def _median_epoch(r: Any, chain: Any) -> float:
+    """The median epoch of ``r`` as `sentitop report` counts it: a resumed run's whole epochs
+    on its own configuration only (an epoch split by a mid-epoch resume reads short)."""
+    from remote.review.chains import own_epochs
+    from remote.review.metrics import median_epoch_s
+
+    if chain is None:
+        return median_epoch_s(r)
+    return median_epoch_s(replace(r, epoch_seconds=own_epochs(r, chain)[0]))
 
 
 NARROW_DROPS = ("sweep", "recoveries", "median epoch s", "workload", "samples/s", "epochs",
