@@ -59,6 +59,8 @@ class LaunchError(SentitopError):
     """Starting or supervising processes on nodes failed."""
 
     title = "launch failed"
+    rank_exit: int | None = None
+    """The failed rank's exit status, where one rank's failure ended the launch."""
 
 
 class ProfileError(SentitopError):

@@ -295,10 +295,14 @@ def launch_ranks(
                 if nproc > 1
                 else ""
             )
-            raise LaunchError(
+            error = LaunchError(
                 f"rank {failed.rank} (pid {failed.proc.pid}) failed: {_describe(code)}{others}",
                 hint=f"last lines of rank {failed.rank}:\n{tail}",
             )
+            error.rank_exit = code
+            if code == 2:  # the rank refused its input or configuration: so does the launch
+                error.exit_code = 2
+            raise error
         _join(ranks)
     except BaseException:
         _stop(ranks, grace_s)

@@ -26,7 +26,7 @@ from engine.events import has_live_writer, read_events
 from engine.sentiment.resume_checks import refuse_fewer_epochs
 from remote.checkpoint_keeper import NODE_CHECKPOINT
 from remote.profile import Profile, load_profile
-from remote.resume_chain import continued_by
+from remote.resume_chain import continued_by, read_leg, resume_chain
 from remote.run_folder import EVENTS_FILE, SUMMARY_FILE, events_of, resolve_run_dir
 
 PROFILE_FILE = "profile.yaml"
@@ -253,7 +253,8 @@ def refuse_other_dataset_than(
 ) -> None:
     """Before any rank starts: ConfigError when ``dataset_dir`` is not the dataset the
     checkpoint of ``run_dir`` (a run folder, or a `sentitop train` folder) trained on: its copy
-    of vocab.json differs, or its events record other training samples. A profile's input
+    of vocab.json differs, or its events record other training samples (those of the run that
+    trained the checkpoint: see :func:`_trained_by`). A profile's input
     rewritten since the stop is preprocessed again for `run --resume`; `train --resume` may be
     given another --data. The checkpoint would go on over other rows or other word ids."""
     from engine.sentiment.splits import train_rows
@@ -262,7 +263,8 @@ def refuse_other_dataset_than(
         f"the inputs or the preprocessing settings changed since {run_dir.name} stopped: "
         "restore the inputs it was trained on to resume it, or start a new run on these"
     )
-    train = run_dir / "train" if (run_dir / "train").is_dir() else run_dir
+    source = _trained_by(run_dir)
+    train = source / "train" if (source / "train").is_dir() else source
     kept, given = train / "vocab.json", dataset_dir / "vocab.json"
     if kept.is_file() and given.is_file() and kept.read_bytes() != given.read_bytes():
         raise ConfigError(
@@ -270,20 +272,41 @@ def refuse_other_dataset_than(
             "vocab.json differs from the run's copy)",
             hint=hint,
         )
-    trained = None
+    trained = rows = None
     try:
-        for event in read_events(events_of(run_dir)):
+        rows = train_rows(dataset_dir, max_train)
+        for event in read_events(events_of(source)):
             if event.get("type") == "train_start" and isinstance(event.get("n_train"), int):
                 trained = event["n_train"]
-        rows = train_rows(dataset_dir, max_train)
     except (OSError, ValueError, KeyError):
-        return  # unreadable: the checks and loaders that follow (the trainer's) say so
-    if trained is not None and rows != trained:
+        pass  # unreadable or missing: the checks and loaders that follow (the trainer's) say so
+    if trained is not None and rows is not None and rows != trained:
         raise ConfigError(
             f"--resume: {dataset_dir} has {rows:,} training samples but {run_dir} trained on "
             f"{trained:,}: it is not the run's dataset",
             hint=hint,
         )
+
+
+def _trained_by(run_dir: Path) -> Path:
+    """The run whose ranks trained the checkpoint of ``run_dir``: itself, or, for a run whose
+    own resume was refused before any rank started (it holds the checkpoint it was given, but
+    no vocab.json copy and no train_start), the newest run before it in its resume chain that
+    trained; resuming such a run was checked against nothing and failed in a rank (exit 1)."""
+    leg = read_leg(run_dir)
+    chain = resume_chain(leg) if leg is not None else None
+    for folder in [leg.folder for leg in reversed(chain.legs)] if chain else [run_dir]:
+        train = folder / "train" if (folder / "train").is_dir() else folder
+        if (train / "vocab.json").is_file() or _trained(folder):
+            return folder
+    return run_dir
+
+
+def _trained(run_dir: Path) -> bool:
+    try:
+        return any(e.get("type") == "train_start" for e in read_events(events_of(run_dir)))
+    except (OSError, ValueError):
+        return False
 
 
 def _read_json(path: Path) -> dict[str, Any]:

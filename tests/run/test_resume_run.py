@@ -144,6 +144,11 @@ async def test_a_resume_on_inputs_rewritten_since_the_stop_is_refused_before_tra
     (second,) = [p for p in (tmp_path / "runs").iterdir() if p != first.run_dir]
     types = [e["type"] for e in read_events(second / "events.jsonl")]
     assert "train_start" not in types and "rank_start" not in types  # no rank started
+    again = sentitop("run", "--resume", str(second), env=run_env)  # the refused run, resumed:
+    assert again.returncode == 2, again.stderr  # no vocab copy, no train_start: its chain's
+    assert f"is not the dataset {second} was trained on" in " ".join(again.stderr.split())
+    (third,) = [p for p in (tmp_path / "runs").iterdir() if p not in (first.run_dir, second)]
+    assert "rank_start" not in [e["type"] for e in read_events(third / "events.jsonl")]
 
 
 @pytest.mark.slow

@@ -165,3 +165,29 @@ def test_a_checkpoint_of_another_model_names_the_fields_that_differ(
     wider = replace(cfg, epochs=2, resume=True, model=ModelConfig(preset="seed", hidden=16))
     with pytest.raises(TrainError, match=r"is for another model: hidden 8 then, 16 now$"):
         Trainer(wider, env=DistEnv()).fit()
+
+
+def test_a_rank_that_refuses_the_resume_is_not_told_to_resume_the_same_way(
+    tiny_data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the trainer itself refuses a checkpoint (the launcher's check left out here), the
+    command exited 1 and its hint said the very command that failed "continues it", with the
+    refused --data in it."""
+    import tui.cli.commands.train as train_command
+
+    run = tmp_path / "run"
+    assert main(_train(tiny_data, run)) == 0
+    (run / "summary.json").unlink()
+    fewer = write_dataset(tmp_path / "fewer", n_train=256)
+    monkeypatch.setattr(train_command, "_check_same_dataset", lambda cfg: None)
+    capsys.readouterr()
+    argv = ["train", "--run-dir", str(run), "--resume", "--data", str(fewer)]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "trained on another dataset" in err
+    assert f"--data {fewer}" not in err
+    assert "once what the rank refused above is fixed" in err
+    assert f"sentitop train --data DATA --run-dir {run} --resume" in err

@@ -157,15 +157,22 @@ def resumed_line(event: dict[str, Any]) -> str:
     )
 
 
-def resume_hint(cfg: Any, checkpoint: dict[str, Any] | None) -> str:
-    """After a failed launch with a checkpoint on disk: what it holds and how to continue."""
+def resume_hint(cfg: Any, checkpoint: dict[str, Any] | None, *, refused: bool = False) -> str:
+    """After a failed launch with a checkpoint on disk: what it holds and how to continue
+    (``refused``: a rank refused its input or settings, so the same command would fail again)."""
     where = ""
     if checkpoint is not None:
         where = f" (epoch {checkpoint['epoch'] + 1}, step {checkpoint['step']})"
+    data = "DATA" if refused else cfg.data_dir
+    command = f"`sentitop train --data {data} --run-dir {cfg.run_dir} --resume`"
+    if refused:
+        return (
+            f"the run's progress is still in {cfg.run_dir}/checkpoints/latest.pt{where}: once "
+            f"what the rank refused above is fixed, {command} continues it"
+        )
     return (
         f"the run's progress is saved in {cfg.run_dir}/checkpoints/latest.pt{where}: "
-        f"`sentitop train --data {cfg.data_dir} --run-dir {cfg.run_dir} --resume` continues it "
-        "(with any --nproc; the sample order does not depend on it)"
+        f"{command} continues it (with any --nproc; the sample order does not depend on it)"
     )
 
 
@@ -322,7 +329,8 @@ def run(args: argparse.Namespace) -> int:
         launch_local(cfg, args.nproc, on_line=printer)
     except LaunchError as exc:
         if saved.is_file() and not printer.diverged:  # said last, after the tail
-            exc.hint = "\n".join(filter(None, [exc.hint, resume_hint(cfg, printer.checkpoint)]))
+            said = resume_hint(cfg, printer.checkpoint, refused=exc.rank_exit == 2)
+            exc.hint = "\n".join(filter(None, [exc.hint, said]))
         raise
     except KeyboardInterrupt:  # Ctrl-C: the ranks are stopped; say where the run can go on
         if saved.is_file():
