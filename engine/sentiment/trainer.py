@@ -40,6 +40,7 @@ from engine.sentiment.lexicon_phrases import forward_with_phrases, phrases_for
 from engine.sentiment.metrics import Confusion, ThresholdClock
 from engine.sentiment.model import SentimentLSTM, count_parameters, model_for
 from engine.sentiment.pretrained import coverage_warning
+from engine.sentiment.resume_checks import dataset_stamp
 from engine.sentiment.selection import BestEpoch
 from engine.sentiment.step_stats import StepWindow
 from engine.sentiment.train_data import TrainData
@@ -218,6 +219,7 @@ class Trainer(CheckpointState):
         self.wall_start = time.time()
         self.data = TrainData.open(cfg)
         self.n_train = self.data.n_train
+        self.dataset_record = dataset_stamp(cfg.data_dir, self.n_train)  # hashed once, not per save
         torch.manual_seed(cfg.seed)
         resumed = ckpt.resumed_spec(cfg.run_dir) if cfg.resume else None
         self.spec, model, init = model_for(

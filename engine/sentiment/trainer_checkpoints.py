@@ -18,7 +18,7 @@ from engine.sentiment.divergence import check_weights
 from engine.sentiment.hooks import TrainHooks
 from engine.sentiment.metrics import ThresholdClock
 from engine.sentiment.model import ModelShape, SentimentLSTM
-from engine.sentiment.resume_checks import dataset_stamp, refuse_fewer_epochs, refuse_other_dataset
+from engine.sentiment.resume_checks import refuse_fewer_epochs, refuse_other_dataset
 from engine.sentiment.weight_average import WeightAverage
 
 CARRIED = ("samples", "seconds", "loss_sum")
@@ -42,6 +42,8 @@ class CheckpointState:
     epoch: int
     global_step: int
     n_train: int
+    dataset_record: dict[str, object]
+    """engine.sentiment.resume_checks.dataset_stamp of the dataset, taken once at the start."""
     resume_step: int
     resumed_sampler: bool
     samples_seen: int
@@ -85,7 +87,7 @@ class CheckpointState:
             "init_embeddings": self.init_facts,
             "partial": self._partial(step) if step else None,
             "average": self.average.state_dict() if self.average is not None else None,
-            "dataset": dataset_stamp(self.cfg.data_dir, self.n_train),
+            "dataset": self.dataset_record,
         }
         path = ckpt.save_checkpoint(self.cfg.run_dir, state)
         ckpt.clear_request(self.cfg.run_dir)
@@ -121,7 +123,7 @@ class CheckpointState:
         state = box[0]
         if state is None:
             return  # nothing saved yet: start fresh
-        refuse_other_dataset(state.get("dataset"), dataset_stamp(self.cfg.data_dir, self.n_train))
+        refuse_other_dataset(state.get("dataset"), self.dataset_record)
         if state["spec"] != self.spec.to_dict():
             now = self.spec.to_dict()
             differ = [k for k in sorted(set(now) | set(state["spec"]))
