@@ -322,6 +322,27 @@ def test_a_split_of_one_class_is_warned_about_since_training_refuses_it(
     assert fine["stats"]["warnings"] == []
 
 
+def test_a_one_class_split_is_found_chunk_by_chunk(tmp_path: Path) -> None:
+    """The check read a split's labels whole (≈ 20 M at the corpus's size); it now reads a
+    chunk at a time and stops once both classes showed, and still finds a split whose other
+    class is only in its last chunk, or nowhere."""
+    from engine.preprocess.quality import one_class_splits
+
+    def splits(train: list[int], test: list[int]) -> list[str]:
+        path = tmp_path / "dataset.h5"
+        with h5py.File(path, "w") as fh:
+            for name, labels in (("train", train), ("test", test)):
+                chunks = (min(4, len(labels)),)
+                fh.create_dataset(f"{name}/labels", data=np.array(labels, "u1"), chunks=chunks)
+        return [w["message"].split(":")[0] for w in one_class_splits(path)]
+
+    assert splits([1] * 11 + [0], [0, 1]) == []  # the negative in the third chunk
+    assert splits([1] * 12, [0] * 9) == [
+        "all 12 reviews of the train split are positive",
+        "all 9 reviews of the test split are negative",
+    ]
+
+
 def test_gzip_and_plain_inputs_agree(tmp_path: Path, preprocess: Run) -> None:
     plain = _corpus(tmp_path, 500)
     gz = tmp_path / "c.jsonl.gz"
