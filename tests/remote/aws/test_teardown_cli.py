@@ -204,6 +204,28 @@ def test_an_empty_run_id_is_a_usage_error(ref: str, tmp_path, monkeypatch, capsy
     assert "Traceback" not in err and "cloud error" not in err
 
 
+def test_a_folder_that_is_no_run_is_refused_without_asking_aws(
+    tmp_path, monkeypatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    """`sentitop teardown ../../etc` searched AWS for a run named "etc"; a run folder that is
+    gone is still searched for by its name (the last resort), and so is a bare run id."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))  # no AWS here
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "notes" / "sub").mkdir(parents=True)
+    for ref in ("notes", str(tmp_path / "notes" / "sub")):
+        assert main(["teardown", ref, "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert f"{ref} is a folder but no run's" in err and "cloud error" not in err
+    kept = tmp_path / "runs" / "20261130-101010-local"
+    (kept / "train").mkdir(parents=True)
+    (kept / "events.jsonl").write_text("")
+    for ref in (str(kept / "train"), str(tmp_path / "runs" / "20261130-111111-gone"), "etc"):
+        assert main(["teardown", ref, "--dry-run"]) == 1  # searched AWS: no credentials here
+        assert "no AWS credentials" in capsys.readouterr().err
+
+
 def test_a_resume_first_terminates_what_the_killed_run_left(ec2, ami, run_id, tmp_path) -> None:
     """The launcher of an EC2 run SIGKILLed: its instances kept running, and `run --resume`
     started two more beside them (four billed, no word)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 from engine.errors import SentitopError
@@ -63,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from remote.run_folder import run_id_of
 
     ref = args.run_id
+    _refuse_other_folder(ref)
     cloud, recorded_region, provider = _recorded(ref)
     args.run_id = run_id_of(args.run_id)
     if not cloud:  # nothing in any cloud: no AWS call, no credentials needed
@@ -105,6 +108,32 @@ def _record(ref: str, report: Any) -> None:
     except SentitopError:
         return
     record_teardown(folder, report)
+
+
+RUN_ID_TIME = re.compile(r"\d{8}-\d{6}")
+"""The start time every run id sentitop makes holds (YYYYmmdd-HHMMSS-<profile>, preprocess-…)."""
+
+
+def _refuse_other_folder(ref: str) -> None:
+    """InputError (exit 2) for a path to a folder that is no run's (`teardown ../../etc`
+    searched AWS for a run "etc"): no run file in it and no run id as its name. A run folder
+    that is gone is still searched for by its name, the last resort this command is."""
+    from engine.errors import InputError
+
+    folder = Path(ref).expanduser()
+    if not folder.is_dir() or RUN_ID_TIME.search(folder.resolve().name):
+        return
+    if any((d / n).exists() for d in (folder, folder.parent) for n in RUN_FILES):
+        return  # a run folder, or its train/ folder
+    raise InputError(
+        f"{ref} is a folder but no run's: it holds none of {', '.join(RUN_FILES)}",
+        hint="give a run id (the run folder's name, e.g. 20261130-213000-local) or its folder "
+        "runs/<id>; `sentitop runs` lists them",
+    )
+
+
+RUN_FILES = ("profile.yaml", "summary.json", "events.jsonl")
+"""Files a run folder holds from its start (one of them at least)."""
 
 
 def _not_found(ref: str) -> str:
