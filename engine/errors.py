@@ -15,11 +15,22 @@ class SentitopError(Exception):
         self.hint = hint
 
     def user_message(self) -> str:
-        """One or two lines for the terminal: title, message and what to do."""
+        """One or two lines for the terminal: title, message and what to do (control
+        characters from file names or process output shown escaped, never acted on)."""
         text = f"{self.title}: {self.message}"
         if self.hint:
             text += f"\n  hint: {self.hint}"
-        return text
+        return visible(text)
+
+
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (9, 10)}
+"""Control characters (C0 but tab and newline, DEL, C1) → their escape: a file name holding
+ESC [2J cleared the terminal when an error named it."""
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character but tab and newline written as \\xNN."""
+    return text.translate(_CONTROLS)
 
 
 class InputError(SentitopError):

@@ -11,7 +11,7 @@ from typing import Any
 
 from engine.config import PreprocessConfig
 from engine.config_flags import add_config_flags, flag_values
-from engine.errors import SentitopError
+from engine.errors import SentitopError, visible
 
 QUALITY_FIELDS = ("max_skipped_share", "min_class_share")
 """PreprocessConfig fields of the data-quality gates (their flags in a group of their own)."""
@@ -204,7 +204,7 @@ def print_warnings(stats: Mapping[str, Any]) -> None:
 
     console = Console(stderr=True)
     for warning in stats.get("warnings") or []:
-        console.print(Text(f"WARNING: {warning['message']}", style="bold yellow"))
+        console.print(Text(visible(f"WARNING: {warning['message']}"), style="bold yellow"))
 
 
 def summary_table(stats: Mapping[str, Any]) -> Any:

@@ -88,3 +88,24 @@ def test_a_folder_with_nothing_usable_is_exit_2_naming_it(
     assert "Traceback" not in err and not out.exists()
     with pytest.raises(InputError, match=str(folder)):
         run_preprocess(PreprocessConfig(inputs=[str(folder)], output=str(out)))
+
+
+def test_control_characters_in_file_names_are_shown_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file named with ESC [2J cleared the terminal when the error (and a folder's warning
+    about its other files) named it; the names are shown with the escape written out."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    write_lines(
+        folder / "good.jsonl", [review(f"fine stand {i} works", 5 - i % 5) for i in range(60)]
+    )
+    (folder / "notes\x1b[2J.txt").write_text("x")
+    bad = tmp_path / "bad\x1b[2J\x07.jsonl"
+    bad.write_text("garbage\n")
+    assert main(["preprocess", "--input", str(folder), "--output", str(tmp_path / "o1")]) == 0
+    err = capsys.readouterr().err
+    assert "notes\\x1b[2J.txt" in err and "\x1b[2J" not in err
+    assert main(["preprocess", "--input", str(bad), "--output", str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err
+    assert "bad\\x1b[2J\\x07.jsonl" in err and "\x1b" not in err and "\x07" not in err

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 from rich.text import Text
 
+from engine.errors import visible
 from remote.streams import prefixed
 from tui.format import after_training_line, companion_line, fmt, fmt_billed, fmt_usd
 
@@ -130,7 +131,7 @@ class HeadlessProgress:
             where = event.get("node") or event.get("rank")
             self.console.print(Text(f"error ({where}): {event.get('message')}", "red"))
         elif kind == "warning":
-            self.console.print(Text(f"WARNING: {event.get('message')}", "bold yellow"))
+            self.console.print(Text(visible(f"WARNING: {event.get('message')}"), "bold yellow"))
         self.progress.update(self.epochs, info=self._info())
 
 

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from engine.errors import visible
 from engine.events import parse_event_line
 
 
@@ -123,5 +124,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {word}: {', '.join(near)}")
     for warning in summary.get("warnings") or []:
         if warning.get("stage") != "prepare":  # the input's: said as it was read (_Printer)
-            print(f"WARNING: {warning['message']}", file=sys.stderr)
+            print(visible(f"WARNING: {warning['message']}"), file=sys.stderr)
     return 0

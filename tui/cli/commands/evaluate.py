@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.errors import visible
 from tui.cli.commands import RUN_HELP, integer_at_least, preview
 
 
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {note}", file=sys.stderr)
     metrics = evaluate_files(loaded, args.input, args.adapt_prior, fields, args.misses)
     for left_out in metrics["input_warnings"]:
-        print(f"warning: {left_out['message']}", file=sys.stderr)
+        print(visible(f"warning: {left_out['message']}"), file=sys.stderr)
     checks = (skipped_warning, majority_warning, chance_warning, repeats_warning, prior_warning)
     warnings = [w for w in (check(metrics) for check in checks) if w]
     if args.json:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.errors import DivergedError
+from engine.errors import DivergedError, visible
 from engine.events import parse_event_line
 from tui.format import after_training_line, companion_line
 
@@ -323,7 +323,7 @@ def run(args: argparse.Namespace) -> int:
     if not (cfg.resume and saved.is_file()):  # resumed: the checkpoint holds the table
         few = check_init_embeddings(cfg.model, cfg.data_dir)  # none known, no such run: exit 2
         if few:
-            print(f"WARNING: {few}", file=sys.stderr)
+            print(visible(f"WARNING: {few}"), file=sys.stderr)
     printer = _Printer(quiet=args.json)
     try:
         launch_local(cfg, args.nproc, on_line=printer)
@@ -349,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(summary_lines(summary, cfg.run_dir)))
     for warning in summary.get("warnings") or []:
-        print(f"WARNING: {warning['message']}", file=sys.stderr)
+        print(visible(f"WARNING: {warning['message']}"), file=sys.stderr)
     return 0
 
 
