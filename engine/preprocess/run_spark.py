@@ -206,6 +206,7 @@ def run_spark(
     master = os.environ.get("SPARK_MASTER", f"local[{workers}]")
     level = os.environ.get("SPARK_LOG_LEVEL", "ERROR")
     log_config = quiet_log_config(job.tmp, level)
+    java_options = f"-Dlog4j2.configurationFile=file:{log_config}"
     conf = (
         SparkConf()
         .setMaster(master)
@@ -213,8 +214,13 @@ def run_spark(
         .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", "2g"))
-        .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
     )
+    if "SPARK_MASTER" not in os.environ:  # a cluster's nodes keep their own local dirs
+        scratch = os.path.join(job.tmp, "spark-local")  # removed with the job's folder on every
+        os.makedirs(scratch, exist_ok=True)  # exit path: a Ctrl-C left /tmp/blockmgr-* behind
+        conf.set("spark.local.dir", scratch)  # (SPARK_LOCAL_DIRS, when set, still wins)
+        java_options += f" -Djava.io.tmpdir={scratch}"
+    conf.set("spark.driver.extraJavaOptions", java_options)
     quiet, ctrl_c = _Py4JRootRecords(), _CtrlC()
     logging.getLogger().addFilter(quiet)
     py4j_logger = logging.getLogger("py4j")  # its own loggers' records skip the root's filter:

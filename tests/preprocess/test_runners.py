@@ -113,6 +113,7 @@ def test_spark_runner_keeps_sparks_start_up_chatter_off_the_terminal(tmp_path: P
     pyspark's pandas FutureWarning before the progress bar; at the default SPARK_LOG_LEVEL
     (ERROR) only the JVM's own one-line module notice may remain."""
     import os
+    import time
 
     path = tmp_path / "a.jsonl"
     lines = [
@@ -124,9 +125,22 @@ def test_spark_runner_keeps_sparks_start_up_chatter_off_the_terminal(tmp_path: P
     argv = [sys.executable, "-m", "engine.preprocess", "-i", str(path), "-o", str(tmp_path / "o"),
             "--runner", "spark", "--workers", "1", "--json"]  # fmt: skip
     root = Path(__file__).parents[2]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=root, timeout=300,
-                          check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    noise = [ln for ln in done.stderr.splitlines()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=root)  # fmt: skip
+    scratch: set[str] = set()  # Spark's block manager folders, while the job runs
+    while proc.poll() is None:
+        scratch |= {str(p.relative_to(tmp_path)) for p in tmp_path.glob(".*/.*/*/blockmgr-*")}
+        time.sleep(0.02)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    noise = [ln for ln in err.splitlines()
              if ln.strip() and not ln.startswith("WARNING: Using incubator modules")]  # fmt: skip
     assert noise == []
+    # in the job's own scratch folder (removed on every exit path), not /tmp: a Ctrl-C left
+    # /tmp/blockmgr-* and /tmp/spark-* behind
+    assert scratch and all(".preprocess-tmp-" in p for p in scratch), scratch
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
+        "dataset.h5",
+        "stats.json",
+        "vocab.json",
+    ]
