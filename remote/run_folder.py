@@ -4,6 +4,7 @@ run id) to the folder a command needs: the run folder itself, or its training fo
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Literal
 
@@ -63,6 +64,10 @@ def resolve_run_dir(
     for folder in tried:
         if (folder / want).is_file():
             return folder
+    if part == "train":  # a run trained on SSH nodes before 2026-12-01 has its model one
+        for folder in tried:  # folder too deep (train/train/: see SSHCluster.fetch)
+            if folder.name == TRAIN_SUBDIR and (folder / TRAIN_SUBDIR / want).is_file():
+                return folder / TRAIN_SUBDIR
     shown = ", ".join(str(folder) for folder in tried)
     raise InputError(f"{ref}: no run folder with {want} (tried {shown})", hint=HINT)
 
@@ -86,3 +91,16 @@ def events_of(run_dir: str | Path) -> Path:
     if not own.is_file() and folder.name == TRAIN_SUBDIR and parent.is_file():
         return parent
     return own
+
+
+def merge_into(source: Path, target: Path) -> None:
+    """Move ``source`` (a file or folder) to ``target``; a folder's entries replace the
+    entries of the same name in an existing ``target`` folder, the others are kept."""
+    if source.is_dir() and target.is_dir():
+        for entry in source.iterdir():
+            merge_into(entry, target / entry.name)
+        source.rmdir()
+        return
+    if target.is_dir():
+        shutil.rmtree(target)
+    os.replace(source, target)

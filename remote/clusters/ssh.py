@@ -20,7 +20,9 @@ import contextlib
 import hashlib
 import io
 import logging
+import os
 import re
+import shutil
 import tarfile
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ import asyncssh
 import engine
 from engine.errors import LaunchError
 from remote.clusters.base import LOST, Cluster, Command, NodeProcess
+from remote.run_folder import merge_into
 from remote.shell import check_name, kill_command, quote, remote_dir, remote_node_command
 
 log = logging.getLogger(__name__)
@@ -458,11 +461,19 @@ class SSHCluster(Cluster):
         remote = path if path.startswith("/") else f"{self.node_dir(node)}/{path}"
         target = Path(local)
         target.parent.mkdir(parents=True, exist_ok=True)
+        # sftp puts a folder *inside* a folder that exists (as cp -r does): the run's train/,
+        # which the checkpoint copies made, got the model in train/train/, where eval and
+        # predict do not look; so it lands beside it and is merged in
+        landing = target.parent / f".{target.name}.fetch-{os.getpid()}"
+        shutil.rmtree(landing, ignore_errors=True)
         try:
             async with self._conns[node].start_sftp_client() as sftp:
-                await sftp.get(remote, str(target), recurse=True, preserve=True)
+                await sftp.get(remote, str(landing), recurse=True, preserve=True)
+            merge_into(landing, target)
         except (asyncssh.Error, OSError) as exc:
             raise sftp_failed(node, f"copying {remote} back", exc) from None
+        finally:
+            shutil.rmtree(landing, ignore_errors=True)
         return target
 
 

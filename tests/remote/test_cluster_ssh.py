@@ -484,6 +484,34 @@ def test_interrupted_or_killed_launcher_leaves_nothing_on_the_nodes(
             proc.wait()
 
 
+async def test_fetching_rank_0s_train_folder_into_the_one_the_checkpoints_made(
+    sshd: LoopbackSSHD, tmp_path: Path
+) -> None:
+    """The run's train/ folder exists here once a checkpoint was copied home; sftp then put
+    rank 0's train/ inside it (train/train/model.json), where eval and predict did not look:
+    a model trained on SSH nodes could not be used by its run id."""
+    run_dir = tmp_path / "runs" / "r"
+    kept = run_dir / "train" / "checkpoints"
+    kept.mkdir(parents=True)
+    (kept / "latest.pt").write_bytes(b"older")
+    (run_dir / "train" / "local-only.txt").write_text("kept")
+    async with make_cluster(sshd, tmp_path) as cluster:
+        await cluster.start(run_dir)
+        node_train = Path(cluster.node_dir("a")) / "train"
+        (node_train / "checkpoints").mkdir(parents=True)
+        (node_train / "checkpoints" / "latest.pt").write_bytes(b"newer")
+        (node_train / "model.json").write_text("{}")
+        fetched = await cluster.fetch("a", "train", run_dir / "train")
+    assert fetched == run_dir / "train"
+    assert sorted(p.name for p in fetched.iterdir()) == [
+        "checkpoints",
+        "local-only.txt",
+        "model.json",
+    ]
+    assert (kept / "latest.pt").read_bytes() == b"newer"
+    assert [p.name for p in run_dir.iterdir() if p.name.startswith(".")] == []  # no landing left
+
+
 async def test_init_embeddings_folder_reaches_each_node_as_its_own_copy(
     sshd: LoopbackSSHD, tmp_path: Path, dataset: Path
 ) -> None:

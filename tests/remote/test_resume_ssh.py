@@ -80,3 +80,6 @@ async def test_a_stopped_ssh_run_resumes_on_its_nodes_from_the_kept_checkpoint(
     assert starts and starts[0]["resumed_step"] == stored[-1]["step"]
     assert starts[0]["resumed_epoch"] == stored[-1]["epoch"]
     assert second.summary["epochs"] == 2 and second.summary["resumed_from"] == str(first.run_dir)
+    # the model came home where eval and predict look for it (it landed in train/train/)
+    assert (second.run_dir / "train" / "model.json").is_file()
+    assert not (second.run_dir / "train" / "train").exists()

@@ -55,6 +55,15 @@ def test_a_missing_run_lists_what_was_tried(tmp_path: Path) -> None:
     assert "runs/<id>" in (info.value.hint or "")
 
 
+def test_a_model_fetched_one_folder_too_deep_is_still_found(tmp_path: Path) -> None:
+    """Runs trained on SSH nodes before the fetch was fixed have their model in train/train/."""
+    deep = tmp_path / "20261130-214930-ssh" / "train" / "train"
+    deep.mkdir(parents=True)
+    (deep / "model.json").write_text("{}")
+    for ref in ("20261130-214930-ssh", str(tmp_path / "20261130-214930-ssh" / "train")):
+        assert resolve_run_dir(ref, want="model.json", part="train", root=tmp_path) == deep
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """A real 1-epoch `sentitop run` of the tiny profile: (its working directory, environment)."""
