@@ -125,8 +125,16 @@ def write_profile(
         )
     if path.is_dir():
         raise InputError(f"--write-profile {path}: a folder, not a file name")
+    if path.exists() and not _written_by_plan(path):
+        raise InputError(
+            f"--write-profile {path}: a file that `sentitop plan` did not write is there; it "
+            "would be replaced",
+            hint="name a new file, e.g. "
+            + str(path.with_name(f"{path.stem}-plan{path.suffix}"))
+            + f", or remove {path} first",
+        )
     header = (
-        f"# Written by `sentitop plan {profile.name}` on {date.today().isoformat()}: "
+        f"{WRITTEN_BY}{profile.name}` on {date.today().isoformat()}: "
         f"{cand.label} ({cand.hardware}),\n"
         f"# {epochs} epoch(s) predicted {_took(cand.seconds)} (band "
         f"{_took(cand.seconds / cand.band)}-{_took(cand.seconds * cand.band)}), "
@@ -145,6 +153,19 @@ def write_profile(
         draft.unlink(missing_ok=True)
         raise InputError(f"--write-profile {path}: cannot write ({exc})") from None
     return load_profile(path)
+
+
+WRITTEN_BY = "# Written by `sentitop plan "
+"""How a profile written by plan begins: such a file may be written again (a plan redone)."""
+
+
+def _written_by_plan(path: Path) -> bool:
+    """True when ``path`` begins as a profile written by --write-profile does."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(WRITTEN_BY)) == WRITTEN_BY.encode()
+    except OSError:
+        return False
 
 
 def _validated_draft(text: str, path: Path, data_size: int | None) -> Path:

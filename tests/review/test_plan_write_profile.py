@@ -38,20 +38,42 @@ def test_a_refused_profile_leaves_the_file_that_was_there(
     tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "picked.yaml"
-    out.write_text("# my notes\n")
+    earlier = "# Written by `sentitop plan local` on 2026-11-29: an earlier plan\n"
+    out.write_text(earlier)
     args = ["plan", "local", "--runs-dir", str(no_runs), "--write-profile", str(out)]
     assert main([*args, "--data-size", "5TB"]) == 2  # plannable, but no synthetic.size
     err = capsys.readouterr().err
     assert "--data-size 5000000000000" in err and "data.synthetic.size" in err
-    assert out.read_text() == "# my notes\n"
+    assert out.read_text() == earlier
     assert sorted(p.name for p in tmp_path.iterdir()) == ["picked.yaml", "runs"]  # no draft
+
+
+def test_a_file_plan_did_not_write_is_not_replaced(
+    tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--write-profile replaced a user's own profile of another name without a word; a file
+    an earlier plan wrote is still replaced (the plan redone)."""
+    mine = tmp_path / "real.yaml"
+    shutil.copy(ROOT / "profiles" / "local.yaml", mine)
+    before = mine.read_text()
+    args = ["plan", "local", "--deadline", "2h", "--runs-dir", str(no_runs), "--write-profile"]
+    assert main([*args, str(mine)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "a file that `sentitop plan` did not write is there" in err
+    assert f"remove {mine} first" in err and "real-plan.yaml" in err
+    assert mine.read_text() == before
+    planned = tmp_path / "planned.yaml"
+    assert main([*args, str(planned)]) == 0
+    first = planned.read_text()
+    assert main([*args, str(planned), "--epochs", "7"]) == 0  # its own earlier plan: replaced
+    assert planned.read_text() != first and "7 epoch(s)" in planned.read_text()
 
 
 def test_written_profile_reads_as_text_with_its_figures(
     tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "picked.yaml"
-    out.write_text("# replaced\n")
+    out.write_text("# Written by `sentitop plan local` on 2026-11-29: replaced\n")
     args = ["plan", "local", "--deadline", "2h", "--top", "1", "--runs-dir", str(no_runs)]
     assert main([*args, "--write-profile", str(out)]) == 0
     text = out.read_text(encoding="utf-8")

@@ -59,7 +59,8 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--write-profile",
         metavar="PATH",
-        help="write the picked configuration as a new profile (validated)",
+        help="write the picked configuration as a new profile (validated; a file there is "
+        "replaced only when an earlier plan wrote it)",
     )
     parser.add_argument(
         "--top",
