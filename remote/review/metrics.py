@@ -184,6 +184,23 @@ def _config(label: str, runs: list[RunRecord]) -> ConfigMetrics:
     )
 
 
+def _refuse_other_data(runs: list[RunRecord]) -> None:
+    """ValueError when strong-scaling runs trained on different numbers of samples: an epoch's
+    time grows with the data, so a run on 3.7× fewer reviews read as a super-linear speedup and
+    took the frontier. (Weak scaling grows the data with the ranks on purpose.)"""
+    sizes: dict[int, list[str]] = {}
+    for run in runs:
+        if run.n_train and run.mode != "weak":
+            sizes.setdefault(run.n_train, []).append(run.run_id)
+    if len(sizes) > 1:
+        groups = "; ".join(f"{n:,}: {', '.join(ids)}" for n, ids in sorted(sizes.items()))
+        raise ValueError(
+            f"the runs trained on different amounts of data (training samples {groups}): "
+            "their epoch times measure the data as much as the machines; report the runs of "
+            "each dataset on their own"
+        )
+
+
 def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> SeriesMetrics:
     """Metrics of ``runs`` as one series; $ and hours for ``epochs`` (default: the runs')."""
     usable = [r for r in runs if r.epoch_seconds and not r.mixed_world]
@@ -199,6 +216,7 @@ def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> Serie
     if len(tasks) > 1:  # epoch seconds of different jobs: no speedup or $ between them means much
         kinds = "; ".join(f"{task}: {', '.join(ids)}" for task, ids in sorted(tasks.items()))
         raise ValueError(f"the runs train different workloads ({kinds}): report each on its own")
+    _refuse_other_data(usable)
     configs = [_config(label, group) for label, group in _group(usable).items()]
     configs.sort(key=lambda c: (c.workers, c.usd_per_hour, c.label))
     base = configs[0]

@@ -51,7 +51,10 @@ def cost_speed_data(
         return CostSpeedData(
             epochs or 0, "", "", (), (), deadline_h, "select runs that finished at least one epoch"
         )
-    series = series_metrics(usable, epochs=epochs)
+    try:
+        series = series_metrics(usable, epochs=epochs)
+    except ValueError as exc:  # runs of other workloads or other data: nothing to compare
+        return CostSpeedData(epochs or 0, "", "", (), (), deadline_h, str(exc))
     front = pareto_front(series.configs)
     pick = cheapest_within(series.configs, deadline_h) if deadline_h is not None else None
     points = tuple(
