@@ -62,6 +62,9 @@ class RunRecord:
     mixed_world: bool = False
     """A recovery changed its number of ranks mid-training (summary ``world_sizes``): its
     epoch times belong to no one configuration, so no fit or speedup uses them."""
+    epochs_left_out: int = 0
+    """Epochs of a `sentitop train --resume`d folder left out of epoch_seconds: split by a
+    mid-epoch resume, or trained on another number of ranks than its last."""
     usd: float | None = None
     """Recorded (metered) or published cost of the whole run."""
     started: float | None = None

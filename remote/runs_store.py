@@ -217,6 +217,13 @@ def _straggle(balance: Any) -> str:
                     if isinstance(factor, int | float) and factor != 1)  # fmt: skip
 
 
+def _other_configuration(epoch: dict[str, Any], workers: int) -> bool:
+    """True for an epoch record of a `sentitop train` folder that its final configuration did
+    not train whole: split by a mid-epoch resume, or trained on another number of ranks."""
+    size = epoch.get("world_size")
+    return bool(epoch.get("resumed_mid_epoch")) or (isinstance(size, int) and size != workers)
+
+
 def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
     """A run folder's summary, profile, sweep tag and events as a RunRecord."""
     folder = Path(folder).expanduser()
@@ -239,11 +246,14 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
     if str(train.get("device") or "").startswith("cpu"):  # GPU machines whose ranks used none
         gpu_model = ""  # (no CUDA in their torch): a CPU rate filed under the GPU misled plans
     per_epoch = train.get("per_epoch") or []
-    epoch_seconds = [
-        float(e["seconds"])
-        for e in per_epoch
-        if isinstance(e, dict) and isinstance(e.get("seconds"), int | float)
+    timed = [
+        e for e in per_epoch if isinstance(e, dict) and isinstance(e.get("seconds"), int | float)
     ]
+    if flat and not embeddings:  # `train --resume` in place: epochs of another configuration
+        own = [e for e in timed if not _other_configuration(e, workers)]  # (a run's chain of
+    else:  # folders is folded later: remote.review.chains)
+        own = timed
+    epoch_seconds = [float(e["seconds"]) for e in own]
     lines = (summary.get("cost") or {}).get("lines") or []
     rate = _num(summary, "usd_per_hour") or 0.0
     train_lines = [x for x in lines if x.get("stage") != "preprocess"]
@@ -280,6 +290,7 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         f1=_num(summary, "f1"),
         samples_per_s=_num(summary, "samples_per_s"),
         mixed_world=isinstance(sizes := summary.get("world_sizes"), list) and len(set(sizes)) > 1,
+        epochs_left_out=len(timed) - len(own),
         n_train=int(train["n_train"]) if isinstance(train.get("n_train"), int) else None,
         global_batch=int(train["global_batch"])
         if isinstance(train.get("global_batch"), int)

@@ -94,6 +94,8 @@ class Trainer(CheckpointState):
         self.last_test: dict[str, Any] | None = None
         self.carried: dict[str, float] | None = None
         """The resumed epoch's part before the checkpoint: samples, seconds, loss_sum."""
+        self.carried_world = 0
+        """The ranks that trained the carried part of the resumed epoch (the checkpoint's)."""
 
     # ------------------------------------------------------------------ the loop, top to bottom
     def fit(self) -> dict[str, Any]:
@@ -193,6 +195,8 @@ class Trainer(CheckpointState):
             "samples_per_s": samples / seconds if seconds > 0 else 0.0,
             "world_size": self.env.world,  # a resumed run may change it between epochs
         }
+        if carried["samples"]:  # split by a mid-epoch resume: its time is no one configuration's
+            record.update(resumed_mid_epoch=True, world_size_before=self.carried_world)
         self.history.append(record)
         self.train_seconds += seconds
         self.samples_seen += int(samples)

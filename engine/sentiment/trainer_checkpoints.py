@@ -53,6 +53,7 @@ class CheckpointState:
     history: list[dict[str, Any]]
     last_test: dict[str, Any] | None
     carried: dict[str, float] | None
+    carried_world: int
     epoch_totals: dict[str, float]
     epoch_start: float
     init_facts: dict[str, Any] | None
@@ -178,4 +179,4 @@ class CheckpointState:
         else:  # a format-1 checkpoint has no global position: redo the epoch from its start
             return
         self.resume_step, self.resumed_sampler = step, True
-        self.carried = state.get("partial")
+        self.carried, self.carried_world = state.get("partial"), int(state["world_size"])

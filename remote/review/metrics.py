@@ -265,6 +265,13 @@ def series_metrics(runs: list[RunRecord], *, epochs: int | None = None) -> Serie
             "(allocation, caches, the data copy), so speedups and efficiencies from it can be "
             "off, even above 1; measure 2 epochs or more"
         )
+    for run in runs:
+        if run.epochs_left_out:
+            notes.append(
+                f"{run.run_id}: left out of its configuration's epoch time: "
+                f"{run.epochs_left_out} epoch(s) split by a `train --resume` or trained on "
+                "another number of ranks"
+            )
     skipped = [r.run_id for r in runs if not r.epoch_seconds]
     if skipped:
         notes.append(f"left out (no measured epoch): {', '.join(skipped)}")

@@ -179,3 +179,15 @@ def test_runs_on_different_amounts_of_data_are_not_one_series(
             for n, w in (("w1", 1), ("w2", 2))]  # fmt: skip
     weak[0].n_train, weak[1].n_train = 1_000, 2_000  # weak scaling grows the data on purpose
     assert series_metrics(weak).mode == "weak"
+
+
+def test_epochs_a_train_resume_split_are_said_to_be_left_out(
+    make_run: Callable[..., Path],
+) -> None:
+    one = load_run(make_run("one", nproc=1, epoch_s=[10.0], sync_s=0.0))
+    two = load_run(make_run("two", nproc=2, epoch_s=[6.0, 6.0], sync_s=0.0))
+    one.epochs_left_out = 1
+    notes = series_metrics([one, two]).notes
+    assert "one: left out of its configuration's epoch time: 1 epoch(s) split by a " in " ".join(
+        notes
+    )

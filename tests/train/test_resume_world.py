@@ -91,6 +91,14 @@ def test_two_ranks_to_one_mid_epoch_sees_every_sample_exactly_once(
     per_epoch = json.loads((run / "summary.json").read_text())["per_epoch"]
     assert round(per_epoch[1]["samples_per_s"] * per_epoch[1]["seconds"]) == 500
     assert [e["world_size"] for e in per_epoch] == [2, 1]  # which ranks finished each epoch
+    assert "resumed_mid_epoch" not in per_epoch[0]
+    assert (per_epoch[1]["resumed_mid_epoch"], per_epoch[1]["world_size_before"]) == (True, 2)
+    # the report's epoch times leave both out: epoch 0 ran on 2 ranks, epoch 1 on 2 then 1
+    # (it counted the folder as 1 rank timed at both epochs, the 1-process baseline of a sweep)
+    from remote.runs_store import load_run
+
+    record = load_run(run)
+    assert (record.workers, record.epoch_seconds, record.epochs_left_out) == (1, [], 2)
 
 
 def _quiet(rank: int, stream: str, line: str) -> None:
