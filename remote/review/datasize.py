@@ -33,6 +33,19 @@ Fine Food files of ../shared/data, 27,205 → 44,938 (BENCHMARKS.md "Review titl
 rows"). Synthetic reviews draw their titles from a few dozen: no factor for them."""
 
 
+SPILL_MB_PER_CPU_S = 8_000 / 275
+"""Local runner spilling past its budget, MB of input per CPU-second: 8 GB of synthetic
+reviews (1.46 M distinct texts) with a 1 GB budget took 275 CPU-seconds on 2 workers
+(BENCHMARKS.md "Preprocessing with a memory budget"; docs/scaling.md)."""
+
+STATE_BYTES_PER_TEXT = 952e6 / 182_353
+"""Peak memory of the local runner's process tree per distinct text held in memory: 952 MB
+at 1 GB of input, 182,353 distinct texts (BENCHMARKS.md Preprocessing)."""
+
+SCRATCH_BYTES_PER_TEXT = 3.52e9 / 1_459_484
+"""Scratch disk the spill runs take per distinct text: 3.52 GB for 1.46 M at a 1 GB budget."""
+
+
 @dataclass(frozen=True, slots=True)
 class PrepEstimate:
     """Predicted preprocessing of one runner."""
@@ -42,6 +55,8 @@ class PrepEstimate:
     cores: int
     seconds: float
     basis: str
+    scratch_bytes: int = 0
+    """Scratch disk the local runner's spill runs need beside the output (0: fits in memory)."""
 
 
 def train_samples(
@@ -84,18 +99,43 @@ def require_plannable(n_train: int, size_bytes: int) -> None:
         )
 
 
-def prep_time(size_bytes: int, runner: str, machines: str, cores: int) -> PrepEstimate:
-    """Seconds to preprocess ``size_bytes`` on ``cores`` vCPUs with ``runner``."""
-    rate = MB_PER_CPU_S * (1 if cores == 1 else cores * PARALLEL_EFFICIENCY)
+def prep_time(
+    size_bytes: int,
+    runner: str,
+    machines: str,
+    cores: int,
+    *,
+    texts: int = 0,
+    budget: int | None = None,
+) -> PrepEstimate:
+    """Seconds to preprocess ``size_bytes`` on ``cores`` vCPUs with ``runner``; the local
+    runner spills past ``budget`` bytes of memory (at ``texts`` distinct texts) and is then
+    slower, with scratch disk beside the output."""
+    spills = runner == "local" and budget is not None and texts * STATE_BYTES_PER_TEXT > budget
+    per_core = SPILL_MB_PER_CPU_S if spills else MB_PER_CPU_S
+    rate = per_core * (1 if cores == 1 else cores * PARALLEL_EFFICIENCY)
     seconds = size_bytes / 1e6 / rate
-    basis = (
-        f"{MB_PER_CPU_S:g} MB/s per core measured on idle cores (local runner, BENCHMARKS.md; "
-        f"busy ones are slower) x {cores} vCPUs"
-        + (f" x efficiency {PARALLEL_EFFICIENCY:.2f}" if cores > 1 else "")
+    scratch = int(texts * SCRATCH_BYTES_PER_TEXT) if spills else 0
+    cores_text = f" x {cores} vCPUs" + (
+        f" x efficiency {PARALLEL_EFFICIENCY:.2f}" if cores > 1 else ""
     )
+    if spills:
+        assert budget is not None
+        basis = (
+            f"{per_core:.0f} MB per CPU-second{cores_text}: its distinct texts need about "
+            f"{texts * STATE_BYTES_PER_TEXT / 1e9:,.0f} GB of memory, past its "
+            f"{budget / 1e9:,.1f} GB budget, so it spills (8 GB measured with a 1 GB budget; "
+            f"{MB_PER_CPU_S:g} in memory) and needs about {scratch / 1e9:,.1f} GB of scratch "
+            "disk beside the output"
+        )
+    else:
+        basis = (
+            f"{MB_PER_CPU_S:g} MB/s per core measured on idle cores (local runner, "
+            f"BENCHMARKS.md; busy ones are slower){cores_text}"
+        )
     if runner != "local":
         basis += (
             f"; {runner} not measured: the local runner's per-core rate is assumed, without "
             "cluster start-up or framework overhead (a lower bound)"
         )
-    return PrepEstimate(runner, machines, cores, seconds, basis)
+    return PrepEstimate(runner, machines, cores, seconds, basis, scratch)

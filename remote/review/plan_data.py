@@ -11,12 +11,15 @@ from remote.pricing import Catalog
 from remote.profile import Profile
 from remote.review.backtest import STUDY_SAMPLES
 from remote.review.datasize import (
+    TEXTS_PER_GB_CORPUS,
+    TEXTS_PER_GB_SYNTHETIC,
     TITLE_ROWS_FACTOR,
     PrepEstimate,
     prep_time,
     require_plannable,
     train_samples,
 )
+from remote.review.input_size import InputSize
 from remote.review.transfer import Workload, resolved_model
 from remote.run_record import RunRecord
 
@@ -35,10 +38,14 @@ def workload_of(profile: Profile) -> Workload:
 
 
 def n_train_of(
-    profile: Profile, same_data: list[RunRecord], data_size: int | None, inputs: list[str]
+    profile: Profile,
+    same_data: list[RunRecord],
+    data_size: int | None,
+    inputs: list[str],
+    sized: InputSize | None = None,
 ) -> int:
     """Training samples the plan assumes (from --data-size, past runs on the same data, the
-    synthetic size, or the old study's); says which in ``inputs``."""
+    input files' lines, the synthetic size, or the old study's); says which in ``inputs``."""
     test = profile.preprocess.test_fraction
     test = float(engine_default("test_fraction")) if test is None else test
     if data_size is not None:
@@ -62,6 +69,16 @@ def n_train_of(
         n = int(same_data[-1].n_train)
         inputs.append(f"training-set size: {n:,} samples (past runs on the same data)")
         return n
+    if sized is not None and sized.lines:
+        titles = bool(profile.preprocess.title_rows)
+        n = max(1, int(sized.lines * (1.0 - test) * (TITLE_ROWS_FACTOR if titles else 1.0)))
+        inputs.append(
+            f"training-set size: at most {n:,} samples from the {sized.describe()} (each line "
+            f"a distinct review, less the {test:.0%} test split"
+            + (f", × {TITLE_ROWS_FACTOR:.2f} for preprocess.title_rows" if titles else "")
+            + "; duplicates and skipped lines make it fewer: the prediction is an upper bound)"
+        )
+        return n
     if profile.data.synthetic is not None:
         n = train_samples(profile.data.synthetic.size, test, synthetic=True)
         inputs.append(
@@ -72,16 +89,23 @@ def n_train_of(
         return n
     inputs.append(
         f"training-set size: {STUDY_SAMPLES:,} samples assumed (the old study's; the "
-        "input files' size is unknown: give --data-size to set it)"
+        "input files cannot be read here: give --data-size to set it)"
     )
     return STUDY_SAMPLES
 
 
-def prep_estimates(profile: Profile, catalog: Catalog, size: int | None) -> list[PrepEstimate]:
-    """Predicted preprocessing of a corpus of ``size`` bytes per runner (none without a size)."""
+def prep_estimates(
+    profile: Profile, catalog: Catalog, size: int | None, texts: int | None = None
+) -> list[PrepEstimate]:
+    """Predicted preprocessing of a corpus of ``size`` bytes per runner (none without a size);
+    ``texts``: its distinct texts when known (else from the size, as train_samples does)."""
+    from engine.preprocess.budget import default_budget
+
     if size is None:
         return []
     pre = profile.preprocess
+    per_gb = TEXTS_PER_GB_SYNTHETIC if profile.data.synthetic is not None else TEXTS_PER_GB_CORPUS
+    texts = texts if texts is not None else int(size / 1e9 * per_gb)
     out: list[PrepEstimate] = []
     if pre.runner == "emr" and pre.emr is not None:
         row = catalog.specs(pre.emr.instance_type)
@@ -89,7 +113,9 @@ def prep_estimates(profile: Profile, catalog: Catalog, size: int | None) -> list
         out.append(prep_time(size, "emr", f"{pre.emr.count}×{pre.emr.instance_type}", cores))
     # the local runner runs where `sentitop run` runs (remote.datasets), before any node starts
     cores = pre.workers or os.cpu_count() or 1
-    out.append(prep_time(size, "local", "this machine, before the nodes start", cores))
+    budget = pre.memory_budget or default_budget()
+    machine = "this machine, before the nodes start"
+    out.append(prep_time(size, "local", machine, cores, texts=texts, budget=budget))
     return out
 
 

@@ -35,6 +35,7 @@ from remote.review.candidates import (
 )
 from remote.review.datasize import PrepEstimate
 from remote.review.hardware import gpu_table
+from remote.review.input_size import measure_inputs
 from remote.review.metrics import billed_usd
 from remote.review.plan_data import (
     engine_default,
@@ -313,11 +314,16 @@ def plan_profile(
     inputs = [line for m in models.values() for line in m.inputs] + inputs
     errors = [e for hw, ms in by_hw.items() if hw in models for e in prediction_errors(ms, hw)]
     same_data = [r for r in matching if r.data_key == data_key and r.n_train]
-    n_train = n_train_of(profile, same_data, data_size, inputs)
-    prep_size = data_size
+    sized = None
+    if data_size is None and not same_data and profile.data.synthetic is None:
+        sized = measure_inputs(list(profile.data.inputs))  # the files at hand
+    n_train = n_train_of(profile, same_data, data_size, inputs, sized)
+    prep_size, texts = data_size, None
     if prep_size is None and profile.data.synthetic is not None and not same_data:
         prep_size = profile.data.synthetic.size  # not measured on this data: estimated
-    prep = prep_estimates(profile, catalog, prep_size)
+    if sized is not None:
+        prep_size, texts = sized.bytes, sized.lines
+    prep = prep_estimates(profile, catalog, prep_size, texts)
     test = profile.preprocess.test_fraction
     test = float(engine_default("test_fraction")) if test is None else test
     sync_step, count_band, study_errors = _study()

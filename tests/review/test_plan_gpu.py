@@ -232,8 +232,13 @@ def test_write_profile_of_a_mixed_pick_turns_the_balancer_on(tmp_path: Path) -> 
 
 
 def test_data_size_predicts_preprocessing_per_runner_and_samples(
-    no_runs: Path, capsys: pytest.CaptureFixture[str]
+    no_runs: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """92 GB was planned at the in-memory rate (0.18 h on 2 cores) with no word of the scratch
+    disk; past its memory budget the local runner spills, at 29 MB per CPU-second measured."""
+    from engine.preprocess import budget
+
+    monkeypatch.setattr(budget, "available_memory", lambda: 64 << 30)  # a 32 GiB budget
     args = ["plan", "aws-seed-g3", "--data-size", "92GB", "--epochs", "10"]
     assert main([*args, "--runs-dir", str(no_runs), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -247,8 +252,15 @@ def test_data_size_predicts_preprocessing_per_runner_and_samples(
     local = runners["local"]  # where `sentitop run` preprocesses: here, not on a node
     cores = os.cpu_count() or 1
     assert local["machines"].startswith("this machine") and local["cores"] == cores
-    rate = 80 * (1 if cores == 1 else cores * 0.89)
+    rate = 8000 / 275 * (1 if cores == 1 else cores * 0.89)  # 21.3 M texts: ≈ 111 GB of state
     assert local["seconds"] == pytest.approx(92e9 / 1e6 / rate, rel=1e-3)
+    assert local["scratch_bytes"] == pytest.approx(21.3e6 * 3.52e9 / 1_459_484, rel=1e-3)
+    assert "spills" in local["basis"] and "51.4 GB of scratch disk" in local["basis"]
+    assert main([*args[:3], "1GB", *args[4:], "--runs-dir", str(no_runs), "--json"]) == 0
+    small = {p["runner"]: p for p in json.loads(capsys.readouterr().out)["preprocessing"]}
+    rate = 80 * (1 if cores == 1 else cores * 0.89)  # fits in memory
+    assert small["local"]["seconds"] == pytest.approx(1e9 / 1e6 / rate, abs=0.05)
+    assert small["local"]["scratch_bytes"] == 0
 
 
 def test_choose_without_constraints_is_the_cheapest() -> None:

@@ -251,3 +251,64 @@ def test_title_rows_grow_the_planned_training_set_of_real_reviews(
     else:
         assert ratio == pytest.approx(TITLE_ROWS_FACTOR, rel=1e-6)
         assert f"× {TITLE_ROWS_FACTOR:.2f} for preprocess.title_rows" in said
+
+
+def test_a_profiles_input_files_are_sized_for_the_plan(
+    tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 3.6 MB input was planned as the old study's 19 M training samples (6.63 h), said only
+    at the end of the output; the files are now counted, and the line sits under the headline."""
+    import gzip
+
+    data = tmp_path / "in"
+    data.mkdir()
+    line = json.dumps({"reviewText": "a sturdy stand that works well " * 3, "overall": 5}) + "\n"
+    (data / "a.jsonl").write_text(line * 3_000)
+    with gzip.open(data / "b.jsonl.gz", "wt") as fh:
+        fh.write(line * 2_000)
+    profile = tmp_path / "real.yaml"
+    profile.write_text(f"name: real\nprovider: local\ndata:\n  inputs: [{data}]\n")
+    assert main(["plan", str(profile), "--runs-dir", str(no_runs), "--json"]) == 0
+    planned = _strict_json(capsys.readouterr().out)
+    assert planned["n_train"] == 4_500  # 5,000 lines less the 10 % test split: an upper bound
+    (local,) = planned["preprocessing"]
+    assert local["scratch_bytes"] == 0 and local["seconds"] < 1
+    assert main(["plan", str(profile), "--runs-dir", str(no_runs)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    head = out.split("Candidates for")[0]
+    assert "training set: at most 4,500 samples from the 2 input file(s): 5,000 lines" in head
+
+
+def test_large_inputs_are_sized_from_a_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gzip
+    import random
+
+    from remote.review import input_size
+
+    words = ["good", "bad", "sturdy", "broke", "works", "fine", "cheap", "returned", "love", "hate"]
+    pick = random.Random(0)
+
+    def reviews(n: int) -> bytes:  # varied text: gzip compresses it evenly, as real reviews
+        return b"".join(
+            json.dumps({"reviewText": " ".join(pick.choices(words, k=12)), "overall": 4}).encode()
+            + b"\n"
+            for _ in range(n)
+        )
+
+    for name in ("a.jsonl", "b.jsonl", "c.jsonl"):
+        (tmp_path / name).write_bytes(reviews(10_000))
+    with gzip.open(tmp_path / "d.jsonl.gz", "wb") as fh:
+        fh.write(reviews(10_000))
+    whole = input_size.measure_inputs([str(tmp_path)])
+    assert whole is not None and (whole.lines, whole.exact) == (40_000, True)
+    monkeypatch.setattr(input_size, "SAMPLE_BYTES", whole.bytes * 3 // 8)  # 1.5 files read
+    monkeypatch.setattr(input_size, "BLOCK", 50_000)  # in blocks smaller than a file
+    sampled = input_size.measure_inputs([str(tmp_path)])
+    assert sampled is not None and not sampled.exact
+    assert sampled.lines == pytest.approx(40_000, rel=0.05)
+    assert sampled.bytes == pytest.approx(whole.bytes, rel=0.05)
+    assert "estimated from their first" in sampled.describe()
+    assert input_size.measure_inputs(["s3://bucket/reviews"]) is None  # not read from here
+    assert input_size.measure_inputs([str(tmp_path / "missing.jsonl")]) is None

@@ -250,6 +250,10 @@ def table_rows(ranking: list[Any], pinned: list[Any], top: int) -> list[Any]:
     return order + [k for k in keep if all(k is not c for c in order)]
 
 
+TRAINING_SET = "training-set size:"
+"""How the plan's line on the training samples it assumed begins (shown under the headline)."""
+
+
 def render(plan: Any, *, top: int = TOP) -> None:
     """The plan as rich tables: target, ranked candidates, basis, inputs, prediction errors."""
     from rich.markup import escape
@@ -266,6 +270,9 @@ def render(plan: Any, *, top: int = TOP) -> None:
         f" – {_hours(t.seconds * t.band)}), {money(t.usd)} at ${t.usd_per_hour:.4g}/h ({kind})"
     )
     console.print(f"  basis: {escape(t.basis)}")
+    sizes = [line for line in plan.inputs if line.startswith(TRAINING_SET)]
+    if sizes:  # what the hours stand on, before the tables (it was at the very end)
+        console.print(f"  training set: {escape(sizes[0][len(TRAINING_SET) :].strip())}")
     if plan.target_wall_s is not None:
         parts = ", ".join(f"{k} {v:,.1f} s" for k, v in plan.wall_parts.items())
         console.print(f"  wall time of `sentitop run`: {plan.target_wall_s:,.1f} s ({parts})")
@@ -332,7 +339,7 @@ def render(plan: Any, *, top: int = TOP) -> None:
     for line in plan.notes:
         console.print(f"[yellow]note[/yellow]: {escape(line)}")
     console.print("[bold]inputs[/bold]")
-    for line in plan.inputs:
+    for line in [line for line in plan.inputs if not line.startswith(TRAINING_SET)]:
         console.print(f"  - {escape(line)}")
     if plan.errors:
         console.print("[bold]prediction error on past runs[/bold] (each predicted from the others)")
