@@ -97,3 +97,21 @@ class StorageError(SentitopError):
     """A disk that is full or fails while writing scratch or output files (names the folder)."""
 
     title = "disk problem"
+
+
+PEER_LOST_MARKS = (
+    "connection reset by peer",
+    "connection closed by peer",
+    "broken pipe",
+    "rendezvousclosederror",
+    "rendezvousconnectionerror",
+    "remote process exited",
+    "distnetworkerror",
+)
+"""Output that marks a node failing because another node went away (so not the root cause)."""
+
+
+def peer_lost(text: str) -> bool:
+    """True when ``text`` (a rank's error or output) says another node went away."""
+    lowered = text.lower()
+    return any(mark in lowered for mark in PEER_LOST_MARKS)

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from engine.errors import LaunchError
+from engine.errors import LaunchError, peer_lost
 from engine.events import EventSink
 from remote.shell import check_name, launch_argv
 from remote.streams import LineCallback, LineSplitter, RunStreams
@@ -36,16 +36,6 @@ LOSE_GRACE_S = 1.0
 """Seconds between SIGTERM and SIGKILL for a node given up (it is about to vanish anyway)."""
 SETTLE_S = 1.0
 """After a first failure, seconds to wait for other nodes' failures before choosing the cause."""
-PEER_LOST_MARKS = (
-    "connection reset by peer",
-    "connection closed by peer",
-    "broken pipe",
-    "rendezvousclosederror",
-    "rendezvousconnectionerror",
-    "remote process exited",
-    "distnetworkerror",
-)
-"""Output that marks a node failing because another node went away (so not the root cause)."""
 DRAIN_S = 2.0
 """Seconds given to stopped nodes' output streams to reach end-of-file before they are cut."""
 
@@ -436,8 +426,7 @@ class Cluster(ABC):
         streams = self._require_started()
 
         def lost_peer(result: NodeResult) -> bool:
-            text = "\n".join(streams.tail(result.node, 200)).lower()
-            return any(mark in text for mark in PEER_LOST_MARKS)
+            return peer_lost("\n".join(streams.tail(result.node, 200)))
 
         return min(
             failed,

@@ -106,3 +106,19 @@ def test_plain_log_lines_holding_events_are_readable_in_the_state() -> None:
         ("[rank1]: warning: class share 0.9", "warn"),
         ("stage preprocess started", "info"),
     ]
+
+
+def test_a_survivors_error_after_a_lost_node_is_a_warning_not_the_error() -> None:
+    """The node that lost its peer logged a red error (with its traceback) before the node
+    that failed; it is now said to be a consequence."""
+    state = RunState()
+    state.ingest({"type": "run_start", "t": T0, "run": "r"})
+    lost = "RuntimeError: [gloo/pair.cc:534] Read error: Connection reset by peer"
+    state.ingest({"type": "error", "t": T0 + 1, "node": "node0", "message": lost,
+                  "tail": ["Traceback (most recent call last):", "  File x"]})  # fmt: skip
+    state.ingest({"type": "error", "t": T0 + 2, "node": "node1", "message": "killed"})
+    said = [(ln.source, ln.text, ln.level) for ln in list(state.log)[1:]]
+    assert said == [
+        ("node0", f"lost its connection to another node (not the cause): {lost}", "warn"),
+        ("node1", "killed", "error"),
+    ]

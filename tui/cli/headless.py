@@ -12,7 +12,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 from rich.text import Text
 
-from engine.errors import visible
+from engine.errors import peer_lost, visible
 from remote.streams import prefixed
 from tui.format import after_training_line, companion_line, fmt, fmt_billed, fmt_usd
 
@@ -129,7 +129,20 @@ class HeadlessProgress:
             self.console.print(Text(recovery_line(event), style="magenta"))
         elif kind == "error":
             where = event.get("node") or event.get("rank")
-            self.console.print(Text(f"error ({where}): {event.get('message')}", "red"))
+            message = str(event.get("message"))
+            if peer_lost(message):  # a survivor of another node's loss: not the cause
+                first = message.splitlines()[0] if message.strip() else message
+                self.console.print(
+                    Text(
+                        visible(
+                            f"{where}: lost its connection to another node ({first[:160]}); "
+                            "the node that failed first is named when the run stops"
+                        ),
+                        "yellow",
+                    )
+                )
+            else:
+                self.console.print(Text(visible(f"error ({where}): {message}"), "red"))
         elif kind == "warning":
             self.console.print(Text(visible(f"WARNING: {event.get('message')}"), "bold yellow"))
         self.progress.update(self.epochs, info=self._info())

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import peer_lost
 from engine.events import parse_event_line
 from tui.format import after_training_line, companion_line, fmt, fmt_duration
 from tui.model.event_text import checkpoint_where, readable_line, stage_ended, stage_started
@@ -536,9 +537,13 @@ class RunState(RunViews):
     def _on_error(self, ev: Mapping[str, Any], rel: float) -> None:
         self.errors.append(dict(ev))
         source = str(ev.get("node") or (f"rank {ev['rank']}" if "rank" in ev else "run"))
-        self._log(rel, source, str(ev.get("message") or "error"), "error")
+        message, lost = str(ev.get("message") or "error"), peer_lost(str(ev.get("message")))
+        lost_text = "lost its connection to another node (not the cause): "  # a survivor's
+        self._log(
+            rel, source, lost_text + message if lost else message, "warn" if lost else "error"
+        )
         tail = ev.get("tail")
-        if isinstance(tail, list):
+        if isinstance(tail, list) and not lost:
             # the node's last output lines: its events are in the log already, in their own
             # words; show what else it printed (a traceback), events in prefixed lines readable
             said = [str(ln) for ln in tail if parse_event_line(str(ln)) is None][-5:]
