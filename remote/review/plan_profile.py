@@ -85,11 +85,28 @@ def chosen_config(
             train["nproc"] = cand.workers
     out["train"] = train
     out["budget"] = {
-        "max_usd": max(0.01, math.ceil(cand.usd_high * 100) / 100),
+        "max_usd": max(0.01, math.ceil(budget_usd(cand, data) * 100) / 100),
         "max_usd_per_hour": max(0.001, math.ceil(cand.usd_per_hour * 1000) / 1000),
     }
     cleaned: dict[str, Any] = _clean(out)
     return cleaned
+
+
+def start_up_allowance_s(cand: Candidate, data: dict[str, Any]) -> float:
+    """Seconds of start-up a written budget allows for on top of the predicted training: for
+    EC2 machines their SSH wait (the profile's ready_timeout, else the default 15 min), billed
+    and counted against the budget while instances boot, answer and get the code and data; a
+    budget of the training alone stopped the run before it trained (0 for local machines)."""
+    if not cand.groups:
+        return 0.0
+    from remote.clusters.ec2_fleet import READY_TIMEOUT_S
+
+    return float(data.get("ready_timeout") or READY_TIMEOUT_S)
+
+
+def budget_usd(cand: Candidate, data: dict[str, Any]) -> float:
+    """The written budget: the slow end of the candidate's band plus its start-up allowance."""
+    return cand.usd_high + cand.usd_per_hour * start_up_allowance_s(cand, data) / 3600
 
 
 def size_warning(profile: Profile, data_size: int | None) -> str | None:
@@ -138,7 +155,7 @@ def write_profile(
         f"{cand.label} ({cand.hardware}),\n"
         f"# {epochs} epoch(s) predicted {_took(cand.seconds)} (band "
         f"{_took(cand.seconds / cand.band)}-{_took(cand.seconds * cand.band)}), "
-        f"{money(cand.usd)} (budget below: the slow end).\n"
+        f"{money(cand.usd)} (budget below: the slow end{_allowance(cand, profile)}).\n"
         f"# Basis: {cand.basis}\n"
     )
     warning = size_warning(profile, data_size)
@@ -166,6 +183,15 @@ def _written_by_plan(path: Path) -> bool:
             return fh.read(len(WRITTEN_BY)) == WRITTEN_BY.encode()
     except OSError:
         return False
+
+
+def _allowance(cand: Candidate, profile: Profile) -> str:
+    seconds = start_up_allowance_s(cand, profile.resolved())
+    return (
+        f", plus {seconds / 60:g} min of start-up at {money(cand.usd_per_hour)}/h"
+        if seconds
+        else ""
+    )
 
 
 def _validated_draft(text: str, path: Path, data_size: int | None) -> Path:

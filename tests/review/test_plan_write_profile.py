@@ -119,3 +119,28 @@ def test_the_written_profile_keeps_recovery_and_the_ec2_waits(
     assert written.recovery.on_node_loss == "replace" and written.recovery.max_restarts == 5
     assert written.ready_timeout == 45  # type: ignore[attr-defined]
     assert written.shutdown_unwatched_after == 1200  # type: ignore[attr-defined]
+
+
+def test_a_written_ec2_budget_allows_for_the_start_up(
+    tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The budget was the slow end of the training's $ alone, for a run whose instances are
+    billed (and counted against it) from boot: a 1-minute plan on a $98/h set got $1.64 and
+    would stop before it trained. It now allows the SSH wait (ready_timeout) at the set's rate."""
+    import math
+
+    out = tmp_path / "ec2.yaml"
+    args = ["plan", "aws-g5-2node", "--data-size", "92GB", "--deadline", "2h", "--json"]
+    assert main([*args, "--runs-dir", str(no_runs), "--write-profile", str(out)]) == 0
+    pick = json.loads(capsys.readouterr().out)["pick"]
+    written = load_profile(out)
+    rate = pick["usd_per_hour"]
+    high = pick["usd_band"][1]  # rounded to 4 places in the JSON
+    assert written.budget.max_usd == pytest.approx(
+        math.ceil((high + rate * 900 / 3600) * 100) / 100, abs=0.011
+    )
+    assert written.budget.max_usd > high + rate * 0.24  # 15 min at the rate, not the slow end
+    assert "plus 15 min of start-up at $" in out.read_text().splitlines()[1]
+    local = tmp_path / "local.yaml"
+    assert main(["plan", "local", "--runs-dir", str(no_runs), "--write-profile", str(local)]) == 0
+    assert "start-up" not in local.read_text().splitlines()[1]  # nothing billed while starting
