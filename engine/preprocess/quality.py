@@ -139,8 +139,24 @@ def check_preprocess(
 def _fix(stats: Mapping[str, Any], inputs: Sequence[str]) -> str:
     """The hint for input with no usable review, by its commonest skip reason: an encoding or a
     JSON array is not fixed by naming fields."""
-    skipped = stats.get("skipped") or {}
+    return layout_fix(stats.get("skipped") or {}, inputs) or (
+        "check the file format: --format, --text-field, --rating-field or --label-field "
+        "(in a profile: preprocess.format, .text_field, .rating_field, .label_field)"
+    )
+
+
+def layout_fix(skipped: Mapping[str, int], inputs: Sequence[str]) -> str | None:
+    """What fixes files of which no line could be read, when naming fields would not: not
+    gzip under a .gz name, not UTF-8, one JSON array (by the commonest skip reason); None
+    otherwise. (Shared with `sentitop eval`.)"""
     commonest = max(skipped, key=lambda reason: skipped[reason], default=None)
+    fake = [p for p in inputs if p.endswith(".gz") and _not_gzip(p)]
+    if commonest in ("invalid_utf8", "malformed_json") and fake:
+        return (
+            f"{fake[0]} is named .gz but is not gzip (no gzip header): it may be damaged, or "
+            "another format (zip, bz2, xz) under that name; check it with `file`, and give the "
+            "review lines as JSON lines, plain or gzip"
+        )
     if commonest == "invalid_utf8":
         return (
             "the file is not UTF-8 text (Latin-1 or Windows-1252?): convert it first, e.g. "
@@ -151,10 +167,17 @@ def _fix(stats: Mapping[str, Any], inputs: Sequence[str]) -> str:
             "the file is one JSON array, not JSON lines: preprocessing reads one review "
             "object per line; e.g. jq -c '.[]' FILE > FILE.jsonl"
         )
-    return (
-        "check the file format: --format, --text-field, --rating-field or --label-field "
-        "(in a profile: preprocess.format, .text_field, .rating_field, .label_field)"
-    )
+    return None
+
+
+def _not_gzip(path: str) -> bool:
+    """Whether a local file named .gz lacks the gzip magic bytes (read as plain text)."""
+    from engine.preprocess.readers import is_gzip
+
+    try:
+        return not is_gzip(path)
+    except OSError:
+        return False
 
 
 def _json_array(path: str) -> bool:

@@ -315,10 +315,13 @@ def read_labelled(
         empty = [path for path in expanded.files if Path(path).stat().st_size == 0]
         causes = [f"{', '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty: 0 bytes"]
         causes = (causes if empty else []) + ([f"skipped: {why}"] if why else [])
+        from engine.preprocess.quality import layout_fix
+
         raise InputError(
             f"no usable review in {', '.join(paths)}"
             + (f" ({'; '.join(causes)})" if causes else ""),
-            hint="the files need the text and rating fields the run was trained on, or "
+            hint=layout_fix(skipped or {}, expanded.files)
+            or "the files need the text and rating fields the run was trained on, or "
             "--text-field / --rating-field / --format naming theirs",
         )
     return texts, np.asarray(labels, dtype=np.int64)

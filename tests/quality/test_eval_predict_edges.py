@@ -354,3 +354,16 @@ def test_predict_and_eval_say_when_a_text_is_longer_than_the_model_reads(
     assert main(["eval", str(trained_run), "--input", str(path), "--json"]) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert (metrics["longer_than_read"], metrics["seq_len"]) == (2, 40)
+
+
+def test_eval_of_a_file_that_is_not_gzip_under_a_gz_name_says_so(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said only "skipped: 2 invalid_utf8", with the hint to name the text fields."""
+    import bz2
+
+    packed = tmp_path / "reviews.jsonl.gz"
+    packed.write_bytes(bz2.compress(_reviews(tmp_path / "m.jsonl", [("great", 5.0)]).read_bytes()))
+    assert main(["eval", str(trained_run), "--input", str(packed)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"hint: {packed} is named .gz but is not gzip (no gzip header)" in err

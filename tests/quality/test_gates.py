@@ -251,22 +251,28 @@ def test_a_setting_added_later_keeps_the_cached_datasets_key_at_its_default(
     assert dataset_key(cfg) == current  # the key the release before title_rows computed
 
 
-@pytest.mark.parametrize("layout", ["latin-1", "json array", "pretty json array"])
+@pytest.mark.parametrize("layout", ["latin-1", "json array", "pretty json array", "not gzip"])
 def test_unusable_input_gets_the_hint_that_fixes_it(
     layout: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A trial's Latin-1 file ("200 invalid_utf8") and JSON-array file ("not_an_object") were
     told to check --text-field / --format, which fixes neither."""
     rows = [{"reviewText": f"café number {i} was fine", "overall": 5 - i % 5} for i in range(20)]
-    path = tmp_path / "r.json"
-    if layout == "latin-1":
+    path = tmp_path / ("r.jsonl.gz" if layout == "not gzip" else "r.json")
+    if layout == "not gzip":  # a .gz name on other bytes: "not UTF-8 (Latin-1?)" misled
+        import bz2
+
+        path.write_bytes(bz2.compress(b"".join(json.dumps(r).encode() + b"\n" for r in rows)))
+    elif layout == "latin-1":
         path.write_bytes("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
                          .encode("latin-1"))  # fmt: skip
     else:
         path.write_text(json.dumps(rows, indent=2 if layout.startswith("pretty") else None))
     assert main(["preprocess", "-i", str(path), "-o", str(tmp_path / "o")]) == 2
     hint = " ".join(capsys.readouterr().err.split()).split("hint: ")[1]
-    if layout == "latin-1":
+    if layout == "not gzip":
+        assert hint.startswith(f"{path} is named .gz but is not gzip (no gzip header)")
+    elif layout == "latin-1":
         assert hint.startswith("the file is not UTF-8 text") and "iconv" in hint
     else:
         assert hint.startswith("the file is one JSON array, not JSON lines") and "jq -c" in hint

@@ -105,6 +105,7 @@ def test_sizes_read_and_write_petabytes() -> None:
         (["plan", "local", "--deadline", "-2h"], "'-2h': expected hours such as 2h"),
         (["plan", "local", "--top", "-3"], "'-3': expected an integer >= 1"),
         (["preprocess", "-i", "x", "-o", "y", "--memory-budget", "-5MB"], "must be positive"),
+        (["report", "x", "--output", "o", "--deadline", "-2h"], "'-2h': expected hours such"),
     ],
 )
 def test_a_negative_value_reaches_the_options_own_check(
@@ -112,7 +113,8 @@ def test_a_negative_value_reaches_the_options_own_check(
 ) -> None:
     """argparse read -5GB as an option: "expected one argument"; only --data-size=-5GB reached
     the check that says what is wrong."""
-    assert _exit_code([*argv, "--runs-dir", str(no_runs)] if argv[0] == "plan" else argv) == 2
+    ran = [*argv, "--runs-dir", str(no_runs)] if argv[0] in ("plan", "report") else argv
+    assert _exit_code(ran) == 2
     err = capsys.readouterr().err
     assert message in err and "expected one argument" not in err
 

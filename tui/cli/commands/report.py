@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tui.cli.arguments import take_negative_values
 from tui.cli.commands.plan import parse_hours
 
 
@@ -50,6 +51,7 @@ def register(sub: Any) -> None:
         help="highlight the cheapest configuration finishing within TIME (2h, 90m, 1.5)",
     )
     parser.add_argument("--runs-dir", type=Path, help="runs folder (default ./runs)")
+    take_negative_values(parser)  # --deadline -2h: "expected hours", not "expected one argument"
     parser.set_defaults(func=run)
 
 
