@@ -33,11 +33,12 @@ from engine.events import rank_emitter
 from engine.launch import LineHandler, default_threads
 
 
-def add_train_arguments(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+def add_train_arguments(parser: argparse.ArgumentParser, *, required: tuple[str, ...] = ()) -> None:
     """The training flags, generated from :class:`TrainConfig` and :class:`ModelConfig`.
 
-    Shared by ``python -m engine.sentiment.train`` and ``sentitop train``; ``required`` makes
-    --data and --run-dir mandatory (they may come from ``--config`` for the entry point).
+    Shared by ``python -m engine.sentiment.train`` and ``sentitop train``; ``required`` names
+    the settings that must be given (data_dir, run_dir: they may come from ``--config`` for
+    the entry point, and data_dir from the run itself for `sentitop train --resume`).
     """
     from engine.balance.args import add_balance_arguments
 
@@ -46,7 +47,7 @@ def add_train_arguments(parser: argparse.ArgumentParser, *, required: bool = Fal
         TrainConfig,
         skip=("resume",),
         aliases={"data_dir": "--data"},
-        required=("data_dir", "run_dir") if required else (),
+        required=required,
     )
     parser.add_argument(
         "--resume",
@@ -70,7 +71,11 @@ def config_from_args(args: argparse.Namespace, base: dict[str, Any] | None = Non
     if isinstance(start, str) and start not in (OWN_TEXT_SVD, NO_INIT):
         data["model"]["init_embeddings"] = os.path.abspath(start)  # a --resume from elsewhere
     if not data.get("data_dir"):
-        raise ConfigError("--data is required (a folder with dataset.h5)")
+        raise ConfigError(
+            "--data is required (a folder with dataset.h5)",
+            hint="give the folder `sentitop preprocess --output` wrote; with --resume it is "
+            "the run's own dataset unless given",
+        )
     if not data.get("run_dir"):
         raise ConfigError("--run-dir is required")
     cfg = config_from_dict(TrainConfig, data, "train config")

@@ -191,3 +191,19 @@ def test_a_rank_that_refuses_the_resume_is_not_told_to_resume_the_same_way(
     assert f"--data {fewer}" not in err
     assert "once what the rank refused above is fixed" in err
     assert f"sentitop train --data DATA --run-dir {run} --resume" in err
+
+
+def test_resume_without_data_takes_the_runs_own_dataset(
+    tiny_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`train --run-dir R --resume` was a usage error (--data required) though the run records
+    its dataset; a new run still needs --data."""
+    run = tmp_path / "run"
+    assert main(_train(tiny_data, run)) == 0
+    (run / "summary.json").unlink()
+    capsys.readouterr()
+    assert main(["train", "--run-dir", str(run), "--resume", "--epochs", "2"]) == 0
+    assert "resumed from checkpoints/latest.pt" in capsys.readouterr().out
+    assert main(["train", "--run-dir", str(tmp_path / "new")]) == 2
+    err = capsys.readouterr().err
+    assert "--data is required" in err and "with --resume it is the run's own" in err

@@ -23,7 +23,7 @@ def register(subparsers: Any) -> None:
         help="train the LSTM classifier with N local processes (DDP over gloo/NCCL)",
         description="Train on DATA/dataset.h5; events go to stdout and RUN_DIR/events.jsonl.",
     )
-    add_train_arguments(parser, required=True)
+    add_train_arguments(parser, required=("run_dir",))  # --data: also the run's, with --resume
     parser.add_argument(
         "--nproc",
         type=int,
