@@ -322,6 +322,8 @@ class Choice:
     nearest: list[Candidate]
     """When none meets them: the nearest options (fastest, or cheapest)."""
     message: str
+    sure: list[Candidate] = field(default_factory=list)
+    """Those of ``ranked`` that meet the constraints even at the slow end of their band."""
 
 
 def choose(
@@ -349,7 +351,7 @@ def choose(
     safe = [c for c in meeting if c.fits(d, b, high=True)]
     if meeting:
         pick = safe[0] if safe else meeting[0]
-        return Choice(pick, bool(safe), meeting, [], "")
+        return Choice(pick, bool(safe), meeting, [], "", safe)
     parts = []
     if deadline_h is not None:
         parts.append(f"finishes within {hours_text(deadline_h)}")

@@ -402,3 +402,23 @@ def test_deadlines_read_in_the_unit_people_gave() -> None:
     assert [hours_text(h) for h in (2.0, 1.5, 1 / 60, 0.75, 0.01)] == [
         "2 h", "1.5 h", "1 min", "45 min", "0.6 min"
     ]  # fmt: skip
+
+
+def test_rows_that_meet_a_deadline_only_at_their_predicted_time_are_marked(
+    no_runs: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table's first rows were cheaper than the pick, which was said to meet the deadline
+    "even at the slow end of its band", with nothing on the rows that do not."""
+    from engine.preprocess import budget
+
+    monkeypatch.setattr(budget, "available_memory", lambda: 64 << 30)
+    args = ["plan", "aws-g5-2node", "--data-size", "92GB", "--deadline", "1h", "--top", "40"]
+    assert main([*args, "--runs-dir", str(no_runs), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["pick_safe"]
+    assert main([*args, "--runs-dir", str(no_runs)]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    marked = [r for r in rows if " ! │" in r]
+    assert marked and all(data["pick"]["label"] not in r for r in marked)
+    assert "! = meets the constraints at the predicted value only" in " ".join(out.split())

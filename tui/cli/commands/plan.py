@@ -314,14 +314,23 @@ def render(plan: Any, *, top: int = TOP) -> None:
             justify="left" if col in ("configuration", "hardware", "market", "basis") else "right",
             no_wrap=True,
         )
+    unsure = [c for c in choice.ranked if all(c is not s for s in choice.sure)] if choice else []
     for c in shown:
         style = "bold green" if plan.pick is c else None
-        table.add_row(*[escape(x) for x in _row(c)], style=style)
+        row = _row(c)
+        if any(c is u for u in unsure):  # meets them at the predicted value only
+            row[6] = f"{row[6]} !"
+        table.add_row(*[escape(x) for x in row], style=style)
     console.print(table)
     console.print(
         f"  * = the profile's own configuration; {len(plan.candidates)} configurations "
         "evaluated (--json lists all)"
     )
+    if choice is not None and choice.sure and any(c is u for c in shown for u in unsure):
+        console.print(
+            "  ! = meets the constraints at the predicted value only: the slow end of its band "
+            "misses them; the pick is the best that meets them even there"
+        )
     if choice is not None and choice.message:
         console.print(f"[red]{escape(choice.message)}[/red]; nearest options above")
     elif plan.pick is not None and (plan.deadline_h is not None or plan.budget_usd is not None):
