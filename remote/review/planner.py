@@ -166,6 +166,15 @@ def _target_hardware(profile: Profile, catalog: Catalog) -> tuple[str, str | Non
     return hardware, (groups[0][0] if groups else None), count
 
 
+def label_of(profile: Profile, count: int, instance_type: str | None, workers: int) -> str:
+    """The label of the profile's own configuration in the candidates table."""
+    if profile.provider == "local":
+        return f"local ×{workers} proc"
+    if instance_type:
+        return f"{count}×{instance_type}"
+    return f"{profile.name} ({workers} proc)"  # SSH nodes: no instance type to name
+
+
 def _matches(run: RunRecord, profile: Profile, workload: str) -> bool:
     return (
         run.status == "ok"
@@ -360,27 +369,29 @@ def plan_profile(
         band = log_band(hw_errors) or count_band
         ids = ", ".join(m.run.run_id for m in by_hw[hardware])
         basis = f"measured on {hardware}: past runs {ids}; scaling model fitted to them"
+        workers = profile.world_size(catalog)
         if model.n_train and n_train != model.n_train:  # the band is from runs at their size
             basis += (
                 f"; scaled from their {model.n_train:,} to {n_train:,} training samples "
                 f"(x{n_train / model.n_train:,.{0 if n_train > 10 * model.n_train else 2}f}, "
                 "not measured at this size)"
             )
+            if n_train > 10 * model.n_train:
+                notes.append(
+                    f"the band of {label_of(profile, count, instance_type, workers)} comes from "
+                    f"runs on {model.n_train:,} training samples, {n_train / model.n_train:,.0f}x "
+                    "fewer than planned: it says how well they predict one another, not how "
+                    "per-sample time holds at this size (data reads, memory, caches); run one "
+                    "epoch nearer the planned size to measure it"
+                )
         n_for_model = n_train  # measured rates scale by samples (seconds per sample)
         if model.n_train is None:
             inputs.append(
                 f"{hardware}: the past runs do not record their training-set size (n_train): "
                 f"their epoch times are used as measured, not scaled to {n_train:,} samples"
             )
-        workers = profile.world_size(catalog)
         units = compute_units(profile.provider, workers, profile.train.threads)
-        label = (
-            f"local ×{workers} proc"
-            if profile.provider == "local"
-            else f"{count}×{instance_type}"
-            if instance_type
-            else f"{profile.name} ({workers} proc)"  # SSH nodes: no instance type to name
-        )
+        label = label_of(profile, count, instance_type, workers)
         target = _measured(
             label,
             hardware,

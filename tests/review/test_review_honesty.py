@@ -162,6 +162,10 @@ def test_plan_basis_says_when_it_scales_past_the_measured_data_size(
     big = plan_profile(load_profile(TINY), runs, data_size=10**9)
     assert "scaled from their 1,000 to " in big.target.basis
     assert "not measured at this size" in big.target.basis
+    # a band from 1,000 samples at 100x that size or more: said to be no measure of it
+    assert not [n for n in plain.notes if "fewer than planned" in n]
+    (said,) = [n for n in big.notes if "fewer than planned" in n]
+    assert said.startswith("the band of local ×1 proc comes from runs on 1,000 training samples")
 
 
 def test_a_run_whose_summary_warns_is_not_listed_as_plain_ok(
