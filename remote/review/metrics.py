@@ -321,8 +321,9 @@ def _thread_notes(cfg: ConfigMetrics, base: ConfigMetrics) -> None:
     cfg.notes.append(
         f"ran {cfg.threads} thread(s) per rank where the baseline {base.label} ran "
         f"{base.threads}: {mine} thread(s) in all against {theirs}, so the ideal speedup is "
-        f"{mine / theirs:.2g}, not {cfg.workers / base.workers:.2g}; its speedup and "
-        "efficiency mix the process count with the threads (compare runs of equal --threads)"
+        f"{mine / theirs:.2g}, not {cfg.workers / base.workers:.2g}; its efficiency is "
+        "measured against that ideal, and its speedup mixes the process count with the "
+        "threads (compare runs of equal --threads)"
     )
 
 
@@ -335,12 +336,15 @@ def _noise_notes(cfg: ConfigMetrics) -> None:
             "workers (a loaded machine, more threads than free cores, different work); re-run "
             "both on an idle machine with equal --threads before using the figure"
         )
-    elif math.isfinite(cfg.efficiency) and cfg.efficiency > SUPERLINEAR:
-        cfg.notes.append(
-            f"efficiency {cfg.efficiency:.2f} > {SUPERLINEAR}: superlinear; the "
-            "runs were probably measured under different machine load (re-run "
-            "them, or check `phase` events)"
-        )
+    else:
+        for what, value in (("", cfg.efficiency), (" by time to threshold", cfg.efficiency_tts)):
+            if value is not None and math.isfinite(value) and value > SUPERLINEAR:
+                cfg.notes.append(
+                    f"efficiency{what} {value:.2f} > {SUPERLINEAR}: superlinear; the runs were "
+                    "probably measured under different machine load, or one started slower "
+                    "(its first epoch), which time to threshold carries (re-run them, or "
+                    "check `phase` events)"
+                )
     epochs = [s for r in cfg.runs for s in r.epoch_seconds]
     if len(epochs) > 1:
         cv = statistics.pstdev(epochs) / statistics.fmean(epochs)
@@ -353,6 +357,9 @@ def _noise_notes(cfg: ConfigMetrics) -> None:
 
 def _compare(cfg: ConfigMetrics, base: ConfigMetrics, *, weak: bool) -> None:
     scale = cfg.workers / base.workers
+    if cfg.threads and base.threads:  # local CPU runs: the ideal is the ratio of threads in all
+        scale = cfg.workers * cfg.threads / (base.workers * base.threads)  # (1 proc x 2 threads
+        # against 2 x 1: ideal 1; by workers alone a 2.65x speedup read as efficiency 1.33)
     cfg.speedup, cfg.efficiency = _ratios(base.epoch_s, cfg.epoch_s, scale, weak)
     if base.time_to_threshold_s and cfg.time_to_threshold_s:
         cfg.speedup_tts, cfg.efficiency_tts = _ratios(

@@ -210,7 +210,24 @@ def cost_table(series: SeriesMetrics) -> list[str]:
             f"{_f(c.accuracy, '.3f')} | "
             f"{'–' if c.usd_per_point is None else money(c.usd_per_point)} |"
         )
-    return lines + _untrusted_legend(series)
+    return lines + _untrusted_legend(series) + _threshold_legend(series)
+
+
+def _threshold_legend(series: SeriesMetrics) -> list[str]:
+    """What "threshold" in the table means (it was never said): the loss and what it holds."""
+    levels = sorted(
+        {r.loss_threshold for c in series.configs for r in c.runs if r.loss_threshold is not None}
+    )
+    if not levels:
+        return []
+    said = " / ".join(f"{x:.4g}" for x in levels)
+    return [
+        "",
+        "(threshold): by time to threshold, the training seconds until the smoothed train "
+        f"loss first fell below {said} (the runs' `loss_threshold`), median over a "
+        "configuration's runs; unlike the epoch time it holds the first epoch's warm-up, so "
+        "one slow start moves it.",
+    ]
 
 
 def embeddings_table(series: SeriesMetrics) -> list[str]:

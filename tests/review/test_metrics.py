@@ -191,3 +191,22 @@ def test_epochs_a_train_resume_split_are_said_to_be_left_out(
     assert "one: left out of its configuration's epoch time: 1 epoch(s) split by a " in " ".join(
         notes
     )
+
+
+def test_a_threshold_speedup_past_the_threads_ideal_is_flagged_and_explained(
+    make_run: Callable[..., Path],
+) -> None:
+    """A sweep's 1 process of 2 threads against 2 of 1 thread: by time to threshold 2.65x (its
+    slow first epoch), efficiency 1.33 by workers with no flag, while the note said the ideal
+    was 1; and the report never said what the threshold was."""
+    from remote.review.report import render_markdown
+
+    one = load_run(make_run("one", nproc=1, epoch_s=[9.07, 1.86], sync_s=0.0, tts=12.1, threads=2))
+    two = load_run(make_run("two", nproc=2, epoch_s=[2.0, 1.93], sync_s=0.0, tts=4.58, threads=1))
+    series = series_metrics([one, two])
+    cfg = series.configs[1]
+    assert cfg.efficiency_tts == pytest.approx(12.1 / 4.58) and cfg.untrusted_tts
+    assert cfg.efficiency == pytest.approx(cfg.speedup)  # the ideal of 2 threads in all: 1
+    text = render_markdown(series, None, None)
+    assert "the ideal speedup is 1, not 2; its efficiency is measured against that ideal" in text
+    assert "smoothed train loss first fell below 0.2 (the runs' `loss_threshold`)" in text
