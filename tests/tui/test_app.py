@@ -268,8 +268,8 @@ async def test_stop_and_teardown_with_nothing_running() -> None:
         await settle(pilot)
         await pilot.press("s", "t")
         await pilot.pause()
-        assert isinstance(app.screen, RunScreen)
-        assert "nothing is running" in notes(app) and "no cloud resources are up" in notes(app)
+        assert isinstance(app.screen, RunScreen)  # `s` is not offered: there is nothing to stop
+        assert not app.screen.check_action("stop", ()) and "no cloud resources are up" in notes(app)
 
 
 async def test_local_run_quits_without_asking() -> None:

@@ -27,7 +27,9 @@ EMBED_PHASES = ("compute", "comm", "straggle")
 EMBEDDINGS = "embeddings"
 """The `workload` of an embeddings run's train `stage_start` (sentiment runs carry none)."""
 
-FINAL_STATUSES = ("ok", "failed", "interrupted", "budget", "unfinished")
+REPLAY_STOPPED = "replay stopped"
+"""The status of a replay stopped with `s` before the recording's end (not the run's own)."""
+FINAL_STATUSES = ("ok", "failed", "interrupted", "budget", "unfinished", REPLAY_STOPPED)
 """Run statuses after `run_end` (unfinished: the recording stops before the run's end)."""
 LIVE_NODE_STATUSES = ("launching", "starting", "ready", "running", "interrupting")
 """Node statuses of a node still at work (the run's end stops it)."""

@@ -39,7 +39,7 @@ from tui.model import RunState, Series
 from tui.model.dollars import usd_at
 from tui.model.envelope import SeriesEnvelope
 from tui.model.rows import ProfileRow
-from tui.model.run_views import EMBEDDINGS
+from tui.model.run_views import EMBEDDINGS, REPLAY_STOPPED
 from tui.replay import replay_file
 from tui.screens.base import SentitopScreen
 from tui.screens.modals import ConfirmScreen
@@ -210,6 +210,8 @@ class RunScreen(SentitopScreen):
         self._reset(f"replay {Path(path).name}" + (f" x{speed:g}" if speed > 0 else ""))
         self._replayed = Path(path).parent if Path(path).is_file() else Path(path)
         self._feed = self._replay(Path(path), speed)
+        if self.is_mounted:
+            self.refresh_bindings()  # `s` stops the replay; `t` is not offered for it
         return self._feed
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="feed")
@@ -222,7 +224,9 @@ class RunScreen(SentitopScreen):
             if now - last >= POST_EVERY_S:
                 self.post_message(EventsIngested(state.version))
                 last = now
-        if not worker.is_cancelled:  # read to its end: a run that never ended is not running
+        if worker.is_cancelled:  # `s`: the replay stopped here, whatever the run did after
+            state.end_feed(REPLAY_STOPPED, "the replay was stopped here; the recording goes on")
+        else:  # read to its end: a run that never ended is not running
             state.end_feed("unfinished", "the recording ends here (no run_end event)")
         self.post_message(EventsIngested(state.version))
         self.post_message(FeedEnded("replay", state.status))
@@ -233,6 +237,8 @@ class RunScreen(SentitopScreen):
         self._replayed = None
         self.live_row = row
         self._feed = self._live(row)
+        if self.is_mounted:
+            self.refresh_bindings()  # `s` stops it
         return self._feed
 
     @work(exclusive=True, exit_on_error=False, group="feed")
@@ -341,6 +347,10 @@ class RunScreen(SentitopScreen):
         """`c` (resume) is offered only for a run that stopped with a checkpoint."""
         if action == "resume":
             return self.stopped_with_checkpoint()
+        if action == "stop":  # a live run, or a replay still playing
+            return self.live or (self._feed is not None and not self._feed.is_finished)
+        if action == "teardown":  # a recording's machines are the Runs screen's `t`
+            return self._replayed is None
         return super().check_action(action, parameters)
 
     def action_resume(self) -> None:

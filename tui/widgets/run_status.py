@@ -10,7 +10,12 @@ from tui.format import fmt_duration, fmt_usd, minimum_charged, nice_number
 from tui.model import RunState
 from tui.widgets.tables import bar
 
-STATUS_STYLE = {"running": "bold green", "ok": "bold cyan", "waiting": "dim"}
+STATUS_STYLE = {
+    "running": "bold green",
+    "ok": "bold cyan",
+    "waiting": "dim",
+    "replay stopped": "bold yellow",
+}
 
 
 def status_text(st: RunState, snap: dict[str, Any]) -> Text:
