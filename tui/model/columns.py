@@ -21,6 +21,9 @@ class Col:
     least: int | None = None
     most: int | None = None
     drop: int = 0
+    floor: int | None = None
+    """Narrower than ``least`` only when the table does not fit even without the droppable
+    columns (a run id is worth more than F1, but a cut one beats scrolling sideways)."""
 
     @property
     def low(self) -> int:
@@ -40,14 +43,19 @@ def fit_columns(cols: Sequence[Col], available: int) -> list[int]:
     turn up to their ``most``, or shrink down to their ``least``, the one with most room first.
     Still too wide: the least widths (the table scrolls sideways)."""
     shown = [True] * len(cols)
+    lows = [c.low for c in cols]
 
     def cost(widths: Sequence[int]) -> int:
         return sum(w + 2 * CELL_PADDING for w, on in zip(widths, shown, strict=True) if on)
 
     for i in sorted((i for i, c in enumerate(cols) if c.drop), key=lambda i: cols[i].drop):
-        if cost([c.low for c in cols]) <= available:
+        if cost(lows) <= available:
             break
         shown[i] = False
+    if cost(lows) > available:
+        lows = [
+            lo if c.floor is None else min(lo, c.floor) for c, lo in zip(cols, lows, strict=True)
+        ]
     widths = [c.width if on else 0 for c, on in zip(cols, shown, strict=True)]
     spare = available - cost(widths)
     while spare > 0:
@@ -58,10 +66,10 @@ def fit_columns(cols: Sequence[Col], available: int) -> list[int]:
             widths[i] += 1
         spare -= min(spare, len(growable))
     while spare < 0:
-        shrinkable = [i for i, c in enumerate(cols) if shown[i] and widths[i] > c.low]
+        shrinkable = [i for i in range(len(cols)) if shown[i] and widths[i] > lows[i]]
         if not shrinkable:
             break
-        roomiest = max(shrinkable, key=lambda i: widths[i] - cols[i].low)
+        roomiest = max(shrinkable, key=lambda i: widths[i] - lows[i])
         widths[roomiest] -= 1
         spare += 1
     return widths

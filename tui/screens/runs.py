@@ -44,13 +44,26 @@ COLUMNS = (
     Col("acc", 5),
     Col("F1", 5, drop=1),
     Col("samples/s", 9, drop=2),
-    Col("status", 14, least=8, most=40),
+    Col("status", 14, least=11, most=40, floor=8),
 )
 """Table columns: widths at a 120-column terminal (118 cells with the padding), how far run,
 profile and status may shrink or grow with the terminal, and which columns a narrow one leaves
 out first (F1, samples/s, epochs, ranks). "ranks" are the training processes with what they ran
 on ("4 GPU", "2 CPU"), as on the Profiles screen: a CPU run has ranks but no GPUs."""
 RUN_WIDTH = next(c.width for c in COLUMNS if c.label == "run")
+
+
+def columns_for(rows: list[RunRow]) -> tuple[Col, ...]:
+    """COLUMNS with the run column as wide as the longest run id (up to its most): a narrow
+    terminal then leaves out F1, samples/s, epochs and ranks before it cuts an id (at 120
+    columns ids of longer profile names lost their middle with half the row empty)."""
+    need = max((len(r.run) for r in rows), default=RUN_WIDTH)
+    return tuple(
+        replace(c, width=(fit := max(c.low, min(need, c.high))), least=fit, floor=26)
+        if c.label == "run"
+        else c
+        for c in COLUMNS
+    )
 
 
 def fit_run_id(run: str, width: int = RUN_WIDTH) -> str:
@@ -267,6 +280,7 @@ class RunsScreen(SentitopScreen):
             return
         self._stamp = message.stamp
         self.rows = message.rows
+        self.query_one(FittedTable).cols = columns_for(self.rows)  # refitted in apply_filter
         self.apply_filter(self.filter_text)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
