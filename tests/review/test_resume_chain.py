@@ -71,7 +71,10 @@ def test_runs_json_gives_the_chain_total_of_a_resumed_run(
     assert last["epoch_s"] == pytest.approx(10.0)  # as report: not the split 3 s and 4 s
     assert main(["runs", "--runs-dir", str(c.parent)]) == 0
     table = capsys.readouterr().out
-    assert f"resumes {b.name} (3 runs)" in table and "Σ 1.5000" in table
+    assert "↳ resumes (3 runs):" in table and "Σ 1.5000" in table
+    lines = [line.strip("│ ").split(" ")[0] for line in table.splitlines()]
+    arrow = lines.index("↳", lines.index(c.name))
+    assert lines[arrow + 1] == b.name  # the id on a line of its own, never cut
     # the first run's folder deleted: the chain says so and counts what is left
     shutil.rmtree(a)
     assert main(["runs", "--runs-dir", str(c.parent), "--json"]) == 0
@@ -212,3 +215,19 @@ def test_resuming_with_fewer_epochs_than_the_checkpoint_holds_is_refused(
     err = capsys.readouterr().err
     assert f"holds 4 whole epoch(s) and 8 step(s) of epoch 5, more than the {epochs}" in err
     assert not (tmp_path / "new").exists()  # no run folder started
+
+
+def test_runs_at_80_columns_keeps_ids_and_dollars_whole(
+    chain: tuple[Path, Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A "↳ resumes ID (2 runs)" line made the id column 44 wide: every $ read "0.00…"."""
+    a, b, c = chain
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["runs", "--runs-dir", str(c.parent)]) == 0
+    table = capsys.readouterr().out
+    assert max(len(line) for line in table.splitlines()) <= 80
+    assert "…" not in table and "0.7000" in table and "Σ 1.5000" in table
+    for run in (a, b, c):
+        assert run.name in table

@@ -352,19 +352,17 @@ def _table_width(columns: tuple[str, ...], rows: list[tuple[Any, ...]], shown: l
 
 def _run_cell(r: Any, chain: Any, later: list[str]) -> Any:
     """The run id (a rich Text), with the run it resumed (and the chain's length) or the runs
-    that resumed it on a second line."""
+    that resumed it below it, each id on a line of its own: the column is as wide as the ids,
+    so a narrow terminal cut "resumes ID (2 runs)" lines, $ and statuses instead."""
     from rich.text import Text
 
     cell = Text(r.run_id)
     if chain is not None:
         gone = f", {chain.missing} gone" if chain.missing else ""
-        cell.append(
-            f"\n↳ resumes {chain.legs[-2].folder.name if len(chain.legs) > 1 else chain.missing}"
-            f" ({len(chain.legs)} runs{gone})",
-            style="cyan",
-        )
+        before = chain.legs[-2].folder.name if len(chain.legs) > 1 else chain.missing
+        cell.append(f"\n↳ resumes ({len(chain.legs)} runs{gone}):\n{before}", style="cyan")
     for name in later:
-        cell.append(f"\n↪ resumed by {name}", style="dim")
+        cell.append(f"\n↪ resumed by:\n{name}", style="dim")
     return cell
 
 
