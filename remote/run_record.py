@@ -14,6 +14,23 @@ BILLINGS: tuple[str, ...] = ("per_second", "hours_2dp")
 (how the old study priced its table)."""
 
 
+def last_epoch_accuracy(summary: dict[str, Any]) -> tuple[float, int] | None:
+    """(test accuracy, epoch number from 1) of the last evaluated epoch of a run stopped
+    before its end (summary ``train.partial``), which has no accuracy of its own: the trainer
+    picks and blends its model only at its end. None for any other run."""
+    train = summary.get("train")
+    if summary.get("accuracy") is not None or not isinstance(train, dict):
+        return None
+    found = train.get("per_epoch") if train.get("partial") else None
+    epochs: list[Any] = found if isinstance(found, list) else []
+    for epoch in reversed(epochs):
+        value = epoch.get("accuracy") if isinstance(epoch, dict) else None
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            number = epoch.get("epoch")
+            return float(value), (number + 1 if isinstance(number, int) else len(epochs))
+    return None
+
+
 @dataclass(slots=True)
 class RunRecord:
     """One run as the review sees it (from a run folder or a CSV row)."""
@@ -62,6 +79,8 @@ class RunRecord:
     mixed_world: bool = False
     """A recovery changed its number of ranks mid-training (summary ``world_sizes``): its
     epoch times belong to no one configuration, so no fit or speedup uses them."""
+    stopped_accuracy: tuple[float, int] | None = None
+    """A run stopped before its end: its last evaluated epoch's (accuracy, epoch from 1)."""
     epochs_left_out: int = 0
     """Epochs of a `sentitop train --resume`d folder left out of epoch_seconds: split by a
     mid-epoch resume, or trained on another number of ranks than its last."""

@@ -21,7 +21,7 @@ from remote.cost import peak_rate
 from remote.pricing import Catalog, load_catalog
 from remote.review.summary_check import check_summary
 from remote.run_folder import SUMMARY_FILE, resolve_run_dir, runs_root
-from remote.run_record import BILLINGS, RunRecord
+from remote.run_record import BILLINGS, RunRecord, last_epoch_accuracy
 
 EMBEDDINGS = "embeddings"
 """summary.json's `workload` of an embeddings run (`sentitop embed`); sentiment runs have none."""
@@ -291,6 +291,7 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         samples_per_s=_num(summary, "samples_per_s"),
         mixed_world=isinstance(sizes := summary.get("world_sizes"), list) and len(set(sizes)) > 1,
         epochs_left_out=len(timed) - len(own),
+        stopped_accuracy=last_epoch_accuracy(summary),
         n_train=int(train["n_train"]) if isinstance(train.get("n_train"), int) else None,
         global_batch=int(train["global_batch"])
         if isinstance(train.get("global_batch"), int)

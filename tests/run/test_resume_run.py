@@ -225,3 +225,14 @@ async def test_a_run_stopped_after_an_epoch_keeps_that_epoch_and_its_threshold(
                       env=run_env)  # fmt: skip
     assert listed.returncode == 0, listed.stderr
     assert "no measured epoch" not in (tmp_path / "rep" / "report.md").read_text()
+    # its last evaluated epoch's accuracy is shown, said to be that epoch's (it read "—")
+    from tui.model.rows import run_row
+
+    last = epochs[-1]
+    runs = sentitop("runs", "--runs-dir", str(tmp_path / "runs"), env=run_env)
+    assert f"{last['accuracy']:.3f} (ep {last['epoch'] + 1})" in runs.stdout
+    row = run_row(outcome.run_dir)
+    assert row is not None and (row.accuracy, row.accuracy_epoch) == (
+        last["accuracy"],
+        last["epoch"] + 1,
+    )

@@ -17,6 +17,7 @@ from engine.errors import InputError, SentitopError
 from engine.events import has_live_writer
 from remote.review.outcome import summary_outcome
 from remote.review.summary_check import check_summary
+from remote.run_record import last_epoch_accuracy
 from tui.model.run_history import Stamp, device_kind, run_stamp, scan_events
 from tui.model.run_state import RunState
 
@@ -121,6 +122,9 @@ class RunRow:
     hours: float = 0.0
     usd: float | None = None
     accuracy: float | None = None
+    accuracy_epoch: int | None = None
+    """Set for a run stopped before its end: ``accuracy`` is this epoch's (from 1), not the
+    finished model's (shown dimmed)."""
     f1: float | None = None
     samples_per_s: float | None = None
     status: str = ""
@@ -419,6 +423,7 @@ def run_row(run_dir: Path) -> RunRow | None:
     accuracy = data.get("accuracy")
     known = isinstance(accuracy, int | float) and not isinstance(accuracy, bool)
     shown = summary_outcome(status, data, float(accuracy) if known else None)
+    stopped = last_epoch_accuracy(data)
     return RunRow(
         run=run_dir.name,  # what replay, resume and `sentitop runs` name it by
         path=str(run_dir),
@@ -430,7 +435,8 @@ def run_row(run_dir: Path) -> RunRow | None:
             data.get("hours") or (wall_s / 3600.0 if isinstance(wall_s, int | float) else 0)
         ),
         usd=data.get("usd"),
-        accuracy=data.get("accuracy"),
+        accuracy=data.get("accuracy") if stopped is None else stopped[0],
+        accuracy_epoch=None if stopped is None else stopped[1],
         f1=data.get("f1"),
         samples_per_s=data.get("samples_per_s"),
         status=status,

@@ -170,6 +170,16 @@ def status_text(row: RunRow, width: int = 40) -> Text:
     return Text(shown, style=row.status_style)
 
 
+def stopped_note(row: RunRow) -> str:
+    """What a stopped run's (dimmed) accuracy is, "" for another run."""
+    if row.accuracy_epoch is None:
+        return ""
+    return (
+        f"{row.status}: acc is epoch {row.accuracy_epoch}'s; the run stopped before it picked "
+        "and blended its model"
+    )
+
+
 def chain_note(row: RunRow) -> str:
     """What a run of a resume chain is (Σ: the chain's whole training), "" for another run."""
     if row.resumed_by:
@@ -286,7 +296,8 @@ class RunsScreen(SentitopScreen):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """A run of a resume chain says what the chain is and cost (Σ: the whole training)."""
         row = self.current()
-        self.set_note((chain_note(row) if row is not None else "") or self._count_note)
+        said = (chain_note(row) or stopped_note(row)) if row is not None else ""
+        self.set_note(said or self._count_note)
 
     def apply_filter(self, text: str) -> None:
         needle = text.lower()
@@ -325,7 +336,7 @@ class RunsScreen(SentitopScreen):
                 str(row.epochs),
                 f"{row.hours:.2f}" if row.chain_hours is None else f"Σ{row.chain_hours:.2f}",
                 fmt_usd(row.usd) if row.chain_usd is None else f"Σ{fmt_usd(row.chain_usd)}",
-                fmt(row.accuracy),
+                Text(fmt(row.accuracy), style="dim" if row.accuracy_epoch else ""),
                 fmt(row.f1),
                 nice_number(row.samples_per_s) if row.samples_per_s else "—",
                 Text("continued", style="dim")

@@ -377,6 +377,9 @@ def _quality(r: Any) -> str:
     """Test accuracy of a sentiment run, final PIP loss of an embeddings run."""
     if r.task == "embeddings":
         return "" if r.pip_loss is None else f"PIP {r.pip_loss:.3f}"
+    if r.accuracy is None and r.stopped_accuracy is not None:  # stopped: its last epoch's
+        accuracy, epoch = r.stopped_accuracy
+        return f"{accuracy:.3f} (ep {epoch})"
     return "" if r.accuracy is None else f"{r.accuracy:.3f}"
 
 
