@@ -550,4 +550,8 @@ def epoch_costs(
     for c in plan.candidates:
         if len(c.groups) == 1 and c.groups[0][1] == 1 and c.market == "on-demand":
             out[c.groups[0][0]] = (c.epoch_s * c.usd_per_hour / 3600, c.band)
+        elif c.is_target and not c.groups and c.instance_type and c.count == 1:
+            # a local (or SSH) profile priced as an instance type: its own, often measured,
+            # figure (the Prices screen showed "—" for it beside estimates for GPU types)
+            out[c.instance_type] = (c.epoch_s * c.usd_per_hour / 3600, c.band)
     return workload_of(profile).label, out

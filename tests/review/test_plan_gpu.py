@@ -297,6 +297,11 @@ def test_epoch_costs_for_the_prices_screen(tmp_path: Path) -> None:
     plan = plan_profile(profile, [], epochs=1)
     one = next(c for c in plan.candidates if c.label == "1×g5.xlarge")
     assert costs.usd_per_epoch["g5.xlarge"] == pytest.approx(one.epoch_s * 1.006 / 3600)
+    # a local profile priced as a CPU type gets its own figure (the screen showed "—" for it)
+    local = load_epoch_costs(ROOT / "profiles" / "local.yaml", tmp_path / "runs")
+    own = plan_profile(load_profile(ROOT / "profiles" / "local.yaml"), [], epochs=1).target
+    assert own.instance_type == "m5.large"
+    assert local.usd_per_epoch["m5.large"] == pytest.approx(own.epoch_s * own.usd_per_hour / 3600)
 
 
 def test_spot_column_of_the_user_catalog_reaches_the_plan(tmp_path: Path) -> None:
