@@ -49,7 +49,9 @@ class SweepPlan:
     counts: list[int]
 
 
-def _with(profile: Profile, changes: dict[str, Any]) -> Profile:
+def _with(profile: Profile, changes: dict[str, Any], flag: str = "") -> Profile:
+    """``profile`` with the dotted settings of ``changes``; InputError naming ``flag`` (the
+    option the changes came from) or the profile when the result does not validate."""
     data = profile.resolved()
     for dotted, value in changes.items():
         *parents, leaf = dotted.split(".")
@@ -64,9 +66,13 @@ def _with(profile: Profile, changes: dict[str, Any]) -> Profile:
             f"{'.'.join(str(k) for k in err['loc'])} = {err.get('input')!r}: {err['msg']}"
             for err in exc.errors()[:3]
         )
-        raise InputError(
-            f"{profile.source or profile.name}: the sweep's profile is invalid: {wrong}"
-        ) from None
+        where = profile.source or profile.name
+        if flag:  # the value came from the command line, not the profile
+            raise InputError(
+                f"{flag}: out of range for {where}: {wrong}",
+                hint="give worker counts within the range named",
+            ) from None
+        raise InputError(f"{where}: the sweep's profile is invalid: {wrong}") from None
     new._source = profile.source
     return new
 
@@ -124,7 +130,7 @@ def plan_sweep(
             assert per_worker is not None
             changes["train.max_train_samples"] = per_worker * n // counts[0]
             changes["train.batch_size"] = max(n, base_batch * n // counts[0])
-        profiles.append(_with(profile, changes))
+        profiles.append(_with(profile, changes, f"--nproc {n}"))
     return SweepPlan(sweep_id, mode, profiles, counts)
 
 

@@ -35,3 +35,14 @@ def test_an_empty_report_folder_is_a_usage_error(
         main(["sweep", str(TINY), "--nproc", "1", "--runs-dir", "runs", "--report", " "])
     assert exc.value.code == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_worker_count_out_of_range_names_the_flag_not_the_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--nproc 1,400` said "the sweep's profile is invalid: train.nproc = 400": the profile
+    was fine, the flag was not."""
+    assert main(["sweep", str(TINY), "--nproc", "1,400", "--runs-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--nproc 400: out of range for" in err and "profile is invalid" not in err
+    assert list(tmp_path.iterdir()) == []  # nothing ran
