@@ -8,11 +8,14 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from engine.errors import SentitopError
@@ -100,6 +103,25 @@ class SentitopApp(App[int]):
             if self.current_mode != "run":
                 await self.switch_mode("run")
             self.run_screen.start_replay(self.replay_path, self.replay_speed)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The palette (ctrl+p): the screens, then what the keys of the screen under it do now
+        (it held only Textual's own commands), then Textual's."""
+        for mode, title in SCREENS:
+            key = str(MODE_ORDER.index(mode) + 1)
+            yield SystemCommand(title, f"go to the {title} screen (key {key})",
+                                partial(self.switch_mode, mode))  # fmt: skip
+        seen = {"help", "command_palette"}  # help: below, in its own words
+        for active in screen.active_bindings.values():
+            binding = active.binding
+            if not (binding.show and active.enabled) or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            shown = self.get_key_display(binding)
+            yield SystemCommand(binding.description, f"key {shown}",
+                                partial(self.run_action, binding.action, active.node))  # fmt: skip
+        yield SystemCommand("Help", "every key of every screen (key ?)", self.action_help)
+        yield from super().get_system_commands(screen)
 
     # ------------------------------------------------------------------ keys
     def action_help(self) -> None:
