@@ -104,3 +104,14 @@ def test_a_floor_keeps_a_loss_axis_from_going_negative(width: int, height: int) 
 
     assert lowest() < 0
     assert lowest(floor=0.0) == 0.0
+
+
+def test_a_flat_series_at_its_floor_does_not_go_below_it() -> None:
+    """A resumed run's cost plot, all $0 at first, read "$1.00 … $0.00 … $-1.00"."""
+    from tui.format import format_usd
+
+    x = np.arange(10.0)
+    text = render_plot([PlotLine("$", x, np.zeros(10))], 40, 8, y_format=format_usd, y_min=0)
+    assert "-" not in text.plain and "$0.00" in text.plain
+    free = render_plot([PlotLine("v", x, np.full(10, 5.0))], 40, 8)  # no floor: padded both ways
+    assert "4.5" in free.plain and "5.5" in free.plain

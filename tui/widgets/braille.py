@@ -137,7 +137,8 @@ def render_plot(
         hi_y = max(y_max, hi_y)
     if hi_y - lo_y < 1e-12:
         pad = abs(hi_y) * 0.1 or 1.0
-        lo_y, hi_y = lo_y - pad, hi_y + pad
+        at_least = y_min is not None and lo_y <= y_min  # all $0 read "$1.00 … $-1.00"
+        lo_y, hi_y = (lo_y if at_least else lo_y - pad), hi_y + pad
     else:
         pad = (hi_y - lo_y) * 0.05
         hi_y += pad
