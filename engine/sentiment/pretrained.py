@@ -100,6 +100,9 @@ class Aligned:
     """Vocabulary words the run does not know (random rows)."""
     source: str = ""
     """The embeddings run folder."""
+    top_found: int = 0
+    """Of the dataset's TOP_WORDS most frequent words (vocab.json lists them first), those
+    that got the run's vector: most running text is made of them."""
 
     @property
     def dim(self) -> int:
@@ -111,7 +114,8 @@ class Aligned:
         total = self.found + self.missing
         coverage = round(self.found / total, 4) if total else None
         return {"source": self.source, "found": self.found, "missing": self.missing,
-                "coverage": coverage}  # fmt: skip
+                "coverage": coverage, "top_found": self.top_found,
+                "top_total": min(TOP_WORDS, total)}  # fmt: skip
 
 
 def align(pre: Pretrained, itos: list[str], seed: int, dim: int | None = None) -> Aligned:
@@ -125,18 +129,27 @@ def align(pre: Pretrained, itos: list[str], seed: int, dim: int | None = None) -
     table[0] = 0.0
     if len(itos) > 1:
         table[1] = pre.vectors.mean(axis=0)
-    found = 0
+    found = top = 0
     for i, word in enumerate(itos[2:], start=2):
         row = index.get(word)
         if row is not None:
             table[i] = pre.vectors[row]
             found += 1
-    return Aligned(table, found, max(0, len(itos) - 2) - found, str(pre.path))
+            top += i < 2 + TOP_WORDS
+    return Aligned(table, found, max(0, len(itos) - 2) - found, str(pre.path), top)
 
 
-def coverage_warning(found: int, missing: int, folder: str | Path) -> str | None:
+TOP_WORDS = 1_000
+"""The most frequent words a coverage warning counts apart (vocab.json lists them first)."""
+
+
+def coverage_warning(
+    found: int, missing: int, folder: str | Path, top: tuple[int, int] | None = None
+) -> str | None:
     """A warning when the embeddings run knows under LOW_COVERAGE of the dataset's words;
-    ConfigError when it knows none (the table would be all random: a start in name only)."""
+    ConfigError when it knows none (the table would be all random: a start in name only).
+    ``top``: (known, of) the dataset's most frequent words, said beside the share: a run
+    that knows a third of the words but nearly all frequent ones covers most of the text."""
     total = found + missing
     if not total:
         return None
@@ -149,10 +162,16 @@ def coverage_warning(found: int, missing: int, folder: str | Path) -> str | None
         )
     if found / total >= LOW_COVERAGE:
         return None
-    return (
+    said = (
         f"the embeddings run {folder} knows only {found:,} of the dataset's {total:,} words "
         f"({found / total:.0%}); the others start random"
     )
+    if top is not None and top[1]:
+        said += (
+            f" (of its {top[1]:,} most frequent words it knows {top[0]:,}, {top[0] / top[1]:.0%}: "
+            "those make up most of the text)"
+        )
+    return said
 
 
 def initial_table(folder: str | None, dim: int | None, data_dir: str, seed: int) -> Aligned | None:
@@ -161,8 +180,8 @@ def initial_table(folder: str | None, dim: int | None, data_dir: str, seed: int)
     if not folder:
         return None
     aligned = align(load_pretrained(folder), dataset_itos(data_dir), seed, dim)
-    coverage_warning(aligned.found, aligned.missing, folder)  # none known: ConfigError
-    return aligned
+    coverage_warning(aligned.found, aligned.missing, folder)  # none known: ConfigError (the
+    return aligned  # launcher said the warning already; the summary says it again)
 
 
 def _check_dim(pre: Pretrained, dim: int | None) -> None:
@@ -189,7 +208,8 @@ def check_init_embeddings(model: ModelConfig, data_dir: str | Path | None = None
     known = set(pre.words)
     words = dataset_itos(data_dir)[2:]
     found = sum(1 for word in words if word in known)
-    return coverage_warning(found, len(words) - found, folder)
+    top = sum(1 for word in words[:TOP_WORDS] if word in known)
+    return coverage_warning(found, len(words) - found, folder, (top, min(TOP_WORDS, len(words))))
 
 
 def dataset_itos(data_dir: str | Path) -> list[str]:

@@ -501,7 +501,12 @@ class Trainer(CheckpointState):
         summary.update(outcome_checks(test, blend))
         facts = self.init_facts or {"source": OWN_TEXT_SVD}  # own text: no coverage to warn of
         if facts["source"] != OWN_TEXT_SVD and (
-            few := coverage_warning(facts["found"], facts["missing"], facts["source"])
+            few := coverage_warning(
+                facts["found"],
+                facts["missing"],
+                facts["source"],
+                (facts.get("top_found", 0), facts.get("top_total", 0)),
+            )
         ):
             summary["warnings"].append({"code": "few_known_words", "message": few})
         if self.main:

@@ -157,7 +157,12 @@ def test_training_starts_from_the_run_vectors(tmp_path: Path) -> None:
     Trainer(cfg, emitter=Emitter(sink), env=DistEnv()).fit()
     start = next(e for e in sink.events if e["type"] == "train_start")
     facts = {"found": len(itos) - 4, "missing": 2, "source": str(tmp_path / "emb")}
-    assert start["init_embeddings"] == {**facts, "coverage": round((len(itos) - 4) / 20, 4)}
+    assert start["init_embeddings"] == {
+        **facts,
+        "coverage": round((len(itos) - 4) / 20, 4),
+        "top_found": len(itos) - 4,  # all 20 words are among the 1,000 most frequent
+        "top_total": 20,
+    }
     assert start["spec"]["embedding_dim"] == 6
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["model"]["embedding_dim"] == 6

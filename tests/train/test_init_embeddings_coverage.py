@@ -24,6 +24,10 @@ def test_coverage_none_is_refused_few_is_warned_most_is_quiet() -> None:
     assert few is not None and "knows only 10 of the dataset's 50 words (20%)" in few
     assert coverage_warning(30, 20, "emb") is None
     assert coverage_warning(0, 0, "emb") is None  # no words at all: nothing to say
+    # "knows only 33%" alarmed a user whose run knew nearly every frequent word (97.6 % of
+    # the text): the most frequent words are counted apart
+    top = coverage_warning(6_600, 13_187, "emb", (990, 1_000))
+    assert top is not None and "of its 1,000 most frequent words it knows 990, 99%" in top
 
 
 def test_train_refuses_an_embeddings_run_of_other_words(tmp_path: Path) -> None:
@@ -52,6 +56,11 @@ def test_few_known_words_warn_and_are_recorded_and_resume_needs_no_folder(tmp_pa
     run = tmp_path / "run"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["init_embeddings"]["found"] == 10
+    assert (summary["init_embeddings"]["top_found"], summary["init_embeddings"]["top_total"]) == (
+        10,
+        50,
+    )  # the 10 it knows are the dataset's most frequent (vocab.json lists those first)
+    assert "of its 50 most frequent words it knows 10, 20%" in proc.stderr
     assert summary["init_embeddings"]["source"] == str(tmp_path / "emb")
     assert "few_known_words" in [w["code"] for w in summary["warnings"]]
     saved = json.loads((run / "train_config.json").read_text())
