@@ -32,7 +32,9 @@ async def test_run_screen_shows_read_rate_and_memory_per_rank(tmp_path: Path) ->
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, RunScreen)
-        status = str(screen.query_one("#run-status").render())
+        raw = str(screen.query_one("#run-status").render())
+        assert "3.14\u00a0MB/s" in raw  # a wrap never splits "3.14" from "MB/s"
+        status = raw.replace("\u00a0", " ")
         assert "read 3.14 MB/s (0.42 MB/s from disk)" in status
         assert "RAM/rank 310/294/301/289 MB" in status
 
@@ -50,7 +52,7 @@ def test_phase_events_fill_memory_per_rank_and_many_ranks_show_the_largest() -> 
     for rank in range(6):
         state.ingest({"type": "phase", "t": 1.0, "rank": rank, "epoch": 0, "rss_mb": 100.0 + rank})
     assert state.rank_rss_mb == {r: 100.0 + r for r in range(6)}
-    assert str(data_and_memory(state)) == "  RAM/rank max 105 MB"
+    assert str(data_and_memory(state)) == "  RAM/rank max 105\u00a0MB"
 
 
 async def test_every_status_field_stays_in_view_when_the_line_is_longer_than_the_terminal(
@@ -68,3 +70,15 @@ async def test_every_status_field_stays_in_view_when_the_line_is_longer_than_the
         for field in ("epoch 3/3", "cost $0.499", "read 3.14 MB/s", "RAM/rank 310/294/301/289 MB"):
             assert field in flat, (field, shown)
         assert flat.index("cost $0.499") < flat.index("read 3.14")  # cost comes first
+
+
+def test_a_run_stopped_before_its_first_step_reads_no_epoch_not_epoch_0() -> None:
+    from tui.widgets.run_status import status_text
+
+    state = RunState()
+    state.ingest({"type": "run_start", "t": 0.0, "run": "r", "profile": "p", "world_size": 1})
+    state.ingest({"type": "train_start", "t": 1.0, "rank": 0, "epochs": 12, "resumed_epoch": 0,
+                  "resumed_step": 0, "steps_per_epoch": 10, "total_steps": 120})  # fmt: skip
+    state.ingest({"type": "run_end", "t": 2.0, "status": "interrupted", "reason": "Ctrl-C"})
+    shown = status_text(state, {"eta": None, "projected": None}).plain
+    assert "epoch —/12" in shown and "epoch 0/12" not in shown

@@ -48,9 +48,10 @@ def status_text(st: RunState, snap: dict[str, Any]) -> Text:
     current = (
         done if (st.finished and not stopped_mid_way) or (total and done >= total) else done + 1
     )
+    shown = str(current) if current else "—"  # stopped before its first step: not "0/12"
     line2 = Text.assemble(
         ("epoch ", "dim"),
-        f"{current}/{total}" if total else str(current),
+        f"{shown}/{total}" if total else shown,
         ("  step ", "dim"),
         f"{st.global_step:,}",
         ("  ", ""),
@@ -92,22 +93,26 @@ def stages_text(stages_rows: list[Any], epochs: tuple[int, int | None]) -> Text:
     return stages
 
 
+NBSP = "\u00a0"
+"""Between a figure and its unit: the status line wraps at spaces ("read 0.26" / "MB/s")."""
+
+
 def data_and_memory(st: RunState) -> Text:
     """`  read 3.1 MB/s (0.4 MB/s from disk)  RAM/rank 310/294 MB` when the run reports them,
     else empty."""
     out = Text()
     if st.read_mb_s is not None:
         out.append("  read ", style="dim")
-        out.append(f"{nice_number(st.read_mb_s)} MB/s")
+        out.append(f"{nice_number(st.read_mb_s)}{NBSP}MB/s")  # a wrap never splits a figure
         if st.disk_mb_s:
-            out.append(f" ({nice_number(st.disk_mb_s)} MB/s from disk)", style="dim")
+            out.append(f" ({nice_number(st.disk_mb_s)}{NBSP}MB/s from disk)", style="dim")
     if st.rank_rss_mb:
         values = [v for _, v in sorted(st.rank_rss_mb.items())]
         shown = (
             "/".join(f"{v:.0f}" for v in values) if len(values) <= 4 else f"max {max(values):.0f}"
         )
         out.append("  RAM/rank ", style="dim")
-        out.append(f"{shown} MB")
+        out.append(f"{shown}{NBSP}MB")
     return out
 
 
