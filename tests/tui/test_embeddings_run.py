@@ -82,6 +82,8 @@ async def test_replay_shows_words_per_s_and_pip_loss_then_sentiment_again() -> N
         console.print(screen.query_one("#phases", Static).content)
         phases = console.export_text()
         assert "compute" in phases and "straggle" in phases and "forward" not in phases
+        cost = screen.query_one("#plot-cost", LinePlot)  # it said "waiting for data…" forever
+        assert cost.empty == "no cost recorded for this run"
 
         screen.start_replay(FIXTURE_RUN)  # a sentiment run after it: its own layout is back
         await settle(pilot)

@@ -518,6 +518,9 @@ class RunScreen(SentitopScreen):
         cost_line.color = "#ffd75f"
         cost_plot = self.query_one("#plot-cost", LinePlot)
         cost_plot.y_min = 0.0  # dollars: the axis ran from $-1.00 before any cost accrued
+        cost_plot.empty = (  # an ended run that recorded no cost is not waiting for one
+            "no cost recorded for this run" if self.state.finished else "waiting for data…"
+        )
         cost_plot.set_lines([cost_line, *recovery_marks(snap["recoveries"], cost.t, cost.y)])
         cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)} (x: time)"
 
