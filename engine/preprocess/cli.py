@@ -207,6 +207,11 @@ def print_warnings(stats: Mapping[str, Any]) -> None:
         console.print(Text(visible(f"WARNING: {warning['message']}"), style="bold yellow"))
 
 
+def _short(example: str) -> str:
+    """An example's file name and line, without its folders (the table cut the line off)."""
+    return example.rsplit("/", 1)[-1]
+
+
 def summary_table(stats: Mapping[str, Any]) -> Any:
     """A rich table of the main counts of a stats dict."""
     from rich.markup import escape
@@ -214,7 +219,7 @@ def summary_table(stats: Mapping[str, Any]) -> Any:
 
     table = Table(title="preprocess summary", show_header=False)
     table.add_column("what")
-    table.add_column("value", justify="right")
+    table.add_column("value", justify="right", overflow="fold")  # an example's line stays
     for key in (
         "read",
         "kept",
@@ -231,7 +236,8 @@ def summary_table(stats: Mapping[str, Any]) -> Any:
             table.add_row("  + title rows", f"{stats['title_rows']:,}")
     for reason, n in stats["skipped"].items():
         if n:
-            examples = escape(", ".join(stats["skipped_examples"].get(reason, [])[:2]))
+            shown = [_short(e) for e in stats["skipped_examples"].get(reason, [])[:2]]
+            examples = escape(", ".join(shown))  # the file's name and line (--json: the path)
             table.add_row(
                 f"  skipped: {reason}", f"{n:,}" + (f"  (e.g. {examples})" if examples else "")
             )

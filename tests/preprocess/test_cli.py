@@ -102,3 +102,18 @@ def test_inline_runner_progress_knows_the_total_and_mrjobs_notice_stays_quiet(
     progress = [e for e in map(json.loads, proc.stdout.splitlines()) if e["type"] == "progress"]
     assert progress[0]["done"] == 0 and progress[0]["total"] == src.stat().st_size
     assert progress[-1]["done"] == progress[-1]["total"] == src.stat().st_size
+
+
+def test_skipped_examples_keep_their_line_numbers_in_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long path was cut before its line number: "(e.g. /work/shared/data/amazon2014_M…"."""
+    deep = tmp_path / "a" / "very" / "long" / "folder" / "name" / "that" / "goes" / "on"
+    deep.mkdir(parents=True)
+    path = deep / "amazon_reviews_of_some_category_5.jsonl"
+    rows = [review(f"fine stand number {i}", 5 - i % 5) for i in range(300)]
+    write_lines(path, [*rows, b"garbage line"])
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["preprocess", "-i", str(path), "-o", str(tmp_path / "out")]) == 0
+    out = "".join(capsys.readouterr().out.split())  # the cell may wrap: join its pieces
+    assert "amazon_reviews_of_some_category_5.jsonl:301" in out.replace("│", "")
