@@ -34,9 +34,10 @@ def _subparser(name: str) -> argparse.ArgumentParser:
     return sub.choices[name]
 
 
-def test_train_help_marks_data_required_and_explains_every_option() -> None:
+def test_train_help_says_when_data_is_required_and_explains_every_option() -> None:
     usage = " ".join(_help("train").split())
-    assert "sentitop train [-h] --data DATA_DIR --run-dir RUN_DIR" in usage  # no [brackets]
+    assert "sentitop train [-h] [--data DATA_DIR] --run-dir RUN_DIR" in usage
+    assert "Required, except with --resume (the run's own dataset)" in usage
     for action in _subparser("train")._actions:
         assert action.help and action.help.strip(), action.option_strings
 

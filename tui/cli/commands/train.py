@@ -24,6 +24,8 @@ def register(subparsers: Any) -> None:
         description="Train on DATA/dataset.h5; events go to stdout and RUN_DIR/events.jsonl.",
     )
     add_train_arguments(parser, required=("run_dir",))  # --data: also the run's, with --resume
+    data = next(a for a in parser._actions if "--data" in a.option_strings)
+    data.help = f"{data.help} Required, except with --resume (the run's own dataset)"
     parser.add_argument(
         "--nproc",
         type=int,
