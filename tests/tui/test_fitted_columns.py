@@ -108,3 +108,16 @@ async def test_profiles_status_gets_the_width_of_a_wide_terminal() -> None:
             str(r[-1]) for r in map(table.get_row_at, range(table.row_count)) if "✗" in str(r[-1])
         )
         assert error.endswith("expected an integer >= 0")  # the whole message
+
+
+async def test_home_and_end_go_to_the_first_and_last_run() -> None:
+    app = build_app(start="runs")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(FittedTable)
+        assert table.row_count >= 2 and table.cursor_row == 0
+        table.focus()
+        await pilot.press("end")
+        assert table.cursor_row == table.row_count - 1
+        await pilot.press("home")
+        assert table.cursor_row == 0

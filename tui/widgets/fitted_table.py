@@ -40,6 +40,21 @@ class FittedTable(DataTable[Any]):
             if width:  # 0: left out at this width
                 self.add_column(col.label, width=width)
 
+    def action_scroll_home(self) -> None:
+        """Home: the first row of a row-cursor table (DataTable's scrolls sideways: nothing
+        happened in the Runs table)."""
+        if self.cursor_type == "row":
+            self.action_scroll_top()
+        else:
+            super().action_scroll_home()
+
+    def action_scroll_end(self) -> None:
+        """End: the last row of a row-cursor table."""
+        if self.cursor_type == "row":
+            self.action_scroll_bottom()
+        else:
+            super().action_scroll_end()
+
     def on_resize(self, event: events.Resize) -> None:
         self.call_after_refresh(self.refit)
 
