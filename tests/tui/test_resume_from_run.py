@@ -82,6 +82,19 @@ async def test_c_on_the_run_screen_of_a_stopped_run_resumes_it(tmp_path: Path) -
         assert "c" not in footer_keys(app)  # the new run did not stop
 
 
+async def test_the_replay_of_a_run_resumed_since_says_so_and_offers_no_c(tmp_path: Path) -> None:
+    """Its recorded reason still said "resume continues from it", and `c` was offered for a
+    run whose resume the runner refuses ("already resumed by …")."""
+    first = stopped_run(tmp_path / "20261127-100000-tiny", usd=0.5)
+    stopped_run(tmp_path / "20261127-110000-tiny", usd=0.3, resumed_from=first)
+    app = build_app(replay=first, runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.run_screen.state.status == "interrupted"
+        assert not app.run_screen.check_action("resume", ()) and "c" not in footer_keys(app)
+        assert "resumed since by 20261127-110000-tiny" in app.run_screen.source
+
+
 def test_runs_rows_show_a_chain_total_and_which_run_continued(tmp_path: Path) -> None:
     """The Runs screen showed each run's own $: $0.30 for a training that cost $0.80."""
     first = stopped_run(tmp_path / "20261127-100000-tiny", usd=0.5)

@@ -139,6 +139,8 @@ class RunScreen(SentitopScreen):
         """What each slow-to-paint widget shows now, so an unchanged one is not redrawn."""
         self._replayed: Path | None = None
         """The run folder being replayed (None: a live run, or nothing)."""
+        self._resumed_by: str | None = None
+        """The run that resumed the replayed one, when one did (`c` is not offered then)."""
 
     # ------------------------------------------------------------------ layout
     def compose_body(self) -> ComposeResult:
@@ -207,6 +209,7 @@ class RunScreen(SentitopScreen):
 
     def start_replay(self, path: Path, speed: float = 0.0) -> Worker[None]:
         """Play a recorded run through this screen (speed 0 = as fast as possible)."""
+        self._resumed_by = None
         self._reset(f"replay {Path(path).name}" + (f" x{speed:g}" if speed > 0 else ""))
         self._replayed = Path(path).parent if Path(path).is_file() else Path(path)
         self._feed = self._replay(Path(path), speed)
@@ -299,6 +302,14 @@ class RunScreen(SentitopScreen):
 
     def on_feed_ended(self, message: FeedEnded) -> None:
         self.source = f"{self.source} · {message.source} ended ({message.status})"
+        self._resumed_by = None
+        if message.source == "replay" and self._replayed is not None:
+            from remote.resume_chain import continued_by
+
+            later = continued_by(self._replayed) if self._replayed.parent.is_dir() else None
+            if later is not None:  # its recorded "resume continues from it" is history now
+                self._resumed_by = later.folder.name
+                self.source += f" · resumed since by {later.folder.name}"
         self.refresh_views(force=True)
         self.refresh_bindings()  # a stopped run with a checkpoint offers `c`
         if message.source == "live":
@@ -341,6 +352,7 @@ class RunScreen(SentitopScreen):
             not self.live
             and self.state.status in STOPPED_STATUSES
             and self.state.last_checkpoint is not None
+            and self._resumed_by is None  # resumed already: resuming it again is refused
         )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
