@@ -309,6 +309,7 @@ async def test_v_shows_cost_vs_speed_of_the_selected_runs(tmp_path: Path) -> Non
         assert {p.workers: p.untrusted for p in view.data.points} == {1: False, 2: True}
         assert any("20261122-090000-local-cpu" in n for n in notes(app))  # left out, said
         assert "⚠ 2.50" in as_text(view.render())  # the untrusted mark
+        assert "◆ frontier)" in as_text(view.render())  # no ★: no deadline is set here
         await pilot.press("v")
         await settle(pilot)
         assert not view.display and screen.query_one("#overlay").display

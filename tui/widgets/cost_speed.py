@@ -43,8 +43,8 @@ def render_cost_speed(data: CostSpeedData, width: int, height: int) -> Group | T
     )
     rows = [
         Text(
-            f"efficiency vs {data.baseline} ({data.mode}, {data.epochs} epochs; "
-            "◆ frontier, ★ cheapest within the deadline)",
+            f"efficiency vs {data.baseline} ({data.mode}, {data.epochs} epochs; ◆ frontier"
+            + (", ★ cheapest within the deadline)" if data.deadline_h is not None else ")"),
             style="bold",
         )
     ]
