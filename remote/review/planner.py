@@ -37,6 +37,7 @@ from remote.review.datasize import PrepEstimate
 from remote.review.hardware import gpu_table
 from remote.review.input_size import measure_inputs
 from remote.review.metrics import billed_usd
+from remote.review.money_text import money
 from remote.review.plan_data import (
     engine_default,
     n_train_of,
@@ -164,6 +165,29 @@ def _target_hardware(profile: Profile, catalog: Catalog) -> tuple[str, str | Non
         return "ssh CPU", groups[0][0] if groups else None, count
     hardware = "+".join(models) or (f"CPU {groups[0][0]}" if groups else "unknown")
     return hardware, (groups[0][0] if groups else None), count
+
+
+def _beaten_note(candidates: list[Candidate], target: Candidate) -> str | None:
+    """A note naming the fastest configuration predicted at least 10 % faster than the
+    profile's own for no more $ (the headline is the profile's own, slower one)."""
+    better = [
+        c
+        for c in candidates
+        if c is not target and c.usd <= target.usd and c.seconds <= 0.9 * target.seconds
+    ]
+    if not better:
+        return None
+    best = min(better, key=lambda c: (c.seconds, c.usd))
+
+    def took(seconds: float) -> str:
+        return f"{seconds / 3600:,.2f} h" if seconds >= 3600 else f"{seconds:,.0f} s"
+
+    return (
+        f"{best.label} is predicted faster than the profile's own {target.label} "
+        f"({took(best.seconds)} against {took(target.seconds)}) for no more $ "
+        f"({money(best.usd)} against {money(target.usd)}); --write-profile with a --deadline "
+        "or --budget writes the pick as a profile"
+    )
 
 
 def label_of(profile: Profile, count: int, instance_type: str | None, workers: int) -> str:
@@ -520,6 +544,7 @@ def plan_profile(
             "worker-count band from the old study's leave-one-out: "
             + ", ".join(f"{e.workers} GPUs {e.error:+.1%}" for e in study_errors)
         )
+    notes += [n for n in [_beaten_note(candidates, target)] if n]
     return Plan(
         profile.name,
         n_epochs,

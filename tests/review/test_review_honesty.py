@@ -206,3 +206,16 @@ def test_a_broken_price_file_is_one_error_not_every_run_unreadable(
     assert main(["report", "first", "--runs-dir", str(runs), "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert f"{prices}:1: bad header" in err and "no sweep id" not in err
+
+
+def test_a_faster_configuration_for_no_more_dollars_is_pointed_out(
+    make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    """The headline is the profile's own configuration; a trial's plan showed a faster one at
+    the same $ in the table without a word."""
+    make_run("one", nproc=1, epoch_s=[30.0, 30.0], sync_s=0.0)  # the profile's own: 1 rank
+    make_run("two", nproc=2, epoch_s=[10.0, 10.0], sync_s=0.0)
+    plan = plan_profile(load_profile(TINY), list_runs(tmp_path / "runs"))
+    assert plan.target.label == "local ×1 proc"
+    (said,) = [n for n in plan.notes if "is predicted faster than the profile's own" in n]
+    assert said.startswith("local ×2 proc is predicted faster than the profile's own local ×1")
