@@ -61,6 +61,7 @@ def test_few_known_words_warn_and_are_recorded_and_resume_needs_no_folder(tmp_pa
         50,
     )  # the 10 it knows are the dataset's most frequent (vocab.json lists those first)
     assert "of its 50 most frequent words it knows 10, 20%" in proc.stderr
+    assert proc.stderr.count("WARNING: the embeddings run") == 1  # it was printed twice
     assert summary["init_embeddings"]["source"] == str(tmp_path / "emb")
     assert "few_known_words" in [w["code"] for w in summary["warnings"]]
     saved = json.loads((run / "train_config.json").read_text())

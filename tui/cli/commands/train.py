@@ -322,17 +322,19 @@ def run(args: argparse.Namespace) -> int:
     check_dataset(cfg.data_dir, cfg.max_train_samples)  # empty or one-class split: exit 2
     check_batch_size(cfg.data_dir, cfg)  # a batch above the split: a scaled lr that diverges
     saved = Path(cfg.run_dir) / "checkpoints" / "latest.pt"
+    said: set[str] = set()  # warning codes already printed before the ranks started
     if not (cfg.resume and saved.is_file()):  # resumed: the checkpoint holds the table
         few = check_init_embeddings(cfg.model, cfg.data_dir)  # none known, no such run: exit 2
         if few:
             print(visible(f"WARNING: {few}"), file=sys.stderr)
+            said.add("few_known_words")  # the summary carries it too: not printed twice
     printer = _Printer(quiet=args.json)
     try:
         launch_local(cfg, args.nproc, on_line=printer)
     except LaunchError as exc:
         if saved.is_file() and not printer.diverged:  # said last, after the tail
-            said = resume_hint(cfg, printer.checkpoint, refused=exc.rank_exit == 2)
-            exc.hint = "\n".join(filter(None, [exc.hint, said]))
+            way_on = resume_hint(cfg, printer.checkpoint, refused=exc.rank_exit == 2)
+            exc.hint = "\n".join(filter(None, [exc.hint, way_on]))
         raise
     except KeyboardInterrupt:  # Ctrl-C: the ranks are stopped; say where the run can go on
         if saved.is_file():
@@ -351,7 +353,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(summary_lines(summary, cfg.run_dir)))
     for warning in summary.get("warnings") or []:
-        print(visible(f"WARNING: {warning['message']}"), file=sys.stderr)
+        if warning.get("code") not in said:
+            print(visible(f"WARNING: {warning['message']}"), file=sys.stderr)
     return 0
 
 
