@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,29 @@ async def test_the_replay_of_a_run_resumed_since_says_so_and_offers_no_c(tmp_pat
         assert app.run_screen.state.status == "interrupted"
         assert not app.run_screen.check_action("resume", ()) and "c" not in footer_keys(app)
         assert "resumed since by 20261127-110000-tiny" in app.run_screen.source
+
+
+async def test_the_later_leg_is_looked_up_off_the_ui_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lookup reads every run's summary: with many runs it froze the dashboard."""
+    import remote.resume_chain as chain
+
+    first = stopped_run(tmp_path / "20261127-100000-tiny", usd=0.5)
+    stopped_run(tmp_path / "20261127-110000-tiny", usd=0.3, resumed_from=first)
+    threads: list[str] = []
+    real = chain.continued_by
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(chain, "continued_by", recording)
+    app = build_app(replay=first, runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "resumed since by 20261127-110000-tiny" in app.run_screen.source
+    assert threads and threading.main_thread().name not in threads
 
 
 def test_runs_rows_show_a_chain_total_and_which_run_continued(tmp_path: Path) -> None:

@@ -99,6 +99,8 @@ class FeedEnded(Message):
     """replay | live."""
     status: str
     """Run status at the end."""
+    resumed_by: str | None = None
+    """A replayed run's folder name that has since resumed it (looked up off the UI thread)."""
 
 
 class RunScreen(SentitopScreen):
@@ -232,7 +234,15 @@ class RunScreen(SentitopScreen):
         else:  # read to its end: a run that never ended is not running
             state.end_feed("unfinished", "the recording ends here (no run_end event)")
         self.post_message(EventsIngested(state.version))
-        self.post_message(FeedEnded("replay", state.status))
+        self.post_message(FeedEnded("replay", state.status, self._later_leg()))
+
+    def _later_leg(self) -> str | None:
+        """The run that resumed the replayed one since (reads every run's summary: off the UI)."""
+        from remote.resume_chain import continued_by
+
+        folder = self._replayed
+        later = continued_by(folder) if folder is not None and folder.parent.is_dir() else None
+        return later.folder.name if later is not None else None
 
     def start_live(self, row: ProfileRow) -> Worker[Any]:
         """Run a profile with the runner and watch it."""
@@ -302,14 +312,9 @@ class RunScreen(SentitopScreen):
 
     def on_feed_ended(self, message: FeedEnded) -> None:
         self.source = f"{self.source} · {message.source} ended ({message.status})"
-        self._resumed_by = None
-        if message.source == "replay" and self._replayed is not None:
-            from remote.resume_chain import continued_by
-
-            later = continued_by(self._replayed) if self._replayed.parent.is_dir() else None
-            if later is not None:  # its recorded "resume continues from it" is history now
-                self._resumed_by = later.folder.name
-                self.source += f" · resumed since by {later.folder.name}"
+        self._resumed_by = message.resumed_by
+        if message.resumed_by:  # its recorded "resume continues from it" is history now
+            self.source += f" · resumed since by {message.resumed_by}"
         self.refresh_views(force=True)
         self.refresh_bindings()  # a stopped run with a checkpoint offers `c`
         if message.source == "live":
