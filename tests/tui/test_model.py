@@ -238,3 +238,19 @@ def test_a_resumed_run_says_so_in_its_log() -> None:
     said = [line.text for line in state.log]
     assert "it resumes run r1 from that run's checkpoint" in said
     assert "training continues from the checkpoint at step 120" in said
+
+
+def test_a_resumed_run_reads_loading_until_its_trainer_starts() -> None:
+    """Until its `train_start` arrived, a run resuming epoch 3 of 3 read `epoch 1/3  step 0`."""
+    from tui.widgets.run_status import status_text
+
+    state = RunState()
+    state.ingest({"type": "run_start", "t": 1.0, "run": "r2", "profile": "p", "world_size": 1,
+                  "resumed_from": "r1", "config": {"epochs": 3}})  # fmt: skip
+    shown = status_text(state, {"eta": None, "projected": None}).plain
+    assert "epoch —" in shown and "step — (loading the checkpoint)" in shown
+    assert "step 0" not in shown
+    state.ingest({"type": "train_start", "t": 2.0, "rank": 0, "epochs": 3, "total_steps": 30,
+                  "steps_per_epoch": 10, "resumed_epoch": 2, "resumed_step": 0})  # fmt: skip
+    shown = status_text(state, {"eta": None, "projected": None}).plain
+    assert "epoch 3/3" in shown and "loading" not in shown

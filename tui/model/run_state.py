@@ -87,6 +87,8 @@ class RunState(RunViews):
     resumed_epoch: int = 0
     """Epochs done before the trainer started (`train_start` ``resumed_epoch``): a resumed
     run's first epoch event is not its first epoch."""
+    resumed_from: str = ""
+    """The run whose checkpoint this one resumes (`run_start` ``resumed_from``)."""
     version: int = 0
     """Bumped by every ingest call, so views can skip redraws."""
 
@@ -221,6 +223,7 @@ class RunState(RunViews):
         ranks = f"{self.world_size} rank{'s' if self.world_size != 1 else ''}"
         self._log(rel, "run", f"run {self.run_id} started ({self.profile}, {ranks})")
         if isinstance(earlier := ev.get("resumed_from"), str) and earlier:  # it was never said
+            self.resumed_from = earlier
             self._log(rel, "run", f"it resumes run {earlier} from that run's checkpoint")
 
     def _on_run_end(self, ev: Mapping[str, Any], rel: float) -> None:

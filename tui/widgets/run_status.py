@@ -49,11 +49,14 @@ def status_text(st: RunState, snap: dict[str, Any]) -> Text:
         done if (st.finished and not stopped_mid_way) or (total and done >= total) else done + 1
     )
     shown = str(current) if current else "—"  # stopped before its first step: not "0/12"
+    step = f"{st.global_step:,}"
+    if st.resumed_from and not st.train_plan and not st.finished:  # not epoch 1 step 0
+        shown, step = "—", "— (loading the checkpoint)"
     line2 = Text.assemble(
         ("epoch ", "dim"),
         f"{shown}/{total}" if total else shown,
         ("  step ", "dim"),
-        f"{st.global_step:,}",
+        step,
         ("  ", ""),
         rate,
         ("  elapsed ", "dim"),
