@@ -8,6 +8,7 @@ from rich.cells import cell_len
 
 from tests.tui.fakes import FIXTURE_RUN, build_app
 from tests.tui.scenes import settle
+from tui.app import SentitopApp
 from tui.format import format_seconds, format_usd, nice_number
 from tui.screens.run import SHARES_EMPTY, RunScreen
 from tui.widgets.braille import PlotLine, render_plot
@@ -82,3 +83,25 @@ async def test_the_runs_list_keeps_rows_in_a_tiny_terminal() -> None:
         await settle(pilot)
         table = app.screen.query_one(DataTable)
         assert table.row_count == 2 and table.region.height >= 5  # border, header, two rows
+
+
+def footer_line(app: SentitopApp) -> str:
+    """The footer row as drawn."""
+    return "".join(seg.text for seg in app.screen._compositor.render_strips()[-1])
+
+
+@pytest.mark.parametrize(("size", "all_keys"), [((80, 24), False), ((120, 40), True)])
+async def test_the_runs_footer_keeps_help_and_quit_on_screen(
+    size: tuple[int, int], all_keys: bool
+) -> None:
+    """At 80 columns the Runs screen's keys ran off the right edge: "… c Resume  u R"."""
+    app = build_app(start="runs")
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        line = footer_line(app)
+        assert "? Help" in line and "q Quit" in line and "space Select" in line
+        assert ("t Tear down" in line) is all_keys and ("^p palette" in line) is all_keys
+        assert cell_len(line.rstrip()) <= size[0]
+        await pilot.resize_terminal(120, 40)
+        await settle(pilot)
+        assert "t Tear down" in footer_line(app) and "? Help" in footer_line(app)

@@ -9,9 +9,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input, TextArea
+from textual.widgets import Input, TextArea
 from textual.worker import Worker, WorkerState
 
+from tui.widgets.fit_footer import FitFooter
 from tui.widgets.nav import NavBar
 
 
@@ -53,7 +54,7 @@ class SentitopScreen(Screen[None]):
         yield NavBar(self.MODE)
         yield from self.compose_body()
         yield Input(placeholder="filter…  (enter keeps it, esc clears)", id="filter")
-        yield Footer()
+        yield FitFooter()
 
     def compose_body(self) -> ComposeResult:
         """Widgets between the nav bar and the footer."""
