@@ -88,7 +88,7 @@ async def test_replay_shows_words_per_s_and_pip_loss_then_sentiment_again() -> N
         screen.start_replay(FIXTURE_RUN)  # a sentiment run after it: its own layout is back
         await settle(pilot)
         assert throughput.border_title == "samples/s"
-        assert pip.border_title == "load share per rank"
+        assert pip.border_title == "load shares"
         assert [ln.label for ln in pip.lines] == ["r0", "r1", "r2", "r3"]
         assert _columns(epochs) == ["ep", "train", "test", "acc", "F1", "time"]
         assert epochs.row_count == 3

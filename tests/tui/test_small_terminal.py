@@ -105,3 +105,15 @@ async def test_the_runs_footer_keeps_help_and_quit_on_screen(
         await pilot.resize_terminal(120, 40)
         await settle(pilot)
         assert "t Tear down" in footer_line(app) and "? Help" in footer_line(app)
+
+
+async def test_plot_titles_are_whole_at_80_columns() -> None:
+    """Four plots side by side read "loss  (x: st…", "load share p…" and "cost $0.499 (…"."""
+    app = build_app(replay=FIXTURE_RUN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        rows = ["".join(seg.text for seg in s) for s in app.screen._compositor.render_strips()]
+        tops = next(row for row in rows if "─ loss " in row)
+        assert "…" not in tops
+        assert all(title in tops for title in ("samples/s", "load shares", "cost $0.499"))
+        assert any(row.count("x: steps") == 3 and "x: time" in row for row in rows)

@@ -80,7 +80,7 @@ def test_replay_in_a_real_terminal(tmp_path: Path) -> None:
         pane = tmux.wait_for(lambda p: "replay ended (ok)" in p)
         assert "run 20261121-fixture" in pane
         assert "epoch 3/3" in pane and "$0.499" in pane
-        assert "load share per rank" in pane and "time per phase" in pane
+        assert "load shares" in pane and "time per phase" in pane
         assert any("\u2800" < ch <= "\u28ff" for ch in pane), "no braille plot drawn"
         assert "gpu-a" in pane and "stopped" in pane
         assert "q Quit" in pane.replace("  ", " ")  # the footer shows the keys
@@ -96,7 +96,7 @@ def test_replay_in_a_real_terminal(tmp_path: Path) -> None:
         tmux.wait_for(lambda p: "train loss of selected runs" in p and "━ 20261121-fixture" in p)
 
         tmux.keys("3")  # wait for the Run screen: a key sent before it shows goes to Runs
-        tmux.wait_for(lambda p: "load share per rank" in p and "selected runs" not in p)
+        tmux.wait_for(lambda p: "load shares" in p and "selected runs" not in p)
         # one burst, as a paste or a fast typist sends it: the keys after '/' go to the filter
         tmux.keys("-l", "/gpu-b")
         pane = tmux.wait_for(lambda p: "filter: gpu-b" in p)

@@ -27,8 +27,6 @@ from textual.worker import Worker, get_current_worker
 
 from engine.stop_rules import STOP_CHECKPOINT_S
 from tui.format import (
-    fmt,
-    fmt_duration,
     fmt_ranks,
     fmt_usd,
     format_seconds,
@@ -50,7 +48,7 @@ from tui.widgets.line_plot import LinePlot
 from tui.widgets.log_pane import LogPane
 from tui.widgets.recovery_marks import recovery_marks
 from tui.widgets.run_status import stages_text, status_text
-from tui.widgets.tables import phase_table
+from tui.widgets.tables import epoch_cells, phase_table
 
 X_AXES = ("steps", "time", "dollars")
 """X-axis choices of the loss, throughput and load-share plots (`x` cycles them)."""
@@ -504,12 +502,14 @@ class RunScreen(SentitopScreen):
         axis, x_format = self.x_axis, X_FORMATS[self.x_axis]
         embeddings = snap["workload"] == EMBEDDINGS
         loss = self.query_one("#plot-loss", LinePlot)
-        loss.border_title = f"{'SGNS ' if embeddings else ''}loss  (x: {axis}, press x)"
+        # the x-axis goes under each plot: four titles side by side were cut at 80 columns
+        loss.border_title = f"{'SGNS ' if embeddings else ''}loss"
         loss.set_lines([self._line(label, snap[label], axis, snap) for label in ("train", "test")])
         throughput = self.query_one("#plot-throughput", LinePlot)
         shares = self.query_one("#plot-shares", LinePlot)
         for plot in (loss, throughput, shares):
             plot.x_format = x_format
+            plot.border_subtitle = f"x: {axis}"
         if embeddings:  # words/s; PIP loss where the (absent) balancer's shares would be
             throughput.border_title = "words/s"
             throughput.set_lines([self._line("total", snap["words"], axis, snap)])
@@ -520,9 +520,7 @@ class RunScreen(SentitopScreen):
         else:
             throughput.border_title = "samples/s"
             shares.border_title = (
-                "load share per rank — balancer off: equal split"
-                if snap["balancer_off"]
-                else "load share per rank"
+                "load shares — balancer off: equal split" if snap["balancer_off"] else "load shares"
             )
             shares.empty, shares.y_min = SHARES_EMPTY, 0
             tp_lines = [self._line("total", snap["throughput"], axis, snap)]
@@ -539,7 +537,8 @@ class RunScreen(SentitopScreen):
             "no cost recorded for this run" if self.state.finished else "waiting for data…"
         )
         cost_plot.set_lines([cost_line, *recovery_marks(snap["recoveries"], cost.t, cost.y)])
-        cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)} (x: time)"
+        cost_plot.border_title = f"cost {fmt_usd(cost.y[-1] if cost.y.size else None)}"
+        cost_plot.border_subtitle = "x: time"
 
     def _draw_tables(self, snap: dict[str, Any]) -> None:
         epochs = self.query_one("#epochs", DataTable)
@@ -547,24 +546,7 @@ class RunScreen(SentitopScreen):
         # the table follows the run unless the cursor was moved up to an older epoch
         following = epochs.row_count == 0 or epochs.cursor_row >= epochs.row_count - 1
         for row in snap["epochs"]:
-            cells: tuple[str, ...]
-            if snap["workload"] == EMBEDDINGS:
-                cells = (
-                    str(row.epoch + 1),  # events count epochs from 0, people from 1
-                    fmt(row.train_loss, ".3f"),
-                    fmt(row.pip_loss, ".4g"),
-                    nice_number(row.words_per_s) if row.words_per_s is not None else "—",
-                    fmt_duration(row.seconds),
-                )
-            else:
-                cells = (
-                    str(row.epoch + 1),
-                    fmt(row.train_loss, ".3f"),
-                    fmt(row.test_loss, ".3f"),
-                    fmt(row.accuracy, ".3f"),
-                    fmt(row.f1, ".3f"),
-                    fmt_duration(row.seconds),
-                )
+            cells = epoch_cells(row, embeddings=snap["workload"] == EMBEDDINGS)
             self._epoch_keys.append(epochs.add_row(*cells))
         while len(self._epoch_keys) > EPOCH_ROWS:  # the table stays bounded too
             epochs.remove_row(self._epoch_keys.popleft())

@@ -1,4 +1,4 @@
-"""Table helpers: cell formatting and the per-phase time breakdown renderable."""
+"""Table helpers: cell formatting, epoch rows and the per-phase time breakdown renderable."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from rich.table import Table
 from rich.text import Text
+
+from tui.format import fmt, fmt_duration, nice_number
+from tui.model.records import EpochRow
 
 PHASE_LABELS = {
     "data": "data",
@@ -24,6 +27,28 @@ def bar(fraction: float, width: int) -> str:
     eighths = round(fraction * width * 8)
     full, part = divmod(eighths, 8)
     return ("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")).ljust(width, "·")[:width]
+
+
+def epoch_cells(row: EpochRow, *, embeddings: bool) -> tuple[str, ...]:
+    """One epochs-table row: SGNS loss, PIP loss and words/s for an embeddings run, else train
+    and test loss, accuracy and F1; epochs counted from 1 (events count them from 0)."""
+    if embeddings:
+        rate = nice_number(row.words_per_s) if row.words_per_s is not None else "—"
+        return (
+            str(row.epoch + 1),
+            fmt(row.train_loss, ".3f"),
+            fmt(row.pip_loss, ".4g"),
+            rate,
+            fmt_duration(row.seconds),
+        )
+    return (
+        str(row.epoch + 1),
+        fmt(row.train_loss, ".3f"),
+        fmt(row.test_loss, ".3f"),
+        fmt(row.accuracy, ".3f"),
+        fmt(row.f1, ".3f"),
+        fmt_duration(row.seconds),
+    )
 
 
 def phase_table(phases: Mapping[int, Mapping[str, float]], order: Sequence[str]) -> Table | Text:
