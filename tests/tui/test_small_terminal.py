@@ -117,3 +117,28 @@ async def test_plot_titles_are_whole_at_80_columns() -> None:
         assert "…" not in tops
         assert all(title in tops for title in ("samples/s", "load shares", "cost $0.499"))
         assert any(row.count("x: steps") == 3 and "x: time" in row for row in rows)
+
+
+async def test_prices_at_80_columns_keep_dollars_per_epoch_and_sort_by_the_clicked_header() -> None:
+    """At 80 columns $/epoch, the column the screen is for, was off-screen to the right."""
+    from pathlib import Path
+
+    from tui.screens.prices import PricesScreen
+    from tui.widgets.fitted_table import FittedTable
+
+    app = build_app(start="prices", selected_profile=Path("profiles/two-t4-nodes.yaml"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PricesScreen)
+        table = screen.query_one(FittedTable)
+        labels = [str(c.label) for c in table.ordered_columns]
+        assert "$/epoch" in labels and "age" not in labels and table.row_count == 7
+        x = 1 + sum(
+            c.get_render_width(table) for c in table.ordered_columns[: labels.index("$/epoch")]
+        )
+        await pilot.click(FittedTable, offset=(x + 2, 1))  # its header: not the 7th of all columns
+        await pilot.pause()
+        costs = [r.usd_per_epoch for r in screen.visible_rows()]
+        known = [c for c in costs if c is not None]
+        assert known == sorted(known) and costs[: len(known)] == known

@@ -18,9 +18,11 @@ from textual.widgets import DataTable
 
 from engine.errors import SentitopError
 from tui.format import fmt_age, fmt_usd
+from tui.model.columns import Col
 from tui.model.rows import EpochCosts, PriceList, PriceRow
 from tui.screens.base import SentitopScreen
 from tui.services import Services
+from tui.widgets.fitted_table import FittedTable
 
 COLUMNS: list[tuple[str, int, Callable[[PriceRow], Any]]] = [
     ("instance", 15, lambda r: r.instance),
@@ -36,6 +38,9 @@ COLUMNS: list[tuple[str, int, Callable[[PriceRow], Any]]] = [
     ("age", 5, lambda r: r.age_s if r.age_s is not None else math.inf),
 ]
 """Column titles, fixed widths (no jumping as rows arrive) and sort keys."""
+LEFT_OUT_FIRST = {"age": 1, "mem GiB": 2, "GPU GiB": 3, "source": 4, "vCPU": 5}
+"""Columns a narrow terminal leaves out, in this order (at 80 columns $/epoch was off-screen)."""
+FITTED = tuple(Col(title, width, drop=LEFT_OUT_FIRST.get(title, 0)) for title, width, _ in COLUMNS)
 SOURCE_STYLE = {"live": "green", "cache": "cyan", "bundled": "yellow", "user": "magenta"}
 
 
@@ -86,13 +91,11 @@ class PricesScreen(SentitopScreen):
         """The profile the costs were asked for."""
 
     def compose_body(self) -> ComposeResult:
-        yield DataTable(id="prices-table", cursor_type="row", zebra_stripes=True)
+        yield FittedTable(FITTED, id="prices-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.border_title = "instance catalog"
-        for title, width, _ in COLUMNS:
-            table.add_column(title, key=title, width=width)
         self.set_note("reading prices…")
         self.call_after_refresh(self._load, False)  # paint the first frame, then read
         self._price_selected()
@@ -156,7 +159,7 @@ class PricesScreen(SentitopScreen):
         self._fill()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        index = event.column_index
+        index = [title for title, _, _ in COLUMNS].index(str(event.label))  # not a shown index
         self.sort_reverse = not self.sort_reverse if index == self.sort_column else False
         self.sort_column = index
         self._fill()
@@ -175,14 +178,17 @@ class PricesScreen(SentitopScreen):
         key = COLUMNS[self.sort_column][2]
         return sorted(rows, key=lambda r: (key(r), r.instance), reverse=self.sort_reverse)
 
+    def on_fitted_table_refitted(self, message: FittedTable.Refitted) -> None:
+        self._fill()
+
     def _fill(self) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one(FittedTable)
         table.clear()
         per_epoch = self.costs.usd_per_epoch if self.costs else {}
         for row in self.rows:
             row.usd_per_epoch = per_epoch.get(row.instance)
         for row in self.visible_rows():
-            table.add_row(
+            table.add_fitted_row(
                 Text(row.instance),  # names from the price source are foreign text
                 Text(row.gpu_model or "—"),
                 str(row.gpus),
@@ -197,6 +203,7 @@ class PricesScreen(SentitopScreen):
                 Text(_per_epoch(row.usd_per_epoch), justify="right"),
                 Text(row.source, style=SOURCE_STYLE.get(row.source, "")),
                 fmt_age(row.age_s),
+                key=row.instance,
             )
         arrow = "▼" if self.sort_reverse else "▲"
         table.border_subtitle = f"sorted by {COLUMNS[self.sort_column][0]} {arrow}" + (
