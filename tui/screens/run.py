@@ -364,8 +364,8 @@ class RunScreen(SentitopScreen):
             return self.stopped_with_checkpoint()
         if action == "stop":  # a live run, or a replay still playing
             return self.live or (self._feed is not None and not self._feed.is_finished)
-        if action == "teardown":  # a recording's machines are the Runs screen's `t`
-            return self._replayed is None
+        if action == "teardown":  # a recording's machines are the Runs screen's `t`; a local
+            return self._replayed is None and self.cloud_resources_up() > 0  # run has none
         return super().check_action(action, parameters)
 
     def action_resume(self) -> None:
