@@ -313,3 +313,19 @@ async def test_v_shows_cost_vs_speed_of_the_selected_runs(tmp_path: Path) -> Non
         await pilot.press("v")
         await settle(pilot)
         assert not view.display and screen.query_one("#overlay").display
+
+
+async def test_cost_view_of_runs_without_a_summary_says_why_it_is_empty() -> None:
+    """Both fixture runs finished 3 epochs (events only, no summary.json), and the view said
+    "select runs that finished at least one epoch"."""
+    from tui.widgets.cost_speed import CostSpeedView
+
+    app = build_app(start="runs")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("v", "space", "down", "space")
+        await settle(pilot)
+        view = app.screen.query_one("#cost-speed", CostSpeedView)
+        assert view.data is not None and not view.data.points
+        assert "2 selected run(s) left out: no summary.json" in view.data.message
+        assert "finished at least one epoch" not in as_text(view.render())

@@ -51,6 +51,10 @@ profile and status may shrink or grow with the terminal, and which columns a nar
 out first (F1, samples/s, epochs, ranks). "ranks" are the training processes with what they ran
 on ("4 GPU", "2 CPU"), as on the Profiles screen: a CPU run has ranks but no GPUs."""
 RUN_WIDTH = next(c.width for c in COLUMNS if c.label == "run")
+NO_SUMMARY = (
+    "{n} selected run(s) left out: no summary.json (still running, or stopped before writing "
+    "it); $ vs hours compares runs with one"
+)
 
 
 def columns_for(rows: list[RunRow]) -> tuple[Col, ...]:
@@ -398,7 +402,10 @@ class RunsScreen(SentitopScreen):
                 records.append(load_run(path))
             except (InputError, OSError):  # unfinished (no summary yet) or damaged
                 unreadable.append(Path(path).name)
-        self.post_message(CostLoaded(cost_speed_data(records), unreadable))
+        data = cost_speed_data(records)
+        if unreadable and not data.points:  # not "select runs that finished an epoch": they did
+            data = replace(data, message=NO_SUMMARY.format(n=len(unreadable)))
+        self.post_message(CostLoaded(data, unreadable))
 
     def on_cost_loaded(self, message: CostLoaded) -> None:
         self.query_one("#cost-speed", CostSpeedView).set_data(message.data)
