@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -169,6 +170,21 @@ def _pump(r: _Rank, stream: IO[bytes], name: str, on_line: LineHandler) -> None:
             r.finished = True
         on_line(r.rank, name, line)
     stream.close()
+
+
+RANK_FAILED = re.compile(r"rank (?P<rank>\d+) \(pid \d+\) failed: (?P<why>[^;]+)")
+"""The launcher's own line for a failed rank (see launch_ranks), as a node's log tail holds it."""
+
+
+def rank_failure(lines: Sequence[str]) -> str | None:
+    """`rank 1 killed by SIGKILL` from a node launcher's last lines (None: no rank failed): the
+    node itself exits 1 whatever its rank died of."""
+    for line in reversed(lines):
+        if found := RANK_FAILED.search(line):
+            why = found["why"].strip()
+            why = why.replace("exit code", "exited with code", 1) if why[:1] == "e" else why
+            return f"rank {found['rank']} {why}"
+    return None
 
 
 def _describe(code: int) -> str:

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from engine.errors import LaunchError, peer_lost
 from engine.events import EventSink
+from engine.launch import rank_failure
 from remote.shell import check_name, launch_argv
 from remote.streams import LineCallback, LineSplitter, RunStreams
 from remote.teardown_await import finish_despite_cancel
@@ -95,13 +96,19 @@ class NodeFailedError(LaunchError):
         self.exits: dict[str, int] = {node: exit_code}
         """Exit code of every node that failed (the cause and those after it)."""
         why = "lost its connection" if exit_code == LOST else f"exited with code {exit_code}"
+        rank = rank_failure(self.tail) if exit_code == 1 else None  # what its launcher said
+        why += f" ({rank})" if rank else ""
         if reason:
             why = f"was given up ({reason})"
         shown = "\n".join(f"    | {line}" for line in self.tail) or "    (no output)"
+        hint = f"the full log is {log_path}"
+        if rank and rank.endswith("SIGKILL"):  # nothing of ours sends it before a TERM
+            hint += "; a rank killed by SIGKILL is most often the kernel's out-of-memory killer"
+            hint += " (see `dmesg` on that node): fewer ranks per node or a smaller batch"
         super().__init__(
             f"node {node} ({where}) {why} during {stage}; every node was stopped.\n"
             f"  last lines of {log_path}:\n{shown}",
-            hint=f"the full log is {log_path}",
+            hint=hint,
         )
 
 

@@ -481,3 +481,19 @@ async def test_node_configs_name_the_init_embeddings_each_node_reads(
     for node in ("a", "b"):
         cfg = json.loads((run_dir / "config" / f"train-{node}.json").read_text())
         assert cfg["model"]["init_embeddings"] == value  # local nodes read the folder in place
+
+
+async def test_a_node_whose_rank_was_sigkilled_says_which_and_why(tmp_path: Path) -> None:
+    """The real launcher, a rank killed by SIGKILL: the error read "node n0 exited with code 1"
+    (the launcher's own code), with the rank and the signal only in the log's last lines."""
+    run_dir = tmp_path / "runs" / "killed"
+    argv = (PY, "-m", "engine.launch", "--nproc", "2", "tests.sigkill_rank")
+    launcher = Command(argv=argv, cwd=str(Path(__file__).parents[2]))
+    async with LocalCluster(["n0"]) as cluster:
+        await cluster.start(run_dir)
+        with pytest.raises(NodeFailedError) as caught:
+            await cluster.run({"n0": launcher})
+    error = caught.value
+    assert error.node_exit_code == 1
+    assert "node n0 (localhost) exited with code 1 (rank 1 killed by SIGKILL)" in error.message
+    assert "out-of-memory killer" in (error.hint or "")
