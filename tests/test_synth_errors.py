@@ -245,6 +245,9 @@ def test_gzip_flag_with_a_plain_name_is_refused(
         (["--reviews", "20", "--test-fraction", "0.95"], ("1 train", "--reviews 30")),
         (["--reviews", "2.5"], ("--reviews", "whole number")),
         (["--reviews", "0"], ("--reviews",)),
+        # 10 G words: the word list ran the box out of memory (OOM kill, a stage folder left)
+        (["--reviews", "1000", "--vocab-size", "10000000000"], ("--vocab-size", "2,000,000")),
+        (["--reviews", "1000", "--vocab-size", "1"], ("--vocab-size",)),
     ],
 )
 def test_dataset_settings_without_both_splits_are_refused(

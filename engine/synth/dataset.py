@@ -34,6 +34,10 @@ POSITIVE_SHARE = 0.7
 """Share of positive rows (the real files' balance after de-duplication)."""
 MEAN_LENGTH = 45.0
 """Mean content words per review before truncation (geometric lengths, at least 1)."""
+MAX_VOCAB = 2_000_000
+"""Largest --vocab-size: the vocabulary file lists every word, and a model trained on it holds
+an embedding row per word in every rank (2 M × 128 floats = 1 GB). 10 G words ran the box out
+of memory building the word list."""
 SENTIMENT_WORDS = 64
 """Word ids per label that carry sentiment (moderately rare ones, from vocab_size / 10 on):
 a positive row draws some of its words from the first SENTIMENT_WORDS, a negative one from the
@@ -100,8 +104,11 @@ def write_synthetic_dataset(
         raise InputError("n_train + n_test: at least one row is needed")
     if not 1 <= seq_len <= MAX_SEQ_LEN:
         raise InputError(f"--seq-len: must be 1 to {MAX_SEQ_LEN:,} tokens, got {seq_len:,}")
-    if vocab_size < 2:
-        raise InputError(f"--vocab-size: must be >= 2, got {vocab_size}")
+    if not 2 <= vocab_size <= MAX_VOCAB:
+        raise InputError(
+            f"--vocab-size: must be 2 to {MAX_VOCAB:,} words, got {vocab_size:,}",
+            hint="the real corpus's default vocabulary is 30,000 words",
+        )
     if seed < 0:
         raise InputError(f"--seed: must be >= 0, got {seed}")
     out = Path(out_dir)
