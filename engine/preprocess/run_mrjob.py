@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from mrjob.job import MRJob
 from mrjob.parse import is_uri
 from mrjob.step import MRStep
@@ -252,6 +253,45 @@ def input_uris(inputs: list[str]) -> list[list[str]]:
     return result
 
 
+def conf_paths(extra_args: list[str]) -> list[str]:
+    """The mrjob config files named in ``--mrjob-arg`` values (--conf-path X, =X, -c X)."""
+    paths = []
+    for i, arg in enumerate(extra_args):
+        if arg.startswith("--conf-path="):
+            paths.append(arg.split("=", 1)[1])
+        elif arg in ("--conf-path", "-c") and i + 1 < len(extra_args):
+            paths.append(extra_args[i + 1])
+    return paths
+
+
+def check_conf_paths(extra_args: list[str]) -> None:
+    """InputError naming a --conf-path that is no readable file (mrjob's own failure read
+    "cannot write to the scratch folder")."""
+    for path in conf_paths(extra_args):
+        if not os.path.isfile(path):
+            why = "is a folder" if os.path.isdir(path) else "does not exist"
+            raise InputError(
+                f"--mrjob-arg --conf-path: {path} {why}",
+                hint="give the path of an mrjob.conf file, or leave --conf-path out",
+            )
+
+
+def _make_runner(mr: PreprocessJob, extra_args: list[str]) -> Any:
+    """mr.make_runner(), with an mrjob.conf that is no YAML named as bad input."""
+    try:
+        return mr.make_runner()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        named = conf_paths(extra_args)
+        raise InputError(
+            f"{named[-1] if named else 'mrjob.conf'}: not a valid mrjob config "
+            f"({getattr(exc, 'problem', None) or 'YAML error'}{where})",
+            hint="an mrjob.conf is YAML or JSON: "
+            "https://mrjob.readthedocs.io/en/latest/guides/configs-basics.html",
+        ) from None
+
+
 def run_mrjob(
     cfg: PreprocessConfig, job: JobSettings, progress: Progress | None, extra_args: list[str]
 ) -> LocalResult:
@@ -279,11 +319,19 @@ def run_mrjob(
             )
         args += ["--py-files", engine_zip(job.tmp)]
     args += [path if is_uri(path) else glob.escape(path) for path in cfg.inputs]  # mrjob globs
-    mr = PreprocessJob(args=args)
+    check_conf_paths(extra_args)
+    try:
+        mr = PreprocessJob(args=args)
+    except ValueError as exc:  # mrjob's argument parser: "unrecognized arguments: --foo"
+        raise InputError(
+            f"--mrjob-arg: mrjob refused {' '.join(extra_args)}: {exc}",
+            hint=f"`python -m engine.preprocess.run_mrjob --help -r {cfg.runner}` lists the "
+            "options mrjob takes; pass each as --mrjob-arg=--OPTION=VALUE",
+        ) from None
     part = ReducedPart()
     words: Counter[bytes] = Counter()
     stats = MapStats()
-    with _no_config_notice(), mr.make_runner() as runner:
+    with _no_config_notice(), _make_runner(mr, extra_args) as runner:
         try:
             try:
                 runner.run()

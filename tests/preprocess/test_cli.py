@@ -117,3 +117,31 @@ def test_skipped_examples_keep_their_line_numbers_in_the_table(
     assert main(["preprocess", "-i", str(path), "-o", str(tmp_path / "out")]) == 0
     out = "".join(capsys.readouterr().out.split())  # the cell may wrap: join its pieces
     assert "amazon_reviews_of_some_category_5.jsonl:301" in out.replace("│", "")
+
+
+@pytest.mark.parametrize(
+    ("mrjob_arg", "said"),
+    [
+        # mrjob's own parser raised ValueError: a 47-line traceback, exit 1
+        ("--foo", "--mrjob-arg: mrjob refused --foo: unrecognized arguments: --foo"),
+        # read "cannot write to the scratch folder …", hinting at the output folder
+        ("--conf-path=MISSING", "--conf-path: MISSING does not exist"),
+        # yaml.parser.ParserError traceback, exit 1
+        ("--conf-path=BAD", "BAD: not a valid mrjob config"),
+    ],
+)
+def test_a_bad_mrjob_arg_is_bad_input_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mrjob_arg: str, said: str
+) -> None:
+    bad = tmp_path / "bad.conf"
+    bad.write_text("runners:\n  inline:\n    foo: [unclosed\n")
+    names = {"MISSING": str(tmp_path / "none.conf"), "BAD": str(bad)}
+    for key, value in names.items():
+        mrjob_arg, said = mrjob_arg.replace(key, value), said.replace(key, value)
+    argv = ["preprocess", "--input", str(_input(tmp_path)), "--output", str(tmp_path / "o")]
+    assert main([*argv, "--runner", "inline", f"--mrjob-arg={mrjob_arg}"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+    if "not a valid" in said:
+        assert "line 4" in err
+    assert not (tmp_path / "o").exists()
