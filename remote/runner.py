@@ -235,6 +235,7 @@ async def execute_run(
     run's folder (remote.resume.resumable_run) whose checkpoint the training continues from.
     ``on_start`` gets the new run folder as soon as it exists.
     """
+    preflight(profile)  # what refuses the run with nothing started makes no run folder either
     run_dir = new_run_dir(runs_dir or runs_root(), profile.name)
     if on_start is not None:
         on_start(run_dir)
@@ -379,13 +380,19 @@ async def _checkpoint_first(ctx: TrainContext, work: asyncio.Task[None]) -> str:
     return f"; checkpoint {stored.place()} kept: resume continues from it"
 
 
-async def _stages(ctx: TrainContext) -> None:
-    check_init_embeddings(ctx.train.model)  # a missing embeddings run: exit 2, nothing started
-    ctx.profile.check_key_files()  # a missing SSH key: exit 2 before any instance bills
-    if ctx.profile.provider == "ec2":  # no credentials: say so before preprocessing, not after
+def preflight(profile: Profile) -> None:
+    """Refuse (exit 2, raised before a run folder exists) a profile whose run would stop at its
+    start: a missing embeddings run, SSH key or AWS credentials. A refused EC2 profile whose key
+    file was missing left a "failed" run in `sentitop runs` at every try."""
+    check_init_embeddings(profile.to_train_config("", "train").model)
+    profile.check_key_files()  # before any instance bills
+    if profile.provider == "ec2":  # no credentials: say so before preprocessing, not after
         from remote import aws
 
-        aws.require_credentials("start the profile's EC2 instances", ctx.profile.region)
+        aws.require_credentials("start the profile's EC2 instances", profile.region)
+
+
+async def _stages(ctx: TrainContext) -> None:
     emr_keys = []
     if ctx.profile.preprocess.runner == "emr":
         lines = [line for line in ctx.profile.cost_lines(ctx.book) if line.stage == "preprocess"]

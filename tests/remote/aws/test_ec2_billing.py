@@ -187,8 +187,6 @@ def test_a_missing_ssh_key_file_is_refused_before_any_instance_bills(
 ) -> None:
     """The key was checked only at the first SSH connection: after the launch (60 s billed per
     instance at least) and the boot."""
-    from engine.events import read_events
-    from remote.clusters.ec2_fleet import describe_tagged
     from tui.cli import main
 
     monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "cache"))
@@ -199,7 +197,6 @@ def test_a_missing_ssh_key_file_is_refused_before_any_instance_bills(
     assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err
     assert f"nodes[0].key: {missing} is not a file" in err and "Traceback" not in err
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    assert describe_tagged(ec2, run_dir.name, ("pending", "running", "terminated")) == []
-    stages = [e.get("stage") for e in read_events(run_dir / "events.jsonl")]
-    assert "synth" not in stages and "preprocess" not in stages
+    # refused before anything started, a run folder included: each try had left a "failed"
+    # run in `sentitop runs`
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
