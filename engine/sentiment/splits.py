@@ -111,7 +111,7 @@ def check_batch_size(data_dir: str | Path, cfg: Any) -> None:
         return
     scaled = cfg.lr * cfg.batch_size / cfg.lr_reference_batch
     raise ConfigError(
-        f"batch size {cfg.batch_size:,} (--batch-size; train.batch in a profile) is larger "
+        f"batch size {cfg.batch_size:,} (--batch-size; train.batch_size in a profile) is larger "
         f"than the {rows:,} training samples of {Path(data_dir) / DATASET_FILE}: each step "
         f"would be the whole split, at a learning rate scaled to that batch ({scaled:.3g} = "
         "lr × batch / lr_reference_batch)",

@@ -188,7 +188,7 @@ def test_a_batch_above_the_training_split_exits_2_before_any_node(write_profile,
     path.write_text(path.read_text().replace("batch: 64", "batch: 1000000"))
     result = sentitop("run", str(path), env=run_env, timeout=120)
     assert result.returncode == 2, result.stderr
-    assert "batch size 1,000,000 (--batch-size; train.batch in a profile)" in result.stderr
+    assert "batch size 1,000,000 (--batch-size; train.batch_size in a profile)" in result.stderr
     assert "Traceback" not in result.stderr and "launch:" not in result.stderr
 
 
