@@ -267,3 +267,33 @@ def test_unreadable_fields_are_named_with_what_to_pass(
         run_preprocess(cfg)
     assert said in caught.value.message
     assert hint in (caught.value.hint or "")
+
+
+def test_plain_size_of_gzip_files(tmp_path: Path) -> None:
+    """Exact for a small file (members after members too), within a few % past the sample,
+    the file's own size for a plain or damaged one."""
+    import gzip
+    import random
+
+    from engine.preprocess.readers import SIZE_SAMPLE, plain_size
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(3000)]
+    text = " ".join(rng.choice(words) for _ in range(2_000_000)).encode()
+    cases = {
+        "small.gz": (gzip.compress(text[:50_000]), 50_000),
+        "two.gz": (gzip.compress(text[:30_000]) + gzip.compress(text[:20_000]), 50_000),
+        "big.gz": (gzip.compress(text), len(text)),
+    }
+    for name, (data, size) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        got = plain_size(str(path), len(data))
+        assert got == size if len(data) <= SIZE_SAMPLE else abs(got / size - 1) < 0.05, name
+    assert len(cases["big.gz"][0]) > SIZE_SAMPLE
+    damaged = tmp_path / "damaged.gz"
+    damaged.write_bytes(cases["small.gz"][0][:10] + b"\0" * 500)
+    assert plain_size(str(damaged), 510) == 510
+    flat = tmp_path / "flat.jsonl"
+    flat.write_bytes(text[:1000])
+    assert plain_size(str(flat), 1000) == 1000

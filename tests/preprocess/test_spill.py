@@ -351,3 +351,25 @@ def test_profile_memory_budget_is_a_size() -> None:
     assert PreprocessSpec().to_config(["x.jsonl"], "out").memory_budget is None
     with pytest.raises(ValidationError, match=r"memory_budget|size"):
         PreprocessSpec(memory_budget="lots")  # type: ignore[arg-type]
+
+
+def test_a_gzip_input_is_planned_on_its_decompressed_size(tmp_path: Path) -> None:
+    """IMDB's 25.8 MB .gz (69 MB of JSON) at an 8 MB budget: no note at all, and the buckets
+    were sized for 25.8 MB; the note's "up to" was under the scratch a plain file used."""
+    import gzip
+
+    lines = [
+        json.dumps({"reviewText": f"review {i} " + "word " * 150, "overall": i % 5 + 1}).encode()
+        for i in range(20_000)
+    ]
+    plain = b"".join(line + b"\n" for line in lines)
+    src = tmp_path / "in.jsonl.gz"
+    src.write_bytes(gzip.compress(plain))
+    assert src.stat().st_size * 20 < len(plain)  # compresses well, as text does
+    sink = ListSink()
+    cfg = PreprocessConfig(inputs=[str(src)], output=str(tmp_path / "o"), memory_budget=1 << 20)
+    stats = run_preprocess(cfg, Emitter(sink))
+    note = next(e for e in sink.events if e["type"] == "progress")["note"]
+    assert f"input {len(plain) / 1e6:.1f} MB is much larger" in note
+    assert f"up to ≈ {2 * len(plain) / 1e6:.1f} MB" in note
+    assert stats["spill"]["runs"] >= 1
