@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -86,8 +87,18 @@ def _explain(exc: Exception) -> str:
         return f"AWS did not answer in time ({exc})"
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
-        return f"AWS refused: {error.get('Code', '?')}: {error.get('Message', '')}".rstrip(": ")
+        said = one_line(str(error.get("Message", "")))
+        return f"AWS refused: {error.get('Code', '?')}: {said}".rstrip(": ")
     return f"{type(exc).__name__}: {exc}"
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """An error body as one short line: an HTML page (a proxy's, or an endpoint without the
+    Pricing API) gives its <title>, not 5 lines of markup in a warning."""
+    if "<" in text and (title := re.search(r"<title>(.*?)</title>", text, re.I | re.S)):
+        text = title.group(1)
+    text = " ".join(re.sub(r"<[^>]*>", " ", text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _guard(call: Any, *args: Any, **kwargs: Any) -> Any:

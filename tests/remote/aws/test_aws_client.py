@@ -73,3 +73,17 @@ def test_a_bad_region_flag_is_a_usage_error(command: list[str], capsys) -> None:
     err = capsys.readouterr().err
     assert "argument --region: 'us-east-1[bold]' is not an AWS region name" in err
     assert "Traceback" not in err
+
+
+def test_live_prices_from_an_endpoint_without_the_pricing_api_warn_in_one_line(
+    aws_env: str, tmp_path, monkeypatch, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    """moto's server has no Pricing API: its 500 page came out as 5 lines of HTML in the
+    warning ("AWS refused: 500: <!doctype html><html lang=en><title>…")."""
+    from tui.cli import main
+
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SENTITOP_AWS_ENDPOINT_URL", aws_env)
+    assert main(["prices", "--refresh"]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "live prices" in line]
+    assert warned and all("<" not in line and "html" not in line.lower() for line in warned)
