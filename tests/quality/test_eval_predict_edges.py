@@ -277,6 +277,23 @@ def test_confident_misses_orders_wrong_decisions_by_confidence() -> None:
     assert confident_misses(proba, labels, texts, where, 0) == []
 
 
+def test_a_text_wrong_at_several_lines_is_listed_once() -> None:
+    """`--misses 3` listed one duplicated review three times (lines 114, 2229 and 27)."""
+    import numpy as np
+
+    from engine.sentiment.misses import confident_misses
+
+    proba = np.array([0.05, 0.05, 0.3, 0.05, 0.4])
+    labels = np.array([1, 1, 1, 1, 1])
+    texts = ["same", "same", "other", "same", "third"]
+    where = [("f", n) for n in (114, 2229, 50, 27, 60)]
+    listed = confident_misses(proba, labels, texts, where, 2)
+    assert [(m["text"], m["line"], m["repeats"]) for m in listed] == [
+        ("same", 114, 2),
+        ("other", 50, 0),
+    ]
+
+
 def test_eval_misses_point_at_the_lines_that_were_decided_wrong(
     trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

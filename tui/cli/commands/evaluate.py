@@ -233,6 +233,8 @@ def miss_lines(metrics: dict[str, Any]) -> list[str]:
     for miss in listed:
         label = "pos " if miss["label"] else "neg "
         where = preview(f"{miss['file']}:{miss['line']}", 200)
+        if miss.get("repeats"):  # the same text wrong at more lines: listed once
+            where += f" (+{miss['repeats']} more line{'s' if miss['repeats'] > 1 else ''})"
         lines.append(f"{label}  {miss['p_positive']:.4f}  {where}  {preview(miss['text'])}")
     return lines
 
@@ -299,8 +301,9 @@ def repeats_warning(metrics: dict[str, Any]) -> str | None:
     distinct = metrics.get("distinct_texts")
     if distinct is None or distinct >= REPEATS_SHARE * metrics["n"]:
         return None
+    verb = "has a distinct text" if distinct == 1 else "have distinct texts"
     return (
-        f"warning: only {distinct} of these {metrics['n']} reviews have distinct texts: the "
+        f"warning: only {distinct:,} of these {metrics['n']:,} reviews {verb}: the "
         "interval and p count each repeat as new evidence and look surer than they are"
     )
 
