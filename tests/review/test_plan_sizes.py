@@ -102,10 +102,10 @@ def test_sizes_read_and_write_petabytes() -> None:
     [
         (["plan", "local", "--data-size", "-5GB"], "--data-size: size must be positive"),
         (["plan", "local", "--data-size", "-.5GB"], "--data-size: size must be positive"),
-        (["plan", "local", "--deadline", "-2h"], "'-2h': expected hours such as 2h"),
+        (["plan", "local", "--deadline", "-2h"], "'-2h': expected a time such as 2h"),
         (["plan", "local", "--top", "-3"], "'-3': expected an integer >= 1"),
         (["preprocess", "-i", "x", "-o", "y", "--memory-budget", "-5MB"], "must be positive"),
-        (["report", "x", "--output", "o", "--deadline", "-2h"], "'-2h': expected hours such"),
+        (["report", "x", "--output", "o", "--deadline", "-2h"], "'-2h': expected a time such"),
     ],
 )
 def test_a_negative_value_reaches_the_options_own_check(
@@ -148,3 +148,13 @@ def test_a_budget_below_1mib_is_refused_before_any_progress_bar(
     assert not out.exists()
     inline = ["preprocess", "-i", str(src), "-o", str(out), "--runner", "inline", "--json"]
     assert main([*inline, "--memory-budget", "1000KB"]) == 0  # the local runner's budget only
+
+
+@pytest.mark.parametrize(
+    ("written", "hours"), [("2h", 2.0), ("90m", 1.5), ("1h30m", 1.5), ("90s", 0.025), ("1.5", 1.5)]
+)
+def test_deadlines_take_the_units_a_profile_takes(written: str, hours: float) -> None:
+    """`plan --deadline 30s` was refused while a profile's ready_timeout takes 90s."""
+    from tui.cli.commands.plan import parse_hours
+
+    assert parse_hours(written) == pytest.approx(hours)

@@ -85,17 +85,21 @@ def register(sub: Any) -> None:
 
 
 def parse_hours(text: str) -> float:
-    """Hours in '2h', '90m', '1h30m', '45min' or a bare number of hours."""
+    """Hours in '2h', '90m', '1h30m', '45min', '90s' or a bare number of hours."""
     raw = text.strip().lower()
-    match = re.fullmatch(r"(?:(\d+(?:\.\d+)?)\s*h)?\s*(?:(\d+(?:\.\d+)?)\s*m(?:in)?)?", raw)
+    number = r"(\d+(?:\.\d+)?)"
+    match = re.fullmatch(
+        rf"(?:{number}\s*h)?\s*(?:{number}\s*m(?:in)?)?\s*(?:{number}\s*s(?:ec)?)?", raw
+    )  # seconds too: a profile's durations take them (ready_timeout: 90s)
     try:
-        if match and (match.group(1) or match.group(2)):
-            hours = float(match.group(1) or 0) + float(match.group(2) or 0) / 60
+        if match and any(match.groups()):
+            h, m, s = (float(g or 0) for g in match.groups())
+            hours = h + m / 60 + s / 3600
         else:
             hours = float(raw)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: expected hours such as 2h, 90m or 1.5"
+            f"{text!r}: expected a time such as 2h, 90m, 1h30m, 45s or 1.5 (hours)"
         ) from None
     if not (hours > 0 and math.isfinite(hours)):
         raise argparse.ArgumentTypeError(f"{text!r}: expected a finite time > 0")
