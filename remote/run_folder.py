@@ -68,8 +68,29 @@ def resolve_run_dir(
         for folder in tried:  # folder too deep (train/train/: see SSHCluster.fetch)
             if folder.name == TRAIN_SUBDIR and (folder / TRAIN_SUBDIR / want).is_file():
                 return folder / TRAIN_SUBDIR
+    ended = _ended_without(tried, want)
+    if ended:
+        raise InputError(ended, hint="`sentitop runs` lists the runs and how each ended")
     shown = ", ".join(str(folder) for folder in tried)
     raise InputError(f"{ref}: no run folder with {want} (tried {shown})", hint=HINT)
+
+
+def _ended_without(tried: list[Path], want: str) -> str | None:
+    """`run X ended 'failed' (why) before it wrote model.pt` when one of the folders tried is a
+    run that ended without ``want`` (it read "no run folder with …" for a run that is there)."""
+    import json
+
+    for folder in tried:
+        try:
+            summary = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(summary, dict) or summary.get("status") in (None, "ok"):
+            continue
+        reason = str(summary.get("reason") or "").split("\n", 1)[0]
+        why = f" ({reason[:120]})" if reason else ""
+        return f"run {folder.name} ended {summary['status']!r}{why} before it wrote {want}"
+    return None
 
 
 def run_id_of(ref: str | Path) -> str:

@@ -363,3 +363,25 @@ def test_a_killed_cloud_run_torn_down_since_is_no_longer_said_to_bill(
     assert main(["runs", "--runs-dir", str(root)]) == 0
     err = capsys.readouterr().err
     assert "billing" not in err and "1 run(s) stopped before their end" in err
+
+
+@pytest.mark.parametrize("command", ["predict", "eval"])
+def test_a_run_that_failed_before_its_model_is_said_to_have(
+    command: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`predict <failed run id>` said "no run folder with model.json (tried …)", as for a typo,
+    of a run `sentitop runs` lists."""
+    runs = tmp_path / "runs"
+    folder = runs / "20261201-010000-aws"
+    folder.mkdir(parents=True)
+    reason = "bad profile: nodes[0].key: ~/.ssh/k.pem is not a file\n  more"
+    (folder / "summary.json").write_text(json.dumps({"status": "failed", "reason": reason}))
+    given = ["--input", str(tmp_path / "r.jsonl")] if command == "eval" else ["great"]
+    monkeypatch.setenv("SENTITOP_RUNS_DIR", str(runs))  # the bare run id, as `runs` lists it
+    assert main([command, folder.name, *given]) == 2
+    err = capsys.readouterr().err
+    assert "run 20261201-010000-aws ended 'failed' (bad profile: nodes[0].key" in err
+    assert "no run folder" not in err
