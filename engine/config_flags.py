@@ -119,7 +119,9 @@ def add_config_flags(
         kind = _unwrap_optional(hints[name])
         flag = flag_name(name, prefix)
         names = [a for a in [(aliases or {}).get(name)] if a] + [flag]
-        help_text = docs.get(name, "").replace("%", "%%")
+        # a docstring's "None = all cores" is the config's: on the command line it is the
+        # default when the flag is not given (`--workers None` is no value to type)
+        help_text = docs.get(name, "").replace("%", "%%").replace("None = ", "not given: ")
         default = defaults[name]
         if name not in must and default is not dataclasses.MISSING and default is not None:
             help_text += f" (default: {default})"

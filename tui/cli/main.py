@@ -31,12 +31,23 @@ COMMAND_MODULES = [
 """Modules under tui.cli.commands; each defines register(subparsers), sets func=run(args)->int."""
 
 
+def _version() -> str:
+    """The installed package's version (the checkout's pyproject.toml before it is installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sentitop")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (one subparser per command module that exists)."""
     parser = argparse.ArgumentParser(
         prog="sentitop",
         description="Distributed sentiment-analysis experiments: preprocess, train, watch, review.",
     )
+    parser.add_argument("--version", action="version", version=f"sentitop {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:

@@ -13,7 +13,12 @@ from tui.cli.commands import PREVIEW_CHARS, RUN_HELP, preview
 
 def register(subparsers: Any) -> None:
     """Add the `predict` parser."""
-    parser = subparsers.add_parser("predict", help="P(positive) of each given text")
+    parser = subparsers.add_parser(
+        "predict",
+        help="P(positive) of each given text",
+        description="Scores review texts with a trained run's model, through the run's own "
+        "preprocessing and vocabulary: one line per text with its P(positive).",
+    )
     parser.add_argument("run_dir", metavar="RUN", help=RUN_HELP)
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="review texts")
     parser.add_argument(

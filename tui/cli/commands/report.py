@@ -50,7 +50,9 @@ def register(sub: Any) -> None:
         metavar="TIME",
         help="highlight the cheapest configuration finishing within TIME (2h, 90m, 1.5)",
     )
-    parser.add_argument("--runs-dir", type=Path, help="runs folder (default ./runs)")
+    parser.add_argument(
+        "--runs-dir", type=Path, help="runs folder (default $SENTITOP_RUNS_DIR, else ./runs)"
+    )
     take_negative_values(parser)  # --deadline -2h: "expected hours", not "expected one argument"
     parser.set_defaults(func=run)
 

@@ -31,7 +31,11 @@ def register(sub: Any) -> None:
         "controller, a budget, a failure) from its last checkpoint, in a new run folder",
     )
     parser.add_argument("--json", action="store_true", help="print only the summary as JSON")
-    parser.add_argument("--runs-dir", type=Path, help="where run folders go (default ./runs)")
+    parser.add_argument(
+        "--runs-dir",
+        type=Path,
+        help="where run folders go (default $SENTITOP_RUNS_DIR, else ./runs)",
+    )
     parser.set_defaults(func=run)
 
 

@@ -20,7 +20,9 @@ def register(sub: Any) -> None:
 
 def add_run_sources(parser: argparse.ArgumentParser, import_help: str) -> None:
     """``--runs-dir``, ``--import CSV`` (repeatable) and ``--json``: shared by runs and plan."""
-    parser.add_argument("--runs-dir", type=Path, help="past runs folder (default ./runs)")
+    parser.add_argument(
+        "--runs-dir", type=Path, help="past runs folder (default $SENTITOP_RUNS_DIR, else ./runs)"
+    )
     parser.add_argument(
         "--import",
         dest="imports",

@@ -39,7 +39,11 @@ def register(sub: Any) -> None:
         "(default: the profile's train.max_train_samples)",
     )
     parser.add_argument("--epochs", type=int, metavar="N", help="override train.epochs")
-    parser.add_argument("--runs-dir", type=Path, help="where run folders go (default ./runs)")
+    parser.add_argument(
+        "--runs-dir",
+        type=Path,
+        help="where run folders go (default $SENTITOP_RUNS_DIR, else ./runs)",
+    )
     parser.add_argument(
         "--report",
         type=output_folder,

@@ -62,7 +62,9 @@ def register(subparsers: Any) -> None:
         help="rows of --dataset over both splits, a whole number: 100000, 2M, 30M (powers of "
         f"1000); each split needs at least {MIN_SPLIT_ROWS} rows",
     )
-    parser.add_argument("--seq-len", type=int, default=100, help="--dataset: tokens per row")
+    parser.add_argument(
+        "--seq-len", type=int, default=100, help="--dataset: tokens per row (default 100)"
+    )
     parser.add_argument(
         "--vocab-size", type=int, default=10_000, help="--dataset: words (default 10000)"
     )
