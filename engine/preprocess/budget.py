@@ -6,8 +6,9 @@ import os
 
 DEFAULT_BUDGET_SHARE = 0.5
 """Default memory budget: this share of the memory available when the job starts."""
-MIN_BUDGET = 1 << 20
-"""Smallest budget accepted (the fixed costs of a worker are on top of it)."""
+MIN_BUDGET = 1_000_000
+"""Smallest budget accepted, 1MB (the fixed costs of a worker are on top of it); sizes are
+powers of 1000 everywhere else, and 1MiB refused `--memory-budget 1MB`."""
 
 
 def available_memory() -> int:

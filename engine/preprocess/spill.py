@@ -71,9 +71,9 @@ def plan_spill(budget: int, workers: int, input_bytes: int, seq_len: int) -> Spi
     each worker, like the input blocks: shrinking it makes the map clean texts again)."""
     if budget < MIN_BUDGET:
         raise InputError(
-            f"--memory-budget {budget:,} bytes is below the smallest accepted: 1MiB "
-            f"({MIN_BUDGET:,} bytes)",  # 1MB is 1,000,000 bytes: "1 MB is below 1 MB" puzzled
-            hint="give 1MiB or more, e.g. --memory-budget 1GB",
+            f"--memory-budget {budget:,} byte{'s' if budget != 1 else ''} is below the smallest "
+            f"accepted: 1MB ({MIN_BUDGET:,} bytes)",
+            hint="give 1MB or more, e.g. --memory-budget 1GB",
         )
     entries = input_bytes / MIN_LINE_BYTES
     per_entry = REDUCE_ENTRY_BYTES + MIN_LINE_BYTES + REDUCE_TOKEN_BYTES * seq_len

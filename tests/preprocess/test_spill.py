@@ -167,11 +167,15 @@ def test_budget_below_the_minimum_is_exit_2(tmp_path: Path) -> None:
     write_lines(src, [b'{"reviewText": "fine", "overall": 5}'])
     with pytest.raises(InputError, match="--memory-budget"):
         _run([src], tmp_path / "out", 1, 1000)
-    with pytest.raises(InputError) as info:  # 1MB: it read "1 MB is below ... (1 MB)"
-        _run([src], tmp_path / "out", 1, 1_000_000)
+    with pytest.raises(InputError) as info:
+        _run([src], tmp_path / "out", 1, 999_999)
     assert info.value.message == (
-        "--memory-budget 1,000,000 bytes is below the smallest accepted: 1MiB (1,048,576 bytes)"
+        "--memory-budget 999,999 bytes is below the smallest accepted: 1MB (1,000,000 bytes)"
     )
+    with pytest.raises(InputError, match="--memory-budget 1 byte is below"):
+        _run([src], tmp_path / "out", 1, 1)
+    with pytest.raises(InputError, match="the one usable review"):  # 1MB passes the budget
+        _run([src], tmp_path / "out", 1, 1_000_000)  # check (it was refused while 1MiB)
 
 
 def test_budget_above_the_available_memory_is_warned_about_first(

@@ -1,5 +1,5 @@
 """Sizes on the command line: plan --data-size (empty, petabytes, negative, the largest) and
-preprocess --memory-budget (negative, below 1MiB: refused before any progress bar)."""
+preprocess --memory-budget (negative, below 1MB: refused before any progress bar)."""
 
 from __future__ import annotations
 
@@ -134,20 +134,20 @@ def test_the_other_options_still_parse() -> None:
         parser.parse_args(["plan", "local", "-x"])  # an unknown option is still one
 
 
-def test_a_budget_below_1mib_is_refused_before_any_progress_bar(
+def test_a_budget_below_1mb_is_refused_before_any_progress_bar(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """It drew a "0.0/2.5 MB" progress bar, then said the budget was too small."""
     src = tmp_path / "in.jsonl"
     src.write_bytes(TWO_REVIEWS)
     out = tmp_path / "out"
-    assert main(["preprocess", "-i", str(src), "-o", str(out), "--memory-budget", "1000KB"]) == 2
+    assert main(["preprocess", "-i", str(src), "-o", str(out), "--memory-budget", "999KB"]) == 2
     err = capsys.readouterr().err
-    assert "--memory-budget 1,000,000 bytes is below the smallest accepted: 1MiB" in err
+    assert "--memory-budget 999,000 bytes is below the smallest accepted: 1MB" in err
     assert "records/s" not in err and "0.0/" not in err
     assert not out.exists()
     inline = ["preprocess", "-i", str(src), "-o", str(out), "--runner", "inline", "--json"]
-    assert main([*inline, "--memory-budget", "1000KB"]) == 0  # the local runner's budget only
+    assert main([*inline, "--memory-budget", "999KB"]) == 0  # the local runner's budget only
 
 
 @pytest.mark.parametrize(

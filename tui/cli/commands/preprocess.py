@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if args.memory_budget is not None and config_from_args(args).runner == "local":
         from engine.preprocess.spill import plan_spill
 
-        # the local runner's own check (InputError below 1MiB), made now: the runner makes it
+        # the local runner's own check (InputError below 1MB), made now: the runner makes it
         # only once the progress bar is drawn; the plan of no input is thrown away
         plan_spill(args.memory_budget, workers=1, input_bytes=0, seq_len=1)
     return run_cli(args)
