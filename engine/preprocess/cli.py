@@ -88,6 +88,21 @@ def config_from_args(args: argparse.Namespace) -> PreprocessConfig:
     return PreprocessConfig(inputs=list(args.input), **flag_values(args, PreprocessConfig))
 
 
+def ignored_options(args: argparse.Namespace, runner: str) -> str | None:
+    """A warning naming options that ``runner`` does not use (they were ignored silently)."""
+    given = []
+    if runner != "local" and args.memory_budget is not None:
+        given.append("--memory-budget")
+    if runner not in ("local", "spark") and args.workers is not None:  # spark: local[N]
+        given.append("--workers")
+    if runner in ("local", "spark") and args.mrjob_arg:
+        given.append("--mrjob-arg")
+    if not given:
+        return None
+    said = " and ".join(given)
+    return f"{said} do{'es' if len(given) == 1 else ''} not apply to --runner {runner}: ignored"
+
+
 def _size(text: str) -> int:
     """argparse type of --memory-budget (an ArgumentTypeError names the option)."""
     from engine.errors import InputError
@@ -157,6 +172,8 @@ def _run_cli(args: argparse.Namespace) -> int:
         print(f"{folder}: {taken} review file(s) taken", file=sys.stderr)
     if cfg.runner == "local" and (too_big := budget_warning(cfg.memory_budget)):
         print_warnings({"warnings": [too_big]})  # now, while a Ctrl-C costs nothing
+    if ignored := ignored_options(args, cfg.runner):
+        print_warnings({"warnings": [{"message": ignored}]})
     options = {
         "rating_max": args.rating_max,
         "negative_max": args.negative_max,

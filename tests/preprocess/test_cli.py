@@ -145,3 +145,33 @@ def test_a_bad_mrjob_arg_is_bad_input_naming_it(
     if "not a valid" in said:
         assert "line 4" in err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("runner", "extra", "said"),
+    [
+        (
+            "inline",
+            ["--memory-budget", "8MB", "--workers", "2"],
+            "--memory-budget and --workers do",
+        ),
+        ("local", ["--mrjob-arg=--no-check-input-paths"], "--mrjob-arg does not apply"),
+        ("local", [], None),
+    ],
+)
+def test_options_the_runner_does_not_use_are_named(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    runner: str,
+    extra: list[str],
+    said: str | None,
+) -> None:
+    """--memory-budget and --workers with --runner inline, --mrjob-arg with local: ignored
+    without a word."""
+    argv = ["preprocess", "-i", str(_input(tmp_path)), "-o", str(tmp_path / "o"), "--json"]
+    assert main([*argv, "--runner", runner, *extra]) == 0
+    err = capsys.readouterr().err
+    if said is None:
+        assert "not apply" not in err
+    else:
+        assert said in err and f"--runner {runner}: ignored" in err
