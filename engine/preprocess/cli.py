@@ -121,27 +121,40 @@ def _default_budget_text() -> str:
 
 
 class _RichProgressSink:
-    """Event sink that drives a rich progress bar from `progress` events."""
+    """Event sink that drives a rich progress bar from `progress` events; the bar starts with
+    the first of them (a bad output folder or option was refused under an empty bar)."""
 
-    def __init__(self, progress: Any, task_id: Any) -> None:
-        self.progress, self.task_id = progress, task_id
+    def __init__(self, console: Any, columns: tuple[Any, ...], total: int | None) -> None:
+        self.console, self.columns, self.total = console, columns, total
+        self.progress: Any = None
+        self.task_id: Any = None
 
     def write(self, event: Mapping[str, Any]) -> None:
         """Update the bar on progress events (and print their notes once)."""
-        if event.get("type") == "progress":
-            if event.get("note"):
-                from rich.markup import escape
+        if event.get("type") != "progress":
+            return
+        if self.progress is None:
+            from rich.progress import Progress
 
-                self.progress.console.print(f"[yellow]note:[/] {escape(str(event['note']))}")
-            self.progress.update(
-                self.task_id,
-                completed=event["done"],
-                total=event["total"],
-                rps=f"{event.get('records_per_s', 0):,.0f}",
-            )
+            self.progress = Progress(*self.columns, console=self.console, transient=False)
+            self.progress.start()
+            self.task_id = self.progress.add_task("preprocess", total=self.total, rps="0")
+        if event.get("note"):
+            from rich.markup import escape
+
+            self.progress.console.print(f"[yellow]note:[/] {escape(str(event['note']))}")
+        self.progress.update(
+            self.task_id,
+            completed=event["done"],
+            total=event["total"],
+            rps=f"{event.get('records_per_s', 0):,.0f}",
+        )
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Stop the bar (when it started)."""
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -191,13 +204,11 @@ def _run_cli(args: argparse.Namespace) -> int:
     from rich.progress import (
         BarColumn,
         DownloadColumn,
-        Progress,
         TextColumn,
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
 
-    console = Console(stderr=True)
     columns = (
         TextColumn("preprocess"),
         BarColumn(),
@@ -206,9 +217,11 @@ def _run_cli(args: argparse.Namespace) -> int:
         TextColumn("{task.fields[rps]} records/s"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task_id = progress.add_task("preprocess", total=total, rps="0")
-        stats = run_preprocess(cfg, Emitter(_RichProgressSink(progress, task_id)), **options)
+    sink = _RichProgressSink(Console(stderr=True), columns, total)
+    try:
+        stats = run_preprocess(cfg, Emitter(sink), **options)
+    finally:
+        sink.close()
     Console().print(summary_table(stats))
     print_warnings(stats)
     return 0

@@ -175,3 +175,16 @@ def test_options_the_runner_does_not_use_are_named(
         assert "not apply" not in err
     else:
         assert said in err and f"--runner {runner}: ignored" in err
+
+
+def test_a_refused_output_folder_draws_no_progress_bar(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal came under an empty "preprocess 0.0/73.0 kB ? 0 records/s" bar."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["preprocess", "-i", str(_input(tmp_path)), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds files that are not a dataset's" in err
+    assert "records/s" not in err and not err.startswith("\n")
