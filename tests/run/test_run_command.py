@@ -288,6 +288,8 @@ def test_a_stop_signal_during_training_tears_down(
         assert ("stopping at once" in err) == (len(signals) == 2)
     else:
         assert "stopping" not in err
+    if signals != (signal.SIGINT,):  # stopped at once: no summary, but where it is (SIGTERM
+        assert f"run folder: {events.parent}" in err  # named none)
     assert "Traceback" not in err
     assert '"type":"run_end"' in events.read_text()
     left = subprocess.run(["pgrep", "-f", f"{events.parent.name}"], capture_output=True, text=True)

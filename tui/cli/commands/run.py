@@ -75,8 +75,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         with termination_as_interrupt(received):
             return _run(args, profile, epochs, lambda: termination_reason(received), started)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # stopped at once (a second Ctrl-C, SIGTERM): no summary table
         hint = resume_hint(started[0]) if started else None
+        if started:  # where its summary.json and logs are, as a finished run says
+            print(f"run folder: {started[0]}", file=sys.stderr)
         if hint:
             print(hint, file=sys.stderr)
         if not received:
