@@ -190,6 +190,10 @@ def test_teardown_by_id_searches_the_region_the_runs_profile_launched_in(
     cluster = start_cluster(run_id)
     assert main(["teardown", run_id]) == 0
     assert cluster in capsys.readouterr().out and live_clusters(run_id) == []
+    # --region elsewhere: "nothing is running in eu-west-1", not where the run ran
+    assert main(["teardown", run_id, "--region", "eu-west-1"]) == 0
+    said = capsys.readouterr().out
+    assert "nothing of run" in said and f"its profile ran it in {REGION}" in said
 
 
 @pytest.mark.parametrize("ref", ["", "   ", "\t", "/"])

@@ -91,9 +91,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif not (report.clusters or report.instances):
+        elsewhere = (
+            f"; its profile ran it in {recorded_region}: `sentitop teardown {args.run_id} "
+            f"--region {recorded_region}` looks there"
+            if recorded_region and args.region and args.region != recorded_region
+            else ""
+        )
         print(
             f"nothing of run {args.run_id} is running in {report.region} "
-            "(no EC2 instance or EMR cluster with its tag)"
+            f"(no EC2 instance or EMR cluster with its tag){elsewhere}"
         )
     return 0
 
