@@ -80,8 +80,10 @@ def check_preprocess(
     if not positive or not negative:
         have = "positive" if positive else "negative"
         each = "the one usable review is" if kept == 1 else f"all {kept:,} usable reviews are"
+        dropped = int(stats.get("duplicates", 0))  # 500 identical lines read as one review
+        also = f" ({dropped:,} more of the {read:,} lines repeated a text)" if dropped else ""
         raise InputError(
-            f"{files}: {each} {have}; a classifier needs both classes",
+            f"{files}: {each} {have}{also}; a classifier needs both classes",
             hint="ratings up to --negative-max are negative; add reviews of the other class",
         )
     warnings = []

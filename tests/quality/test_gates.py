@@ -276,3 +276,15 @@ def test_unusable_input_gets_the_hint_that_fixes_it(
         assert hint.startswith("the file is not UTF-8 text") and "iconv" in hint
     else:
         assert hint.startswith("the file is one JSON array, not JSON lines") and "jq -c" in hint
+
+
+def test_one_review_repeated_says_the_repeats_were_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """500 identical lines read "the one usable review is positive": 499 lines gone unsaid."""
+    path = tmp_path / "same.jsonl"
+    line = json.dumps({"reviewText": "works great, love it", "overall": 5})
+    path.write_text((line + "\n") * 500)
+    assert main(["preprocess", "-i", str(path), "-o", str(tmp_path / "o"), "--json"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the one usable review is positive (499 more of the 500 lines repeated a text)" in err
