@@ -159,6 +159,13 @@ def layout_fix(skipped: Mapping[str, int], inputs: Sequence[str]) -> str | None:
             "another format (zip, bz2, xz) under that name; check it with `file`, and give the "
             "review lines as JSON lines, plain or gzip"
         )
+    binary = [p for p in inputs if _binary(p)] if commonest == "invalid_utf8" else []
+    if binary:  # converting random bytes from Latin-1 gives UTF-8 junk
+        return (
+            f"{binary[0]} is binary data, not text (NUL or control bytes in its first 64 KB): "
+            "not a review file, or compressed in another format (zip, bz2, xz); check it with "
+            "`file`"
+        )
     if commonest == "invalid_utf8":
         return (
             "the file is not UTF-8 text (Latin-1 or Windows-1252?): convert it first, e.g. "
@@ -170,6 +177,23 @@ def layout_fix(skipped: Mapping[str, int], inputs: Sequence[str]) -> str | None:
             "object per line; e.g. jq -c '.[]' FILE > FILE.jsonl"
         )
     return None
+
+
+CONTROL_BYTES = bytes(set(range(32)) - {9, 10, 13}) + b"\x7f"
+"""Bytes no text encoding a review file might use puts in text (tab and line ends aside)."""
+
+
+def _binary(path: str, sample: int = 1 << 16) -> bool:
+    """Whether a local file's first ``sample`` bytes hold a NUL or over 5 % control bytes."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(sample)
+    except OSError:
+        return False
+    if not head or head[:2] == b"\x1f\x8b":  # gzip: its text is read through it
+        return False
+    control = len(head) - len(head.translate(None, CONTROL_BYTES))
+    return b"\0" in head or control > 0.05 * len(head)
 
 
 def _not_gzip(path: str) -> bool:

@@ -288,3 +288,13 @@ def test_one_review_repeated_says_the_repeats_were_dropped(
     assert main(["preprocess", "-i", str(path), "-o", str(tmp_path / "o"), "--json"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "the one usable review is positive (499 more of the 500 lines repeated a text)" in err
+
+
+def test_binary_garbage_is_not_told_to_convert_from_latin_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Random bytes got the Latin-1 hint (`iconv -f latin1`): converting them gives UTF-8 junk."""
+    path = BAD_INPUTS["garbage bytes"](tmp_path)
+    assert main(["preprocess", "-i", str(path), "-o", str(tmp_path / "o")]) == 2
+    hint = " ".join(capsys.readouterr().err.split()).split("hint: ")[1]
+    assert hint.startswith(f"{path} is binary data, not text") and "iconv" not in hint
