@@ -65,9 +65,13 @@ def train_samples(
     """Training samples of a corpus of ``size_bytes`` (distinct texts less the test split, times
     TITLE_ROWS_FACTOR for real reviews whose titles are rows too)."""
     per_gb = TEXTS_PER_GB_SYNTHETIC if synthetic else TEXTS_PER_GB_CORPUS
-    if title_rows and not synthetic:
-        per_gb *= TITLE_ROWS_FACTOR
-    return max(1, int(size_bytes / 1e9 * per_gb * (1.0 - test_fraction)))
+    return samples_of(size_bytes / 1e9 * per_gb, test_fraction, title_rows and not synthetic)
+
+
+def samples_of(texts: float, test_fraction: float, title_rows: bool) -> int:
+    """Training samples of ``texts`` distinct reviews: less the test split, times
+    TITLE_ROWS_FACTOR when their titles are rows too (at least 1)."""
+    return max(1, int(texts * (1.0 - test_fraction) * (TITLE_ROWS_FACTOR if title_rows else 1.0)))
 
 
 MIN_PLAN_SAMPLES = 1_000

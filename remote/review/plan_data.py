@@ -17,6 +17,7 @@ from remote.review.datasize import (
     PrepEstimate,
     prep_time,
     require_plannable,
+    samples_of,
     train_samples,
 )
 from remote.review.input_size import InputSize
@@ -71,7 +72,7 @@ def n_train_of(
         return n
     if sized is not None and sized.lines:
         titles = bool(profile.preprocess.title_rows)
-        n = max(1, int(sized.lines * (1.0 - test) * (TITLE_ROWS_FACTOR if titles else 1.0)))
+        n = samples_of(sized.lines, test, titles)
         inputs.append(
             f"training-set size: at most {n:,} samples from the {sized.describe()} (each line "
             f"a distinct review, less the {test:.0%} test split"
