@@ -309,7 +309,14 @@ class TrainSpec(Section):
     )
     """Global batch size, summed over ranks (default 256; `batch` is accepted too)."""
     lr: float | None = Field(default=None, gt=0)
-    """Learning rate at the reference batch 256 (default 0.008)."""
+    """Learning rate at the reference batch, lr_reference_batch (default 0.008)."""
+    lr_reference_batch: int | None = Field(default=None, ge=1)
+    """Global batch at which lr applies; other batches scale it linearly (default 256)."""
+    clip_grad_norm: float | None = Field(default=None, ge=0)
+    """Gradient clipping max norm (0 = off; default 1.0)."""
+    lexicon_phrases: float | None = Field(default=None, ge=0)
+    """Weight of the auxiliary loss on sentiment-lexicon phrases ("not bad") with the lexicon's
+    reading as soft targets (0 = off, the default)."""
     warmup_steps: int | None = Field(default=None, ge=0)
     """Linear learning-rate warm-up steps (default 100)."""
     lr_schedule: Literal["constant", "cosine", "linear"] | None = None

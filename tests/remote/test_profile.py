@@ -396,6 +396,8 @@ def test_train_section_passes_balancer_and_model(
         data: {inputs: [a.json, b.json.gz]}
         train:
           model: {preset: seed, hidden: 48}
+          lr_reference_batch: 512  # docs/scaling.md names it; it was refused as unknown
+          clip_grad_norm: 0.5
           balancer:
             enabled: true
             every_epochs: 2
@@ -410,6 +412,7 @@ def test_train_section_passes_balancer_and_model(
         enabled=True, every_epochs=2, every_steps=50, straggle={1: 2.5}
     )
     assert config.model.preset == "seed" and config.model.hidden == 48
+    assert config.lr_reference_batch == 512 and config.clip_grad_norm == 0.5
     assert profile.to_preprocess_config("out").inputs == ["a.json", "b.json.gz"]
     assert profile.warnings() == []
 
