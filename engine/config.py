@@ -197,10 +197,11 @@ class ModelConfig:
     """Override the preset's dropout on the embedded tokens."""
     ngram_buckets: int | None = None
     """Wide path beside the LSTM: hash buckets of a linear bag of unigrams and hashed bigrams
-    whose score is added to the logit (0 = off; None = the preset's, off in every preset)."""
+    whose score is added to the logit (0 = off; None = the preset's: 1,000,000 in `default`,
+    off in `seed`)."""
     ngram_scale: float | None = None
     """Multiplier of the wide path's score, i.e. its learning rate relative to the LSTM's under
-    Adam (None = 1.0)."""
+    Adam (None = the preset's: 10 in `default`, else 1.0)."""
     negation_scope: int | None = None
     """Words after a negation (not, no, never, n't forms; a clause word such as `but` ends it
     early) whose wide-path unigrams and bigrams count as negated features, "not_bad" apart from
