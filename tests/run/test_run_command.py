@@ -211,9 +211,9 @@ def test_missing_init_embeddings_run_exits_2_before_training(tmp_path, run_env) 
     )
     result = sentitop("run", str(profile), "--json", env=run_env, timeout=120)
     assert result.returncode == 2, result.stderr
-    summary = json.loads(result.stdout)
-    assert summary["status"] == "failed" and str(missing) in summary["reason"]
-    assert summary["train"] == {} and summary["preprocess"] == {}  # refused before any stage
+    assert str(missing) in result.stderr and "Traceback" not in result.stderr
+    # refused before any stage, and before a run folder that `sentitop runs` would list
+    assert result.stdout == "" and not (tmp_path / "runs").exists()
 
 
 def test_launch_refused_above_max_usd_per_hour(tmp_path, run_env) -> None:

@@ -543,14 +543,6 @@ async def test_unpriced_local_instance_type_is_not_shown_free() -> None:
         assert [str(table.get_row_at(i)[5]) for i in range(2)] == ["free", "—"]
 
 
-async def test_profiles_table_keeps_rows_at_60x15() -> None:
-    app = build_app()
-    async with app.run_test(size=(60, 15)) as pilot:
-        await settle(pilot)
-        table = app.screen.query_one(DataTable)
-        assert table.size.height >= 4  # header + rows, not squeezed out by the details
-
-
 async def test_tiny_dollars_per_epoch_are_not_shown_as_zero() -> None:
     def costs(profile: Path, runs_dir: Path) -> EpochCosts:
         return EpochCosts(profile.stem, "tiny", {"g4dn.xlarge": 0.000012, "g5.xlarge": 0.094}, 2.0)

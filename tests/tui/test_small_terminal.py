@@ -142,3 +142,13 @@ async def test_prices_at_80_columns_keep_dollars_per_epoch_and_sort_by_the_click
         costs = [r.usd_per_epoch for r in screen.visible_rows()]
         known = [c for c in costs if c is not None]
         assert known == sorted(known) and costs[: len(known)] == known
+
+
+async def test_profiles_table_keeps_rows_at_60x15() -> None:
+    from textual.widgets import DataTable
+
+    app = build_app()
+    async with app.run_test(size=(60, 15)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(DataTable)
+        assert table.size.height >= 4  # header + rows, not squeezed out by the details
