@@ -152,3 +152,17 @@ async def test_profiles_table_keeps_rows_at_60x15() -> None:
         await settle(pilot)
         table = app.screen.query_one(DataTable)
         assert table.size.height >= 4  # header + rows, not squeezed out by the details
+
+
+async def test_profile_names_stay_whole_at_80_columns() -> None:
+    """The shipped "aws-mixed-g4dn-g5" read "aws-mixed-g4d" while nodes and ranks kept their
+    columns; now nodes goes first."""
+    from tui.model.rows import load_profile_rows
+
+    app = build_app(start="profiles", load_profiles=load_profile_rows)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        rows = ["".join(seg.text for seg in s) for s in app.screen._compositor.render_strips()]
+        assert any("aws-mixed-g4dn-g5 " in row for row in rows)
+        header = next(row for row in rows if "profile" in row and "cluster" in row)
+        assert "nodes" not in header and "status" in header

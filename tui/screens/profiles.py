@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,6 +32,24 @@ COLUMNS = (
 )
 """Table columns: widths at a 120-column terminal, how far profile and status may shrink or grow
 with the terminal, and what a narrow one leaves out first (nodes, then ranks)."""
+
+
+def columns_for(rows: list[ProfileRow]) -> tuple[Col, ...]:
+    """COLUMNS with the profile column at least as wide as the longest name (up to its most): a
+    narrow terminal then leaves out nodes and ranks before it cuts a name (at 80 columns
+    "aws-mixed-g4dn-g5" read "aws-mixed-g4d")."""
+    need = max((len(_shown_name(r)) for r in rows), default=0)
+    return tuple(
+        replace(
+            c,
+            least=max(c.low, min(need, c.high)),
+            width=max(c.width, min(need, c.high)),
+            floor=c.low,  # narrower still only when the table cannot fit otherwise
+        )
+        if c.label == "profile"
+        else c
+        for c in COLUMNS
+    )
 
 
 @dataclass
@@ -100,6 +118,7 @@ class ProfilesScreen(SentitopScreen):
     def on_profiles_loaded(self, message: ProfilesLoaded) -> None:
         self.query_one(DataTable).border_title = Content(f"profiles in {shown_path(self.folder())}")
         self.rows = message.rows
+        self.query_one(FittedTable).cols = columns_for(self.rows)  # refitted in apply_filter
         bad = sum(1 for r in self.rows if not r.valid)
         # words first: a leading "5 profiles" beside "4 Runs" reads like a fifth tab
         self.set_note(f"read {len(self.rows)} profile files" + (f", {bad} invalid" if bad else ""))
