@@ -23,6 +23,8 @@ from remote.pricing.live import (
 PriceSource = Literal["live", "cache", "bundled", "user"]
 Market = Literal["on_demand", "spot"]
 
+NO_NETWORK = "this command reads no network (`sentitop prices --refresh` fetches them)"
+"""Why live prices were not fetched, when the command did not ask for them."""
 EMR_ESTIMATE_FRACTION = 0.25
 """EMR surcharge assumed, as a fraction of the EC2 price, when the catalog has none recorded."""
 
@@ -309,7 +311,7 @@ def price_book(
             except OSError as exc:
                 book.warnings.append(f"could not write the price cache ({exc})")
     elif not live and stale:
-        reason = "this command reads no network (`sentitop prices --refresh` fetches them)"
+        reason = NO_NETWORK
         book.warnings.append(_fallback_message(reason, book, cached, now, fetched=False))
 
     for row in catalog.rows():  # the user's edits win over everything

@@ -44,6 +44,18 @@ def test_price_rows_from_a_real_price_book() -> None:
     assert rows["c5.large"].on_demand_usd is None and rows["c5.large"].age_s is None
 
 
+def test_the_dashboards_price_warning_names_its_own_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Prices screen said "this command reads no network (`sentitop prices --refresh` …)":
+    no command was typed, and `u` is the screen's refresh."""
+    from tui.model.rows import load_price_rows
+
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "cache"))  # no cached live prices
+    (warning,) = [w for w in load_price_rows().warnings if "live prices" in w]
+    assert "press u to fetch them" in warning and "this command" not in warning
+
+
 def test_profile_rows_from_real_profile_files(tmp_path: Path) -> None:
     shutil.copy(ROOT / "profiles" / "local.yaml", tmp_path / "local.yaml")
     (tmp_path / "broken.yaml").write_text("name: broken\nprovider: ec2\nnodes: []\n")
