@@ -486,9 +486,11 @@ def iter_numbered_records(
     cfg: PreprocessConfig,
     spec: RecordSpec | None = None,
     skipped: Counter[str] | None = None,
+    examples: dict[str, list[int]] | None = None,
 ) -> Iterator[tuple[int, Record]]:
     """iter_records() with each record's line number in the file (1-based; of the
-    decompressed text for gzip)."""
+    decompressed text for gzip); ``examples`` gets the first 3 line numbers of each
+    skip reason."""
     check_inputs([path])
     spec = spec or detect_spec(path, cfg)
     task = MapTask(0, path, 0, os.path.getsize(path), is_gzip(path), 0)
@@ -499,6 +501,9 @@ def iter_numbered_records(
             parsed = "too_long" if i in long_lines else parse_line(line, spec, cfg.max_line_bytes)
             if not isinstance(parsed, str):
                 yield before + i + 1, Record(parsed[0].decode(), parsed[1], spec.label(parsed[1]))
-            elif skipped is not None:
-                skipped[parsed] += 1
+            else:
+                if skipped is not None:
+                    skipped[parsed] += 1
+                if examples is not None and len(seen := examples.setdefault(parsed, [])) < 3:
+                    seen.append(before + i + 1)
         before += len(lines)

@@ -262,12 +262,14 @@ def read_labelled(
     fields: dict[str, str | None] | None = None,
     folder_warnings: list[dict[str, str]] | None = None,
     where: list[tuple[str, int]] | None = None,
+    skipped_at: dict[str, list[str]] | None = None,
 ) -> tuple[list[str], np.ndarray]:
     """Texts and 0/1 labels of raw review files (a folder: its review files), read with the
     run's preprocessing settings (``fields``: format, text_field, rating_field or label_field
     given for these files instead); the lines skipped are counted by reason into ``skipped``
     and the files a folder left out are warned about in ``folder_warnings``, and each text's
-    (file, line) is appended to ``where``, when given. A
+    (file, line) is appended to ``where``, and the first lines skipped for each reason
+    (`name:line`) to ``skipped_at``, when given. A
     label field that is not 0/1 on many lines of a file (a star rating), or a text or label
     field (nearly) no line of a file has (a wrong name), is an InputError."""
     from engine.config import PreprocessConfig
@@ -300,7 +302,8 @@ def read_labelled(
             max_line_bytes=int(settings.get("max_line_bytes", 1 << 20)),
         )
         spec, in_file, read = detect_spec(path, cfg), Counter[str](), len(texts)
-        for line, record in iter_numbered_records(path, cfg, spec, skipped=in_file):
+        at: dict[str, list[int]] = {}
+        for line, record in iter_numbered_records(path, cfg, spec, in_file, at):
             texts.append(record.text)
             labels.append(record.label)
             if where is not None:
@@ -310,6 +313,10 @@ def read_labelled(
         check_label_values([path], spec, in_file, lines, cfg.max_line_bytes)
         if skipped is not None:
             skipped.update(in_file)
+        for reason, numbers in at.items():
+            if skipped_at is not None:
+                shown = skipped_at.setdefault(reason, [])
+                shown += [f"{Path(path).name}:{n}" for n in numbers][: 3 - len(shown)]
     if not texts:
         why = ", ".join(f"{n} {reason}" for reason, n in (skipped or Counter()).most_common(3))
         empty = [path for path in expanded.files if Path(path).stat().st_size == 0]
@@ -452,7 +459,8 @@ def evaluate_files(
     skipped: Counter[str] = Counter()
     left_out: list[dict[str, str]] = []
     where: list[tuple[str, int]] = []
-    texts, labels = read_labelled(run, paths, skipped, fields, left_out, where)
+    skipped_at: dict[str, list[str]] = {}
+    texts, labels = read_labelled(run, paths, skipped, fields, left_out, where, skipped_at)
     scored = score_texts(run, texts)
     raw = scored.proba
     proba, estimate = batch_prior(run, raw, adapt_prior)
@@ -461,6 +469,7 @@ def evaluate_files(
     metrics["longer_than_read"] = len(scored.cut())
     metrics["distinct_texts"] = len(set(texts))
     metrics["skipped"] = dict(skipped.most_common())
+    metrics["skipped_at"] = skipped_at  # the first lines of each reason, `name:line`
     metrics["input_warnings"] = left_out
     metrics["lines"] = len(texts) + sum(skipped.values())
     metrics["prior"] = None if estimate is None else estimate.to_dict()

@@ -43,6 +43,22 @@ def test_skipped_lines_are_counted_and_reported(tmp_path: Path) -> None:
     assert skipped_line({"n": 5, "lines": 5, "skipped": {}}) is None
 
 
+def test_skipped_lines_are_named_by_file_and_line(tmp_path: Path) -> None:
+    """A 1 MB review was "skipped 1 of 21 lines: 1 too_long": which line, the user had to find."""
+    rows = [{"reviewText": f"fine item {i}", "overall": 5 if i % 3 else 1} for i in range(20)]
+    rows.insert(4, {"reviewText": "x " * 600_000, "overall": 5})  # line 5, past 1 MiB
+    path = _write(tmp_path / "long.jsonl", rows, junk=4)  # lines 22-25
+    skipped: Counter[str] = Counter()
+    at: dict[str, list[str]] = {}
+    texts, _ = read_labelled(_run(tmp_path), [str(path)], skipped, skipped_at=at)
+    assert len(texts) == 20 and at == {
+        "too_long": ["long.jsonl:5"],
+        "malformed_json": ["long.jsonl:22", "long.jsonl:23", "long.jsonl:24"],
+    }
+    line = skipped_line({"n": 20, "lines": 25, "skipped": dict(skipped), "skipped_at": at})
+    assert line is not None and "e.g. long.jsonl:5)" in line and "long.jsonl:25" not in line
+
+
 def test_every_skip_reason_is_counted_commonest_first() -> None:
     """The line named the first three reasons met, so its counts fell short of its total."""
     skipped = {"missing_text": 1, "invalid_utf8": 1, "bad_rating": 1, "malformed_json": 3}

@@ -266,8 +266,15 @@ def skipped_line(metrics: dict[str, Any]) -> str | None:
     from engine.preprocess.records import SKIP_REASONS
 
     commonest = sorted(skipped.items(), key=lambda item: -item[1])
+    at = metrics.get("skipped_at") or {}
+
+    def lines_of(reason: str) -> str:  # which lines, to look at them: "r.jsonl:3, r.jsonl:9"
+        shown = at.get(reason) or []
+        return f", e.g. {', '.join(shown)}" if shown else ""
+
     why = "; ".join(
-        f"{n:,} {reason} ({SKIP_REASONS.get(reason, reason)})" for reason, n in commonest[:3]
+        f"{n:,} {reason} ({SKIP_REASONS.get(reason, reason)}{lines_of(reason)})"
+        for reason, n in commonest[:3]
     )
     if commonest[3:]:
         why += "; " + ", ".join(f"{n:,} {reason}" for reason, n in commonest[3:])
