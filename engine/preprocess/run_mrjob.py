@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import posixpath
+import shutil
 import zipfile
 from collections import Counter
 from collections.abc import Iterator
@@ -276,6 +277,29 @@ def check_conf_paths(extra_args: list[str]) -> None:
             )
 
 
+def hadoop_missing(command: str) -> ConfigError:
+    """The error for --runner hadoop without Hadoop's command line."""
+    return ConfigError(
+        f"--runner hadoop needs Hadoop's command line: {command!r} was not found",
+        hint="install Hadoop and put its bin/ on PATH or set HADOOP_HOME (or pass "
+        "--mrjob-arg=--hadoop-bin=PATH); without a Hadoop cluster use --runner local "
+        "(one machine), spark, or emr",
+    )
+
+
+def check_hadoop(extra_args: list[str]) -> None:
+    """ConfigError before the job starts when mrjob would not find `hadoop` (as it looks: the
+    HADOOP_* folders, then PATH) and no --hadoop-bin is given: it was said under an empty
+    progress bar, after the job's set-up."""
+    if any(arg.startswith("--hadoop-bin") for arg in extra_args):
+        return
+    from mrjob.fs.hadoop import HadoopFilesystem
+
+    found = HadoopFilesystem().get_hadoop_bin()
+    if found == ["hadoop"] and shutil.which("hadoop") is None:  # mrjob's last resort
+        raise hadoop_missing("hadoop")
+
+
 def _make_runner(mr: PreprocessJob, extra_args: list[str]) -> Any:
     """mr.make_runner(), with an mrjob.conf that is no YAML named as bad input."""
     try:
@@ -342,12 +366,7 @@ def run_mrjob(
             command = os.path.basename(str(exc.filename or ""))
             if cfg.runner != "hadoop" or not command.startswith("hadoop"):
                 raise
-            raise ConfigError(
-                f"--runner hadoop needs Hadoop's command line: {exc.filename!r} was not found",
-                hint="install Hadoop and put its bin/ on PATH or set HADOOP_HOME (or pass "
-                "--mrjob-arg=--hadoop-bin=PATH); without a Hadoop cluster use --runner local "
-                "(one machine), spark, or emr",
-            ) from None
+            raise hadoop_missing(str(exc.filename)) from None
         for key, value in mr.parse_output(runner.cat_output()):
             if key[0] == "W":
                 words[key[1].encode()] = value

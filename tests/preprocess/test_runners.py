@@ -91,6 +91,7 @@ def test_hadoop_runner_without_hadoop_names_the_missing_command(
     folder; it is a configuration error naming the command, and nothing is left behind."""
     from engine.config import PreprocessConfig
     from engine.errors import ConfigError
+    from engine.events import Emitter
     from engine.preprocess import run_preprocess
 
     for name in ("HADOOP_HOME", "HADOOP_PREFIX", "HADOOP_INSTALL", "HADOOP_MAPRED_HOME"):
@@ -99,9 +100,14 @@ def test_hadoop_runner_without_hadoop_names_the_missing_command(
     path = tmp_path / "a.jsonl"
     path.write_text('{"reviewText": "good", "overall": 5}\n{"reviewText": "bad", "overall": 1}\n')
     out = tmp_path / "out"
+    events: list[dict[str, Any]] = []
+    sink = type("Sink", (), {"write": lambda self, e: events.append(dict(e)), "close": print})()
+    cfg = PreprocessConfig(inputs=[str(path)], output=str(out), runner="hadoop")
     with pytest.raises(ConfigError, match="--runner hadoop needs Hadoop's command line") as err:
-        run_preprocess(PreprocessConfig(inputs=[str(path)], output=str(out), runner="hadoop"))
+        run_preprocess(cfg, Emitter(sink))
     assert "HADOOP_HOME" in (err.value.hint or "")
+    # said before the job's first progress event (the CLI's bar): it came under an empty bar
+    assert not [e for e in events if e["type"] == "progress"]
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl"]
 
