@@ -101,7 +101,15 @@ def test_hadoop_runner_without_hadoop_names_the_missing_command(
     path.write_text('{"reviewText": "good", "overall": 5}\n{"reviewText": "bad", "overall": 1}\n')
     out = tmp_path / "out"
     events: list[dict[str, Any]] = []
-    sink = type("Sink", (), {"write": lambda self, e: events.append(dict(e)), "close": print})()
+
+    class Sink:
+        def write(self, event: dict[str, Any]) -> None:
+            events.append(dict(event))
+
+        def close(self) -> None:
+            """Nothing to release."""
+
+    sink = Sink()
     cfg = PreprocessConfig(inputs=[str(path)], output=str(out), runner="hadoop")
     with pytest.raises(ConfigError, match="--runner hadoop needs Hadoop's command line") as err:
         run_preprocess(cfg, Emitter(sink))
