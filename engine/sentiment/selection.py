@@ -34,6 +34,25 @@ class BestEpoch:
         self.stale += 1
         return 0 < self.patience <= self.stale
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the selection (the best weights too): a resumed run chose
+        only among the epochs after its resume, and its patience started again."""
+        return {
+            "best_key": list(self.best_key),
+            "best_epoch": self.best_epoch,
+            "best_metrics": self.best_metrics,
+            "best_state": self.best_state,
+            "stale": self.stale,
+        }
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        """Take back :meth:`state_dict` (None: a checkpoint from before it was kept)."""
+        if not state:
+            return
+        self.best_key = (float(state["best_key"][0]), float(state["best_key"][1]))
+        self.best_epoch, self.best_metrics = state["best_epoch"], state["best_metrics"]
+        self.best_state, self.stale = state["best_state"], int(state["stale"])
+
     def restore(self, model: nn.Module) -> dict[str, Any] | None:
         """Load the best weights into ``model``; return that epoch's metrics (None if none)."""
         if self.best_state is None:

@@ -19,6 +19,7 @@ from engine.sentiment.hooks import TrainHooks
 from engine.sentiment.metrics import ThresholdClock
 from engine.sentiment.model import ModelShape, SentimentLSTM
 from engine.sentiment.resume_checks import refuse_fewer_epochs, refuse_other_dataset
+from engine.sentiment.selection import BestEpoch
 from engine.sentiment.weight_average import WeightAverage
 
 CARRIED = ("samples", "seconds", "loss_sum")
@@ -59,6 +60,7 @@ class CheckpointState:
     init_facts: dict[str, Any] | None
     last_checkpoint: float
     average: WeightAverage | None
+    best: BestEpoch
 
     def _save_checkpoint(self, epoch: int, step: int) -> None:
         """Rank 0: the state to continue at ``epoch``/``step`` (atomic replace)."""
@@ -89,6 +91,7 @@ class CheckpointState:
             "partial": self._partial(step) if step else None,
             "average": self.average.state_dict() if self.average is not None else None,
             "dataset": self.dataset_record,
+            "best": self.best.state_dict(),  # the epoch a resumed run may still finish with
         }
         path = ckpt.save_checkpoint(self.cfg.run_dir, state)
         ckpt.clear_request(self.cfg.run_dir)
@@ -153,6 +156,7 @@ class CheckpointState:
         self.prior_wall_s = float(state["wall_s"])
         self.last_test = state["last_test"]
         self.hooks.load_state_dict(state["hooks"])
+        self.best.load_state_dict(state.get("best"))
         self.init_facts = state.get("init_embeddings", self.init_facts)
         if self.average is not None:  # no average kept (it was off then): start it here
             if state.get("average"):
