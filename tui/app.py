@@ -25,7 +25,7 @@ from tui.screens.base import WorkerFailed
 from tui.screens.help import HelpScreen
 from tui.screens.modals import ConfirmScreen, ErrorScreen
 from tui.screens.prices import PricesScreen
-from tui.screens.profiles import ProfilesScreen, RunRequested
+from tui.screens.profiles import ProfilesScreen, RunRequested, bills
 from tui.screens.run import FeedEnded, RunScreen
 from tui.screens.runs import ReplayRequested, RunsScreen
 from tui.services import Services
@@ -209,7 +209,8 @@ class SentitopApp(App[int]):
             ConfirmScreen(
                 "A run is live",
                 f"Run {self.run_screen.state.run_id or '?'} is still running. Stop it "
-                f"({STOP_WORDS}, its nodes torn down) and start {row.name}?",
+                f"({STOP_WORDS}, its nodes torn down) and start {row.name}?"
+                + (f" It starts {paid}, billed until torn down." if (paid := bills(row)) else ""),
                 yes="Stop it and start",
                 no="Keep it running",
             ),

@@ -67,6 +67,8 @@ async def start_cloud_run(pilot, app: SentitopApp, runner: FakeRunner) -> RunScr
     """Start the fake cloud profile (second row) and wait until its run holds, live."""
     await settle(pilot)
     await pilot.press("down", "r")
+    await pilot.pause()
+    await pilot.press("y")  # start paid machines? (a cloud profile asks first)
     await runner.holding.wait()
     await pilot.pause(0.1)
     screen = app.screen

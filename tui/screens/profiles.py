@@ -18,6 +18,7 @@ from tui.format import fmt_usd
 from tui.model.columns import Col
 from tui.model.rows import ProfileRow
 from tui.screens.base import SentitopScreen
+from tui.screens.modals import ConfirmScreen
 from tui.services import Services
 from tui.widgets.fitted_table import FittedTable
 
@@ -126,12 +127,17 @@ class ProfilesScreen(SentitopScreen):
 
     def apply_filter(self, text: str) -> None:
         needle = text.lower()
+        before = self.selected() if self.is_mounted else None
         self.shown = [
             r for r in self.rows if not needle or needle in f"{r.name} {r.cluster} {r.path}".lower()
         ]
+        # the highlighted profile stays highlighted when still shown: after `u` or a filter
+        # the highlight had moved to the first row (an EC2 profile), where `r` would start it
+        paths = [str(r.path) for r in self.shown]
+        keep = paths.index(str(before.path)) if before and str(before.path) in paths else 0
         table = self.query_one(FittedTable)
-        self._fill(table, 0)
-        self._show_detail(self.shown[0] if self.shown else None)
+        self._fill(table, keep)
+        self._show_detail(self.shown[keep] if self.shown else None)
         table.call_after_refresh(table.refit)  # a scroll bar may have come or gone
 
     def on_fitted_table_refitted(self, message: FittedTable.Refitted) -> None:
@@ -220,8 +226,46 @@ class ProfilesScreen(SentitopScreen):
                 markup=False,
             )
             self.action_reload()
+        elif bills(row) and not _live(self):  # one key must not start EC2 (a live run: the
+            # app asks before it stops that one, and says this too)
+            self.app.push_screen(
+                ConfirmScreen(
+                    "Start paid machines?",
+                    f"{row.name} starts {bills(row)}, billed from their start until they are "
+                    "torn down (at the run's end, on s, or on q).",
+                    yes="Start",
+                    no="Cancel",
+                ),
+                lambda yes: self._confirmed_run(row, yes),
+            )
         else:
             self.post_message(RunRequested(row))
+
+    def _confirmed_run(self, row: ProfileRow, yes: bool | None) -> None:
+        if yes:
+            self.post_message(RunRequested(row))
+
+
+def _live(screen: SentitopScreen) -> bool:
+    """Whether the dashboard is driving a live run (the app then asks before starting another)."""
+    run_screen = getattr(screen.app, "run_screen", None)
+    return bool(getattr(run_screen, "live", False))
+
+
+def bills(row: ProfileRow) -> str:
+    """What of a profile's run costs money as it starts (EC2 nodes, an EMR cluster), in words;
+    empty for a run on this machine or on SSH nodes."""
+    profile = row.profile
+    what = []
+    if row.cluster == "ec2":
+        what.append(f"{row.nodes} EC2 instance(s) ({row.device or '?'})")
+    preprocess = getattr(profile, "preprocess", None)
+    if getattr(preprocess, "runner", None) == "emr":
+        what.append("an EMR cluster for preprocessing")
+    if not what:
+        return ""
+    rate = f" at {fmt_usd(row.usd_per_hour)}/h" if row.usd_per_hour else ""
+    return " and ".join(what) + rate
 
 
 def _free(row: ProfileRow) -> bool:
