@@ -19,7 +19,12 @@ KEYS: list[tuple[str, str, str]] = [
     ("everywhere", "/", "filter the list or log of this screen (esc clears)"),
     ("everywhere", "q", "quit (asks first while a run is live: it is stopped, checkpoint first)"),
     ("Profiles", "↑ ↓ / click", "select a profile; details and errors below"),
-    ("Profiles", "r", "run the selected profile (opens the Run screen)"),
+    (
+        "Profiles",
+        "r",
+        "run the selected profile (opens the Run screen; asks first when it starts paid "
+        "EC2 or EMR machines)",
+    ),
     ("Profiles", "u", "reload the profiles folder"),
     ("Prices", "o", "sort by the next column (or click a header)"),
     ("Prices", "u", "refresh prices (live, else cache, else bundled)"),
