@@ -254,3 +254,4 @@ def test_a_resumed_run_reads_loading_until_its_trainer_starts() -> None:
                   "steps_per_epoch": 10, "resumed_epoch": 2, "resumed_step": 0})  # fmt: skip
     shown = status_text(state, {"eta": None, "projected": None}).plain
     assert "epoch 3/3" in shown and "loading" not in shown
+    assert "step 20" in shown  # until its first step event it read "step 0" (stage: 20/30)

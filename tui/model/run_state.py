@@ -321,6 +321,7 @@ class RunState(RunViews):
         first = (_num(ev.get("resumed_epoch")) or 0) * (per_epoch or 0)
         first += _num(ev.get("resumed_step")) or 0
         stage.total, stage.done, stage.unit = total, min(first, total or first), "steps"
+        self.global_step = max(self.global_step, int(first))  # a resumed run read "step 0"
         self._step_clock = [(t, int(first))] if (t := _num(ev.get("t"))) is not None else []
         if not self.world_size and (world := _num(ev.get("world_size"))):
             self.world_size = int(world)
