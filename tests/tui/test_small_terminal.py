@@ -166,3 +166,24 @@ async def test_profile_names_stay_whole_at_80_columns() -> None:
         assert any("aws-mixed-g4dn-g5 " in row for row in rows)
         header = next(row for row in rows if "profile" in row and "cluster" in row)
         assert "nodes" not in header and "status" in header
+
+
+async def test_prices_sort_key_cycles_through_the_columns_shown() -> None:
+    """At 80 columns `o` sorted by hidden columns: "sorted by mem GiB ▲" with no such column."""
+    from pathlib import Path
+
+    from tui.screens.prices import COLUMNS, PricesScreen
+    from tui.widgets.fitted_table import FittedTable
+
+    app = build_app(start="prices", selected_profile=Path("profiles/two-t4-nodes.yaml"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, PricesScreen)
+        table = screen.query_one(FittedTable)
+        shown = {str(c.label) for c in table.ordered_columns}
+        seen = []
+        for _ in range(len(COLUMNS)):
+            await pilot.press("o")
+            seen.append(COLUMNS[screen.sort_column][0])
+        assert set(seen) == shown and "age" not in seen

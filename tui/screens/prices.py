@@ -154,8 +154,14 @@ class PricesScreen(SentitopScreen):
         self._fill()
 
     def action_sort_next(self) -> None:
-        self.sort_column = (self.sort_column + 1) % len(COLUMNS)
-        self.sort_reverse = False
+        """Sort by the next column shown (a narrow terminal leaves some out: sorting by one of
+        them read "sorted by mem GiB" with no such column on screen)."""
+        table = self.query_one(FittedTable)
+        for step in range(1, len(COLUMNS) + 1):
+            index = (self.sort_column + step) % len(COLUMNS)
+            if table.width_of(COLUMNS[index][0]):
+                break
+        self.sort_column, self.sort_reverse = index, False
         self._fill()
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
