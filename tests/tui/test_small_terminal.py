@@ -163,7 +163,7 @@ async def test_profile_names_stay_whole_at_80_columns() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         rows = ["".join(seg.text for seg in s) for s in app.screen._compositor.render_strips()]
-        assert any("aws-mixed-g4dn-g5 " in row for row in rows)
+        assert any("aws-mixed-g4dn-g5 " in row and "A10G + 2× T4" in row for row in rows)
         header = next(row for row in rows if "profile" in row and "cluster" in row)
         assert "nodes" not in header and "status" in header
 

@@ -27,7 +27,7 @@ COLUMNS = (
     Col("cluster", 7),
     Col("nodes", 5, drop=1),
     Col("ranks", 5, drop=2),
-    Col("device", 10),
+    Col("device", 10, most=16),
     Col("$/h", 7),
     Col("status", 50, least=16, most=120),
 )
@@ -40,6 +40,7 @@ def columns_for(rows: list[ProfileRow]) -> tuple[Col, ...]:
     narrow terminal then leaves out nodes and ranks before it cuts a name (at 80 columns
     "aws-mixed-g4dn-g5" read "aws-mixed-g4d")."""
     need = max((len(_shown_name(r)) for r in rows), default=0)
+    device = max((len(r.device or "") for r in rows), default=0)
     return tuple(
         replace(
             c,
@@ -48,6 +49,8 @@ def columns_for(rows: list[ProfileRow]) -> tuple[Col, ...]:
             floor=c.low,  # narrower still only when the table cannot fit otherwise
         )
         if c.label == "profile"
+        else replace(c, width=max(c.width, min(device, c.high)))  # "A10G + 2× T4" where it fits
+        if c.label == "device"
         else c
         for c in COLUMNS
     )
