@@ -329,3 +329,17 @@ async def test_cost_view_of_runs_without_a_summary_says_why_it_is_empty() -> Non
         assert view.data is not None and not view.data.points
         assert "2 selected run(s) left out: no summary.json" in view.data.message
         assert "finished at least one epoch" not in as_text(view.render())
+
+
+def test_a_stopped_runs_note_fits_the_nav_bar_at_80_columns() -> None:
+    """The note "interrupted: acc is epoch 5's; the run stopped before it picked and blended its
+    model" lost its end at 120 columns and all but "acc is epoch 5's;" at 80."""
+    from dataclasses import replace
+
+    from tests.tui.fakes import RUNS_DIR
+    from tui.screens.runs import stopped_note
+
+    row = replace(load_run_rows(RUNS_DIR)[0], status="interrupted", accuracy_epoch=5)
+    note = stopped_note(row)
+    assert note == "interrupted: acc of epoch 5, not a final model" and len(note) <= 48
+    assert stopped_note(replace(row, accuracy_epoch=None)) == ""

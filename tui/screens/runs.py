@@ -178,10 +178,7 @@ def stopped_note(row: RunRow) -> str:
     """What a stopped run's (dimmed) accuracy is, "" for another run."""
     if row.accuracy_epoch is None:
         return ""
-    return (
-        f"{row.status}: acc is epoch {row.accuracy_epoch}'s; the run stopped before it picked "
-        "and blended its model"
-    )
+    return f"{row.status}: acc of epoch {row.accuracy_epoch}, not a final model"  # whole at 80
 
 
 def chain_note(row: RunRow) -> str:
