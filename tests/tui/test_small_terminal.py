@@ -187,3 +187,21 @@ async def test_prices_sort_key_cycles_through_the_columns_shown() -> None:
             await pilot.press("o")
             seen.append(COLUMNS[screen.sort_column][0])
         assert set(seen) == shown and "age" not in seen
+
+
+async def test_the_prices_filter_is_shown_as_typed() -> None:
+    """The border read "GPU filter 'm5'" (it matches instance names too) and took the typed text
+    as markup: "[b]" vanished."""
+    from tui.screens.prices import PricesScreen
+    from tui.widgets.fitted_table import FittedTable
+
+    app = build_app(start="prices")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"[b]", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, PricesScreen)
+        assert app.screen.query_one(FittedTable).row_count == 0  # nothing matches "[b]"
+        rows = ["".join(seg.text for seg in s) for s in app.screen._compositor.render_strips()]
+        shown = next(row for row in rows if "sorted by" in row)
+        assert "filter '[b]'" in shown and "GPU filter" not in shown

@@ -13,6 +13,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import DataTable
 
@@ -174,7 +175,7 @@ class PricesScreen(SentitopScreen):
         self._fill()
 
     def visible_rows(self) -> list[PriceRow]:
-        """Rows after the GPU filter, in sort order."""
+        """Rows after the filter (GPU model or instance name), in sort order."""
         needle = self.filter_text.lower()
         rows = [
             r
@@ -212,8 +213,9 @@ class PricesScreen(SentitopScreen):
                 key=row.instance,
             )
         arrow = "▼" if self.sort_reverse else "▲"
-        table.border_subtitle = f"sorted by {COLUMNS[self.sort_column][0]} {arrow}" + (
-            f" · GPU filter '{self.filter_text}'" if self.filter_text else ""
+        table.border_subtitle = Content(  # the typed filter is text, not markup ("[b]")
+            f"sorted by {COLUMNS[self.sort_column][0]} {arrow}"
+            + (f" · filter '{self.filter_text}'" if self.filter_text else "")
         )
         c = self.costs
         table.border_title = (
