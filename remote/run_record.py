@@ -18,6 +18,13 @@ def last_epoch_accuracy(summary: dict[str, Any]) -> tuple[float, int] | None:
     """(test accuracy, epoch number from 1) of the last evaluated epoch of a run stopped
     before its end (summary ``train.partial``), which has no accuracy of its own: the trainer
     picks and blends its model only at its end. None for any other run."""
+    found = last_evaluated_epoch(summary)
+    return None if found is None else (float(found[0]["accuracy"]), found[1])
+
+
+def last_evaluated_epoch(summary: dict[str, Any]) -> tuple[dict[str, Any], int] | None:
+    """The record and number (from 1) of the last epoch with a test accuracy of a run stopped
+    before its end (see :func:`last_epoch_accuracy`), None for any other run."""
     train = summary.get("train")
     if summary.get("accuracy") is not None or not isinstance(train, dict):
         return None
@@ -27,7 +34,7 @@ def last_epoch_accuracy(summary: dict[str, Any]) -> tuple[float, int] | None:
         value = epoch.get("accuracy") if isinstance(epoch, dict) else None
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             number = epoch.get("epoch")
-            return float(value), (number + 1 if isinstance(number, int) else len(epochs))
+            return epoch, (number + 1 if isinstance(number, int) else len(epochs))
     return None
 
 

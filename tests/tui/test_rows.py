@@ -113,6 +113,18 @@ def test_run_rows_from_events_and_summary(tmp_path: Path) -> None:
     assert load_run_rows(tmp_path / "missing") == []
 
 
+def test_a_stopped_run_shows_its_last_evaluated_epochs_f1_too(tmp_path: Path) -> None:
+    """The Runs table showed a stopped run's last epoch accuracy (dimmed) beside "F1 —"."""
+    shutil.copytree(FIXTURE_RUN, tmp_path / "r1")
+    per_epoch = [{"epoch": 0, "accuracy": 0.8, "f1": 0.85}, {"epoch": 1, "accuracy": 0.87,
+                 "f1": 0.93}, {"epoch": 2, "accuracy": None}]  # fmt: skip
+    summary = {"run": "r1", "status": "interrupted", "accuracy": None,
+               "train": {"partial": True, "per_epoch": per_epoch}}  # fmt: skip
+    (tmp_path / "r1" / "summary.json").write_text(json.dumps(summary))
+    (row,) = load_run_rows(tmp_path)
+    assert (row.accuracy, row.f1, row.accuracy_epoch) == (0.87, 0.93, 2)
+
+
 def test_a_summary_with_impossible_figures_is_read_from_the_events(tmp_path: Path) -> None:
     """A string where a number belongs ("epochs": "two") crashed the Runs screen (int("two"));
     a markup string as accuracy read as an ok run with blank columns. Broken or list-shaped

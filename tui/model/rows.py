@@ -17,7 +17,7 @@ from engine.errors import InputError, SentitopError
 from engine.events import has_live_writer
 from remote.review.outcome import summary_outcome
 from remote.review.summary_check import check_summary
-from remote.run_record import last_epoch_accuracy
+from remote.run_record import last_evaluated_epoch
 from tui.model.run_history import Stamp, device_kind, run_stamp, scan_events
 from tui.model.run_state import RunState
 
@@ -429,7 +429,7 @@ def run_row(run_dir: Path) -> RunRow | None:
     accuracy = data.get("accuracy")
     known = isinstance(accuracy, int | float) and not isinstance(accuracy, bool)
     shown = summary_outcome(status, data, float(accuracy) if known else None)
-    stopped = last_epoch_accuracy(data)
+    stopped = last_evaluated_epoch(data)  # a stopped run: its last evaluated epoch's figures
     return RunRow(
         run=run_dir.name,  # what replay, resume and `sentitop runs` name it by
         path=str(run_dir),
@@ -441,9 +441,9 @@ def run_row(run_dir: Path) -> RunRow | None:
             data.get("hours") or (wall_s / 3600.0 if isinstance(wall_s, int | float) else 0)
         ),
         usd=data.get("usd"),
-        accuracy=data.get("accuracy") if stopped is None else stopped[0],
+        accuracy=data.get("accuracy") if stopped is None else stopped[0]["accuracy"],
         accuracy_epoch=None if stopped is None else stopped[1],
-        f1=data.get("f1"),
+        f1=data.get("f1") if stopped is None else stopped[0].get("f1"),  # F1 read "—"
         samples_per_s=data.get("samples_per_s"),
         status=status,
         shown_status=shown.status,

@@ -338,7 +338,7 @@ class RunsScreen(SentitopScreen):
                 f"{row.hours:.2f}" if row.chain_hours is None else f"Σ{row.chain_hours:.2f}",
                 fmt_usd(row.usd) if row.chain_usd is None else f"Σ{fmt_usd(row.chain_usd)}",
                 Text(fmt(row.accuracy), style="dim" if row.accuracy_epoch else ""),
-                fmt(row.f1),
+                Text(fmt(row.f1), style="dim" if row.accuracy_epoch else ""),
                 nice_number(row.samples_per_s) if row.samples_per_s else "—",
                 Text("continued", style="dim")
                 if row.resumed_by
