@@ -217,10 +217,10 @@ def _run_preprocess(
             input_bytes=plain,
         )
         progress = _ProgressEvents(emitter, total, **extra)
-        if cfg.runner == "hadoop":
-            from engine.preprocess.run_mrjob import check_hadoop
+        if cfg.runner in ("inline", "hadoop", "emr"):
+            from engine.preprocess.run_mrjob import check_mrjob_run
 
-            check_hadoop(mrjob_args or [])  # said before the progress bar
+            check_mrjob_run(cfg, mrjob_args or [])  # said before the progress bar
         if cfg.runner != "local":  # mrjob's runners report once, at their end: 0 of the total
             progress.emit()
         try:

@@ -287,6 +287,22 @@ def hadoop_missing(command: str) -> ConfigError:
     )
 
 
+def check_mrjob_run(cfg: PreprocessConfig, extra_args: list[str]) -> None:
+    """What refuses an mrjob run before it starts (and before its progress bar): an input name
+    the upload cannot find, a --conf-path that is no file, Hadoop's missing command."""
+    if cfg.runner in ("hadoop", "emr"):
+        globbed = [p for p in cfg.inputs if not is_uri(p) and glob.escape(p) != p]
+        if globbed:  # mrjob's upload reads the escaped name as a file name: not found
+            raise InputError(
+                f"{globbed[0]}: --runner {cfg.runner} cannot upload a file whose name holds "
+                "glob characters ([, *, ?)",
+                hint="rename or link it without them, or use --runner local / inline / spark",
+            )
+    check_conf_paths(extra_args)
+    if cfg.runner == "hadoop":
+        check_hadoop(extra_args)
+
+
 def check_hadoop(extra_args: list[str]) -> None:
     """ConfigError before the job starts when mrjob would not find `hadoop` (as it looks: the
     HADOOP_* folders, then PATH) and no --hadoop-bin is given: it was said under an empty
@@ -333,17 +349,10 @@ def run_mrjob(
         "max_line_bytes": job.max_line_bytes,
     }
     args = ["-r", cfg.runner, "--settings", json.dumps(settings), *extra_args]
+    check_mrjob_run(cfg, extra_args)
     if cfg.runner in ("hadoop", "emr"):
-        globbed = [p for p in cfg.inputs if not is_uri(p) and glob.escape(p) != p]
-        if globbed:  # mrjob's upload reads the escaped name as a file name: not found
-            raise InputError(
-                f"{globbed[0]}: --runner {cfg.runner} cannot upload a file whose name holds "
-                "glob characters ([, *, ?)",
-                hint="rename or link it without them, or use --runner local / inline / spark",
-            )
         args += ["--py-files", engine_zip(job.tmp)]
     args += [path if is_uri(path) else glob.escape(path) for path in cfg.inputs]  # mrjob globs
-    check_conf_paths(extra_args)
     try:
         mr = PreprocessJob(args=args)
     except ValueError as exc:  # mrjob's argument parser: "unrecognized arguments: --foo"
