@@ -336,7 +336,7 @@ def run_mrjob(
     cfg: PreprocessConfig, job: JobSettings, progress: Progress | None, extra_args: list[str]
 ) -> LocalResult:
     """Run PreprocessJob on cfg.runner (inline/hadoop/emr) and hand its output to the
-    combine step as one HDF5 part."""
+    combine step as one HDF5 part (its caller ran :func:`check_mrjob_run` first)."""
     from engine.preprocess.run_local import LocalResult
     from engine.preprocess.writer import encode_part
 
@@ -349,7 +349,6 @@ def run_mrjob(
         "max_line_bytes": job.max_line_bytes,
     }
     args = ["-r", cfg.runner, "--settings", json.dumps(settings), *extra_args]
-    check_mrjob_run(cfg, extra_args)
     if cfg.runner in ("hadoop", "emr"):
         args += ["--py-files", engine_zip(job.tmp)]
     args += [path if is_uri(path) else glob.escape(path) for path in cfg.inputs]  # mrjob globs
