@@ -24,7 +24,8 @@ PriceSource = Literal["live", "cache", "bundled", "user"]
 Market = Literal["on_demand", "spot"]
 
 NO_NETWORK = "this command reads no network (`sentitop prices --refresh` fetches them)"
-"""Why live prices were not fetched, when the command did not ask for them."""
+"""Why live prices were not fetched, when the command did not ask for them (the default of
+price_book's ``not_fetched``)."""
 EMR_ESTIMATE_FRACTION = 0.25
 """EMR surcharge assumed, as a fraction of the EC2 price, when the catalog has none recorded."""
 
@@ -257,12 +258,15 @@ def price_book(
     clients: LiveClients | None = None,
     session: Any | None = None,
     endpoint_url: str | None = None,
+    not_fetched: str = NO_NETWORK,
     workers: int = 8,
     now: float | None = None,
 ) -> PriceBook:
     """Prices of ``region``: bundled catalog, then cache, then live (when stale or ``refresh``).
 
-    ``instance_types`` limits what is fetched live (default: every catalog type); spot prices
+    ``not_fetched`` says why live prices were not fetched when ``live`` is off (a command's
+    flag, a screen's key). ``instance_types`` limits what is fetched live (default: every
+    catalog type); spot prices
     are fetched for ``spot_types`` (default: the same types). When live prices cannot be had
     (offline, no credentials, access denied) the book falls back to the cache or the bundled
     catalog and says so in ``warnings``. The user's override rows always win.
@@ -311,7 +315,7 @@ def price_book(
             except OSError as exc:
                 book.warnings.append(f"could not write the price cache ({exc})")
     elif not live and stale:
-        reason = NO_NETWORK
+        reason = not_fetched
         book.warnings.append(_fallback_message(reason, book, cached, now, fetched=False))
 
     for row in catalog.rows():  # the user's edits win over everything

@@ -298,15 +298,13 @@ def price_rows(book: Any, now: float | None = None) -> list[PriceRow]:
 def load_price_rows(refresh: bool = False) -> PriceList:
     """The catalog with cached/bundled prices; ``refresh`` fetches live ones (boto3) first."""
     from remote.pricing import price_book
-    from remote.pricing.book import NO_NETWORK
 
-    book = price_book(live=refresh, refresh=refresh)
     # the dashboard refreshes with `u`: "this command reads no network (`sentitop prices
     # --refresh` …)" spoke of a command nobody typed
-    said = [
-        w.replace(NO_NETWORK, "not asked for yet (press u to fetch them)") for w in book.warnings
-    ]
-    return PriceList(price_rows(book), said)
+    book = price_book(
+        live=refresh, refresh=refresh, not_fetched="not asked for yet (press u to fetch them)"
+    )
+    return PriceList(price_rows(book), list(book.warnings))
 
 
 def load_epoch_costs(profile_path: Path, runs_dir: Path) -> EpochCosts:
