@@ -266,8 +266,8 @@ def price_book(
 
     ``not_fetched`` says why live prices were not fetched when ``live`` is off (a command's
     flag, a screen's key). ``instance_types`` limits what is fetched live (default: every
-    catalog type); spot prices
-    are fetched for ``spot_types`` (default: the same types). When live prices cannot be had
+    catalog type); spot prices are fetched for ``spot_types`` (default: the same types). When
+    live prices cannot be had
     (offline, no credentials, access denied) the book falls back to the cache or the bundled
     catalog and says so in ``warnings``. The user's override rows always win.
     """
