@@ -34,6 +34,14 @@ import asyncssh
 import engine
 from engine.errors import LaunchError
 from remote.clusters.base import LOST, Cluster, Command, NodeProcess
+from remote.clusters.node_runtime import (
+    PYTHON_HINT,
+    check_python,
+    check_same_torch,
+    local_torch,
+    parse_probe,
+    torch_differs,
+)
 from remote.run_folder import merge_into
 from remote.shell import check_name, kill_command, quote, remote_dir, remote_node_command
 
@@ -181,6 +189,8 @@ class SSHCluster(Cluster):
         self._home: dict[str, str] = {}
         """Absolute workdir per node (resolved on the node)."""
         self._code: dict[str, str] = {}
+        self._torch: dict[str, str] = {}
+        """PyTorch version each node's python reported at setup (with probe_torch)."""
 
     # -- naming ------------------------------------------------------------------------------
     @property
@@ -297,6 +307,13 @@ class SSHCluster(Cluster):
         await _on_every_node(names, [connect(self._nodes[n]) for n in names])
         digest, bundle = code_bundle()
         await _on_every_node(names, [self._setup(n, digest, bundle) for n in names])
+        torch_by_node = {n: self._torch[n] for n in self.nodes if n in self._torch}
+        check_same_torch(torch_by_node)  # a replacement node too, against the nodes left
+        differs = torch_differs({n: torch_by_node[n] for n in names if n in torch_by_node},
+                                local_torch())  # fmt: skip
+        if differs:
+            self._require_started().emit("warning", stage="start", code="torch_version",
+                                         message=differs)  # fmt: skip
 
     async def drop_node(self, node: str) -> None:
         """Continue without ``node``: forget it and close its connection (never reconnects)."""
@@ -305,6 +322,7 @@ class SSHCluster(Cluster):
         if len(self._nodes) == 1:
             raise LaunchError(f"node {node} was the last node; nothing is left to continue on")
         del self._nodes[node]
+        self._torch.pop(node, None)
         conn = self._conns.pop(node, None)
         if conn is not None:
             conn.close()
@@ -341,15 +359,18 @@ class SSHCluster(Cluster):
         probe = "import sys; print(sys.version.split()[0])"
         if self.probe_torch:
             probe = "import sys, torch; print(sys.version.split()[0], torch.__version__)"
-        await self._check(
+        out = await self._check(
             node,
             f"{quote(self._python)} -c {quote(probe)}",
             f"checking python {self._python!r}"
             + (" with torch" if self.probe_torch else "")
             + " (the profile's python)",
-            hint="set the profile's python: to an interpreter on the nodes that has the "
-            "project's dependencies (torch, numpy, h5py), e.g. a virtualenv's bin/python",
+            hint=PYTHON_HINT,
         )
+        python_version, torch_version = parse_probe(out)
+        check_python(node, self.describe(node), python_version)
+        if self.probe_torch and torch_version:
+            self._torch[node] = torch_version
         code = f"{self._home[node]}/code/{digest}"
         if await self._exists(node, f"{code}/engine/__init__.py"):
             self._code[node] = code
