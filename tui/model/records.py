@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +107,20 @@ class EpochRow:
     """Embeddings runs: PIP loss against the SPPMI reference."""
     words_per_s: float | None = None
     """Embeddings runs: corpus words per second over the epoch."""
+
+
+EPOCH_NUMBERS = ("train_loss", "test_loss", "accuracy", "precision", "recall", "f1", "seconds",
+                 "samples_per_s", "pip_loss", "words_per_s")  # fmt: skip
+"""The numbers an `epoch` event carries into its row."""
+
+
+def epoch_row(ev: Mapping[str, Any]) -> EpochRow | None:
+    """The row of an `epoch` event; None when it has no epoch number (a damaged line)."""
+    epoch = ev.get("epoch")
+    if epoch.__class__ is not int or epoch < 0:
+        return None
+    numbers = {k: float(v) for k in EPOCH_NUMBERS if (v := ev.get(k)).__class__ in (int, float)}
+    return EpochRow(epoch=epoch, **numbers)
 
 
 @dataclass(slots=True)

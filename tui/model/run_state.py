@@ -16,7 +16,15 @@ from engine.errors import peer_lost
 from engine.events import parse_event_line
 from tui.format import after_training_line, companion_line, fmt, fmt_duration
 from tui.model.event_text import checkpoint_where, readable_line, stage_ended, stage_started
-from tui.model.records import EpochRow, LogLine, NodeInfo, StageInfo, device_label, node_row
+from tui.model.records import (
+    EpochRow,
+    LogLine,
+    NodeInfo,
+    StageInfo,
+    device_label,
+    epoch_row,
+    node_row,
+)
 from tui.model.run_views import EMBEDDINGS, FINAL_STATUSES, LIVE_NODE_STATUSES, PHASES, RunViews
 from tui.model.series import DEFAULT_CAPACITY, Series
 
@@ -390,24 +398,11 @@ class RunState(RunViews):
                 self._rank_series(self.rank_shares, rank).append(rel, 1 / self.world_size, gs)
 
     def _on_epoch(self, ev: Mapping[str, Any], rel: float) -> None:
-        epoch = ev.get("epoch")
-        if epoch.__class__ is not int or epoch < 0:  # a damaged line: not an epoch "1" of dashes
-            self._log(rel, "events", f"an epoch event without an epoch number ({epoch!r}) was "
-                      "left out", "warning")  # fmt: skip
+        row = epoch_row(ev)
+        if row is None:  # a damaged line: not an epoch "1" of dashes
+            self._log(rel, "events", f"an epoch event without an epoch number "
+                      f"({ev.get('epoch')!r}) was left out", "warning")  # fmt: skip
             return
-        row = EpochRow(
-            epoch=epoch,
-            train_loss=_num(ev.get("train_loss")),
-            test_loss=_num(ev.get("test_loss")),
-            accuracy=_num(ev.get("accuracy")),
-            precision=_num(ev.get("precision")),
-            recall=_num(ev.get("recall")),
-            f1=_num(ev.get("f1")),
-            seconds=_num(ev.get("seconds")),
-            samples_per_s=_num(ev.get("samples_per_s")),
-            pip_loss=_num(ev.get("pip_loss")),
-            words_per_s=_num(ev.get("words_per_s")),
-        )
         self.epochs.append(row)
         self.epochs_seen += 1
         self.epoch = max(self.epoch, row.epoch)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -22,7 +21,6 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal
 from textual.message import Message
 from textual.widgets import DataTable, Static
-from textual.widgets.data_table import RowKey
 from textual.worker import Worker, get_current_worker
 
 from engine.stop_rules import STOP_CHECKPOINT_S
@@ -35,37 +33,32 @@ from tui.format import (
 )
 from tui.model import RunState, Series
 from tui.model.dollars import usd_at
+from tui.model.earlier_epochs import EarlierEpochs, earlier_epochs
 from tui.model.envelope import SeriesEnvelope
 from tui.model.rows import ProfileRow
 from tui.model.run_views import EMBEDDINGS, REPLAY_STOPPED
 from tui.replay import replay_file
 from tui.screens.base import SentitopScreen
 from tui.screens.modals import ConfirmScreen
-from tui.screens.runs import request_resume
+from tui.screens.runs import fit_run_id, request_resume
 from tui.services import Services
 from tui.widgets.braille import PlotLine
+from tui.widgets.epochs_table import EPOCH_ROWS, EpochsTable
 from tui.widgets.line_plot import LinePlot
 from tui.widgets.log_pane import LogPane
 from tui.widgets.recovery_marks import recovery_marks
 from tui.widgets.run_status import stages_text, status_text
-from tui.widgets.tables import epoch_cells, phase_table
+from tui.widgets.tables import phase_table
 
 X_AXES = ("steps", "time", "dollars")
 """X-axis choices of the loss, throughput and load-share plots (`x` cycles them)."""
 X_FORMATS = {"steps": nice_number, "time": format_seconds, "dollars": format_usd}
-EPOCH_ROWS = 500
-"""Epoch rows kept in the table (the newest)."""
 POST_EVERY_S = 0.05
 """Feed workers post at most one EventsIngested per this many seconds."""
 DOWN_STATUSES = {"stopped", "terminated", "lost", "failed", "done", "down"}
 STOPPED_STATUSES = ("interrupted", "failed", "budget", "unfinished")
 """Run statuses of a run that ended before its end (resumable once it wrote a checkpoint)."""
 SHARES_EMPTY = "no load shares yet (they come with the first balance plan or step)"
-EPOCH_COLUMNS = {
-    "sentiment": (("ep", 2), ("train", 5), ("test", 5), ("acc", 5), ("F1", 5), ("time", 5)),
-    "embeddings": (("ep", 2), ("SGNS", 5), ("PIP", 7), ("words/s", 7), ("time", 5)),
-}
-"""Epochs table columns (label, fixed width) per workload."""
 
 
 class Cols(NamedTuple):
@@ -132,12 +125,12 @@ class RunScreen(SentitopScreen):
         self._feed: Worker[Any] | None = None
         self._drawn_version = -1
         self._epoch_rows = 0
-        self._epoch_keys: deque[RowKey] = deque()
         self._envelopes: dict[int, SeriesEnvelope] = {}
-        self._table_workload = ""
         self._shown: dict[str, object] = {}
         """What each slow-to-paint widget shows now, so an unchanged one is not redrawn."""
         self._replayed: Path | None = None
+        self._earlier_for: RunState | None = None
+        """The resumed run whose earlier runs' epochs were asked for."""
         """The run folder being replayed (None: a live run, or nothing)."""
         self._resumed_by: str | None = None
         """The run that resumed the replayed one, when one did (`c` is not offered then)."""
@@ -154,14 +147,13 @@ class RunScreen(SentitopScreen):
                 "cost", id="plot-cost", x_format=format_seconds, y_format=format_usd, y_min=0
             )
         with Horizontal(id="tables"):
-            yield DataTable(id="epochs", cursor_type="row", zebra_stripes=True)
+            yield EpochsTable(id="epochs")
             yield Static(id="phases")
             yield DataTable(id="nodes", cursor_type="row")
         yield LogPane("log", id="log")
 
     def on_mount(self) -> None:
-        self.query_one("#epochs", DataTable).border_title = "epochs"
-        self._set_epoch_columns("sentiment")
+        self.query_one(EpochsTable).reset()
         nodes = self.query_one("#nodes", DataTable)
         nodes.border_title = "nodes"
         for label, width in (
@@ -175,20 +167,8 @@ class RunScreen(SentitopScreen):
         self.query_one("#phases", Static).border_title = "time per phase (s, last epoch)"
         self.refresh_views(force=True)
 
-    def _set_epoch_columns(self, workload: str) -> None:
-        """(Re)build the epochs table's columns for ``workload`` (fixed widths, so the columns
-        never jump while rows stream in)."""
-        if workload == self._table_workload:
-            return
-        epochs = self.query_one("#epochs", DataTable)
-        epochs.clear(columns=True)
-        self._epoch_keys.clear()
-        for label, width in EPOCH_COLUMNS[workload]:
-            epochs.add_column(label, width=width)
-        self._table_workload = workload
-
     def focus_body(self) -> None:
-        self.query_one("#epochs", DataTable).focus()
+        self.query_one(EpochsTable).focus()
 
     # ------------------------------------------------------------------- feeds
     def _reset(self, source: str) -> None:
@@ -200,10 +180,8 @@ class RunScreen(SentitopScreen):
         self._shown = {}
         self._drawn_version = -1
         self._epoch_rows = 0
-        self._epoch_keys.clear()
         if self.is_mounted:
-            self.query_one("#epochs", DataTable).clear()
-            self._set_epoch_columns("sentiment")
+            self.query_one(EpochsTable).reset()
             self.refresh_views(force=True)
             self.refresh_bindings()
 
@@ -425,9 +403,30 @@ class RunScreen(SentitopScreen):
         self._draw_status(st, snap)
         self._draw_plots(snap)
         self._draw_tables(snap)
+        self._ask_earlier(st)
         if self._changed("log", snap["log"]):
             self.query_one(LogPane).set_lines(snap["log"])
         self.set_note(self.source)
+
+    def _ask_earlier(self, st: RunState) -> None:
+        """Once a resumed run's plan is known, read the epochs its earlier runs trained."""
+        folder = self.run_dir()
+        if st.resumed_from and st.train_plan and self._earlier_for is not st and folder:
+            self._earlier_for = st
+            self._read_earlier(folder, st.train_plan.get("resumed_epoch"), st)
+
+    @work(thread=True, exit_on_error=False, group="earlier")
+    def _read_earlier(self, folder: Path, epoch: object, st: RunState) -> None:
+        found = earlier_epochs(folder, epoch if isinstance(epoch, int) else 0)
+        if found.rows:
+            self.app.call_from_thread(self._show_earlier, found, st)
+
+    def _show_earlier(self, found: EarlierEpochs, st: RunState) -> None:
+        """The earlier runs' epochs (dim) above the ones this run trained."""
+        if st is not self.state or not self.is_mounted:  # another run is shown since
+            return
+        runs = found.runs
+        self.query_one(EpochsTable).add_earlier(found.rows, runs, fit_run_id(runs[0], 24))
 
     def _changed(self, widget: str, shows: object) -> bool:
         """True (and remembered) when ``widget`` would show something new."""
@@ -541,17 +540,9 @@ class RunScreen(SentitopScreen):
         cost_plot.border_subtitle = "x: time"
 
     def _draw_tables(self, snap: dict[str, Any]) -> None:
-        epochs = self.query_one("#epochs", DataTable)
-        self._set_epoch_columns(snap["workload"])
-        # the table follows the run unless the cursor was moved up to an older epoch
-        following = epochs.row_count == 0 or epochs.cursor_row >= epochs.row_count - 1
-        for row in snap["epochs"]:
-            cells = epoch_cells(row, embeddings=snap["workload"] == EMBEDDINGS)
-            self._epoch_keys.append(epochs.add_row(*cells))
-        while len(self._epoch_keys) > EPOCH_ROWS:  # the table stays bounded too
-            epochs.remove_row(self._epoch_keys.popleft())
-        if snap["epochs"] and following:
-            epochs.move_cursor(row=epochs.row_count - 1)  # and scrolls it into view
+        epochs = self.query_one(EpochsTable)
+        epochs.set_workload(snap["workload"])
+        epochs.add_epochs(snap["epochs"])
         self._epoch_rows = snap["epochs_seen"]
         if self._changed("phases", (snap["phases"], snap["phase_names"], snap["phase_epoch"])):
             phases = self.query_one("#phases", Static)
