@@ -88,6 +88,27 @@ def test_cost_speed_widget_renders_points_and_bars() -> None:
     assert text.count("█") > 40  # efficiency bars, longest for the baseline
 
 
+def test_one_configuration_is_a_dot_not_a_line_across_the_plot(
+    make_run: Callable[..., Path], tmp_path: Path
+) -> None:
+    """With one configuration the x range was that point's own dash: it filled the width."""
+    from rich.console import Console
+
+    from tui.widgets.cost_speed import render_cost_speed
+
+    make_run("one", nproc=1, epoch_s=[50.0, 50.0], sync_s=0.0)
+    data = cost_speed_data(list_runs(tmp_path / "runs"))
+    assert len(data.points) == 1
+    console = Console(width=80, record=True, color_system=None)
+    console.print(render_cost_speed(data, 78, 16))
+    text = console.export_text()
+    plot_rows = [line.split("┤", 1)[1] for line in text.splitlines() if "┤" in line]
+    marked = [sum(ch not in " \u2800" for ch in row) for row in plot_rows]
+    assert 0 < max(marked) <= 3  # a dot (the frontier's and the point's) near the right edge
+    row = plot_rows[marked.index(max(marked))]
+    assert len(row.rstrip()) > len(row) * 0.9
+
+
 def test_report_names_a_run_still_running_or_stopped_before_its_end(
     make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -103,6 +103,7 @@ def render_plot(
     *,
     x_format: Callable[[float], str] = nice_number,
     y_format: Callable[[float], str] = nice_number,
+    x_min: float | None = None,
     y_min: float | None = None,
     y_max: float | None = None,
     floor: float | None = None,
@@ -110,9 +111,9 @@ def render_plot(
     empty: str = "waiting for data…",
 ) -> Text:
     """A chart of ``lines`` in at most ``width`` x ``height`` cells (legend, plot, x labels):
-    nothing is wider or taller, so a small widget never wraps or spills its chart. ``y_min``
-    / ``y_max``: values the y range includes; ``floor``: a value it never goes below (the
-    padding around the data stops there: 0 for a loss)."""
+    nothing is wider or taller, so a small widget never wraps or spills its chart. ``x_min``,
+    ``y_min`` / ``y_max``: values the x and y ranges include; ``floor``: a value it never goes
+    below (the padding around the data stops there: 0 for a loss)."""
     width, height = max(width, 1), max(height, 1)
     if height < 4 or width < 12:
         return _message("(too small)", width, height, centred=False)
@@ -124,6 +125,8 @@ def render_plot(
         return _message(empty, width, height)
     xs_min = min(float(x[0]) for _, x, _ in present)
     xs_max = max(float(x[-1]) for _, x, _ in present)
+    if x_min is not None:
+        xs_min = min(x_min, xs_min)
     # decimate first (the bins depend on x only), then take the y range from the bins
     gutter_guess = 7  # y labels are at most 6 characters, almost always
     px_w_guess = max(width - gutter_guess, 2) * 2

@@ -29,8 +29,7 @@ def render_cost_speed(data: CostSpeedData, width: int, height: int) -> Group | T
             color="#ffaf5f",
         )
     ]
-    hours = [p.hours for p in data.points]
-    tick = (max(hours) - min(hours)) * 0.01 or max(hours) * 0.01 or 0.01
+    tick = max(p.hours for p in data.points) * 0.01 or 0.01  # of the x range: 0 to the slowest
     for p in data.points:  # a short dash, so a single point shows as a dot
         mark = "★ " if p.is_pick else ("◆ " if p.on_front else "")
         lines.append(
@@ -39,8 +38,9 @@ def render_cost_speed(data: CostSpeedData, width: int, height: int) -> Group | T
             )
         )
     chart = render_plot(
-        lines, width, max(4, height - bars), x_format=nice_number, y_format=format_usd, y_min=0.0
-    )
+        lines, width, max(4, height - bars), x_format=nice_number, y_format=format_usd,
+        x_min=0.0, y_min=0.0,  # from zero both: one configuration is a dot, not a whole line
+    )  # fmt: skip
     rows = [
         Text(
             f"efficiency vs {data.baseline} ({data.mode}, {data.epochs} epochs; ◆ frontier"
