@@ -38,6 +38,7 @@ from remote.clusters.ec2_fleet import (
     wait_for_ssh,
 )
 from remote.clusters.naming import node_names
+from remote.clusters.node_runtime import DLAMI_PYTHONS
 from remote.clusters.ssh import SSHCluster, SSHNode
 
 __all__ = [
@@ -189,6 +190,7 @@ class EC2Cluster(SSHCluster):
             region=profile.region,
             endpoint=endpoint,
             python=profile.python or "python3",
+            python_candidates=() if profile.python or "python" in options else DLAMI_PYTHONS,
             workdir=profile.workdir,
             shared_fs=profile.shared_fs,
             known_hosts=profile.known_hosts,

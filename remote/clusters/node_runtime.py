@@ -6,6 +6,11 @@ import importlib.metadata
 import re
 
 from engine.errors import LaunchError
+from remote.shell import quote
+
+DLAMI_PYTHONS = ("/opt/pytorch/bin/python", "/opt/conda/envs/pytorch/bin/python", "python3")
+"""Where AWS's Deep Learning AMIs keep the Python that has PyTorch (newer AMIs, older ones), then
+the PATH's: tried in this order on an EC2 node whose profile gives no python."""
 
 
 def oldest_python() -> tuple[int, ...]:
@@ -23,6 +28,24 @@ PYTHON_HINT = (
     "set the profile's python: to an interpreter on the nodes that has the project's "
     "dependencies (torch, numpy, h5py), e.g. a virtualenv's bin/python"
 )
+
+
+def find_python_command(candidates: tuple[str, ...]) -> str:
+    """A shell line printing (between RS marks) the first of ``candidates`` that imports torch;
+    exit 1 when none does."""
+    tries = " ".join(quote(c) for c in candidates)
+    return (
+        f'for p in {tries}; do command -v "$p" >/dev/null 2>&1 && "$p" -c "import torch" '
+        ">/dev/null 2>&1 && { printf '\\036%s\\036' \"$p\"; exit 0; }; done; exit 1"
+    )
+
+
+def probe_command(python: str, with_torch: bool) -> str:
+    """A shell line printing the Python version of ``python`` (and its torch version)."""
+    probe = "import sys; print(sys.version.split()[0])"
+    if with_torch:
+        probe = "import sys, torch; print(sys.version.split()[0], torch.__version__)"
+    return f"{quote(python)} -c {quote(probe)}"
 
 
 def parse_probe(out: str) -> tuple[str, str | None]:

@@ -38,8 +38,10 @@ from remote.clusters.node_runtime import (
     PYTHON_HINT,
     check_python,
     check_same_torch,
+    find_python_command,
     local_torch,
     parse_probe,
+    probe_command,
     torch_differs,
 )
 from remote.run_folder import merge_into
@@ -162,6 +164,7 @@ class SSHCluster(Cluster):
         connect_timeout: float = 15.0,
         rdzv_port: int = 29400,
         probe_torch: bool = True,
+        python_candidates: Sequence[str] = (),
     ) -> None:
         super().__init__()
         if not nodes:
@@ -185,6 +188,10 @@ class SSHCluster(Cluster):
         self.rdzv_port = rdzv_port
         self.probe_torch = probe_torch
         """Check at start that the nodes' python imports torch (a clear early error)."""
+        self.python_candidates = tuple(python_candidates)
+        """Interpreters tried in order on each node (the first that imports torch is used);
+        empty: ``python`` as given."""
+        self._python_at: dict[str, str] = {}
         self._conns: dict[str, asyncssh.SSHClientConnection] = {}
         self._home: dict[str, str] = {}
         """Absolute workdir per node (resolved on the node)."""
@@ -211,8 +218,8 @@ class SSHCluster(Cluster):
         return self._nodes[node].nproc
 
     def python(self, node: str) -> str:
-        """Interpreter on the nodes."""
-        return self._python
+        """Interpreter on ``node``: the one found among the candidates, else ``python``."""
+        return self._python_at.get(node, self._python)
 
     def workdir(self, node: str) -> str:
         """Absolute workdir on ``node`` (after start)."""
@@ -323,6 +330,7 @@ class SSHCluster(Cluster):
             raise LaunchError(f"node {node} was the last node; nothing is left to continue on")
         del self._nodes[node]
         self._torch.pop(node, None)
+        self._python_at.pop(node, None)
         conn = self._conns.pop(node, None)
         if conn is not None:
             conn.close()
@@ -356,15 +364,18 @@ class SSHCluster(Cluster):
         )
         # between RS marks: login scripts may print, and a path may hold any character
         self._home[node] = out.rsplit("\036", 2)[-2]
-        probe = "import sys; print(sys.version.split()[0])"
-        if self.probe_torch:
-            probe = "import sys, torch; print(sys.version.split()[0], torch.__version__)"
+        if self.python_candidates:
+            tried = ", ".join(self.python_candidates)
+            found = await self._check(node, find_python_command(self.python_candidates),
+                                      f"finding a python with torch (tried {tried})",
+                                      hint=PYTHON_HINT)  # fmt: skip
+            self._python_at[node] = found.rsplit("\036", 2)[-2]
+        python = self.python(node)
         out = await self._check(
             node,
-            f"{quote(self._python)} -c {quote(probe)}",
-            f"checking python {self._python!r}"
-            + (" with torch" if self.probe_torch else "")
-            + " (the profile's python)",
+            probe_command(python, self.probe_torch),
+            f"checking python {python!r}{' with torch' if self.probe_torch else ''} (the "
+            "profile's python)",
             hint=PYTHON_HINT,
         )
         python_version, torch_version = parse_probe(out)

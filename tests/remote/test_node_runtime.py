@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,29 @@ async def test_a_node_python_too_old_for_the_code_is_refused(
             await cluster.start(tmp_path / "runs" / "r")
     assert caught.value.message.startswith("node b (")
     assert "Python 3.8.10; sentitop's code needs Python 3.11 or newer" in caught.value.message
+
+
+async def test_the_first_candidate_python_with_torch_is_used_on_each_node(
+    sshd: LoopbackSSHD, tmp_path: Path
+) -> None:
+    """An EC2 node on a Deep Learning AMI has torch in /opt/pytorch/bin/python (older AMIs:
+    a conda env), not in the PATH's python3, which the default tried alone."""
+    candidates = (str(tmp_path / "none" / "python"), "/bin/false", sys.executable)
+    cluster = make_cluster(sshd, tmp_path, python="python3", python_candidates=candidates)
+    async with cluster:
+        await cluster.start(tmp_path / "runs" / "r")
+        assert [cluster.python(n) for n in cluster.nodes] == [sys.executable] * 2
+
+
+async def test_no_candidate_with_torch_names_those_tried(
+    sshd: LoopbackSSHD, tmp_path: Path
+) -> None:
+    candidates = (str(tmp_path / "none" / "python"), "/bin/false")
+    cluster = make_cluster(sshd, tmp_path, python_candidates=candidates)
+    with pytest.raises(LaunchError) as caught:
+        async with cluster:
+            await cluster.start(tmp_path / "runs" / "r")
+    assert f"finding a python with torch (tried {candidates[0]}, /bin/false)" in (
+        caught.value.message
+    )
+    assert caught.value.hint and "python:" in caught.value.hint

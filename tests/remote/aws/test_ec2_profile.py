@@ -127,3 +127,13 @@ def test_a_bad_ready_timeout_names_the_field_and_the_line(
     message = info.value.message
     assert f"{path}:{line}: ready_timeout: " in message and says in message
     assert info.value.exit_code == 2
+
+
+def test_without_a_python_the_deep_learning_amis_interpreters_are_tried(tmp_path: Path) -> None:
+    from remote.clusters.node_runtime import DLAMI_PYTHONS
+
+    path = with_ami(tmp_path)
+    assert make_cluster(load_profile(path)).python_candidates == DLAMI_PYTHONS
+    path.write_text(path.read_text() + "python: /opt/venv/bin/python\n")
+    cluster = make_cluster(load_profile(path))
+    assert cluster.python_candidates == () and cluster.python("a10g-0") == "/opt/venv/bin/python"
