@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from engine.errors import DatasetError
 from engine.sentiment.order import EpochOrder, LengthsOf, WindowHook
-from engine.sentiment.splits import open_dataset
+from engine.sentiment.splits import check_shapes, open_dataset
 
 DATASET_FILE = "dataset.h5"
 VOCAB_FILE = "vocab.json"
@@ -94,6 +94,8 @@ def read_info(data_dir: str | Path) -> DatasetInfo:
     """Validate the layout of ``data_dir/dataset.h5`` and return its attributes and sizes."""
     path = dataset_path(data_dir)
     with open_dataset(path) as fh:
+        for split in ("train", "test"):
+            check_shapes(path, fh, split)  # one row per review in every array
         version = int(fh.attrs["format_version"])
         # vocab_size counts words (ids 2..vocab_size+1; pad 0, unk 1): the table needs +2 rows.
         return DatasetInfo(

@@ -88,8 +88,61 @@ def check_dataset(data_dir: str | Path, max_train_samples: int | None = None) ->
     with open_dataset(path) as fh:
         check_vocab(path, dict(fh.attrs))
         for split in ("train", "test"):
+            width = check_shapes(path, fh, split)
             limit = max_train_samples if split == "train" else None
-            check_split(path, split, fh[f"{split}/labels"][:limit])
+            labels, lengths = fh[f"{split}/labels"][:limit], fh[f"{split}/lengths"][:limit]
+            check_rows(path, split, labels, lengths, width)
+            check_split(path, split, labels)
+
+
+REDO = "re-run preprocessing (or synth --dataset) into an empty folder"
+
+
+def check_shapes(path: str | Path, fh: Any, split: str) -> int:
+    """The row width of ``split``; DatasetError unless its tokens, labels and lengths hold
+    one row per review (and the split's ``rows`` attribute says as many)."""
+    tokens = fh[f"{split}/tokens"]
+    if len(tokens.shape) != 2:
+        raise DatasetError(f"{path}: /{split}/tokens has shape {tokens.shape}, not (rows, "
+                           "columns)", hint=REDO)  # fmt: skip
+    rows = int(tokens.shape[0])
+    for name in ("labels", "lengths"):
+        shape = tuple(fh[f"{split}/{name}"].shape)
+        if shape != (rows,):
+            raise DatasetError(
+                f"{path}: /{split}/{name} has shape {shape} but /{split}/tokens {rows:,} rows: "
+                "each array of a split holds one row per review (a damaged or hand-edited file?)",
+                hint=REDO,
+            )
+    said = fh[split].attrs.get("rows")
+    if said is not None and int(said) != rows:
+        raise DatasetError(f"{path}: /{split} says it holds {int(said):,} rows (its rows "
+                           f"attribute) but its arrays hold {rows:,}", hint=REDO)  # fmt: skip
+    return int(tokens.shape[1])
+
+
+def check_rows(
+    path: str | Path, split: str, labels: np.ndarray, lengths: np.ndarray, width: int
+) -> None:
+    """DatasetError unless every label is 0 or 1 and every length within the row width (a
+    label 2 trained to a negative loss and an "ok" run)."""
+    check_values(path, f"{split}/labels", labels, 0, 1, "a label is 0 (negative) or 1 (positive)")
+    rule = f"a length counts the row's tokens, at most its {width} columns"
+    check_values(path, f"{split}/lengths", lengths, 0, width, rule)
+
+
+def check_values(
+    path: str | Path, name: str, values: np.ndarray, low: int, high: int, rule: str
+) -> None:
+    """DatasetError naming the first row of ``values`` outside [low, high] and how many are."""
+    bad = np.flatnonzero((values < low) | (values > high))
+    if bad.size:
+        first = int(bad[0])
+        raise DatasetError(
+            f"{path}: /{name} holds {bad.size:,} value(s) outside {low}..{high} (row {first:,}: "
+            f"{values[first]}); {rule}",
+            hint=REDO,
+        )
 
 
 def train_rows(data_dir: str | Path, max_train_samples: int | None = None) -> int:

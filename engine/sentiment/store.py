@@ -163,11 +163,18 @@ def _write_copy(h5: Path, split: str, folder: Path, key: str) -> None:
                 f"of {h5}, but its disk has {free / 1e9:.2f} GB free",
                 hint="free space, or set SENTITOP_CACHE_DIR / train.data_cache to a larger disk",
             )
+        ids = int(fh.attrs["vocab_size"]) + 2 if "vocab_size" in fh.attrs else None
         for name in ARRAYS:
             final = _file(folder, split, key, name)
             tmp = folder / f".{final.name}.{os.getpid()}.tmp"
             try:
-                _write_npy(group[name], tmp)
+                top = _write_npy(group[name], tmp)
+                if name == "tokens" and ids is not None and top is not None and top[0] >= ids:
+                    raise DatasetError(
+                        f"{h5}: /{split}/tokens row {top[1]:,} holds token id {top[0]:,}, but "
+                        f"its vocabulary has {ids:,} ids (0..{ids - 1:,}): a damaged file?",
+                        hint="re-run preprocessing (or synth --dataset) into an empty folder",
+                    )
                 os.replace(tmp, final)
             except OSError as exc:
                 tmp.unlink(missing_ok=True)
@@ -180,22 +187,30 @@ def _write_copy(h5: Path, split: str, folder: Path, key: str) -> None:
                 raise
 
 
-def _write_npy(dset: h5py.Dataset, path: Path) -> None:
-    """``dset`` as an .npy file, read in chunk-aligned blocks into one reused buffer."""
+def _write_npy(dset: h5py.Dataset, path: Path) -> tuple[int, int] | None:
+    """``dset`` as an .npy file, read in chunk-aligned blocks into one reused buffer; returns
+    its largest value and the first row holding it (None when empty): a token id past the
+    vocabulary would fail a rank's embedding lookup hours into an epoch."""
     shape, dtype = tuple(dset.shape), np.dtype(dset.dtype)
     row_bytes = max(1, int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize)
     chunk = dset.chunks[0] if dset.chunks else 1
     rows = max(chunk, (_BLOCK_BYTES // row_bytes) // chunk * chunk)
     buf = np.empty((min(rows, max(1, shape[0])), *shape[1:]), dtype=dtype)
     header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    top: tuple[int, int] | None = None
     with open(path, "wb") as out:
         np.lib.format.write_array_header_2_0(out, header)
         for lo in range(0, shape[0], rows):
             hi = min(shape[0], lo + rows)
             dset.read_direct(buf, np.s_[lo:hi], np.s_[0 : hi - lo])
-            out.write(buf[: hi - lo].data.cast("B"))
+            block = buf[: hi - lo]
+            out.write(block.data.cast("B"))
+            if block.size and (top is None or block.max() > top[0]):
+                where = int(np.argmax(block.reshape(block.shape[0], -1).max(axis=1)))
+                top = (int(block[where].max()), lo + where)
         out.flush()
         os.fsync(out.fileno())
+    return top
 
 
 class SplitStore:

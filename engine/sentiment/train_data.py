@@ -24,7 +24,7 @@ from engine.sentiment.data import (
     shard_bounds,
     train_loader,
 )
-from engine.sentiment.splits import check_splits
+from engine.sentiment.splits import check_rows, check_splits
 from engine.sentiment.store import CopyInfo, SplitStore, open_split
 
 
@@ -49,6 +49,8 @@ class TrainData:
             info.path, "train", limit=cfg.max_train_samples, cache=cfg.data_cache
         )
         test, _ = open_split(info.path, "test", cache=cfg.data_cache)
+        for split, rows in (("train", train), ("test", test)):
+            check_rows(info.path, split, rows.labels, rows.lengths, info.seq_len)
         check_splits(info.path, train.labels, test.labels)  # empty or one class: exit 2
         count = eval_size(len(test), len(train), cfg.eval_max_samples)
         return cls(train, test, copy, count, info.vocab_size)

@@ -148,6 +148,29 @@ def test_a_full_cache_disk_is_a_clear_error(
     assert not list((tmp_path / "cache").rglob("*.npy"))
 
 
+@pytest.mark.parametrize("row", [5, 700])  # in the first block of the copy, and in a later one
+def test_a_token_id_past_the_vocabulary_is_named_with_its_row(
+    tmp_path: Path, row: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It failed a rank's embedding lookup with an IndexError traceback once its batch came,
+    which on a large split can be hours into an epoch."""
+    import h5py
+
+    from engine.sentiment import store
+
+    monkeypatch.setattr(store, "_BLOCK_BYTES", 64 * 12 * 2)  # blocks of 64 rows
+
+    data = write_dataset(tmp_path / "data", n_train=1024, vocab_size=50)
+    with h5py.File(data / "dataset.h5", "a") as fh:
+        fh["train/tokens"][row, 1] = 60_000
+    with pytest.raises(DatasetError, match=f"/train/tokens row {row:,} holds token id 60,000, "
+                       r"but its vocabulary has 52 ids \(0..51\)"):  # fmt: skip
+        ensure_copy(data / "dataset.h5", "train", tmp_path / "cache")
+    left = [p.name for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    assert not [n for n in left if n.endswith(".npy") or n.endswith(".tmp")]
+    ensure_copy(data / "dataset.h5", "test", tmp_path / "cache")  # the sound split copies
+
+
 def test_cache_root_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SENTITOP_CACHE_DIR", "/x/y")
     assert cache_root() == Path("/x/y/streams") and cache_root("/z") == Path("/z")
