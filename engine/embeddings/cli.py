@@ -42,6 +42,7 @@ from engine.events import (
     encode_event,
     rank_emitter,
 )
+from engine.run_lock import run_folder_lock
 from engine.signal_handlers import handlers_installed
 
 if TYPE_CHECKING:
@@ -384,37 +385,45 @@ def run_local(
     otherwise its events end with an `error` and the open stage's `stage_end` (status `failed`
     or `interrupted`), and no summary.json or embeddings.npy is left to be taken as done.
     """
-    from engine.embeddings.runtime import SUMMARY_FILE
-
     cfg = check_nproc(cfg, nproc)
     run_dir = Path(cfg.run_dir)
     with termination_raises():
         made = open_run_dir(run_dir)
-        try:
-            summary = _prepare_stage(cfg, nproc, on_line)
-        except BaseException as exc:
-            if made is not None and not _prepared(run_dir):  # nothing worth keeping
-                shutil.rmtree(made, ignore_errors=True)
-            elif made is not None and isinstance(exc, ConfigError):  # e.g. --batch too large
-                exc.hint = (f"{exc.hint}; " if exc.hint else "") + (
-                    f"the corpus prepared in {run_dir} is kept: a re-run with the same input "
-                    "reuses it"
-                )
-            raise
-        if summary is not None:
-            return summary
-        watch = TrainWatch(on_line)
-        started = time.time()
-        try:
-            launch(cfg, nproc, on_line=watch)
-        except BaseException as exc:
-            own = watch.reported() if isinstance(exc, LaunchError) else None
-            if cfg.events_file and not watch.ended:
-                status, message = ending(own or exc)
-                _record_end(cfg, "train", status, message, time.time() - started)
-            if own is not None:  # a setting the ranks refused: said once, with its exit code
-                raise own from None
-            raise
+        with run_folder_lock(run_dir, "embed"):
+            return _run_locked(cfg, nproc, on_line, made)
+
+
+def _run_locked(
+    cfg: EmbedConfig, nproc: int, on_line: LineHandler | None, made: Path | None
+) -> dict[str, Any]:
+    """:func:`run_local` once the run folder is this run's alone."""
+    from engine.embeddings.runtime import SUMMARY_FILE
+
+    run_dir = Path(cfg.run_dir)
+    try:
+        summary = _prepare_stage(cfg, nproc, on_line)
+    except BaseException as exc:
+        if made is not None and not _prepared(run_dir):  # nothing worth keeping
+            shutil.rmtree(made, ignore_errors=True)
+        elif made is not None and isinstance(exc, ConfigError):  # e.g. --batch too large
+            exc.hint = (f"{exc.hint}; " if exc.hint else "") + (
+                f"the corpus prepared in {run_dir} is kept: a re-run with the same input reuses it"
+            )
+        raise
+    if summary is not None:
+        return summary
+    watch = TrainWatch(on_line)
+    started = time.time()
+    try:
+        launch(cfg, nproc, on_line=watch)
+    except BaseException as exc:
+        own = watch.reported() if isinstance(exc, LaunchError) else None
+        if cfg.events_file and not watch.ended:
+            status, message = ending(own or exc)
+            _record_end(cfg, "train", status, message, time.time() - started)
+        if own is not None:  # a setting the ranks refused: said once, with its exit code
+            raise own from None
+        raise
     doc: dict[str, Any] = json.loads((run_dir / SUMMARY_FILE).read_text("utf-8"))
     return doc
 

@@ -117,9 +117,8 @@ def launch_local(
     torch threads per rank (default: cores // nproc). When a rank fails the others are stopped
     (SIGTERM, SIGKILL after ``grace_s``) and the error names the rank and its last stderr lines.
     """
-    from engine.launch import StopFirst, launch_ranks
-    from engine.sentiment.checkpoint import CHECKPOINT, REQUEST, write_json
-    from engine.stop_rules import STOP_CHECKPOINT_S
+    from engine.run_lock import run_folder_lock
+    from engine.sentiment.checkpoint import write_json
 
     if nproc < 1:
         raise ConfigError(f"--nproc = {nproc} must be >= 1")
@@ -127,12 +126,38 @@ def launch_local(
     config_path = run_dir / "train_config.json"
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_json(config_path, config_to_dict(cfg))
     except OSError as exc:
         raise InputError(
-            f"--run-dir {run_dir}: cannot write {config_path.name} ({exc.strerror or exc})",
+            f"--run-dir {run_dir}: cannot be created ({exc.strerror or exc})",
             hint="choose a folder you can write to",
         ) from None
+    with run_folder_lock(run_dir, "train"):  # before its config: another run's is not touched
+        try:
+            write_json(config_path, config_to_dict(cfg))
+        except OSError as exc:
+            raise InputError(
+                f"--run-dir {run_dir}: cannot write {config_path.name} ({exc.strerror or exc})",
+                hint="choose a folder you can write to",
+            ) from None
+        _launch(cfg, nproc, config_path, on_line, threads, python, grace_s, env)
+
+
+def _launch(
+    cfg: TrainConfig,
+    nproc: int,
+    config_path: Path,
+    on_line: LineHandler | None,
+    threads: int | None,
+    python: str,
+    grace_s: float,
+    env: dict[str, str] | None,
+) -> None:
+    """:func:`launch_local` once the run folder is this run's alone."""
+    from engine.launch import StopFirst, launch_ranks
+    from engine.sentiment.checkpoint import CHECKPOINT, REQUEST
+    from engine.stop_rules import STOP_CHECKPOINT_S
+
+    run_dir = Path(cfg.run_dir)
     per_rank = threads or cfg.threads or default_threads(nproc)
     request = run_dir / REQUEST
     latest = run_dir / CHECKPOINT
