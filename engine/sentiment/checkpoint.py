@@ -14,6 +14,7 @@ RUN_DIR layout::
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pickle
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from engine.errors import TrainError
+from engine.errors import StorageError, TrainError
 
 CHECKPOINT = Path("checkpoints") / "latest.pt"
 REQUEST = Path("checkpoints") / "REQUEST"
@@ -35,6 +36,8 @@ MODEL_SPEC = "model.json"
 VOCAB = "vocab.json"
 TRAIN_CONFIG = "train_config.json"
 SUMMARY = "summary.json"
+FULL_BELOW_BYTES = 1 << 20
+"""A write that failed with less than this free on its disk ran out of space."""
 UNREADABLE = (OSError, RuntimeError, EOFError, ValueError, KeyError, pickle.UnpicklingError)
 """What torch.load raises on a file that is not a torch save (text, truncated, another
 pickle): a garbage file raises KeyError or ValueError from the unpickler, not OSError."""
@@ -62,9 +65,30 @@ def _atomic_replace(path: Path, write: Any) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:  # torch's zip writer says a full disk its own way
+        full = _disk_full(path.parent, exc)
+        Path(tmp).unlink(missing_ok=True)
+        if not full:
+            raise
+        raise StorageError(
+            f"no space left on the device of {path.parent} while writing {path.name} "
+            f"({exc.strerror if isinstance(exc, OSError) else 'torch: ' + str(exc)[:80]})",
+            hint=f"free space there (the {path.name} already there, if any, is kept as it was)",
+        ) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _disk_full(folder: Path, exc: BaseException) -> bool:
+    """Whether a failed write ran out of disk: ENOSPC/EDQUOT, or nothing left free while the
+    partial file is still there."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    try:
+        return shutil.disk_usage(folder).free < FULL_BELOW_BYTES
+    except OSError:
+        return False
 
 
 def write_json(path: str | Path, data: Any) -> None:
