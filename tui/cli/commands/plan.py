@@ -145,7 +145,7 @@ def _strict(value: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Print the plan; exit 2 on bad input."""
-    from engine.errors import InputError, SentitopError
+    from engine.errors import InputError, SentitopError, visible
     from engine.synth.size import parse_size
     from remote.profile import load_profile
     from remote.profile_inputs import check_input_files
@@ -157,10 +157,17 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--epochs {args.epochs}: expected an integer >= 1")
     size = None if args.data_size is None else parse_size(args.data_size, name="--data-size")
     profile = load_profile(args.profile)
-    try:
-        check_input_files(profile)  # `run` refuses it: the plan's data size is not its data
-    except SentitopError as exc:
-        print(f"warning: {exc.message}; {exc.hint}", file=sys.stderr)
+    from engine.sentiment.pretrained import check_init_embeddings
+
+    def embeddings_run(profile: Any) -> None:
+        check_init_embeddings(profile.to_train_config("", "train").model)
+
+    for check in (check_input_files, embeddings_run):  # `run` refuses them at its start
+        try:
+            check(profile)  # a missing input: the plan's data size is not the run's data
+        except SentitopError as exc:
+            hint = f"; {exc.hint}" if exc.hint else ""
+            print(visible(f"warning: {exc.message}{hint}"), file=sys.stderr)
     from tui.cli.commands.runs import require_runs_dir, warn_unreadable
 
     require_runs_dir(args.runs_dir)
