@@ -18,9 +18,7 @@ def test_a_missing_embeddings_run_is_warned_about(
     text = (ROOT / "profiles" / "local.yaml").read_text()
     profile = tmp_path / "init.yaml"
     missing = tmp_path / "no-such-embed-run"
-    profile.write_text(
-        text.replace("  model:\n", f"  model:\n    init_embeddings: {missing}\n", 1)
-    )
+    profile.write_text(text.replace("  model:\n", f"  model:\n    init_embeddings: {missing}\n", 1))
     runs = tmp_path / "runs"
     runs.mkdir()
     assert main(["plan", str(profile), "--runs-dir", str(runs)]) == 0
