@@ -107,6 +107,30 @@ def outcome_checks(test: dict[str, Any], blend: BlendFit | None) -> dict[str, An
     return checks
 
 
+WARMUP_SHARE_WARNED = 0.5
+"""A warm-up this share of a run's steps or longer is warned about (`warmup_long`)."""
+
+
+def warmup_warning(warmup_steps: int, total_steps: int) -> dict[str, str] | None:
+    """A `warmup_long` warning when the linear warm-up takes half the run's steps or more: the
+    learning rate then barely reaches ``train.lr`` (or never), and the decay hardly starts (a
+    small dataset with the default 100 warm-up steps trained 14 steps at 0.15 × the rate)."""
+    if total_steps <= 0 or warmup_steps < WARMUP_SHARE_WARNED * total_steps:
+        return None
+    peak = min(1.0, total_steps / warmup_steps)
+    what = (
+        f"never passes {peak:.2f} × train.lr and never decays"
+        if peak < 1
+        else "warms up for most of the run and hardly decays"
+    )
+    return {
+        "code": "warmup_long",
+        "message": f"train.warmup_steps {warmup_steps:,} is {warmup_steps / total_steps:.0%} of "
+        f"this run's {total_steps:,} steps: the learning rate {what}; set --warmup-steps "
+        f"(train.warmup_steps) to about a tenth of the steps ({max(1, total_steps // 10):,})",
+    }
+
+
 def refit_saved_run(
     run_dir: str | Path, data_dir: str | Path | None = None, batch_size: int = 1024
 ) -> tuple[BlendFit | None, dict[str, Any] | None]:

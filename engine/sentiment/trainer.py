@@ -29,6 +29,7 @@ from engine.sentiment.after_training import (
     companion_rows,
     fit_after_training,
     outcome_checks,
+    warmup_warning,
 )
 from engine.sentiment.blend import BlendFit
 from engine.sentiment.data import Batch, PlanSampler, even_plan, to_device
@@ -272,6 +273,8 @@ class Trainer(CheckpointState):
         self.window = StepWindow(self.device, env.world, self.data.sample_bytes)
         self.steps_logged = False
         """A `step` event was emitted (the first step of a session always emits one)."""
+        self.early_warnings: list[dict[str, str]] = []
+        """Warnings emitted at the start; the summary lists them too."""
         if cfg.resume:
             self._resume()
         if self.main:
@@ -301,6 +304,9 @@ class Trainer(CheckpointState):
                 threads=torch.get_num_threads(),
                 init_embeddings=self.init_facts,
             )
+            if warned := warmup_warning(cfg.warmup_steps, self.total_steps):
+                self.emitter.emit("warning", stage="train", **warned)  # now: before it is paid
+                self.early_warnings.append(warned)
 
     def _pos_weight(self) -> float | None:
         pw = self.cfg.pos_weight
@@ -509,8 +515,9 @@ class Trainer(CheckpointState):
             )
         ):
             summary["warnings"].append({"code": "few_known_words", "message": few})
+        summary["warnings"][:0] = self.early_warnings
         if self.main:
-            for warning in summary["warnings"]:
+            for warning in summary["warnings"][len(self.early_warnings) :]:
                 self.emitter.emit("warning", stage="train", **warning)
             ckpt.save_weights(self.cfg.run_dir, self.model.state_dict())
             ckpt.write_json(os.path.join(self.cfg.run_dir, ckpt.SUMMARY), summary)

@@ -194,6 +194,30 @@ def test_a_resumed_run_says_where_it_continues(capsys: pytest.CaptureFixture[str
     assert "resumed from checkpoints/latest.pt at epoch 1, step 10 of 71 on 1 rank(s)" in out
 
 
+def test_a_long_epoch_prints_progress_between_epoch_lines(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An epoch of an 8 M-review dataset took two hours with nothing on the terminal (trial L):
+    step events went to events.jsonl alone."""
+    from tui.cli.commands import train as train_command
+
+    printer = _Printer(quiet=False)
+    start = {"type": "train_start", "epochs": 3, "steps_per_epoch": 28125, "world_size": 2}
+    printer(0, "stdout", _line(start))
+    step = {"type": "step", "epoch": 0, "step": 250, "global_step": 250, "loss": 0.5,
+            "smoothed_loss": 0.4312, "samples_per_s": 1020.4, "read_mb_s": 2.13,
+            "rss_mb": [512.0, 530.2]}  # fmt: skip
+    printer(0, "stdout", _line(step))
+    assert capsys.readouterr().out == ""  # not yet: at most one line per PROGRESS_EVERY_S
+    monkeypatch.setattr(train_command, "PROGRESS_EVERY_S", 0.0)
+    printer(0, "stdout", _line(step))
+    out = capsys.readouterr().out
+    assert out == (
+        "epoch 1/3  step 250/28,125  1,020 samples/s  loss 0.4312  read 2.1 MB/s  "
+        "RSS ≤ 530 MB per rank\n"
+    )
+
+
 def test_a_failed_launch_says_how_to_continue_from_its_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
