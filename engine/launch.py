@@ -213,7 +213,8 @@ def _stop(ranks: Sequence[_Rank], grace_s: float) -> None:
 
 RANK_MEMORY_FLOOR = 180 << 20
 """The least memory one rank holds before any data: the interpreter with torch and the trainer
-imported (RssAnon measured 180 MB; a rank of the default model holds ≈ 310 MB, README)."""
+imported (RssAnon measured 180 MB; a rank of the seed model holds ≈ 310 MB, of the default
+model 0.5–0.8 GB: README), so the refusal only catches rank counts that cannot fit at all."""
 
 
 def check_rank_memory(nproc: int) -> None:
