@@ -37,11 +37,11 @@ from engine.events import (
     Emitter,
     EventSink,
     FanoutSink,
-    JsonlFileSink,
     StreamSink,
     encode_event,
     rank_emitter,
 )
+from engine.run_end import ending, record_end
 from engine.run_lock import run_folder_lock
 from engine.signal_handlers import handlers_installed
 
@@ -305,22 +305,6 @@ def termination_raises() -> Iterator[None]:
         yield
 
 
-def ending(exc: BaseException) -> tuple[str, str]:
-    """(stage status, message) of a run that ``exc`` ended: interrupted (Ctrl-C, SIGTERM,
-    SIGHUP) or failed."""
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted", "interrupted (Ctrl-C)"
-    if isinstance(exc, SystemExit) and isinstance(exc.code, int) and exc.code > 128:
-        try:
-            name = signal.Signals(exc.code - 128).name
-        except ValueError:
-            name = f"signal {exc.code - 128}"
-        return "interrupted", f"terminated ({name})"
-    if isinstance(exc, SentitopError):
-        return "failed", exc.message
-    return "failed", f"{type(exc).__name__}: {exc}"
-
-
 def check_batch(cfg: EmbedConfig, nproc: int) -> None:
     """Before any rank starts: ConfigError when a worker's documents hold fewer skip-gram pairs
     than one batch (not one step would train; the run ended `ok` with an SGNS loss of 0.0000):
@@ -420,7 +404,7 @@ def _run_locked(
         own = watch.reported() if isinstance(exc, LaunchError) else None
         if cfg.events_file and not watch.ended:
             status, message = ending(own or exc)
-            _record_end(cfg, "train", status, message, time.time() - started)
+            record_end(cfg.run_dir, "train", status, message, time.time() - started)
         if own is not None:  # a setting the ranks refused: said once, with its exit code
             raise own from None
         raise
@@ -473,20 +457,6 @@ def _prepare_stage(
             if stage in started_stages.names:  # it has a stage_start to end
                 record.emit("stage_end", stage=stage, status=status, seconds=time.time() - started)
         raise
-    finally:
-        emitter.close()
-
-
-def _record_end(cfg: EmbedConfig, stage: str, status: str, message: str, seconds: float) -> None:
-    """Append `error` and `stage_end` to RUN_DIR/events.jsonl (the ranks could not: stopped)."""
-    try:
-        sink = JsonlFileSink(Path(cfg.run_dir) / "events.jsonl")
-    except OSError:
-        return
-    emitter = Emitter(sink, rank=0)
-    try:
-        emitter.emit("error", message=message)
-        emitter.emit("stage_end", stage=stage, status=status, seconds=seconds)
     finally:
         emitter.close()
 

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,8 @@ def _launch(
 ) -> None:
     """:func:`launch_local` once the run folder is this run's alone."""
     from engine.launch import StopFirst, launch_ranks
+    from engine.run_end import ending, record_end
+    from engine.sentiment import checkpoint as ckpt
     from engine.sentiment.checkpoint import CHECKPOINT, REQUEST
     from engine.stop_rules import STOP_CHECKPOINT_S
 
@@ -177,6 +180,7 @@ def _launch(
         f"stopping: rank 0 first writes a checkpoint at its next step (up to "
         f"{STOP_CHECKPOINT_S:g} s); Ctrl-C again to stop at once",
     )
+    started = time.time()
     try:
         launch_ranks(
             "engine.sentiment.train",
@@ -189,6 +193,12 @@ def _launch(
             env=env,
             stop_first=stop_first,
         )
+    except BaseException as exc:  # the ranks were stopped or failed: the events end with it
+        if cfg.events_file and not (run_dir / ckpt.SUMMARY).is_file():
+            status, message = ending(exc)  # a failed rank said its error: only the end here
+            record_end(run_dir, "train", status, message if status != "failed" else None,
+                       time.time() - started)  # fmt: skip
+        raise
     finally:
         request.unlink(missing_ok=True)  # an unserved request would fire in a resumed run
 

@@ -116,3 +116,12 @@ def test_one_ctrl_c_keeps_the_steps_since_the_last_checkpoint(
     assert state["global_step"] >= seen  # the work up to the stop is kept
     assert not (run / "checkpoints" / "REQUEST").exists()
     assert f"--run-dir {run} --resume` continues it" in err and "Traceback" not in err
+    # its events say how it ended: `sentitop runs` read it as killed or crashed (trial L)
+    ended = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()][-2:]
+    assert [(e["type"], e.get("status") or e.get("message")) for e in ended] == [
+        ("error", "interrupted (Ctrl-C)"),
+        ("stage_end", "interrupted"),
+    ]
+    listed = subprocess.run([sys.executable, "-m", "tui.cli", "runs", "--runs-dir", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True, check=False)  # fmt: skip
+    assert "1 run(s) ended without a summary: run (interrupted)" in listed.stderr

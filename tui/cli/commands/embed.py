@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:  # SIGTERM or SIGHUP (engine.embeddings.cli.termination_raises)
         if not (isinstance(exc.code, int) and exc.code > 128):
             raise
-        from engine.embeddings.cli import ending
+        from engine.run_end import ending
 
         print(f"{ending(exc)[1]}: {_stopped(cfg.run_dir)}", file=sys.stderr)
         return exc.code
