@@ -43,7 +43,17 @@ SAME_SECTIONS = ("data", "preprocess")
 def resumable_run(ref: str | Path, runs_dir: str | Path | None = None) -> Path:
     """The folder of run ``ref`` when it can be resumed: it recorded its profile, stopped
     before its end and left a checkpoint; InputError saying why not otherwise."""
-    folder = resolve_run_dir(ref, want=PROFILE_FILE, root=runs_dir)
+    try:
+        folder = resolve_run_dir(ref, want=PROFILE_FILE, root=runs_dir)
+    except InputError as exc:
+        trained = Path(ref).expanduser()
+        if (trained / "train_config.json").is_file():  # what `sentitop train` writes
+            exc.message = (
+                f"{trained} is a `sentitop train` run (train_config.json, no profile.yaml); "
+                "`sentitop run --resume` continues a `sentitop run`"
+            )
+            exc.hint = f"`sentitop train --run-dir {trained} --resume` continues it"
+        raise
     if has_live_writer(folder / EVENTS_FILE):
         raise InputError(
             f"{folder}: still running; only a stopped run can be resumed",

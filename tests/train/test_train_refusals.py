@@ -268,6 +268,32 @@ def test_resume_without_a_checkpoint_is_refused(
     assert "holds no checkpoint" in err and str(run) in err
 
 
+def test_resume_of_a_folder_with_no_run_says_so_without_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It asked for --data ("--data is required") though there was nothing to continue."""
+    run = tmp_path / "empty"
+    run.mkdir()
+    err = _refused(["train", "--run-dir", str(run), "--resume"], run, capsys)
+    assert f"--resume: {run} holds no checkpoint" in err and "--data is required" not in err
+    (run / "train").mkdir()
+    (run / "train" / "train_config.json").write_text("{}")  # a `sentitop run` folder
+    err = " ".join(_refused(["train", "--run-dir", str(run), "--resume"], run, capsys).split())
+    assert f"`sentitop run --resume {run}` continues a `sentitop run`" in err
+
+
+def test_run_resume_of_a_train_folder_points_at_train_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "trained"
+    run.mkdir()
+    (run / "train_config.json").write_text("{}")
+    assert main(["run", "--resume", str(run), "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{run} is a `sentitop train` run" in err
+    assert f"`sentitop train --run-dir {run} --resume` continues it" in err
+
+
 def test_resume_defaults_to_the_ranks_the_run_last_had(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -153,9 +153,22 @@ def resumed_settings(args: argparse.Namespace) -> dict[str, Any] | None:
     from engine.config_flags import flag_values
     from engine.errors import ConfigError
 
-    saved_path = Path(args.run_dir or "") / "train_config.json"
-    if not args.resume or not args.run_dir or not saved_path.is_file():
+    if not args.resume or not args.run_dir:
         return None
+    run_dir = Path(args.run_dir)
+    saved_path = run_dir / "train_config.json"
+    if not saved_path.is_file():
+        if (run_dir / "checkpoints" / "latest.pt").is_file():
+            return None  # a checkpoint without its config: the flags say the rest
+        inner = run_dir / "train" / "train_config.json"
+        raise ConfigError(
+            f"--resume: {run_dir} holds no checkpoint (checkpoints/latest.pt) to continue, "
+            "nor a train_config.json: not a `sentitop train` run",
+            hint=f"`sentitop run --resume {run_dir}` continues a `sentitop run` (its training "
+            f"is in {run_dir / 'train'})"
+            if inner.is_file()
+            else "give the --run-dir a `sentitop train` wrote; without --resume a new run starts",
+        )
     try:
         saved: dict[str, Any] = json.loads(saved_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
