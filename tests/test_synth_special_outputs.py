@@ -84,3 +84,15 @@ def test_partial_files_of_dead_runs_are_removed_and_a_live_ones_kept(
     capsys.readouterr()
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == sorted(["s.json", live.name, other.name])
+
+
+def test_the_dataset_line_is_one_line_however_long(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rich wrapped it at the console's width, inside a number: "in 9.127\\ns" (trial L)."""
+    out = tmp_path / ("a-long-folder-name-" * 4) / "dataset"
+    argv = ["synth", "--dataset", str(out), "--reviews", "2000", "--seq-len", "8"]
+    assert main([*argv, "--vocab-size", "100"]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("wrote")]
+    assert len(lines) == 1 and lines[0].endswith(" s")  # (on stderr, beside the progress)
+    assert len(lines[0]) > 100  # longer than any console width it could have been cut at

@@ -244,7 +244,8 @@ def _run_dataset(args: argparse.Namespace, guard: StopGuard) -> int:
 
     console.print(
         f"wrote {escape(str(args.dataset))}: {stats['train']:,} train + {stats['test']:,} test "
-        f"rows × {args.seq_len} tokens in {stats['seconds']} s"
+        f"rows × {args.seq_len} tokens in {stats['seconds']} s",
+        soft_wrap=True,  # the terminal wraps it: Rich broke "9.127 s" across lines at 80 columns
     )
     return 0
 
