@@ -147,8 +147,12 @@ class GpuJob:
 
 
 def hours_text(hours: float) -> str:
-    """A deadline for people: "2 h", "1.5 h", "45 min" ("0.0166667 h" read as a typo)."""
-    return f"{hours:g} h" if hours >= 1 else f"{round(hours * 60, 1):g} min"
+    """A deadline for people: "2 h", "1.5 h", "45 min", "0.6 min", "3 s" ("0.0166667 h" read
+    as a typo, and a few seconds read "0 min")."""
+    if hours >= 1:
+        return f"{hours:g} h"
+    minutes = round(hours * 60, 1)
+    return f"{minutes:g} min" if minutes >= 0.1 else f"{round(hours * 3600, 1):g} s"
 
 
 def check_spot_rate(value: float, name: str = "spot interruptions per hour") -> float:

@@ -221,4 +221,4 @@ def _validated_draft(text: str, path: Path, data_size: int | None) -> Path:
 
 def _took(seconds: float) -> str:
     """Hours to 0.01, or seconds below 6 minutes (where 0.00 h would say nothing)."""
-    return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds:,.0f} s"
+    return f"{seconds / 3600:,.2f} h" if seconds >= 360 else f"{seconds:,.0f} s"

@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds:,.0f} s"
+    return f"{seconds / 3600:,.2f} h" if seconds >= 360 else f"{seconds:,.0f} s"
 
 
 def _amount(usd: float) -> str:
