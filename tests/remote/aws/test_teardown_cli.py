@@ -228,6 +228,9 @@ def test_a_folder_that_is_no_run_is_refused_without_asking_aws(
     for ref in (str(kept / "train"), str(tmp_path / "runs" / "20261130-111111-gone"), "etc"):
         assert main(["teardown", ref, "--dry-run"]) == 1  # searched AWS: no credentials here
         assert "no AWS credentials" in capsys.readouterr().err
+    assert main(["teardown", "bad id!", "--dry-run"]) == 2  # no run of sentitop has that name
+    err = capsys.readouterr().err
+    assert "run id = 'bad id!' is not allowed" in err and "AWS" not in err
 
 
 def test_a_resume_first_terminates_what_the_killed_run_left(ec2, ami, run_id, tmp_path) -> None:

@@ -63,11 +63,13 @@ def _run_ref(value: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """Tear the run down and print what was terminated (exit 0, also when nothing was found)."""
     from remote.run_folder import run_id_of
+    from remote.shell import check_name
 
     ref = args.run_id
     _refuse_other_folder(ref)
     cloud, recorded_region, provider = _recorded(ref)
     args.run_id = run_id_of(args.run_id)
+    check_name(args.run_id, "run id")  # no AWS search for a name no run of sentitop has
     if not cloud:  # nothing in any cloud: no AWS call, no credentials needed
         message = f"run {args.run_id} ran on {provider} machines: nothing in the cloud to tear down"
         print(json.dumps({"run_id": args.run_id, "provider": provider}) if args.json else message)
