@@ -80,6 +80,30 @@ def test_sigterm_says_terminated_and_how_to_resume(tiny_data: Path, tmp_path: Pa
     assert "Traceback" not in err
 
 
+def test_sigterm_before_any_checkpoint_says_the_work_is_lost(
+    tiny_data: Path, tmp_path: Path
+) -> None:
+    """It said "the ranks were stopped" and nothing more: no checkpoint, nothing to resume."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tui.cli", "train", "--data", str(tiny_data), "--run-dir"]
+    cmd += [str(run), "--epochs", "500", "--checkpoint-every-min", "0", "--log-every", "1"]
+    cmd += ["--batch-size", "8", "--straggle", "0:50"]  # an epoch far longer than the test
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    events = run / "events.jsonl"
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if events.exists() and '"type":"step"' in events.read_text():
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert not (run / "checkpoints" / "latest.pt").exists()
+    assert "no checkpoint had been written: nothing to resume" in err and "--resume" not in err
+
+
 def test_one_ctrl_c_keeps_the_steps_since_the_last_checkpoint(
     tiny_data: Path, tmp_path: Path
 ) -> None:

@@ -396,6 +396,10 @@ def run(args: argparse.Namespace) -> int:
             print("terminated (SIGTERM): the ranks were stopped", file=sys.stderr)
             if saved.is_file():
                 print(resume_hint(cfg, printer.checkpoint), file=sys.stderr)
+            else:  # SIGTERM stops at once: no checkpoint is asked for, unlike one Ctrl-C
+                print("no checkpoint had been written: nothing to resume, its training so far "
+                      "is lost (one Ctrl-C, or SIGINT, stops after a checkpoint)",
+                      file=sys.stderr)  # fmt: skip
         raise
     summary = printer.summary or json.loads((Path(cfg.run_dir) / "summary.json").read_text())
     summary = {k: v for k, v in summary.items() if k not in ("type", "t", "rank", "stage")}
