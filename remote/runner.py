@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -72,9 +73,15 @@ def new_run_dir(root: Path, profile_name: str) -> Path:
     try:
         root = make_private_dir(root.expanduser().resolve())
     except OSError as exc:  # a file of that name, no permission: a FileExistsError traceback
+        env = os.environ.get("SENTITOP_RUNS_DIR")
+        named = (  # where the user set it: the flag, or the variable when it is the same folder
+            "$SENTITOP_RUNS_DIR"
+            if env and Path(env).expanduser().resolve() == root.expanduser().resolve()
+            else "--runs-dir"
+        )
         raise InputError(
-            f"--runs-dir {root}: cannot hold run folders ({exc.strerror or exc})",
-            hint="name a folder you can write (default ./runs)",
+            f"{named} {root}: cannot hold run folders ({exc.strerror or exc})",
+            hint="name a folder you can write (--runs-dir, else $SENTITOP_RUNS_DIR, else ./runs)",
         ) from None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for attempt in range(100):

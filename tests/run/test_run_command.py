@@ -179,6 +179,10 @@ def test_a_runs_dir_that_is_a_file_exits_2(write_profile, tmp_path, run_env) -> 
     assert result.returncode == 2, result.stderr
     assert f"--runs-dir {blocker}: cannot hold run folders" in result.stderr
     assert "Traceback" not in result.stderr and blocker.read_text() == "not a folder"
+    by_env = sentitop("run", str(write_profile()), env={**run_env, "SENTITOP_RUNS_DIR":
+                      str(blocker)}, timeout=120)  # fmt: skip
+    assert by_env.returncode == 2, by_env.stderr  # named as the user set it (trial L)
+    assert f"$SENTITOP_RUNS_DIR {blocker}: cannot hold run folders" in by_env.stderr
 
 
 def test_a_batch_above_the_training_split_exits_2_before_any_node(write_profile, run_env) -> None:
