@@ -324,6 +324,15 @@ async def execute_run(
         meter.stop_all()
         if ticker is not None:
             ticker.stop()
+        if not (run_dir / "profile.yaml").is_file():  # removed while the run went: the ranks
+            status, reason = (
+                "failed",
+                (  # wrote a model beside no model.json, vocab or events
+                    f"the run folder {run_dir} was removed while the run went: its profile, events "
+                    "and model files are gone, so nothing can use what it trained"
+                ),
+            )
+            run_dir.mkdir(parents=True, exist_ok=True)  # for the summary that says so
         summary = _summary(profile, run_dir, status, reason, started, meter, progress, book)
         summary.update(_recovery_summary(ledger, notes))
         if resume_from is not None:

@@ -1,0 +1,40 @@
+"""A run whose folder is removed while it trains ends failed, not "ok" with unusable files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from remote.profile import load_profile
+from remote.runner import execute_run
+from tests.run.test_resume_run import PROFILE
+
+
+@pytest.mark.timeout(600)
+async def test_a_run_folder_removed_mid_run_is_a_failed_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It ended "ok": the ranks wrote model.pt and a summary again, but model.json, vocab.json
+    and events.jsonl were gone, so predict and replay refused the run (trial K)."""
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "p.yaml"
+    path.write_text(PROFILE)
+    runs = tmp_path / "runs"
+    removed: list[Path] = []
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event["type"] == "checkpoint" and not removed:  # training is under way
+            (folder,) = list(runs.iterdir())
+            shutil.rmtree(folder)
+            removed.append(folder)
+
+    outcome = await execute_run(load_profile(path), runs_dir=runs, on_event=on_event)
+    assert removed, "the run never reached a checkpoint"
+    assert outcome.status == "failed"
+    assert (
+        f"the run folder {removed[0]} was removed while the run went" in outcome.summary["reason"]
+    )
+    assert (removed[0] / "summary.json").is_file()  # where `sentitop runs` finds it
