@@ -261,6 +261,15 @@ def _mode(c: ConfigMetrics) -> str:
     return c.embed_mode or "–"
 
 
+def _processes(c: ConfigMetrics) -> str:
+    """'3 worker(s)', or for an async embeddings run 'server + 2 workers' as its table says."""
+    return (
+        _mode(c).removeprefix("async (").removesuffix(")")
+        if c.embed_mode == "async"
+        else f"{c.workers} worker(s)"
+    )
+
+
 def _pip(start: float | None, end: float | None) -> str:
     """'1.286 → 1.264' (or the end alone when the start is not recorded)."""
     if start is None:
@@ -295,7 +304,7 @@ def render_markdown(
         "",
         f"{sum(len(c.runs) for c in series.configs)} run(s), {len(series.configs)} "
         f"configuration(s), {series.mode} scaling; baseline **{base.label}** "
-        f"({base.workers} worker(s)). $ and hours are for **{n} epoch{'s' if n != 1 else ''}** "
+        f"({_processes(base)}). $ and hours are for **{n} epoch{'s' if n != 1 else ''}** "
         "of training "
         "(epoch time = median over the runs' epochs; start-up and preprocessing excluded; "
         "billing: per second with a 60 s minimum, or as the imported source priced it).",

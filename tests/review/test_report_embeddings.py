@@ -210,3 +210,12 @@ def test_real_sync_and_async_runs_report_apart(tmp_path: Path) -> None:
         row = cells[f"local ×2 proc, {mode}"]
         assert row["words/s"] == f"{summary['words_per_s']:,.0f}"
         assert row["PIP loss (start → end)"].endswith(f"→ {summary['pip_loss']:.3f}")
+
+
+def test_an_async_baseline_is_named_as_its_table_row_names_it(trial: Path, tmp_path: Path) -> None:
+    """The header said "async (2 worker(s))" where the table said "server + 1 worker"."""
+    run = str(trial / "emb_async2")
+    assert main(["report", run, "-o", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "baseline **local ×2 proc, async** (server + 1 worker)" in text
+    assert "worker(s)" not in text.split("\n\n")[1]
