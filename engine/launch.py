@@ -135,6 +135,36 @@ def _child_setup() -> Callable[[], None]:
     return setup
 
 
+def _tolerant(handler: LineHandler) -> LineHandler:
+    """``handler`` that outlives a reader that left: a Ctrl-C at `sentitop train | tee log`
+    kills tee too, and the first line then written (the "stopping: rank 0 first writes a
+    checkpoint" line) raised BrokenPipeError out of the stop, before the checkpoint was asked
+    for: the launcher exited 141 and the work was lost. The output goes to /dev/null instead."""
+
+    def call(rank: int, stream: str, line: str) -> None:
+        try:
+            handler(rank, stream, line)
+        except BrokenPipeError:
+            silence_broken_streams()
+
+    return call
+
+
+def silence_broken_streams() -> None:
+    """Point stdout and stderr at /dev/null where their reader has left (EPIPE), so later
+    writes, and the interpreter's final flush, do not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except OSError:  # BrokenPipeError among them
+                with contextlib.suppress(OSError, ValueError):
+                    os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
+
+
 def _raise_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -270,7 +300,7 @@ def launch_ranks(
     if nproc < 1:
         raise ConfigError(f"--nproc = {nproc} must be >= 1")
     check_rank_memory(nproc)
-    handler = on_line or _default_handler
+    handler = _tolerant(on_line or _default_handler)
     port = placement.master_port if placement and placement.master_port else free_port()
     ranks: list[_Rank] = []
     child_setup = _child_setup()
@@ -331,8 +361,8 @@ def launch_ranks(
 
 def _serve_first(stop_first: StopFirst, ranks: Sequence[_Rank], handler: LineHandler) -> None:
     """Ask, then wait for the answer, the ranks' end or the time limit."""
+    stop_first.ask()  # first: nothing said about it may keep it from being asked
     handler(ranks[0].rank if ranks else 0, "stderr", f"launch: {stop_first.said}")
-    stop_first.ask()
     deadline = time.monotonic() + stop_first.wait_s
     while time.monotonic() < deadline and not stop_first.served():
         if all(r.proc.poll() is not None for r in ranks):

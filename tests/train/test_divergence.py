@@ -104,6 +104,38 @@ def test_sigterm_before_any_checkpoint_says_the_work_is_lost(
     assert "no checkpoint had been written: nothing to resume" in err and "--resume" not in err
 
 
+def test_ctrl_c_keeps_its_checkpoint_when_the_output_reader_left(
+    tiny_data: Path, tmp_path: Path
+) -> None:
+    """`sentitop train ... 2>&1 | tee log` and one Ctrl-C: the terminal's SIGINT kills tee
+    too, the launcher's "stopping" line then hit the broken pipe, it exited 141 before asking
+    for the checkpoint, and the run was recorded failed (trial M)."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tui.cli", "train", "--data", str(tiny_data), "--run-dir"]
+    cmd += [str(run), "--epochs", "50", "--batch-size", "8", "--checkpoint-every-min", "0"]
+    cmd += ["--straggle", "0:50", "--log-every", "1"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    try:
+        events = run / "events.jsonl"
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if events.exists() and events.read_text().count('"type":"step"') >= 2:
+                break
+            time.sleep(0.05)
+        proc.stdout.close()  # tee is gone: every later write of the launcher gets EPIPE
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert (run / "checkpoints" / "latest.pt").is_file()  # what the one Ctrl-C promises
+    last = json.loads(events.read_text().splitlines()[-1])
+    assert (last["type"], last["status"]) == ("stage_end", "interrupted")
+
+
 def test_one_ctrl_c_keeps_the_steps_since_the_last_checkpoint(
     tiny_data: Path, tmp_path: Path
 ) -> None:

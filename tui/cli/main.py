@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 
@@ -104,9 +103,15 @@ def _main(argv: Sequence[str] | None) -> int:
     except Terminated as exc:  # SIGTERM/SIGHUP in a preprocessing run the command did not catch
         print(exc, file=sys.stderr)  # "terminated (SIGTERM)", after the run's own clean-up
         return 128 + exc.signum
-    except BrokenPipeError:  # the reader left (`sentitop ... | head`): stop quietly, as cat does
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+    except BrokenPipeError as exc:  # the reader left (`sentitop ... | head`): quiet, as cat is
+        from engine.launch import silence_broken_streams
+
+        silence_broken_streams()  # the interpreter's final flush must not fail again
+        stopped = exc.__context__  # said while stopping: a Ctrl-C at `... | tee` ends tee too
+        if isinstance(stopped, KeyboardInterrupt):
+            return 130
+        if isinstance(stopped, SystemExit) and isinstance(stopped.code, int):
+            return stopped.code
         return 141  # 128 + SIGPIPE
 
 
