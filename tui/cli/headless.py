@@ -14,6 +14,7 @@ from rich.text import Text
 
 from engine.errors import peer_lost, visible
 from remote.streams import prefixed
+from tui.cli.console import tolerant
 from tui.format import after_training_line, companion_line, fmt, fmt_billed, fmt_usd
 
 
@@ -59,17 +60,20 @@ class HeadlessProgress:
             parts.append(f"{fmt_usd(self.usd)} ({fmt_usd(self.usd_per_hour)}/h)")
         return "  ".join(parts)
 
+    @tolerant
     def on_line(self, node: str, line: str, event: Mapping[str, Any] | None) -> None:
         """Show a node's plain output line (events are shown by :meth:`on_event`)."""
         if event is None and line.strip():
             with self._lock:
                 self.console.print(Text(prefixed(node, line), style="dim"))
 
+    @tolerant
     def say(self, line: str) -> None:
         """Print one line of the launcher's own (e.g. what a Ctrl-C does), above the bars."""
         with self._lock:
             self.console.print(Text(line, style="bold yellow"))
 
+    @tolerant
     def on_event(self, event: Mapping[str, Any]) -> None:
         """Update the display for one event."""
         with self._lock:

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from engine.stop_rules import STOP_CHECKPOINT_S
+from tui.cli.console import reader_may_leave
 
 T = TypeVar("T")
 
@@ -47,14 +48,18 @@ async def run_with_two_press_stop(
         nonlocal presses
         presses += 1
         if presses == 1 and not at_once():
-            say(FIRST_PRESS)
-            stop.set()
+            stop.set()  # before anything is said: a reader that left must not keep it unset
+            tell(FIRST_PRESS)
         elif not main.cancelling():
-            if not at_once():
-                say(SECOND_PRESS)
             main.cancel()
+            if not at_once():
+                tell(SECOND_PRESS)
         else:
-            say(LATER_PRESS)
+            tell(LATER_PRESS)
+
+    def tell(line: str) -> None:
+        with reader_may_leave():
+            say(line)
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:

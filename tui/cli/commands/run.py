@@ -128,7 +128,7 @@ def _run(
     from rich.text import Text
 
     from remote.runner import RunOutcome, execute_run
-    from tui.cli.console import make_console
+    from tui.cli.console import make_console, reader_may_leave
     from tui.cli.headless import HeadlessProgress, summary_table
     from tui.cli.two_press import StoppedAtOnce, run_with_two_press_stop
 
@@ -153,15 +153,24 @@ def _run(
     try:
         if args.json:
             outcome = start(None, lambda line: print(line, file=sys.stderr, flush=True))
-            print(json.dumps(outcome.summary, indent=2))
+            with reader_may_leave():  # the outcome's exit code, not 141, once the run is done
+                print(json.dumps(outcome.summary, indent=2))
         else:
-            console = make_console()
+            console = make_console(run=True)
             with HeadlessProgress(console, epochs) as display:
                 outcome = start(display, display.say)
-            console.print(summary_table(outcome.summary))
-            console.print(Text(f"run folder: {outcome.run_dir}"))
+            with reader_may_leave():  # the outcome's exit code, not 141, once the run is done
+                console.print(summary_table(outcome.summary))
+                console.print(Text(f"run folder: {outcome.run_dir}"))
     except StoppedAtOnce:
         raise KeyboardInterrupt from None  # the summary is written: Ctrl-C's message and exit
+    with reader_may_leave():
+        _say_outcome(outcome)
+    return outcome.exit_code
+
+
+def _say_outcome(outcome: Any) -> None:
+    """The run's error and how to continue it, on stderr."""
     if outcome.error is not None:
         print(outcome.error.user_message(), file=sys.stderr)
     if outcome.status != "ok":
@@ -172,4 +181,3 @@ def _run(
             hint = hint.replace("; continue with:", "; once that is fixed, continue with:")
         if hint:
             print(hint, file=sys.stderr)
-    return outcome.exit_code
