@@ -32,11 +32,7 @@ def run_folder_lock(folder: str | Path, command: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             fh.seek(0)
-            holder = fh.read().strip() or "another sentitop command"
-            raise InputError(
-                f"{folder} is in use: {holder} is writing to it",
-                hint="wait until it ends, or give this run another folder",
-            ) from None
+            raise _in_use(folder, fh.read()) from None
         fh.seek(0)
         fh.truncate()
         fh.write(f"sentitop {command} (pid {os.getpid()})\n")
@@ -44,3 +40,25 @@ def run_folder_lock(folder: str | Path, command: str) -> Iterator[None]:
         yield
     finally:
         fh.close()  # releases the lock
+
+
+def check_not_in_use(folder: str | Path) -> None:
+    """InputError (exit 2) when another command holds ``folder``'s writer lock now (checked
+    before anything else about the folder: "holds no checkpoint" was said of a folder whose
+    run had not written its first one yet). Takes no lock of its own."""
+    try:
+        fh = open(Path(folder) / LOCK_FILE, encoding="utf-8")  # noqa: SIM115
+    except OSError:
+        return  # no lock file: no run has written it
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _in_use(folder, fh.read()) from None
+
+
+def _in_use(folder: str | Path, holder: str) -> InputError:
+    return InputError(
+        f"{folder} is in use: {holder.strip() or 'another sentitop command'} is writing to it",
+        hint="wait until it ends, or give this run another folder",
+    )

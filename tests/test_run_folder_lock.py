@@ -77,3 +77,19 @@ def test_a_second_embed_into_a_folder_being_written_is_refused(
     rc = main(["embed", "--input", str(reviews), "--run-dir", str(run), "--mode", "svd",
                "--dim", "8"])  # fmt: skip
     assert rc == 0, capsys.readouterr().err
+
+
+def test_a_resume_of_a_folder_being_written_says_it_is_in_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before the first checkpoint it said "holds no checkpoint to continue" (trial M)."""
+    run = tmp_path / "run"
+    holder = hold(run, "train")
+    try:
+        assert main(["train", "--run-dir", str(run), "--resume"]) == 2
+        err = capsys.readouterr().err
+        assert f"{run} is in use: sentitop train (pid {holder.pid})" in err
+        assert "no checkpoint" not in err
+    finally:
+        holder.kill()
+        holder.wait()

@@ -352,11 +352,14 @@ def run(args: argparse.Namespace) -> int:
     """Launch the ranks and report the summary."""
     from engine.errors import InputError, LaunchError
     from engine.launch import check_rank_memory, oversubscription_warning
+    from engine.run_lock import check_not_in_use
     from engine.sentiment.dist_env import uses_cuda
     from engine.sentiment.pretrained import check_init_embeddings
     from engine.sentiment.splits import check_batch_size, check_dataset
     from engine.sentiment.train import config_from_args, launch_local
 
+    if args.run_dir:  # first: what the folder holds may be changing under another run
+        check_not_in_use(args.run_dir)
     cfg = config_from_args(args, base=resumed_settings(args))
     check_run_dir(cfg)
     args.nproc = ranks_to_launch(args.nproc, cfg)
