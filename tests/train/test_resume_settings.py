@@ -59,4 +59,5 @@ def test_resume_refuses_flags_that_would_change_the_run(tmp_path: Path) -> None:
     assert resumed_settings(_args(run, "--resume", "--batch-size", "64")) is not None  # same
     with pytest.raises(ConfigError, match=r"--length-buckets False \(the run has True\)"):
         resumed_settings(_args(run, "--resume", "--no-length-buckets"))  # another sample order
-    assert resumed_settings(_args(tmp_path / "none", "--resume")) is None  # nothing saved yet
+    with pytest.raises(ConfigError, match="holds no checkpoint"):  # nothing saved: no run
+        resumed_settings(_args(tmp_path / "none", "--resume"))

@@ -313,3 +313,20 @@ def test_resume_defaults_to_the_ranks_the_run_last_had(
     assert ranks_to_launch(None, SimpleNamespace(resume=False, run_dir=str(run))) == 1
     (run / "events.jsonl").unlink()
     assert ranks_to_launch(None, resumed) == 1
+
+
+def test_a_fault_every_rank_finds_is_said_once_as_the_ranks_refusal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A token id past the vocabulary (found by the ranks while copying the split) was printed
+    by each rank, then again under "launch failed: rank 0 failed: exit code 2" (trial M)."""
+    data = write_dataset(tmp_path / "data", n_train=1024)
+    with h5py.File(data / "dataset.h5", "a") as fh:
+        fh["train/tokens"][700, 1] = 60_000
+    run = tmp_path / "run"
+    rc = main([*_train(data, run), "--nproc", "2", "--threads", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    said = "/train/tokens row 700 holds token id 60,000"
+    assert err.count(said) == 2  # one rank's live line, then the refusal itself
+    assert "bad dataset: " in err and "launch failed" not in err and "Traceback" not in err

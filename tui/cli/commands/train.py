@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.errors import DivergedError, visible
+from engine.errors import DivergedError, SentitopError, visible
 from engine.events import parse_event_line
 from tui.format import after_training_line, companion_line
 
@@ -60,6 +60,9 @@ class _Printer:
         """A rank said the run diverged: its checkpoint would diverge again on --resume."""
         self.warned: set[str] = set()
         """Codes of the warnings said while the run went (the summary lists them again)."""
+        self.refusal: dict[str, Any] | None = None
+        """The first `error` event of a sentitop error (it has a title): what a rank refused."""
+        self.said_errors: set[Any] = set()
         self.plan: dict[str, Any] = {}
         """The `train_start` event: epochs and steps per epoch for the progress lines."""
         self.last_progress = time.monotonic()
@@ -73,6 +76,11 @@ class _Printer:
         elif event is not None and event["type"] == "error":
             self.failed.add(rank)
             self.diverged = self.diverged or event.get("title") == DIVERGED
+            if event.get("title") and self.refusal is None:
+                self.refusal = event
+            if event.get("message") in self.said_errors:  # every rank found the same fault
+                return
+            self.said_errors.add(event.get("message"))
         if event is None and stream == "stderr" and rank in self.failed:
             return
         if self.quiet:
@@ -195,6 +203,16 @@ def resumed_settings(args: argparse.Namespace) -> dict[str, Any] | None:
         )
     saved.pop("resume", None)
     return saved
+
+
+def rank_refusal(event: dict[str, Any]) -> SentitopError:
+    """The error a rank refused its input or settings with (exit 2), from its `error` event:
+    said once, as `train` says its own refusals, not under "launch failed" with the same
+    lines again from every rank."""
+    error = SentitopError(str(event.get("message")), hint=event.get("hint"))
+    error.title = str(event.get("title"))
+    error.exit_code = 2
+    return error
 
 
 def resumed_line(event: dict[str, Any]) -> str:
@@ -386,10 +404,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         launch_local(cfg, args.nproc, on_line=printer)
     except LaunchError as exc:
+        failure: SentitopError = exc
+        if exc.rank_exit == 2 and printer.refusal is not None:  # the rank's words, said once
+            failure = rank_refusal(printer.refusal)
         if saved.is_file() and not printer.diverged:  # said last, after the tail
             way_on = resume_hint(cfg, printer.checkpoint, refused=exc.rank_exit == 2)
-            exc.hint = "\n".join(filter(None, [exc.hint, way_on]))
-        raise
+            failure.hint = "\n".join(filter(None, [failure.hint, way_on]))
+        raise failure from None
     except KeyboardInterrupt:  # Ctrl-C: the ranks are stopped; say where the run can go on
         if saved.is_file():
             print(resume_hint(cfg, printer.checkpoint), file=sys.stderr)
