@@ -140,7 +140,15 @@ def launch_local(
                 f"--run-dir {run_dir}: cannot write {config_path.name} ({exc.strerror or exc})",
                 hint="choose a folder you can write to",
             ) from None
+        events = run_dir / "events.jsonl"
+        if not cfg.resume and cfg.events_file and events.is_file():  # a killed run's, with no
+            os.replace(events, run_dir / EARLIER_EVENTS)  # checkpoint: a replay showed both runs
         _launch(cfg, nproc, config_path, on_line, threads, python, grace_s, env)
+
+
+EARLIER_EVENTS = "events.earlier.jsonl"
+"""Where a new run in a folder moves the events of the run before it there (one that ended
+without a checkpoint or summary, so a fresh run was allowed): kept, not mixed into its own."""
 
 
 def _launch(

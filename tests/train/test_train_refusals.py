@@ -330,3 +330,21 @@ def test_a_fault_every_rank_finds_is_said_once_as_the_ranks_refusal(
     said = "/train/tokens row 700 holds token id 60,000"
     assert err.count(said) == 2  # one rank's live line, then the refusal itself
     assert "bad dataset: " in err and "launch failed" not in err and "Traceback" not in err
+
+
+def test_a_new_run_keeps_a_killed_runs_events_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run killed before its first checkpoint left events.jsonl; a new run into the folder
+    appended to it, and a replay showed two train_starts as one run (trial M)."""
+    data = write_dataset(tmp_path / "data")
+    run = tmp_path / "run"
+    run.mkdir()
+    killed = '{"type":"train_start","t":1.0,"rank":0,"epochs":30}\n'
+    (run / "events.jsonl").write_text(killed)
+    assert main([*_train(data, run), "--model", "seed", "--threads", "1"]) == 0
+    assert (run / "events.earlier.jsonl").read_text() == killed
+    starts = [
+        line for line in (run / "events.jsonl").read_text().splitlines() if "train_start" in line
+    ]
+    assert len(starts) == 1 and '"epochs":1' in starts[0]
