@@ -121,3 +121,17 @@ def test_the_accuracy_says_how_many_test_reviews_back_it() -> None:
     code += "print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"  # the headless display stays torch-free
+
+
+def test_a_stopped_runs_table_shows_its_last_evaluated_epoch() -> None:
+    """Its accuracy read "—" though epoch 1 had measured 0.8175 (trial M); the Runs screen
+    showed that epoch's figures already."""
+    console, out = _console()
+    epochs = [{"epoch": 0, "accuracy": 0.8175, "f1": 0.87}, {"epoch": 1, "accuracy": None}]
+    train = {"partial": True, "per_epoch": epochs}
+    console.print(summary_table({"run": "r", "status": "interrupted", "train": train}))
+    text = out.getvalue()
+    assert "— (epoch 1: 0.8175, before the stop)" in text
+    assert "— (epoch 1: 0.8700, before the stop)" in text
+    console.print(summary_table({"run": "r", "status": "ok", "accuracy": 0.9, "n_test": 10}))
+    assert "before the stop" not in out.getvalue().split("r — ok")[-1]

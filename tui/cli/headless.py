@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.errors import peer_lost, visible
+from remote.run_record import last_evaluated_epoch
 from remote.streams import prefixed
 from tui.cli.console import tolerant
 from tui.format import after_training_line, companion_line, fmt, fmt_billed, fmt_usd
@@ -200,6 +201,16 @@ def chosen_on_test(summary: Mapping[str, Any]) -> list[str]:
     return chosen
 
 
+def _stopped_at(summary: Mapping[str, Any], field: str) -> str:
+    """' (epoch 1: 0.8175, before the stop)' for a run stopped before its end, whose own figure
+    is "—" (the trainer picks its model only at its end), as the Runs screen shows it."""
+    found = last_evaluated_epoch(dict(summary))
+    value = found[0].get(field) if found else None
+    if found is None or not isinstance(value, int | float):
+        return ""
+    return f" (epoch {found[1]}: {value:.4f}, before the stop)"
+
+
 def accuracy_cell(summary: Mapping[str, Any], blend_note: bool = True) -> str:
     """The test accuracy with its 95 % Wilson interval over the test reviews it was measured
     on (a small test split cannot tell a point from noise; the figure alone would not say so),
@@ -238,8 +249,8 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     rows = [
         ("profile", summary.get("profile")),
         ("world size", summary.get("world_size")),
-        ("accuracy", accuracy_cell(summary)),
-        ("F1", fmt(summary.get("f1"), ".4f")),
+        ("accuracy", accuracy_cell(summary) + _stopped_at(summary, "accuracy")),
+        ("F1", fmt(summary.get("f1"), ".4f") + _stopped_at(summary, "f1")),
         ("epochs", summary.get("epochs")),
         ("wall time", f"{fmt(summary.get('wall_s'), '.1f')} s"),
         ("samples/s", fmt(summary.get("samples_per_s"), ",.0f")),
