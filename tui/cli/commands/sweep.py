@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.errors import InputError
     from remote.profile import load_profile
     from remote.sweep import parse_counts, plan_sweep, run_sweep
+    from tui.cli.console import tolerant
     from tui.cli.two_press import FIRST_PRESS, StoppedAtOnce, run_with_two_press_stop
 
     if args.epochs is not None and args.epochs < 1:
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     )
     err = sys.stderr
 
+    @tolerant  # a reader that left (`| tee` ended by the Ctrl-C) must not stop the sweep's stop
     def on_run(index: int, outcome: Any) -> None:
         s = outcome.summary
         print(
