@@ -97,3 +97,38 @@ def test_a_last_run_stopped_before_its_checkpoint_is_said_so(
     torch_like_zip(last / NODE_CHECKPOINT)
     _say_what_stopped(outcomes, [1, 2], [])
     assert f"continue with: sentitop run --resume {last}" in capsys.readouterr().err
+
+
+def test_one_ctrl_c_keeps_the_runs_checkpoint_when_the_reader_left(
+    write_profile, run_env, tmp_path: Path
+) -> None:
+    """`sentitop sweep … 2>&1 | tee log`: the Ctrl-C ends tee too; the sweep's stop must not
+    fail on the lines it can no longer write (the first of them came before the stop was set)."""
+    profile = write_profile(nproc=1, epochs=50)
+    slow = "  batch: 16\n  balance: {emulate_s: 0.25}\n"
+    profile.write_text(profile.read_text().replace("  batch: 64\n", slow))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "sweep", str(profile), "--nproc", "1,2"],
+        env=run_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    runs = tmp_path / "runs"
+    deadline = time.time() + 180
+    events = None
+    while time.time() < deadline and events is None:
+        found = list(runs.glob("*/events.jsonl")) if runs.exists() else []
+        if found and '"type":"step"' in found[0].read_text():
+            events = found[0]
+        time.sleep(0.5)
+    assert events is not None, "training never started"
+    proc.stdout.close()  # tee is gone
+    os.kill(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    summary = json.loads((events.parent / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and re.fullmatch(CHECKPOINT_KEPT, summary["reason"])
+    assert [p.name for p in runs.iterdir()] == [events.parent.name]

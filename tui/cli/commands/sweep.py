@@ -126,31 +126,38 @@ def run(args: argparse.Namespace) -> int:
         name = signal.Signals(received[0]).name
         print(f"terminated ({name}): the sweep was stopped and its run torn down", file=err)
         return 128 + received[0]
-    if args.json:
-        print(
-            json.dumps(
-                {"sweep": plan.sweep_id, "mode": plan.mode, "runs": [o.summary for o in outcomes]},
-                indent=2,
-            )
-        )
-    else:
-        print(f"sweep id: {plan.sweep_id}  (`sentitop report {plan.sweep_id} --output DIR`)")
+    _say_outcomes(args, plan, outcomes, err)
+    if any(o.status == "interrupted" for o in outcomes):
+        return 130
+    return 0 if all(o.status == "ok" for o in outcomes) else 1
+
+
+def _say_outcomes(args: argparse.Namespace, plan: Any, outcomes: list[Any], err: Any) -> None:
+    """Write the report (--report), then say the sweep id (or --json), the report and which
+    runs were not started: the report is written even where nothing can be said any more."""
+    from tui.cli.console import reader_may_leave
+
+    report = None
     if args.report is not None:
         from remote.review.report import write_report
         from remote.runs_store import load_run
 
         ok = [load_run(o.run_dir) for o in outcomes if o.status == "ok"]
-        if ok:
-            report = write_report(ok, args.report)
-            print(f"report: {report.markdown}")
+        report = write_report(ok, args.report) if ok else None
+    with reader_may_leave():  # the sweep's exit code, not 141, once its runs are done
+        if args.json:
+            runs = [o.summary for o in outcomes]
+            print(json.dumps({"sweep": plan.sweep_id, "mode": plan.mode, "runs": runs}, indent=2))
         else:
+            print(f"sweep id: {plan.sweep_id}  (`sentitop report {plan.sweep_id} --output DIR`)")
+        if report is not None:
+            print(f"report: {report.markdown}")
+        elif args.report is not None:
             print(f"no report in {args.report}: no run of the sweep ended ok", file=err)
-    stopped_last = bool(outcomes) and outcomes[-1].status == "interrupted"
-    if len(outcomes) < len(plan.counts) or stopped_last:
-        _say_what_stopped(outcomes, plan.counts[: len(outcomes)], plan.counts[len(outcomes) :])
-    if any(o.status == "interrupted" for o in outcomes):
-        return 130
-    return 0 if all(o.status == "ok" for o in outcomes) else 1
+        stopped_last = bool(outcomes) and outcomes[-1].status == "interrupted"
+        if len(outcomes) < len(plan.counts) or stopped_last:
+            done, left = plan.counts[: len(outcomes)], plan.counts[len(outcomes) :]
+            _say_what_stopped(outcomes, done, left)
 
 
 def _status_words(outcome: Any) -> str:
