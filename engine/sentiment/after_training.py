@@ -115,8 +115,8 @@ def warmup_warning(warmup_steps: int, total_steps: int) -> dict[str, str] | None
     """A `warmup_long` warning when the linear warm-up takes half the run's steps or more: the
     learning rate then barely reaches ``train.lr`` (or never), and the decay hardly starts (a
     small dataset with the default 100 warm-up steps trained 14 steps at 0.15 × the rate)."""
-    if total_steps <= 0 or warmup_steps < WARMUP_SHARE_WARNED * total_steps:
-        return None
+    if total_steps <= 0 or warmup_steps <= 1 or warmup_steps < WARMUP_SHARE_WARNED * total_steps:
+        return None  # (one warm-up step reaches the full rate at the first step)
     peak = min(1.0, total_steps / warmup_steps)
     what = (
         f"never passes {peak:.2f} × train.lr and never decays"

@@ -15,6 +15,7 @@ from tui.cli import main
 
 def test_only_a_warm_up_of_half_the_run_or_more_is_warned_about() -> None:
     assert warmup_warning(100, 1000) is None and warmup_warning(49, 100) is None
+    assert warmup_warning(1, 1) is None  # one warm-up step: the full rate at the first step
     said = warmup_warning(100, 14)
     assert said is not None and said["code"] == "warmup_long"
     assert "100 is 714% of this run's 14 steps" in said["message"]
