@@ -12,11 +12,34 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.run.conftest import ROOT
 from tests.run.test_run_command import CHECKPOINT_KEPT
+
+
+def _sweep_in_training(
+    write_profile: Any, run_env: dict[str, str], tmp_path: Path, **popen: Any
+) -> tuple[subprocess.Popen[Any], Path]:
+    """A 1,2-worker sweep whose first run has stepped: (the process, that run's events)."""
+    profile = write_profile(nproc=1, epochs=50)
+    slow = "  batch: 16\n  balance: {emulate_s: 0.25}\n"  # sleep-based device time: 1 s a step
+    profile.write_text(profile.read_text().replace("  batch: 64\n", slow))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "sweep", str(profile), "--nproc", "1,2"],
+        env=run_env, cwd=ROOT, stdout=subprocess.PIPE, start_new_session=True, **popen,
+    )  # fmt: skip
+    runs = tmp_path / "runs"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        found = list(runs.glob("*/events.jsonl")) if runs.exists() else []
+        if found and '"type":"step"' in found[0].read_text():
+            return proc, found[0]
+        time.sleep(0.5)
+    proc.kill()
+    raise AssertionError("training never started")
 
 
 @pytest.mark.parametrize(
@@ -27,23 +50,9 @@ from tests.run.test_run_command import CHECKPOINT_KEPT
 def test_ctrl_c_stops_the_sweep_after_the_run_under_way(
     write_profile, run_env, tmp_path: Path, presses: int, reason: str
 ) -> None:
-    profile = write_profile(nproc=1, epochs=50)
-    slow = "  batch: 16\n  balance: {emulate_s: 0.25}\n"  # sleep-based device time: 1 s a step
-    profile.write_text(profile.read_text().replace("  batch: 64\n", slow))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", "sweep", str(profile), "--nproc", "1,2"],
-        env=run_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+    proc, events = _sweep_in_training(write_profile, run_env, tmp_path, text=True,
+                                      stderr=subprocess.PIPE)  # fmt: skip
     runs = tmp_path / "runs"
-    deadline = time.time() + 180
-    events = None
-    while time.time() < deadline and events is None:
-        found = list(runs.glob("*/events.jsonl")) if runs.exists() else []
-        if found and '"type":"step"' in found[0].read_text():
-            events = found[0]
-        time.sleep(0.5)
-    assert events is not None, "training never started"
     for _ in range(presses):
         os.kill(proc.pid, signal.SIGINT)
         time.sleep(0.5)  # two signals sent back to back would merge into one
@@ -104,24 +113,9 @@ def test_one_ctrl_c_keeps_the_runs_checkpoint_when_the_reader_left(
 ) -> None:
     """`sentitop sweep … 2>&1 | tee log`: the Ctrl-C ends tee too; the sweep's stop must not
     fail on the lines it can no longer write (the first of them came before the stop was set)."""
-    profile = write_profile(nproc=1, epochs=50)
-    slow = "  batch: 16\n  balance: {emulate_s: 0.25}\n"
-    profile.write_text(profile.read_text().replace("  batch: 64\n", slow))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", "sweep", str(profile), "--nproc", "1,2"],
-        env=run_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
+    proc, events = _sweep_in_training(write_profile, run_env, tmp_path, stderr=subprocess.STDOUT)
     runs = tmp_path / "runs"
-    deadline = time.time() + 180
-    events = None
-    while time.time() < deadline and events is None:
-        found = list(runs.glob("*/events.jsonl")) if runs.exists() else []
-        if found and '"type":"step"' in found[0].read_text():
-            events = found[0]
-        time.sleep(0.5)
-    assert events is not None, "training never started"
+    assert proc.stdout is not None
     proc.stdout.close()  # tee is gone
     os.kill(proc.pid, signal.SIGINT)
     try:
