@@ -10,11 +10,16 @@ import traceback
 from collections.abc import Callable
 from typing import NoReturn
 
-from engine.errors import SentitopError
+from engine.errors import SentitopError, peer_lost
 from engine.events import Emitter
 
 TAIL_LINES = 20
 """Traceback lines carried by an `error` event."""
+PEER_LOST_LINE = (
+    "lost the connection to another rank (the cause is the rank or node that failed first)"
+)
+"""What a rank failing because a peer went away writes to stderr instead of its traceback (the
+`error` event keeps the traceback's tail)."""
 
 
 def run_as_rank(work: Callable[[], object], emitter: Emitter) -> int:
@@ -44,8 +49,12 @@ def run_as_rank(work: Callable[[], object], emitter: Emitter) -> int:
         return 130
     except Exception as exc:  # reported as an event and a traceback, then exit 1
         tail = traceback.format_exc().splitlines()[-TAIL_LINES:]
-        emitter.emit("error", message=f"{type(exc).__name__}: {exc}", tail=tail)
-        traceback.print_exc()
+        message = f"{type(exc).__name__}: {exc}"
+        emitter.emit("error", message=message, tail=tail)
+        if peer_lost(message):  # a survivor of another rank's loss: its stack says nothing
+            print(f"{PEER_LOST_LINE}: {message.splitlines()[0][:200]}", file=sys.stderr)
+        else:
+            traceback.print_exc()
         return 1
     finally:
         if dist.is_initialized():

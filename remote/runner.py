@@ -168,7 +168,9 @@ class _Progress:
             if isinstance(rank, int) and isinstance(node, str):
                 self.rank_nodes[rank] = node
         elif kind == "warning":
-            self.warnings.append({k: event.get(k) for k in ("stage", "code", "message")})
+            warning = {k: event.get(k) for k in ("stage", "code", "message")}
+            if warning not in self.warnings:  # a recovered run's next attempt says it again
+                self.warnings.append(warning)
         elif kind == "epoch" and isinstance(event.get("seconds"), int | float):
             self.epoch_seconds.append(float(event["seconds"]))
             skip = ("type", "t", "run", "node", "rank")

@@ -158,13 +158,22 @@ async def _run(
                 killed.append(pid)
                 os.kill(pid, signal.SIGKILL)
 
+    lines: list[tuple[str, str]] = []
+
+    def on_line(node: str, line: str, event: dict[str, Any] | None) -> None:
+        if event is None:
+            lines.append((node, line))  # what `sentitop run` shows of the nodes' output
+
     try:
         outcome = await runner.execute_run(
-            load_profile(path), runs_dir=tmp_path / "runs", on_event=on_event
+            load_profile(path), runs_dir=tmp_path / "runs", on_event=on_event, on_line=on_line
         )
     finally:
         await relay.close()
     assert killed, "node b was never killed (no step after a stored mid-epoch checkpoint)"
+    # the survivor's gloo error is one line, not its stack (twice: the rank's, the launcher's)
+    shown = "\n".join(line for _, line in lines)
+    assert "Traceback" not in shown and "lost the connection to another rank" in shown, shown
     return outcome, events, relay
 
 
@@ -193,6 +202,9 @@ async def test_shrink_finishes_on_node_a_after_node_b_vanishes(
     assert summary["world_size"] == 1 and summary["world_sizes"] == [2, 1]
     assert summary["recovery"]["events"][0]["lost"] == ["b"]
     assert "latest.pt" in summary["checkpoints"]
+    # each attempt warned about its warm-up: the summary lists the warning once
+    codes = [w["code"] for w in summary["warnings"]]
+    assert codes.count("warmup_long") == 1 and len(codes) == len(set(codes)), codes
     # the run folder says the same, and the checkpoint survived on this machine
     on_disk = list(read_events(outcome.run_dir / "events.jsonl"))
     assert [e["type"] for e in on_disk].count("recovery") == 1

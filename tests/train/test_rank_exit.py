@@ -66,6 +66,33 @@ def test_run_as_rank_returns_the_code_of_a_failed_rank() -> None:
     assert '"type":"error"' in done.stdout.replace(" ", "")
 
 
+@pytest.mark.parametrize("lost", [True, False])
+def test_a_rank_whose_peer_went_away_says_one_line_not_its_stack(lost: bool) -> None:
+    """A survivor of another node's loss fails in gloo with 'Connection reset by peer': its
+    stack says nothing about the cause, so stderr (shown per node over SSH) gets one line; the
+    `error` event keeps the tail. Any other exception still prints its traceback."""
+    reason = "Connection reset by peer" if lost else "index out of range"
+    done = _python(f"""
+        from engine.events import Emitter, StreamSink
+        from engine.rank_main import exit_rank, run_as_rank
+
+        def train_step():
+            raise RuntimeError("[pair.cc:537] Read error [127.0.0.1]:6066: {reason}. GLHF!")
+
+        exit_rank(run_as_rank(train_step, Emitter(StreamSink())))
+    """)
+    assert done.returncode == 1
+    assert ("Traceback" in done.stderr) is not lost
+    assert ("train_step" in done.stderr) is not lost
+    if lost:
+        assert done.stderr.strip().splitlines() == [
+            "lost the connection to another rank (the cause is the rank or node that failed "
+            "first): RuntimeError: [pair.cc:537] Read error [127.0.0.1]:6066: Connection reset "
+            "by peer. GLHF!"
+        ]
+    assert "train_step" in done.stdout  # the error event's tail, for the run folder's log
+
+
 def _launch(mode: str) -> list[tuple[int, str, str]]:
     from engine.launch import launch_ranks
 
