@@ -137,11 +137,12 @@ def run_rank(cfg: EmbedConfig) -> int:
     emitter = rank_emitter(cfg.run_dir, env.rank, events_file=cfg.events_file)
 
     def work() -> None:
+        started = time.time()  # before the rendezvous: no worker's epoch starts before it
         if env.device.type == "cuda":
             torch.cuda.set_device(env.device)
         if env.world > 1:
             dist.init_process_group(env.backend)
-        run = EmbedRun(cfg, env, emitter)
+        run = EmbedRun(cfg, env, emitter, started=started)
         (run_async if cfg.mode == "async" else run_sync)(run)
 
     return run_as_rank(work, emitter)

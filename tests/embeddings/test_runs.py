@@ -42,6 +42,7 @@ def test_two_processes_finish_and_lower_the_pip_loss(
     assert summary["workers"] == (2 if mode == "sync" else 1)
     assert summary["pip_loss"] < summary["pip_loss_initial"]
     assert summary["words_per_s"] > 0 and summary["neighbours"]
+    assert 0 < summary["train_s"] <= summary["wall_s"]  # epochs are timed within the run
     events = list(read_events(run / "events.jsonl"))
     stages = [(e["type"], e["stage"]) for e in events if "stage" in e]
     assert stages[0] == ("stage_start", "prepare") and stages[-1] == ("stage_end", "train")
