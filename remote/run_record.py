@@ -68,6 +68,9 @@ class RunRecord:
     billing: Billing = "per_second"
     mode: Mode = "strong"
     sweep: str | None = None
+    groups: str = ""
+    """Its machines when they are not one on-demand group of one type: '1×g5.xlarge +
+    2×g4dn.xlarge spot' (the planner's label of such a profile); '' otherwise."""
     wall_s: float | None = None
     eval_s: float = 0.0
     """Evaluation seconds over the run."""
@@ -158,5 +161,15 @@ class RunRecord:
         mode += f", straggle {self.straggle}" if self.straggle else ""
         if self.provider == "local":
             return f"local ×{self.workers} proc{mode}"
-        base = f"{self.instances}×{self.instance_type}" if self.instance_type else self.profile
+        base = self.groups or (
+            f"{self.instances}×{self.instance_type}" if self.instance_type else self.profile
+        )
         return (base if self.gpus == self.workers else f"{base} ({self.workers} proc)") + mode
+
+
+def groups_label(groups: list[tuple[str, int, bool]]) -> str:
+    """'1×g5.xlarge + 2×g4dn.xlarge spot' of (instance type, count, spot) machine groups when
+    they are not one on-demand group of one type; '' otherwise (then 'N×TYPE' is the label)."""
+    if len(groups) < 2 and not any(spot for _, _, spot in groups):
+        return ""
+    return " + ".join(f"{count}×{name}{' spot' if spot else ''}" for name, count, spot in groups)

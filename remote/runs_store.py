@@ -21,7 +21,7 @@ from remote.cost import peak_rate
 from remote.pricing import Catalog, load_catalog
 from remote.review.summary_check import check_summary
 from remote.run_folder import SUMMARY_FILE, resolve_run_dir, runs_root
-from remote.run_record import BILLINGS, RunRecord, last_epoch_accuracy
+from remote.run_record import BILLINGS, RunRecord, groups_label, last_epoch_accuracy
 
 EMBEDDINGS = "embeddings"
 """summary.json's `workload` of an embeddings run (`sentitop embed`); sentiment runs have none."""
@@ -243,6 +243,7 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
     provider = str(summary.get("provider") or config.get("provider") or "local")
     workers = int(summary.get("world_size") or train.get("world_size") or 1)
     instance_type, instances, gpus, gpu_model = _hardware(config, provider, workers, catalog)
+    groups = _groups_label(config) if provider != "local" else ""
     if str(train.get("device") or "").startswith("cpu"):  # GPU machines whose ranks used none
         gpu_model = ""  # (no CUDA in their torch): a CPU rate filed under the GPU misled plans
     per_epoch = train.get("per_epoch") or []
@@ -278,6 +279,7 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         workers=workers,
         gpus=gpus,
         gpu_model=gpu_model,
+        groups=groups,
         usd_per_hour=train_rate or rate,
         epochs=int(summary.get("epochs") or len(epoch_seconds)),
         epoch_seconds=epoch_seconds,
@@ -351,6 +353,17 @@ def _hardware(
         if specs is not None and specs.gpu_model:
             models.add(specs.gpu_model)
     return first, max(1, instances), min(gpus, workers), "+".join(sorted(models))
+
+
+def _groups_label(config: dict[str, Any]) -> str:
+    """groups_label of a resolved profile's machine groups."""
+    return groups_label(
+        [
+            (str(n["instance_type"]), int(n.get("count") or 1), bool(n.get("spot")))
+            for n in config.get("nodes") or []
+            if isinstance(n, dict) and n.get("instance_type")
+        ]
+    )
 
 
 def _add_events(record: RunRecord, path: Path) -> None:

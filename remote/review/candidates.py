@@ -29,6 +29,7 @@ from remote.review.transfer import (
     band_logs,
     bundled_anchors,
 )
+from remote.run_record import groups_label
 
 CANDIDATE_COUNTS = (1, 2, 4, 8)
 """Instance counts tried for each GPU instance type."""
@@ -227,7 +228,7 @@ def gpu_set(
             f"+{seconds - calm:.0f} s expected"
         )
     spots = {s for _, _, s in groups}
-    label = " + ".join(f"{c}×{n}{' spot' if s else ''}" for n, c, s in groups)
+    label = groups_label(groups) or f"{groups[0][1]}×{groups[0][0]}"
     return Candidate(
         label=label,
         hardware="+".join(sorted(set(models))),

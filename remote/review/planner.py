@@ -64,7 +64,7 @@ from remote.review.transfer import (
     bundled_anchors,
     transfer_rate,
 )
-from remote.run_record import RunRecord
+from remote.run_record import RunRecord, groups_label
 from remote.runs_store import workload_keys
 
 __all__ = ["Candidate", "Plan", "compute_units", "fit", "measure", "plan_profile", "ring"]
@@ -194,6 +194,8 @@ def label_of(profile: Profile, count: int, instance_type: str | None, workers: i
     """The label of the profile's own configuration in the candidates table."""
     if profile.provider == "local":
         return f"local ×{workers} proc"
+    if mixed := groups_label(_train_groups(profile)):  # as `runs` labels its runs
+        return mixed
     if instance_type:
         return f"{count}×{instance_type}"
     return f"{profile.name} ({workers} proc)"  # SSH nodes: no instance type to name

@@ -385,3 +385,31 @@ def test_a_run_that_failed_before_its_model_is_said_to_have(
     err = capsys.readouterr().err
     assert "run 20261201-010000-aws ended 'failed' (bad profile: nodes[0].key" in err
     assert "no run folder" not in err
+
+
+def test_a_run_on_mixed_or_spot_machines_is_labelled_by_its_groups(
+    make_run: Callable[..., Path],
+) -> None:
+    """A run on 1×g5.xlarge + 2×g4dn.xlarge spot was listed as '3×g5.xlarge' (the first
+    group's type, every group's count): `report` then filed it as a g5-only configuration.
+    It now reads as the planner labels the same profile."""
+    from remote.profile import load_profile
+    from remote.review.planner import label_of
+
+    root = Path(__file__).resolve().parents[2]
+    profile = load_profile(root / "profiles" / "aws-mixed-g4dn-g5.yaml")
+    config = json.loads(json.dumps(profile.resolved()))
+    folder = make_run("mixed", nproc=3, epoch_s=[30.0], sync_s=0.5, profile=config,
+                      summary_extra={"provider": "ec2"})  # fmt: skip
+    run = load_run(folder)
+    groups = [(g["instance_type"], g["count"], g["spot"]) for g in config["nodes"]]
+    assert len({t for t, _, _ in groups}) == 2 and any(s for _, _, s in groups)
+    expected = " + ".join(f"{c}×{t}{' spot' if s else ''}" for t, c, s in groups)
+    assert run.label == expected
+    assert label_of(profile, run.instances, groups[0][0], 3) == expected
+    # one on-demand group of one type keeps its short label
+    g5 = load_profile(root / "profiles" / "aws-g5-2node.yaml")
+    plain = make_run("g5", nproc=2, epoch_s=[30.0], sync_s=0.5,
+                     profile=json.loads(json.dumps(g5.resolved())),
+                     summary_extra={"provider": "ec2"})  # fmt: skip
+    assert load_run(plain).label == "2×g5.xlarge"
