@@ -230,16 +230,44 @@ class SentitopApp(App[int]):
         self.runs_screen.runs_changed()
 
     async def on_replay_requested(self, message: ReplayRequested) -> None:
-        from tui.replay import events_path
+        from tui.replay import check_has_events, events_path
 
-        try:
-            events_path(message.path)  # none: say so here, not on a Run screen left waiting
+        try:  # none, or no event in it: say so here, not on a Run screen left waiting
+            check_has_events(events_path(message.path))
         except SentitopError as exc:
             hint = f"\n\nhint: {exc.hint}" if exc.hint else ""
             self.push_screen(ErrorScreen(exc.title, readable_text(exc.message + hint)))
             return
+        if not self.run_screen.live:
+            await self._replay(message.path)
+            return
+        path = message.path  # the Run screen shows one run: the live one stops only when asked
+        self.push_screen(
+            ConfirmScreen(
+                "A run is live",
+                f"Run {self.run_screen.state.run_id or '?'} is still running, and the Run "
+                f"screen shows one run at a time. Stop it ({STOP_WORDS}, its nodes torn down) "
+                f"and replay {path.name}?",
+                yes="Stop it and replay",
+                no="Keep it running",
+            ),
+            lambda yes: self._confirmed_replay(path, yes),
+        )
+
+    def _confirmed_replay(self, path: Path, yes: bool | None) -> None:
+        if not yes:
+            self.notify("the live run keeps going (s on the Run screen stops it)", markup=False)
+            return
+        self.run_worker(self._stop_then_replay(path), exclusive=True, group="restart")
+
+    async def _stop_then_replay(self, path: Path) -> None:
+        await self.run_screen.stop_and_wait()
+        self.runs_screen.runs_changed()
+        await self._replay(path)
+
+    async def _replay(self, path: Path) -> None:
         await self.switch_mode("run")
-        self.run_screen.start_replay(message.path, 0.0)
+        self.run_screen.start_replay(path, 0.0)
 
     def on_feed_ended(self, message: FeedEnded) -> None:
         """A live run ended (its summary.json is written): the Runs screen looks again."""
