@@ -72,6 +72,17 @@ class LaunchError(SentitopError):
     title = "launch failed"
     rank_exit: int | None = None
     """The failed rank's exit status, where one rank's failure ended the launch."""
+    leftovers: bool = False
+    """True when the run's cloud machines could not be terminated (they may still bill)."""
+
+    def after(self, first: BaseException) -> LaunchError:
+        """This teardown failure, saying too what failed first (else only the teardown's
+        message reached the user and the reason the run stopped was lost)."""
+        said = first.message if isinstance(first, SentitopError) else str(first)
+        said = said or type(first).__name__
+        error = LaunchError(f"{self.message}; it was tearing down after: {said}", hint=self.hint)
+        error.leftovers, error.rank_exit = self.leftovers, self.rank_exit
+        return error
 
 
 class ProfileError(SentitopError):

@@ -68,6 +68,9 @@ class RunRecord:
     billing: Billing = "per_second"
     mode: Mode = "strong"
     sweep: str | None = None
+    leftovers: bool = False
+    """Its cloud machines could not be terminated when it ended (summary.json ``leftovers``):
+    they may still bill until `sentitop teardown` terminates them."""
     groups: str = ""
     """Its machines when they are not one on-demand group of one type: '1×g5.xlarge +
     2×g4dn.xlarge spot' (the planner's label of such a profile); '' otherwise."""

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
-from engine.errors import DatasetError, InputError, SentitopError
+from engine.errors import DatasetError, InputError, LaunchError, SentitopError
 from engine.events import Emitter, FanoutSink, JsonlFileSink
 from engine.sentiment.pretrained import check_init_embeddings
 from engine.sentiment.splits import check_batch_size, check_dataset
@@ -337,6 +337,8 @@ async def execute_run(
             run_dir.mkdir(parents=True, exist_ok=True)  # for the summary that says so
         summary = _summary(profile, run_dir, status, reason, started, meter, progress, book)
         summary.update(_recovery_summary(ledger, notes))
+        if isinstance(error, LaunchError) and error.leftovers:  # `runs` warns until torn down
+            summary["leftovers"] = True
         if resume_from is not None:
             summary["resumed_from"] = str(resume_from)
         write_private_file(run_dir / "summary.json", json.dumps(summary, indent=2))

@@ -280,6 +280,7 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         gpus=gpus,
         gpu_model=gpu_model,
         groups=groups,
+        leftovers=summary.get("leftovers") is True,
         usd_per_hour=train_rate or rate,
         epochs=int(summary.get("epochs") or len(epoch_seconds)),
         epoch_seconds=epoch_seconds,

@@ -258,7 +258,12 @@ class Cluster(ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await finish_despite_cancel(self.stop(), "stopping node processes")
+        try:
+            await finish_despite_cancel(self.stop(), "stopping node processes")
+        except LaunchError as failed:
+            if exc is not None and failed.leftovers and failed is not exc:
+                raise failed.after(exc) from exc  # the teardown's failure and the run's
+            raise
 
     async def _kill_running(self) -> None:
         running, self._running = self._running, {}

@@ -229,8 +229,11 @@ class EC2Cluster(SSHCluster):
                 await self._trust_console_host_keys()
             await super()._prepare()
             await self._arm_dead_man(self.nodes)
-        except BaseException:
-            await self.fleet.terminate_all()
+        except BaseException as first:
+            try:
+                await self.fleet.terminate_all()
+            except LaunchError as failed:  # both said: what failed, and what may still bill
+                raise failed.after(first) from first
             raise
 
     async def _reached_running(self, inst: LaunchedInstance) -> None:

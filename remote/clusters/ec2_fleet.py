@@ -530,10 +530,13 @@ class EC2Fleet:
             swept = await asyncio.to_thread(self._terminate_sync, known)
         except CloudError as exc:
             left = ", ".join(self._launched) or "unknown ids"
-            raise LaunchError(
+            error = LaunchError(
                 f"could not terminate the instances of run {self.run_id} ({left}): {exc.message}",
-                hint=f"terminate them by hand: instances tagged {aws.RUN_ID_TAG}={self.run_id}",
-            ) from exc
+                hint=f"`sentitop teardown {self.run_id}` once AWS answers again, or terminate "
+                f"them by hand: instances tagged {aws.RUN_ID_TAG}={self.run_id}",
+            )
+            error.leftovers = True
+            raise error from exc
         done = sorted(set(known) | set(swept))
         self.terminated.extend(i for i in done if i not in self.terminated)
         for instance_id in done:

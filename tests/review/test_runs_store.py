@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -363,6 +364,26 @@ def test_a_killed_cloud_run_torn_down_since_is_no_longer_said_to_bill(
     assert main(["runs", "--runs-dir", str(root)]) == 0
     err = capsys.readouterr().err
     assert "billing" not in err and "1 run(s) stopped before their end" in err
+
+
+def test_a_run_whose_machines_could_not_be_terminated_is_said_to_bill(
+    make_run: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AWS stopped answering at the run's end: it was listed as a plain "failed" run, with no
+    word that its instances may still bill (a killed run's had one)."""
+    from remote.teardown import TeardownReport, record_teardown
+
+    timing: dict[str, Any] = {"nproc": 1, "epoch_s": [3.0], "sync_s": 0.0, "status": "failed"}
+    folder = make_run("20991231-000000-aws", **timing,
+                      summary_extra={"provider": "ec2", "leftovers": True})  # fmt: skip
+    make_run("20991231-000001-fine", **timing, summary_extra={"provider": "ec2"})
+    assert main(["runs", "--runs-dir", str(folder.parent)]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {folder.name}: its cloud machines could not be terminated" in err
+    assert f"`sentitop teardown {folder.name}`" in err and "fine" not in err
+    record_teardown(folder, TeardownReport(run_id=folder.name, region="us-east-1", dry_run=False))
+    assert main(["runs", "--runs-dir", str(folder.parent)]) == 0
+    assert "could not be terminated" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["predict", "eval"])

@@ -263,3 +263,47 @@ async def test_no_credentials_is_the_launch_error_not_a_failed_teardown(
     assert message.startswith("could not start 1 on-demand g5.xlarge instance(s) (nodes[0])")
     assert "no AWS credentials found" in message and "terminate" not in message
     assert cluster.fleet is not None and await cluster.fleet.terminate_all() == []
+
+
+class _AWSGoesAway:
+    """An EC2 client whose instances start, after which AWS stops answering."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+
+    def describe_instances(self, **kwargs):
+        from botocore.exceptions import EndpointConnectionError
+
+        raise EndpointConnectionError(endpoint_url="https://ec2.us-east-1.amazonaws.com/")
+
+    terminate_instances = describe_instances
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+async def test_a_failed_teardown_after_a_failed_launch_says_both(
+    ec2, ami, run_id, tmp_path: Path
+) -> None:
+    """Only the teardown's failure was said: the reason the launch failed was lost."""
+    from remote.clusters.ec2 import EC2Cluster
+
+    cluster = EC2Cluster(
+        [InstanceGroupSpec(instance_type="m5.large", ami=ami)], users=[None], keys=[None],
+        nproc=[1], known_hosts=str(tmp_path / "known_hosts"), poll_s=0.05,
+        ec2=_AWSGoesAway(ec2), ready_timeout_s=1.0,
+    )  # fmt: skip
+    try:
+        with pytest.raises(LaunchError) as info:
+            async with cluster:
+                await cluster.start(tmp_path / run_id)
+    finally:
+        aws_ids = running_tagged(ec2, run_id)
+        ec2.terminate_instances(InstanceIds=aws_ids)
+    message = info.value.message
+    assert len(aws_ids) == 1 and aws_ids[0] in message
+    assert message.startswith(f"could not terminate the instances of run {run_id}")
+    first = message.split("; it was tearing down after: ", 1)[1]
+    assert "ready_timeout" in first  # why the launch failed (its SSH never answered)
+    assert "Could not connect to the endpoint URL" in message.split(first)[0]
+    assert info.value.leftovers and f"sentitop teardown {run_id}" in (info.value.hint or "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -200,3 +201,30 @@ def test_a_missing_ssh_key_file_is_refused_before_any_instance_bills(
     # refused before anything started, a run folder included: each try had left a "failed"
     # run in `sentitop runs`
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_run_whose_instances_could_not_be_terminated_says_why_it_failed_and_that_they_bill(
+    ec2, ami, run_id, dead_port, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """AWS stopped answering after the launch: the user read only "could not terminate …", not
+    why the run failed, and `sentitop runs` then listed a plain failed run."""
+    from remote.clusters.ec2_fleet import describe_tagged
+    from tests.remote.aws.test_ec2 import _AWSGoesAway
+    from tui.cli import main
+
+    _silent_run(monkeypatch, tmp_path, dead_port, ready_timeout_s=0.5, ec2=_AWSGoesAway(ec2))
+    path = tmp_path / "silent.yaml"
+    path.write_text(RUN_PROFILE.format(name=run_id, ami=ami, budget=""))
+    runs = tmp_path / "runs"
+    try:
+        assert main(["run", str(path), "--runs-dir", str(runs)]) == 1
+    finally:
+        (run_dir,) = runs.iterdir()
+        left = [i["InstanceId"] for i in describe_tagged(ec2, run_dir.name, ("running",))]
+        ec2.terminate_instances(InstanceIds=left)
+    err = capsys.readouterr().err
+    assert len(left) == 2 and "could not terminate the instances of run" in err
+    assert "; it was tearing down after: 2 of 2 instance(s) did not answer SSH" in err
+    assert json.loads((run_dir / "summary.json").read_text())["leftovers"] is True
+    assert main(["runs", "--runs-dir", str(runs)]) == 0
+    assert "its cloud machines could not be terminated" in capsys.readouterr().err

@@ -87,6 +87,22 @@ def note_unfinished(root: Path, names: list[str]) -> None:
         print("note: `sentitop replay RUN` shows a run so far", file=sys.stderr)
 
 
+def warn_leftovers(records: list[Any]) -> None:
+    """Warn on stderr about runs whose cloud machines could not be terminated at their end
+    (AWS did not answer) and that no `sentitop teardown` has terminated since."""
+    from remote.teardown import torn_down
+
+    left = [r.run_id for r in records if r.leftovers and not torn_down(Path(r.path))]
+    if left:
+        more = f" (+{len(left) - 3} more)" if len(left) > 3 else ""
+        print(
+            f"warning: {', '.join(left[:3])}{more}: its cloud machines could not be terminated "
+            f"when it ended: they may still be running and billing; `sentitop teardown "
+            f"{left[0]}` terminates what is left",
+            file=sys.stderr,
+        )
+
+
 def _ended_as(events: Path) -> str | None:
     """How a run without a summary ended, as its events tell: a `sentitop embed` or `train`
     (no runner, no run_start) whose last stage ended interrupted, failed or over budget; None
@@ -243,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
     records = list_runs(args.runs_dir, unreadable, unfinished)
     warn_unreadable(unreadable)
     note_unfinished(runs_dir(args.runs_dir), unfinished)
+    warn_leftovers(records)
     for path in args.imports:
         records.extend(import_csv(path))
     links = Links.of(records)
