@@ -34,6 +34,7 @@ from remote.cost import CostMeter, CostTicker
 from remote.datasets import prepare_dataset
 from remote.pricing import PriceBook, load_catalog
 from remote.profile import Profile
+from remote.profile_inputs import check_input_files
 from remote.recovery import RecoveryLedger
 from remote.resume import keep_run_settings, refuse_other_dataset_than
 from remote.run_folder import runs_root
@@ -402,14 +403,20 @@ async def _checkpoint_first(ctx: TrainContext, work: asyncio.Task[None]) -> str:
 
 def preflight(profile: Profile) -> None:
     """Refuse (exit 2, raised before a run folder exists) a profile whose run would stop at its
-    start: a missing embeddings run, SSH key or AWS credentials. A refused EC2 profile whose key
-    file was missing left a "failed" run in `sentitop runs` at every try."""
+    start: a missing input file, embeddings run, SSH key, AWS credentials or default AMI. A
+    refused EC2 profile whose key file was missing left a "failed" run in `sentitop runs` at
+    every try."""
+    check_input_files(profile)  # (the dashboard starts profiles through here alone)
     check_init_embeddings(profile.to_train_config("", "train").model)
     profile.check_key_files()  # before any instance bills
     if profile.provider == "ec2":  # no credentials: say so before preprocessing, not after
         from remote import aws
 
         aws.require_credentials("start the profile's EC2 instances", profile.region)
+        if not all(node.ami for node in getattr(profile, "nodes", [])):
+            from remote.clusters.ec2 import default_ami
+
+            default_ami(profile.region)  # no such AMI parameter: said before preprocessing too
 
 
 async def _stages(ctx: TrainContext) -> None:

@@ -38,3 +38,15 @@ async def test_a_run_folder_removed_mid_run_is_a_failed_run(
         f"the run folder {removed[0]} was removed while the run went" in outcome.summary["reason"]
     )
     assert (removed[0] / "summary.json").is_file()  # where `sentitop runs` finds it
+
+
+async def test_the_runner_refuses_a_missing_input_before_a_run_folder(tmp_path: Path) -> None:
+    """The dashboard starts profiles through execute_run alone: a profile whose data file is
+    missing made a run folder that failed at preprocessing (the CLI refused it, exit 2)."""
+    from engine.errors import ProfileError
+
+    path = tmp_path / "missing.yaml"
+    path.write_text("name: missing\nprovider: local\ndata: {inputs: [no/such/file.jsonl.gz]}\n")
+    with pytest.raises(ProfileError, match=r"data.inputs\[0\]: 'no/such/file.jsonl.gz': no such"):
+        await execute_run(load_profile(path), runs_dir=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()

@@ -137,3 +137,22 @@ def test_without_a_python_the_deep_learning_amis_interpreters_are_tried(tmp_path
     path.write_text(path.read_text() + "python: /opt/venv/bin/python\n")
     cluster = make_cluster(load_profile(path))
     assert cluster.python_candidates == () and cluster.python("a10g-0") == "/opt/venv/bin/python"
+
+
+def test_a_profile_without_ami_whose_default_cannot_be_found_fails_before_preprocessing(  # type: ignore[no-untyped-def]
+    aws_env, monkeypatch, tmp_path: Path, capsys
+) -> None:
+    """The Deep Learning AMI was looked up after preprocessing (0.5 h for a 92 GB profile)."""
+    from tui.cli import main
+
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "cache"))
+    profile = tmp_path / "ec2.yaml"
+    profile.write_text(
+        "name: noami\nprovider: ec2\nregion: us-east-1\n"
+        "nodes: [{instance_type: g5.xlarge}]\ndata: {synthetic: {size: 1MB}}\n"
+    )
+    assert main(["run", str(profile), "--runs-dir", str(tmp_path / "runs")]) == 1
+    err = capsys.readouterr().err
+    assert "could not look up the default Deep Learning AMI" in err and "nodes[].ami" in err
+    assert not (tmp_path / "runs").exists()  # refused before a run folder
+    assert not list((tmp_path / "cache").glob("**/dataset.h5"))  # and before preprocessing
