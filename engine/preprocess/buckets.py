@@ -48,7 +48,7 @@ def reduce_buckets(job: JobSettings, wid: int) -> tuple[ReduceCounts, Counter[by
         with open(words_path, "wb") as fh:
             marshal.dump(table.words, fh)
     except OSError as exc:
-        raise scratch_error(exc, job.tmp) from exc
+        raise scratch_error(exc, job.tmp, spilling=True) from exc
     nonzero = np.flatnonzero(id_counts).tolist()
     train = [table.words[i] for i in nonzero]
     words = Counter(dict(zip(train, id_counts[nonzero].tolist(), strict=True)))

@@ -4,6 +4,7 @@ SPARK_MASTER); the driver encodes and writes HDF5 like the mrjob runners."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -288,8 +289,10 @@ def _run_job(
             dict(rows.flatMap(_train_words).map(lambda w: (w, 1)).reduceByKey(add).collect())
         )
         collected = rows.collect()
-    except BaseException:  # a Ctrl-C (as itself or as a py4j error), a failed task
+    except BaseException as exc:  # a Ctrl-C (as itself or as a py4j error), a failed task
         _stop_quietly(sc)
+        if type(exc).__name__ == "Py4JJavaError" and "No space left on device" in str(exc):
+            raise OSError(errno.ENOSPC, "No space left on device (Spark's scratch)") from None
         raise
     sc.stop()
     part = ReducedPart()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import glob
 import hashlib
 import marshal
 import math
@@ -128,16 +129,21 @@ def bucket_of(key: bytes, buckets: int) -> int:
     return (int.from_bytes(digest[:8], "big") * buckets) >> 64
 
 
-def scratch_error(exc: OSError, folder: str) -> StorageError | InputError:
+def scratch_error(
+    exc: OSError, folder: str, spilling: bool | None = None
+) -> StorageError | InputError:
     """The user-facing error of a failed write in the scratch folder (a full disk names the
-    output folder the scratch is for)."""
+    output folder the scratch is for, and the memory budget only when runs were spilled:
+    ``spilling`` None looks for them in ``folder``)."""
     from engine.preprocess.output_folder import output_of
 
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        if spilling is None:
+            spilling = bool(glob.glob(os.path.join(glob.escape(folder), "run-*.bin")))
+        less = ", or raise --memory-budget so less is spilled" if spilling else ""
         return StorageError(
             f"no space left on the device of {output_of(folder)} while preprocessing",
-            hint="free disk space there, preprocess into a folder on a larger disk, "
-            "or raise --memory-budget so less is spilled",
+            hint=f"free disk space there or preprocess into a folder on a larger disk{less}",
         )
     if exc.errno in (
         errno.ENOENT,
@@ -213,7 +219,7 @@ class Spiller:
                 fh.write(_FOOTER.pack(end))
                 self.bytes_written += fh.tell()
         except OSError as exc:
-            raise scratch_error(exc, self.tmp) from exc
+            raise scratch_error(exc, self.tmp, spilling=True) from exc
         self.runs.append(path)
 
 

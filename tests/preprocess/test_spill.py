@@ -20,7 +20,7 @@ from engine.events import Emitter
 from engine.preprocess import run_preprocess
 from engine.preprocess.spill import Spiller, bucket_of, plan_spill
 from engine.preprocess.text import clean_text
-from tests.preprocess.conftest import DATA, MUSICAL, write_lines
+from tests.preprocess.conftest import DATA, MUSICAL, needs_spark, write_lines
 
 BEAUTY = DATA / "amazon2018_All_Beauty_5.jsonl.gz"
 OFFICE = DATA / "amazon2018_Office_Products_5.balanced9000.jsonl.gz"
@@ -236,6 +236,21 @@ def test_full_disk_is_a_clear_error_and_no_output(small_disk: Path, workers: int
     assert not (out / "dataset.h5").exists()
     assert _leftovers(out) == []  # the scratch folder is gone
     assert sink.events[-1]["type"] == "stage_end" and sink.events[-1]["status"] == "failed"
+
+
+@needs_data
+@needs_spark
+@pytest.mark.slow
+def test_a_full_disk_under_spark_is_the_same_clear_error(small_disk: Path) -> None:
+    """Spark's scratch ran out of disk: a Py4JJavaError traceback (and a hint to raise the
+    memory budget, which Spark does not use)."""
+    out = small_disk / "out"
+    cfg = PreprocessConfig(inputs=[str(MUSICAL)], output=str(out), runner="spark", workers=1)
+    with pytest.raises(StorageError) as caught:
+        run_preprocess(cfg, Emitter(ListSink()))
+    assert caught.value.message == f"no space left on the device of {out} while preprocessing"
+    assert "--memory-budget" not in (caught.value.hint or "")
+    assert not (out / "dataset.h5").exists() and _leftovers(out) == []
 
 
 def test_enospc_in_a_forked_worker_is_reported_as_a_full_disk(
