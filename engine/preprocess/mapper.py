@@ -38,7 +38,8 @@ class MapStats:
     read: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
-    """reason → (file index, split number, line number within the split), first ones."""
+    """reason → (file index, split number, line number within the split): the earliest
+    MAX_EXAMPLES seen (so the same for any number of workers and any order of tasks)."""
     split_lines: dict[tuple[int, int], int] = field(default_factory=dict)
     """(file index, split number) → lines read in that split."""
     input_bytes: int = 0
@@ -49,8 +50,11 @@ class MapStats:
         """Count one skipped line."""
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
         examples = self.examples.setdefault(reason, [])
+        where = (file_index, split_no, line_no)
         if len(examples) < MAX_EXAMPLES:
-            examples.append((file_index, split_no, line_no))
+            examples.append(where)
+        elif where < (last := max(examples)):  # the earliest lines, whatever order tasks ran
+            examples[examples.index(last)] = where  # in (largest first, taken by any worker)
 
     def merge(self, other: MapStats) -> None:
         """Add another worker's counts."""

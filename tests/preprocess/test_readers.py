@@ -297,3 +297,22 @@ def test_plain_size_of_gzip_files(tmp_path: Path) -> None:
     flat = tmp_path / "flat.jsonl"
     flat.write_bytes(text[:1000])
     assert plain_size(str(flat), 1000) == 1000
+
+
+def test_skip_examples_are_the_earliest_lines_whatever_order_the_tasks_ran() -> None:
+    """Each worker kept the first 5 skipped lines it met: tasks run largest first and go to
+    whichever worker asks, so stats.json's examples changed from run to run with 2 workers."""
+    from engine.preprocess.mapper import MAX_EXAMPLES, MapStats
+
+    lines = [(file, 0, line) for file in range(3) for line in (7, 3, 11)]
+    one = MapStats()
+    for where in reversed(lines):  # the last file's lines first (its task was the largest)
+        one.skip("malformed_json", *where)
+    a, b = MapStats(), MapStats()  # the same lines split between two workers, either way
+    for i, where in enumerate(lines):
+        (a if i % 2 else b).skip("malformed_json", *where)
+    b.merge(a)
+    earliest = sorted(lines)[:MAX_EXAMPLES]
+    assert sorted(one.examples["malformed_json"]) == earliest
+    assert sorted(b.examples["malformed_json"]) == earliest
+    assert one.skipped == b.skipped == {"malformed_json": 9}
