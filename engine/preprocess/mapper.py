@@ -40,6 +40,8 @@ class MapStats:
     examples: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
     """reason → (file index, split number, line number within the split): the earliest
     MAX_EXAMPLES seen (so the same for any number of workers and any order of tasks)."""
+    file_skips: dict[tuple[int, str], int] = field(default_factory=dict)
+    """(file index, reason) → lines of that file skipped for that reason."""
     split_lines: dict[tuple[int, int], int] = field(default_factory=dict)
     """(file index, split number) → lines read in that split."""
     input_bytes: int = 0
@@ -49,6 +51,8 @@ class MapStats:
     def skip(self, reason: str, file_index: int, split_no: int, line_no: int) -> None:
         """Count one skipped line."""
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
+        key = (file_index, reason)
+        self.file_skips[key] = self.file_skips.get(key, 0) + 1
         examples = self.examples.setdefault(reason, [])
         where = (file_index, split_no, line_no)
         if len(examples) < MAX_EXAMPLES:
@@ -68,6 +72,8 @@ class MapStats:
             self.examples[reason] = merged[:MAX_EXAMPLES]
         for key, n in other.split_lines.items():
             self.split_lines[key] = self.split_lines.get(key, 0) + n
+        for skip, n in other.file_skips.items():
+            self.file_skips[skip] = self.file_skips.get(skip, 0) + n
 
     def example_lines(self, inputs: list[str]) -> dict[str, list[str]]:
         """reason → up to 5 "file:line" strings (1-based lines), earliest first."""

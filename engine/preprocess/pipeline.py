@@ -421,6 +421,9 @@ def build_stats(cfg: PreprocessConfig, result: LocalResult, seconds: float) -> d
     lines_per_file = [0] * len(cfg.inputs)
     for (file_index, _), n in ms.split_lines.items():
         lines_per_file[file_index] += n
+    skipped_per_file: list[dict[str, int]] = [{} for _ in cfg.inputs]
+    for (file_index, reason), n in sorted(ms.file_skips.items()):
+        skipped_per_file[file_index][reason] = n
     return {
         "read": ms.read,
         "title_rows": ms.titles,
@@ -443,5 +446,6 @@ def build_stats(cfg: PreprocessConfig, result: LocalResult, seconds: float) -> d
         "cpu_seconds": {stage: round(s, 3) for stage, s in result.cpu.items()} or None,
         "inputs": list(cfg.inputs),
         "lines_per_file": lines_per_file,
+        "skipped_per_file": skipped_per_file,
         "empty_files": [p for p, n in zip(cfg.inputs, lines_per_file, strict=True) if n == 0],
     }

@@ -107,6 +107,7 @@ def check_preprocess(
                 + _skip_breakdown(stats, cfg, specs),
             }
         )
+    warnings.extend(_files_mostly_skipped(stats, cfg, specs))
     if cfg.title_rows and not int(stats.get("title_rows", 0)):
         fields = sorted({s.title_field or "" for s in specs} - {""})
         warnings.append(
@@ -136,6 +137,34 @@ def check_preprocess(
             }
         )
     return warnings
+
+
+def _files_mostly_skipped(
+    stats: Mapping[str, Any], cfg: PreprocessConfig, specs: Sequence[RecordSpec]
+) -> list[dict[str, str]]:
+    """A warning per input file (of several) whose own skipped share passes
+    max_skipped_share: a file of binary data beside good files was only a count in a table."""
+    lines = stats.get("lines_per_file") or []
+    per_file = stats.get("skipped_per_file") or []
+    if len(cfg.inputs) < 2 or len(per_file) != len(cfg.inputs):
+        return []
+    out = []
+    for path, read, skips in zip(cfg.inputs, lines, per_file, strict=False):
+        skipped = sum(skips.values())
+        if not read or skipped / read <= cfg.max_skipped_share:
+            continue
+        ranked = sorted(((n, r) for r, n in skips.items()), reverse=True)[:3]
+        why = "; ".join(f"{n:,} {r} ({_reason(r, cfg, specs)})" for n, r in ranked)
+        hint = layout_fix(skips, [path])
+        out.append(
+            {
+                "code": "skipped_share_file",
+                "message": f"{path}: skipped {share_text(skipped, read)} of its {read:,} lines "
+                f"(more than max_skipped_share {cfg.max_skipped_share:.0%}): {why}"
+                + (f"; {hint}" if hint else ""),
+            }
+        )
+    return out
 
 
 def _fix(stats: Mapping[str, Any], inputs: Sequence[str]) -> str:

@@ -51,6 +51,7 @@ def stats_to_json(stats: MapStats) -> dict[str, Any]:
         "skipped": stats.skipped,
         "examples": {k: [list(e) for e in v] for k, v in stats.examples.items()},
         "split_lines": [[f, s, n] for (f, s), n in stats.split_lines.items()],
+        "file_skips": [[f, r, n] for (f, r), n in stats.file_skips.items()],
         "input_bytes": stats.input_bytes,
         "titles": stats.titles,
     }
@@ -63,6 +64,7 @@ def stats_from_json(data: dict[str, Any]) -> MapStats:
         skipped=dict(data["skipped"]),
         examples={k: [(e[0], e[1], e[2]) for e in v] for k, v in data["examples"].items()},
         split_lines={(f, s): n for f, s, n in data["split_lines"]},
+        file_skips={(f, r): n for f, r, n in data.get("file_skips", [])},
         input_bytes=data["input_bytes"],
         titles=data.get("titles", 0),
     )

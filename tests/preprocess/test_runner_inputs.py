@@ -12,7 +12,15 @@ import pytest
 from .conftest import assert_same_dataset, review, write_lines
 
 Run = Callable[..., dict[str, Any]]
-COUNTS = ("read", "kept", "skipped", "lines_per_file", "empty_files", "warnings")
+COUNTS = (
+    "read",
+    "kept",
+    "skipped",
+    "lines_per_file",
+    "skipped_per_file",
+    "empty_files",
+    "warnings",
+)
 
 
 def _food(text: str, score: int) -> bytes:
@@ -136,3 +144,32 @@ def test_a_failed_inline_job_leaves_no_scratch_folder(
     with pytest.raises(InputError if how == "bad input" else KeyboardInterrupt):
         run_preprocess(cfg)
     assert [p.name for p in scratch.iterdir() if p.name.startswith("run_mrjob")] == []
+
+
+def test_a_file_of_garbage_beside_good_files_is_warned_about_by_name(
+    tmp_path: Path, preprocess: Run
+) -> None:
+    """Binary data and half-written JSON beside good files: exit 0 with no warning, the share
+    skipped over all files being small; the only trace was a count in the table."""
+    good = write_lines(
+        tmp_path / "good.jsonl",
+        [review(f"amp {i} hums loudly" if i % 3 else f"amp {i} is great", 5 if i % 3 else 1)
+         for i in range(200)],
+    )  # fmt: skip
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(b"".join(bytes([0xFF, 0xFE, 0x80 + i, 0x00]) + b"\n" for i in range(12)))
+    half = write_lines(tmp_path / "half.jsonl", [b'{"reviewText": "fine", "overall": 5'] * 3)
+    local = preprocess([good, junk, half])
+    inline = preprocess([good, junk, half], runner="inline")
+    assert_same_dataset(local, inline)
+    assert {k: inline["stats"][k] for k in COUNTS} == {k: local["stats"][k] for k in COUNTS}
+    stats = local["stats"]
+    assert stats["lines_per_file"] == [200, 12, 3]
+    assert stats["skipped_per_file"] == [{}, {"invalid_utf8": 12}, {"malformed_json": 3}]
+    shared = [w for w in stats["warnings"] if w["code"] == "skipped_share"]
+    assert not shared  # 15 of 215 lines: under the share over all files
+    named = [w["message"] for w in stats["warnings"] if w["code"] == "skipped_share_file"]
+    assert len(named) == 2
+    assert named[0].startswith(f"{junk}: skipped 100% of its 12 lines")
+    assert "12 invalid_utf8" in named[0] and "binary data" in named[0]
+    assert named[1].startswith(f"{half}: skipped 100% of its 3 lines")
