@@ -57,6 +57,10 @@ class PrepEstimate:
     basis: str
     scratch_bytes: int = 0
     """Scratch disk the local runner's spill runs need beside the output (0: fits in memory)."""
+    usd_per_hour: float = 0.0
+    """What its machines cost per hour (the EMR cluster; 0 for this machine)."""
+    usd: float = 0.0
+    """Its predicted cost (billed per second, a minute at least; 0 for this machine)."""
 
 
 def train_samples(

@@ -45,6 +45,7 @@ from remote.review.plan_data import (
     prep_estimates,
     workload_of,
 )
+from remote.review.plan_money import own_budget_notes, price_prep
 from remote.review.scaling import (
     ErrorCheck,
     Measurement,
@@ -90,6 +91,8 @@ class Plan:
     choice: Choice | None = None
     prep: list[PrepEstimate] = field(default_factory=list)
     """Preprocessing per runner (with --data-size, or a synthetic size)."""
+    prep_runner: str = "local"
+    """The profile's own preprocessing runner (an EMR cluster's $ is part of its run's)."""
     n_train: int | None = None
     notes: list[str] = field(default_factory=list)
     """What the user should know: estimates, spot, how to tighten the band."""
@@ -113,6 +116,7 @@ class Plan:
             "infeasible": self.choice.message if self.choice and self.choice.message else None,
             "nearest": [c.to_dict() for c in self.choice.nearest] if self.choice else [],
             "preprocessing": [{**asdict(p), "seconds": round(p.seconds, 1)} for p in self.prep],
+            "preprocessing_runner": self.prep_runner,
             "inputs": self.inputs,
             "notes": self.notes,
             "skipped_rows": self.skipped,
@@ -522,7 +526,11 @@ def plan_profile(
             if r.label == cand.label
         ]
     prep_s = min((p.seconds for p in prep), default=0.0)
-    choice = choose(candidates, deadline_h=deadline_h, budget_usd=budget_usd, extra_s=prep_s)
+    prep = price_prep(prep, profile, book)
+    own_runner = [p for p in prep if p.runner == profile.preprocess.runner]
+    prep_usd = own_runner[0].usd if own_runner else 0.0  # an EMR cluster's: every set pays it
+    choice = choose(candidates, deadline_h=deadline_h, budget_usd=budget_usd, extra_s=prep_s,
+                    extra_usd=prep_usd)  # fmt: skip
     estimated = sorted({g for g, r in rates.items() if r.estimate and g not in UNSUPPORTED_GPUS})
     if target.estimate and target.hardware not in rates:
         estimated.append(target.hardware + (" (past runs not usable)" if hardware in by_hw else ""))
@@ -547,6 +555,7 @@ def plan_profile(
             + ", ".join(f"{e.workers} GPUs {e.error:+.1%}" for e in study_errors)
         )
     notes += [n for n in [_beaten_note(candidates, target)] if n]
+    notes += own_budget_notes(profile, target, prep_usd)
     return Plan(
         profile.name,
         n_epochs,
@@ -562,6 +571,7 @@ def plan_profile(
         budget_usd=budget_usd,
         choice=choice,
         prep=prep,
+        prep_runner=profile.preprocess.runner,
         n_train=n_train,
         notes=notes,
         skipped=_skipped_rows(runs, matching, profile.name),

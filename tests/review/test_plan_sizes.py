@@ -158,3 +158,47 @@ def test_deadlines_take_the_units_a_profile_takes(written: str, hours: float) ->
     from tui.cli.commands.plan import parse_hours
 
     assert parse_hours(written) == pytest.approx(hours)
+
+
+def test_an_emr_profile_plan_counts_the_cluster_in_its_dollars(
+    no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The EMR cluster that preprocesses was left out of the plan's $ (`sentitop profiles`
+    prices it with the run)."""
+    root = Path(__file__).resolve().parents[2]
+    profile = str(root / "profiles" / "aws-seed-g3.yaml")
+    args = ["plan", profile, "--data-size", "92GB", "--runs-dir", str(no_runs)]
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["preprocessing_runner"] == "emr"
+    emr, local = data["preprocessing"]
+    assert (emr["runner"], local["runner"]) == ("emr", "local")
+    assert emr["usd_per_hour"] > 0 and local["usd"] == 0  # this machine is not billed
+    assert emr["usd"] == pytest.approx(emr["usd_per_hour"] * max(emr["seconds"], 60) / 3600, 1e-2)
+    assert main(args) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "of EMR preprocessing" in out and f"at ${emr['usd_per_hour']:.4g}/h" in out
+
+
+def test_a_plan_past_the_profiles_own_budget_says_what_the_run_would_do(
+    no_runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan` predicted $24.50 for a profile whose budget.max_usd is $5 without a word (the
+    run stops at $5); nor that a $/h above max_usd_per_hour never launches."""
+    root = Path(__file__).resolve().parents[2]
+    profile = root / "profiles" / "aws-g5-2node.yaml"
+
+    def notes(path: Path, size: str) -> list[str]:
+        args = ["plan", str(path), "--data-size", size, "--json", "--runs-dir", str(no_runs)]
+        assert main(args) == 0
+        return [n for n in json.loads(capsys.readouterr().out)["notes"] if "budget." in n]
+
+    assert notes(profile, "1GB") == []  # predicted far under its $5
+    (big,) = notes(profile, "1TB")
+    assert big.startswith("the profile's budget.max_usd $5 is below the predicted $")
+    assert "would be stopped (and torn down) about" in big
+    capped = tmp_path / "capped.yaml"
+    capped.write_text(profile.read_text().replace("max_usd_per_hour: 3.0", "max_usd_per_hour: 1"))
+    (rate,) = notes(capped, "1GB")
+    assert rate.startswith("the profile's budget.max_usd_per_hour $1 is below its machines'")
+    assert "refuses to launch" in rate

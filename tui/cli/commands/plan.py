@@ -275,10 +275,13 @@ def render(plan: Any, *, top: int = TOP) -> None:
     console = make_console()
     t = plan.target
     kind = "estimate" if t.estimate else "measured on this hardware"
+    paid = [p for p in plan.prep if p.usd and p.runner == plan.prep_runner]
+    also = f" + {money(paid[0].usd)} of {paid[0].runner.upper()} preprocessing" if paid else ""
     console.print(
         f"[bold]{escape(plan.profile)}[/bold]: {escape(t.label)} on {escape(t.hardware)}, "
         f"{plan.epochs} epoch(s): predicted {_hours(t.seconds)} (band {_hours(t.seconds / t.band)}"
         f" – {_hours(t.seconds * t.band)}), {money(t.usd)} at ${t.usd_per_hour:.4g}/h ({kind})"
+        + also
     )
     console.print(f"  basis: {escape(t.basis)}")
     sizes = [line for line in plan.inputs if line.startswith(TRAINING_SET)]
@@ -290,7 +293,9 @@ def render(plan: Any, *, top: int = TOP) -> None:
     for p in plan.prep:
         console.print(
             f"  preprocessing ({escape(p.runner)} runner, {escape(p.machines)}, {p.cores} vCPUs): "
-            f"{_hours(p.seconds)} — {escape(p.basis)}"
+            f"{_hours(p.seconds)}"
+            + (f", {money(p.usd)} at ${p.usd_per_hour:.4g}/h" if p.usd else "")
+            + f" — {escape(p.basis)}"
         )
     choice = plan.choice
     if choice and choice.nearest:
