@@ -93,9 +93,11 @@ class ProfileError(SentitopError):
 
 
 class BudgetError(SentitopError):
-    """A run that would exceed its budget."""
+    """A run that would exceed its budget (refused before it launches: the profile's budget
+    settings, exit 2)."""
 
     title = "budget exceeded"
+    exit_code = 2
 
 
 class CloudError(SentitopError):

@@ -403,12 +403,14 @@ async def _checkpoint_first(ctx: TrainContext, work: asyncio.Task[None]) -> str:
 
 def preflight(profile: Profile) -> None:
     """Refuse (exit 2, raised before a run folder exists) a profile whose run would stop at its
-    start: a missing input file, embeddings run, SSH key, AWS credentials or default AMI. A
+    start: a missing input file, embeddings run or SSH key, a $/h over its budget, AWS
+    credentials, or a default AMI that cannot be found. A
     refused EC2 profile whose key file was missing left a "failed" run in `sentitop runs` at
     every try."""
     check_input_files(profile)  # (the dashboard starts profiles through here alone)
     check_init_embeddings(profile.to_train_config("", "train").model)
     profile.check_key_files()  # before any instance bills
+    profile.check_launch_budget(profile.price_book(live=False, catalog=load_catalog()))
     if profile.provider == "ec2":  # no credentials: say so before preprocessing, not after
         from remote import aws
 

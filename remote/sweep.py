@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from engine.errors import InputError
 from remote.profile import Profile
 from remote.run_folder import runs_root
-from remote.runner import EventCallback, RunOutcome, execute_run
+from remote.runner import EventCallback, RunOutcome, execute_run, preflight
 from remote.runs_store import SWEEP_FILE
 from remote.security import write_private_file
 
@@ -145,6 +145,8 @@ async def run_sweep(
 ) -> list[RunOutcome]:
     """Run every profile of ``plan`` through execute_run; stops at an interrupted run and starts
     none after ``stop`` is set (the run under way stops after its checkpoint)."""
+    for profile in plan.profiles:  # one refused (its $/h over budget): before any run starts
+        preflight(profile)
     outcomes: list[RunOutcome] = []
     for index, (n, profile) in enumerate(zip(plan.counts, plan.profiles, strict=True)):
         tag = {

@@ -173,7 +173,7 @@ def test_launch_refused_above_rate_names_profile_rate_and_limit() -> None:
     with pytest.raises(BudgetError) as info:
         check_launch_budget("big", 5.34, max_usd_per_hour=5.0)
     assert "'big'" in info.value.message and "$5.340/h" in info.value.message
-    assert "$5.000/h" in info.value.message and info.value.exit_code == 1
+    assert "$5.000/h" in info.value.message and info.value.exit_code == 2  # the profile's budget
     with pytest.raises(BudgetError, match="one billed minute"):
         check_launch_budget("big", 120.0, max_usd=1.0)
     check_launch_budget("ok", 2.0, max_usd_per_hour=3.0, max_usd=1.0)

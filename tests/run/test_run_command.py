@@ -227,10 +227,11 @@ def test_launch_refused_above_max_usd_per_hour(tmp_path, run_env) -> None:
         "data:\n  synthetic: {size: 100KB}\nbudget:\n  max_usd_per_hour: 1.0\n"
     )
     result = sentitop("run", str(profile), "--json", env=run_env, timeout=60)
-    assert result.returncode == 1
-    summary = json.loads(result.stdout)
-    assert summary["status"] == "failed" and "max_usd_per_hour" in summary["reason"]
-    assert summary["train"] == {}  # nothing was started
+    assert result.returncode == 2  # the profile's own budget refuses it, as a bad profile
+    assert "budget exceeded: profile 'pricey' costs $" in result.stderr
+    assert "max_usd_per_hour" in result.stderr and result.stdout == ""
+    assert not (tmp_path / "runs").exists()  # refused before a run folder (or the data)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.h5"))
 
 
 CHECKPOINT_KEPT = (

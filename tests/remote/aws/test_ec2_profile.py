@@ -156,3 +156,45 @@ def test_a_profile_without_ami_whose_default_cannot_be_found_fails_before_prepro
     assert "could not look up the default Deep Learning AMI" in err and "nodes[].ami" in err
     assert not (tmp_path / "runs").exists()  # refused before a run folder
     assert not list((tmp_path / "cache").glob("**/dataset.h5"))  # and before preprocessing
+
+
+@pytest.mark.parametrize("budget", ["max_usd_per_hour: 0.5", "max_usd: 0.001"])
+def test_a_profile_over_its_own_budget_is_refused_before_a_run_folder(  # type: ignore[no-untyped-def]
+    aws_env, monkeypatch, tmp_path: Path, capsys, budget: str
+) -> None:
+    """The refusal came after a "failed" run folder was made, with exit 1 (a bad profile is 2,
+    with no folder)."""
+    from tui.cli import main
+
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "cache"))
+    profile = tmp_path / "ec2.yaml"
+    profile.write_text(
+        "name: pricey\nprovider: ec2\nregion: us-east-1\n"
+        "nodes: [{instance_type: g5.xlarge, ami: ami-03cf127a}]\n"
+        f"data: {{synthetic: {{size: 1MB}}}}\nbudget: {{{budget}}}\n"
+    )
+    assert main(["run", str(profile), "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert "budget exceeded: " in err and "not launching" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_with_a_config_over_the_budget_is_refused_before_any_run(  # type: ignore[no-untyped-def]
+    aws_env, monkeypatch, tmp_path: Path, capsys
+) -> None:
+    """1 × g5.xlarge fits max_usd_per_hour, 4 do not: the sweep is refused before its first
+    run, not after the 1-instance run has paid for its machines."""
+    from tui.cli import main
+
+    monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "cache"))
+    profile = tmp_path / "ec2.yaml"
+    profile.write_text(
+        "name: sweepy\nprovider: ec2\nregion: us-east-1\n"
+        "nodes: [{instance_type: g5.xlarge, ami: ami-03cf127a}]\n"
+        "data: {synthetic: {size: 1MB}}\nbudget: {max_usd_per_hour: 2.5}\n"
+    )
+    runs = tmp_path / "runs"
+    assert main(["sweep", str(profile), "--nproc", "1,4", "--runs-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert "budget exceeded: " in err and "sweepy-np4" in err
+    assert not runs.exists() or not any(runs.iterdir())
