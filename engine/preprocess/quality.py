@@ -71,7 +71,7 @@ def check_preprocess(
             )
         why = _skip_breakdown(stats, cfg, specs)
         why = why or f"{int(stats.get('duplicates', 0)):,} duplicates"
-        hint = _fix(stats, cfg.inputs)
+        hint = _fix(stats, cfg)
         raise InputError(f"{files}: no usable review in {read:,} line(s): {why}", hint=hint)
     if specs and all(is_label_spec(spec) for spec in specs):  # one rule for all (resolve_specs)
         skipped_by = stats.get("skipped") or {}
@@ -167,10 +167,23 @@ def _files_mostly_skipped(
     return out
 
 
-def _fix(stats: Mapping[str, Any], inputs: Sequence[str]) -> str:
+def _fix(stats: Mapping[str, Any], cfg: PreprocessConfig) -> str:
     """The hint for input with no usable review, by its commonest skip reason: an encoding or a
-    JSON array is not fixed by naming fields."""
-    return layout_fix(stats.get("skipped") or {}, inputs) or (
+    JSON array is not fixed by naming fields, nor are long lines or a preset's stopwords."""
+    skipped = stats.get("skipped") or {}
+    commonest = max(skipped, key=lambda reason: skipped[reason], default=None)
+    if commonest == "too_long":
+        return (
+            f"its lines are longer than --max-line-bytes ({cfg.max_line_bytes:,} bytes; in a "
+            "profile preprocess.max_line_bytes): raise it if they are reviews, e.g. "
+            f"--max-line-bytes {max(cfg.max_line_bytes * 64, 64 << 20)}"
+        )
+    if commonest == "only_stopwords" and cfg.preset != "default":
+        return (
+            f"--preset {cfg.preset} drops stopwords, and these reviews hold nothing else: "
+            "--preset default keeps every word"
+        )
+    return layout_fix(skipped, cfg.inputs) or (
         "check the file format: --format, --text-field, --rating-field or --label-field "
         "(in a profile: preprocess.format, .text_field, .rating_field, .label_field)"
     )

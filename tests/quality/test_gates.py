@@ -45,6 +45,31 @@ def test_preprocess_says_what_was_wrong(tmp_path: Path, capsys: pytest.CaptureFi
         assert reason in capsys.readouterr().err, kind
 
 
+@pytest.mark.parametrize(
+    ("line", "args", "hint"),
+    [
+        ("x" * 3000, ["--max-line-bytes", "2000"],
+         "its lines are longer than --max-line-bytes (2,000 bytes; in a profile "
+         "preprocess.max_line_bytes): raise it if they are reviews"),
+        ("the and of it", ["--preset", "seed"],
+         "--preset seed drops stopwords, and these reviews hold nothing else: --preset default "
+         "keeps every word"),
+    ],
+)  # fmt: skip
+def test_input_skipped_for_a_setting_names_that_setting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, args: list[str], hint: str
+) -> None:
+    """Both hinted at the file format (--format, --text-field, ...), which was not the cause."""
+    path = tmp_path / "in.jsonl"
+    words = ["the", "and", "of", "it", "a", "an", "is", "was"]  # distinct texts, stopwords only
+    rows = [json.dumps({"reviewText": f"{line} {i}" if "x" in line else " ".join(words[: i + 1]),
+                        "overall": i % 5 + 1}) for i in range(8)]  # fmt: skip
+    path.write_text("\n".join(rows) + "\n")
+    assert main(["preprocess", "-i", str(path), "-o", str(tmp_path / "o"), *args]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"hint: {hint}" in err and "--text-field" not in err
+
+
 def _mixed(path: Path, *, good: int, bad: int, negatives: int) -> Path:
     rows = [
         json.dumps({"reviewText": f"fine sturdy item {i}", "overall": 1 if i < negatives else 5})
