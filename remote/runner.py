@@ -67,6 +67,11 @@ SUMMARY_KEYS = (
 CTRL_C_REASON = "interrupted by the user (Ctrl-C)"
 """What a cancelled run's summary gives as the reason unless the caller names another."""
 
+FOLDER_CHECK_S = 2.0
+"""How often a running run checks that its folder is still there (a removed one stops it)."""
+_STOPPED_FOR_FOLDER = "run folder removed"
+"""_supervise's reason when it stopped the run because its folder went (the summary says more)."""
+
 
 def new_run_dir(root: Path, profile_name: str) -> Path:
     """A fresh private run folder named ``YYYYmmdd-HHMMSS-<profile>`` (an absolute path: node
@@ -328,12 +333,12 @@ async def execute_run(
         if ticker is not None:
             ticker.stop()
         if not (run_dir / "profile.yaml").is_file():  # removed while the run went: the ranks
+            stopped = reason == _STOPPED_FOR_FOLDER  # would write a model beside no vocab
             status, reason = (
                 "failed",
-                (  # wrote a model beside no model.json, vocab or events
-                    f"the run folder {run_dir} was removed while the run went: its profile, events "
-                    "and model files are gone, so nothing can use what it trained"
-                ),
+                f"the run folder {run_dir} was removed while the run went: its profile, events "
+                "and model files are gone, so nothing can use what it trained"
+                + ("; the run was stopped when that was seen" if stopped else ""),
             )
             run_dir.mkdir(parents=True, exist_ok=True)  # for the summary that says so
         summary = _summary(profile, run_dir, status, reason, started, meter, progress, book)
@@ -354,7 +359,10 @@ async def _supervise(
 ) -> tuple[RunStatus, str]:
     """Run the stages until they end, the caller stops, or the budget is hit."""
     work = asyncio.create_task(_stages(ctx))
-    watchers: dict[asyncio.Task[Any], str] = {asyncio.create_task(budget_hit.wait()): "budget"}
+    watchers: dict[asyncio.Task[Any], str] = {
+        asyncio.create_task(budget_hit.wait()): "budget",
+        asyncio.create_task(_folder_removed(ctx.run_dir)): "removed",
+    }
     if stop is not None:
         watchers[asyncio.create_task(stop.wait())] = "interrupted"
     try:
@@ -371,11 +379,20 @@ async def _supervise(
             await work
         if why == "budget":
             return "budget", "budget max_usd would be exceeded"
+        if why == "removed":
+            return "failed", _STOPPED_FOR_FOLDER
         return "interrupted", "stopped by the user" + kept
     finally:
         for task in [work, *watchers]:
             task.cancel()
         await asyncio.gather(work, *watchers, return_exceptions=True)
+
+
+async def _folder_removed(run_dir: Path) -> None:
+    """Returns once the run's folder (its profile.yaml) is gone: a run whose folder was removed
+    kept training, and billing, to its end, though nothing could use what it wrote."""
+    while (run_dir / "profile.yaml").is_file():
+        await asyncio.sleep(FOLDER_CHECK_S)
 
 
 async def _checkpoint_first(ctx: TrainContext, work: asyncio.Task[None]) -> str:

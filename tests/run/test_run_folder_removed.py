@@ -18,15 +18,19 @@ async def test_a_run_folder_removed_mid_run_is_a_failed_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """It ended "ok": the ranks wrote model.pt and a summary again, but model.json, vocab.json
-    and events.jsonl were gone, so predict and replay refused the run (trial K)."""
+    and events.jsonl were gone, so predict and replay refused the run (trial K). Then it
+    trained, and billed, to its end before saying so: now it stops when the folder goes."""
     monkeypatch.setenv("SENTITOP_CACHE_DIR", str(tmp_path / "cache"))
     path = tmp_path / "p.yaml"
-    path.write_text(PROFILE)
+    path.write_text(PROFILE + "  balance: {emulate_s: 0.5}\n")  # sleep-based device time
     runs = tmp_path / "runs"
     removed: list[Path] = []
+    after: list[str] = []
 
     def on_event(event: dict[str, Any]) -> None:
-        if event["type"] == "checkpoint" and not removed:  # training is under way
+        if removed:
+            after.append(event["type"])
+        elif event["type"] == "checkpoint":  # training is under way
             (folder,) = list(runs.iterdir())
             shutil.rmtree(folder)
             removed.append(folder)
@@ -37,6 +41,8 @@ async def test_a_run_folder_removed_mid_run_is_a_failed_run(
     assert (
         f"the run folder {removed[0]} was removed while the run went" in outcome.summary["reason"]
     )
+    assert "; the run was stopped when that was seen" in outcome.summary["reason"]
+    assert "after_training" not in after, after  # stopped, not trained to its end
     assert (removed[0] / "summary.json").is_file()  # where `sentitop runs` finds it
 
 
