@@ -48,11 +48,20 @@ def _reason(reason: str, cfg: PreprocessConfig, specs: Sequence[RecordSpec]) -> 
         "text_not_string": f"text field `{text}` is not a string",
         "missing_rating": f"{score} absent or null",
         "bad_rating": f"{score} not a whole number",
-        "rating_out_of_range": f"{score} outside rating_min..rating_max",
+        "rating_out_of_range": f"{score} outside {_scale(specs)}",
     }
     if cfg.label_field:
         named["bad_rating"] = named["rating_out_of_range"] = f"{score} not 0 or 1"
     return named.get(reason) or SKIP_REASONS.get(reason, reason)
+
+
+def _scale(specs: Sequence[RecordSpec]) -> str:
+    """The rating scale the files were read with ("1..5"), or its setting names when they differ."""
+    scales = {(spec.rating_min, spec.rating_max) for spec in specs}
+    if len(scales) != 1:
+        return "rating_min..rating_max"
+    ((low, high),) = scales
+    return f"{low}..{high} (--rating-max sets the top)"
 
 
 def check_preprocess(

@@ -35,7 +35,7 @@ def test_preprocess_says_what_was_wrong(tmp_path: Path, capsys: pytest.CaptureFi
         "empty file": "empty input",
         "garbage bytes": "invalid_utf8",
         "all one class": "all 200 usable reviews are positive",
-        "100% skipped lines": "200 rating_out_of_range",
+        "100% skipped lines": "200 rating_out_of_range (rating field `overall` outside 1..5",
         "truncated gzip": "not a readable gzip file (Compressed file ended",
         "damaged gzip": "not a readable gzip file",
     }

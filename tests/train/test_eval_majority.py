@@ -77,6 +77,9 @@ def test_a_gain_over_the_majority_within_chance_is_warned_of() -> None:
     many = np.array([1] * 70 + [0] * 30)
     large = score_labels(np.where(many == 1, 0.8, 0.2), many)
     assert large["majority_p"] < 1e-8 and chance_warning(large) is None
+    huge = np.array([1] * 7000 + [0] * 3000)  # 0.5 ** 3000 underflows: shown as a bound, not "0"
+    shown = "\n".join(report_lines(score_labels(np.where(huge == 1, 0.8, 0.2), huge)))
+    assert "one-sided McNemar p < 1e-16)" in shown and "McNemar p 0)" not in shown
     # wrong on majority texts as often as right on minority ones: no evidence either way
     mixed = np.where(many == 1, 0.8, 0.2)
     mixed[:15], mixed[70:85] = 0.2, 0.8  # 15 positives wrong; 15 of the negatives wrong too

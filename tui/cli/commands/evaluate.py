@@ -202,7 +202,7 @@ def report_lines(metrics: dict[str, Any]) -> list[str]:
         f"accuracy 95 % interval {low:.4f} to {high:.4f} (Wilson, {metrics['n']} reviews)",
         f"majority rate {metrics['majority_rate']:.4f} (always {name}); accuracy "
         f"{100 * (metrics['accuracy'] - metrics['majority_rate']):+.2f} points over it "
-        f"(one-sided McNemar p {metrics['majority_p']:.2g})",
+        f"(one-sided McNemar p {p_text(metrics['majority_p'])})",
         *filter(None, [prior_line(metrics), skipped_line(metrics), longer_line(metrics)]),
         "confusion (rows = true, columns = predicted)",
         f"            pred neg  pred pos\ntrue neg  {tn:>9} {fp:>9}\ntrue pos  {fn:>9} {tp:>9}",
@@ -243,6 +243,15 @@ CHANCE_P = 0.05
 """`sentitop eval` warns when a gain over the majority rate is this likely by chance or more."""
 
 
+P_FLOOR = 1e-16
+"""p-values below this are shown as "< 1e-16" (the exact test's tail underflows to 0 on large sets)."""
+
+
+def p_text(p: float) -> str:
+    """A p-value as shown: two significant digits, never "0"."""
+    return f"< {P_FLOOR:.0e}" if p < P_FLOOR else f"{p:.2g}"
+
+
 def chance_warning(metrics: dict[str, Any]) -> str | None:
     """A warning when the model beats the majority rate, but by a margin these reviews cannot
     tell from chance (one-sided McNemar p >= CHANCE_P)."""
@@ -251,7 +260,7 @@ def chance_warning(metrics: dict[str, Any]) -> str | None:
     name = "positive" if metrics["majority_label"] else "negative"
     return (
         f"warning: the gain over always predicting {name} is within chance on these "
-        f"{metrics['n']} reviews (McNemar p {metrics['majority_p']:.2g}): more labelled "
+        f"{metrics['n']} reviews (McNemar p {p_text(metrics['majority_p'])}): more labelled "
         "reviews are needed to tell whether the model beats it"
     )
 
