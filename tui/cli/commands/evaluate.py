@@ -244,7 +244,7 @@ CHANCE_P = 0.05
 
 
 P_FLOOR = 1e-16
-"""p-values below this are shown as "< 1e-16" (the exact test's tail underflows to 0 on large sets)."""
+"""p-values below this are shown as "< 1e-16" (the exact tail underflows to 0 on large sets)."""
 
 
 def p_text(p: float) -> str:
