@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -99,6 +100,28 @@ def test_small_amounts_are_shown_and_the_band_keeps_the_billing_minimum(
     data = json.loads(capsys.readouterr().out)
     row_json = next(c for c in data["candidates"] if c["label"] == "1×g4dn.xlarge")
     assert row_json["usd_band"][0] == pytest.approx(60 * 0.526 / 3600, abs=1e-4)
+
+
+def test_a_prediction_and_its_band_read_in_one_unit(
+    no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 5-minute prediction whose band reached past 6 minutes read "306 s (band 0.04 – 0.18 h)"
+    and a lower end in seconds beside an upper one in hours: one unit, the upper end's."""
+    args = ["plan", "local", "--top", "12", "--runs-dir", str(no_runs), "--data-size", "1GB"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0]
+    assert re.search(r"predicted [\d.]+ h \(band [\d.]+ – [\d.]+ h\)", header), header
+    rows = [line for line in out.splitlines() if line.startswith("│ ")]
+    units = set()
+    for row in rows:
+        cells = [c.strip() for c in row.strip("│").split("│")]
+        time, band = cells[5], cells[6]
+        if band:
+            assert re.fullmatch(r"[\d.,]+ – [\d.,]+ (s|h)", band), band
+            assert time.split()[1] == band.split()[-1], (time, band)
+            units.add(band.split()[-1])
+    assert units == {"s", "h"}  # both kinds of row were checked
 
 
 def test_the_written_profile_keeps_recovery_and_the_ec2_waits(

@@ -224,8 +224,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:,.2f} h" if seconds >= 360 else f"{seconds:,.0f} s"
+def _hours(seconds: float, unit_of: float | None = None) -> str:
+    """Seconds as "1.25 h" from 6 minutes up (of ``unit_of`` when given: a band's upper end, so a
+    prediction and its band read in one unit), else "69 s"."""
+    if (seconds if unit_of is None else unit_of) >= 360:
+        return f"{seconds / 3600:,.2f} h"
+    return f"{seconds:,.0f} s"
+
+
+def _span(low: float, high: float) -> str:
+    """A band of seconds in one unit, its upper end's ("0.02 – 0.27 h", not "69 s – 0.27 h")."""
+    return f"{_hours(low, high).split()[0]} – {_hours(high)}"
 
 
 def _amount(usd: float) -> str:
@@ -241,8 +250,8 @@ def _row(c: Any) -> list[str]:
         str(c.workers),
         c.market,
         f"{c.usd_per_hour:.4g}",
-        _hours(c.seconds),
-        f"{_hours(low)} – {_hours(high)}" if c.band > 1.0005 else "",
+        _hours(c.seconds, high),
+        _span(low, high) if c.band > 1.0005 else "",
         _amount(c.usd),
         f"{_amount(c.usd_low)} – {_amount(c.usd_high)}" if c.band > 1.0005 else "",
         "estimate" if c.estimate else "measured",
@@ -279,8 +288,9 @@ def render(plan: Any, *, top: int = TOP) -> None:
     also = f" + {money(paid[0].usd)} of {paid[0].runner.upper()} preprocessing" if paid else ""
     console.print(
         f"[bold]{escape(plan.profile)}[/bold]: {escape(t.label)} on {escape(t.hardware)}, "
-        f"{plan.epochs} epoch(s): predicted {_hours(t.seconds)} (band {_hours(t.seconds / t.band)}"
-        f" – {_hours(t.seconds * t.band)}), {money(t.usd)} at ${t.usd_per_hour:.4g}/h ({kind})"
+        f"{plan.epochs} epoch(s): predicted {_hours(t.seconds, t.seconds * t.band)} (band "
+        f"{_span(t.seconds / t.band, t.seconds * t.band)}), {money(t.usd)} at "
+        f"${t.usd_per_hour:.4g}/h ({kind})"
         + also
     )
     console.print(f"  basis: {escape(t.basis)}")
