@@ -290,8 +290,7 @@ def render(plan: Any, *, top: int = TOP) -> None:
         f"[bold]{escape(plan.profile)}[/bold]: {escape(t.label)} on {escape(t.hardware)}, "
         f"{plan.epochs} epoch(s): predicted {_hours(t.seconds, t.seconds * t.band)} (band "
         f"{_span(t.seconds / t.band, t.seconds * t.band)}), {money(t.usd)} at "
-        f"${t.usd_per_hour:.4g}/h ({kind})"
-        + also
+        f"${t.usd_per_hour:.4g}/h ({kind})" + also
     )
     console.print(f"  basis: {escape(t.basis)}")
     sizes = [line for line in plan.inputs if line.startswith(TRAINING_SET)]
