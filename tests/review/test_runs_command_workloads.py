@@ -70,6 +70,24 @@ def test_an_embeddings_run_stopped_before_training_is_not_called_killed(
     assert "killed or crashed): emb-kill\n" in err
 
 
+def test_a_run_that_ended_but_lost_its_summary_is_not_called_killed(
+    tmp_path: Path,
+    capsys,  # type: ignore[no-untyped-def]
+) -> None:
+    """A `sentitop run` folder whose runner wrote run_end (its summary.json deleted since) was
+    named "stopped before their end (... killed or crashed)" while the Runs screen showed how it
+    ended; one whose events just stop still is."""
+    _events(tmp_path / "run-ok", {"type": "run_start"}, {"type": "run_end", "status": "ok"})
+    _events(tmp_path / "run-failed", {"type": "run_start"},
+            {"type": "stage_end", "stage": "train", "status": "ok"},
+            {"type": "run_end", "status": "failed", "reason": "x"})  # fmt: skip
+    _events(tmp_path / "run-killed", {"type": "run_start"})
+    assert main(["runs", "--runs-dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "note: 2 run(s) ended without a summary: run-failed (failed), run-ok (ok)" in err
+    assert "killed or crashed): run-killed\n" in err
+
+
 def test_a_narrow_terminal_loses_columns_not_run_ids(
     make_run,
     monkeypatch,

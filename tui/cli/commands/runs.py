@@ -104,17 +104,19 @@ def warn_leftovers(records: list[Any]) -> None:
 
 
 def _ended_as(events: Path) -> str | None:
-    """How a run without a summary ended, as its events tell: a `sentitop embed` or `train`
-    (no runner, no run_start) whose last stage ended interrupted, failed or over budget; None
-    when they stop before an end (killed, crashed), or for a `sentitop run` (its runner's
-    run_end is what ends it)."""
+    """How a run without a summary ended, as its events tell: a `sentitop run` whose runner
+    wrote its run_end (the summary written before it was lost since: "ok" or how it failed), a
+    `sentitop embed` or `train` (no runner) whose last stage ended interrupted, failed or over
+    budget; None when they stop before an end (killed, crashed)."""
     from engine.events import read_events
 
-    last = None
+    last, runner = None, False
     for event in read_events(events):
         if event["type"] == "run_start":
-            return None
-        if event["type"] == "stage_end":
+            runner = True
+        elif event["type"] == "run_end" and runner:
+            return str(event.get("status") or "ended")
+        elif event["type"] == "stage_end" and not runner:
             last = event.get("status")
     return last if last in ("interrupted", "failed", "budget") else None
 
