@@ -183,8 +183,9 @@ def _beaten_note(candidates: list[Candidate], target: Candidate) -> str | None:
         return None
     best = min(better, key=lambda c: (c.seconds, c.usd))
 
-    def took(seconds: float) -> str:
-        return f"{seconds / 3600:,.2f} h" if seconds >= 3600 else f"{seconds:,.0f} s"
+    def took(seconds: float) -> str:  # both in the longer one's unit: "0.51 h against 6.65 h"
+        hours = max(best.seconds, target.seconds) >= 3600
+        return f"{seconds / 3600:,.2f} h" if hours else f"{seconds:,.0f} s"
 
     return (
         f"{best.label} is predicted faster than the profile's own {target.label} "

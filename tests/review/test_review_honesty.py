@@ -219,3 +219,19 @@ def test_a_faster_configuration_for_no_more_dollars_is_pointed_out(
     assert plan.target.label == "local ×1 proc"
     (said,) = [n for n in plan.notes if "is predicted faster than the profile's own" in n]
     assert said.startswith("local ×2 proc is predicted faster than the profile's own local ×1")
+
+
+def test_the_faster_configuration_note_reads_both_times_in_one_unit() -> None:
+    """A trial's plan read "1×g5.xlarge … (1,849 s against 6.65 h)": two units to compare."""
+    from remote.review.candidates import Candidate
+    from remote.review.planner import _beaten_note
+
+    def candidate(label: str, seconds: float, usd: float) -> Candidate:
+        return Candidate(label, "", None, 1, 1, 0.0, seconds, seconds, usd)
+
+    own, fast = candidate("local ×2 proc", 6.65 * 3600, 0.64), candidate("1×g5.xlarge", 1849, 0.52)
+    note = _beaten_note([own, fast], own)
+    assert note is not None and "(0.51 h against 6.65 h)" in note
+    own, fast = candidate("local ×1 proc", 600, 0.01), candidate("local ×2 proc", 300, 0.01)
+    note = _beaten_note([own, fast], own)
+    assert note is not None and "(300 s against 600 s)" in note
