@@ -57,6 +57,11 @@ def fmt_usd(value: float | None, empty: str = "—") -> str:
     return f"${value:,.3f}" if abs(value) < 1 else f"${value:,.2f}"
 
 
+def fmt_hours(hours: float) -> str:
+    """Hours with two decimals, three under 0.01 h (a 15-second run reads 0.004, not 0.00)."""
+    return f"{hours:.3f}" if 0 < hours < 0.01 else f"{hours:.2f}"
+
+
 def minimum_charged(billed: float, used: float | None, usd_per_hour: float | None) -> bool:
     """True when the one-minute minimum charge, not the seconds used, set the bill: billed
     tops used by more than whole-second rounding and the two differ once formatted."""

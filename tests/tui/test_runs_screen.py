@@ -95,6 +95,23 @@ async def test_runs_table_header_and_cells_say_ranks_and_device(tmp_path: Path) 
         assert [(row[ranks], row[epochs]) for row in cells] == [("1 GPU", "3"), ("2 CPU", "2")]
 
 
+async def test_a_run_of_seconds_does_not_read_zero_hours(tmp_path: Path) -> None:
+    """The demo profile's 15-second run read "0.00" hours on the Runs screen."""
+    for name, wall_s in (("20261122-090000-local-cpu", 15.2), ("20261122-100000-local-cpu", 1800)):
+        folder = stopped_cpu_run(tmp_path / name)
+        write_summary(folder, status="ok")
+        summary = json.loads((folder / "summary.json").read_text())
+        (folder / "summary.json").write_text(json.dumps(summary | {"wall_s": wall_s}))
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#runs-table")
+        labels = [str(c.label) for c in table.columns.values()]  # type: ignore[attr-defined]
+        hours = labels.index("hours")
+        cells = [table.get_row_at(i)[hours] for i in range(2)]  # type: ignore[attr-defined]
+        assert cells == ["0.004", "0.50"]
+
+
 @pytest.mark.parametrize(
     ("size", "said"), [(SIZE, "below majority"), ((200, 40), "ok, below majority 0.800")]
 )

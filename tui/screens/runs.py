@@ -19,7 +19,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable
 
 from remote.review.views import CostSpeedData
-from tui.format import fmt, fmt_usd, format_seconds, format_usd, nice_number
+from tui.format import fmt, fmt_hours, fmt_usd, format_seconds, format_usd, nice_number
 from tui.model import RunState
 from tui.model.columns import Col
 from tui.model.rows import RowCache, RunRow, load_run_rows, read_run_state
@@ -335,7 +335,9 @@ class RunsScreen(SentitopScreen):
                 Text(row.profile),
                 f"{row.gpus} {row.device}".rstrip() if row.gpus else row.device or "—",
                 str(row.epochs),
-                f"{row.hours:.2f}" if row.chain_hours is None else f"Σ{row.chain_hours:.2f}",
+                fmt_hours(row.hours)
+                if row.chain_hours is None
+                else f"Σ{fmt_hours(row.chain_hours)}",
                 fmt_usd(row.usd) if row.chain_usd is None else f"Σ{fmt_usd(row.chain_usd)}",
                 Text(fmt(row.accuracy), style="dim" if row.accuracy_epoch else ""),
                 Text(fmt(row.f1), style="dim" if row.accuracy_epoch else ""),
