@@ -14,7 +14,7 @@ import yaml
 from engine.errors import InputError, ProfileError
 from remote.profile import EC2Profile, Profile, load_profile
 from remote.review.candidates import Candidate
-from remote.review.money_text import money
+from remote.review.money_text import duration_text, money
 
 DEFAULT_KEY = {"key_name": "sentitop", "key": "~/.ssh/sentitop.pem"}
 """SSH access of new EC2 groups when the source profile has none (the shipped profiles' own)."""
@@ -150,11 +150,12 @@ def write_profile(
             + str(path.with_name(f"{path.stem}-plan{path.suffix}"))
             + f", or remove {path} first",
         )
+    high = cand.seconds * cand.band  # the prediction and its band in the upper end's unit
     header = (
         f"{WRITTEN_BY}{profile.name}` on {date.today().isoformat()}: "
         f"{cand.label} ({cand.hardware}),\n"
-        f"# {epochs} epoch(s) predicted {_took(cand.seconds)} (band "
-        f"{_took(cand.seconds / cand.band)}-{_took(cand.seconds * cand.band)}), "
+        f"# {epochs} epoch(s) predicted {duration_text(cand.seconds, high)} (band "
+        f"{duration_text(cand.seconds / cand.band, high)} – {duration_text(high)}), "
         f"{money(cand.usd)} (budget below: the slow end{_allowance(cand, profile)}).\n"
         f"# Basis: {cand.basis}\n"
     )
@@ -217,8 +218,3 @@ def _validated_draft(text: str, path: Path, data_size: int | None) -> Path:
             ) from None
         raise ProfileError(message, hint=exc.hint) from None
     return draft
-
-
-def _took(seconds: float) -> str:
-    """Hours to 0.01, or seconds below 6 minutes (where 0.00 h would say nothing)."""
-    return f"{seconds / 3600:,.2f} h" if seconds >= 360 else f"{seconds:,.0f} s"

@@ -37,7 +37,7 @@ from remote.review.datasize import PrepEstimate
 from remote.review.hardware import gpu_table
 from remote.review.input_size import measure_inputs
 from remote.review.metrics import billed_usd
-from remote.review.money_text import money
+from remote.review.money_text import duration_text, money
 from remote.review.plan_data import (
     engine_default,
     n_train_of,
@@ -183,13 +183,11 @@ def _beaten_note(candidates: list[Candidate], target: Candidate) -> str | None:
         return None
     best = min(better, key=lambda c: (c.seconds, c.usd))
 
-    def took(seconds: float) -> str:  # both in the longer one's unit: "0.51 h against 6.65 h"
-        hours = max(best.seconds, target.seconds) >= 3600
-        return f"{seconds / 3600:,.2f} h" if hours else f"{seconds:,.0f} s"
-
+    longer = max(best.seconds, target.seconds)  # both in its unit: "0.51 h against 6.65 h"
+    took, usual = duration_text(best.seconds, longer), duration_text(target.seconds, longer)
     return (
         f"{best.label} is predicted faster than the profile's own {target.label} "
-        f"({took(best.seconds)} against {took(target.seconds)}) for no more $ "
+        f"({took} against {usual}) for no more $ "
         f"({money(best.usd)} against {money(target.usd)}); --write-profile with a --deadline "
         "or --budget writes the pick as a profile"
     )

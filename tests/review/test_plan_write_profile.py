@@ -122,6 +122,11 @@ def test_a_prediction_and_its_band_read_in_one_unit(
             assert time.split()[1] == band.split()[-1], (time, band)
             units.add(band.split()[-1])
     assert units == {"s", "h"}  # both kinds of row were checked
+    written = no_runs.parent / "picked.yaml"  # the written profile's header says it the same way
+    assert main([*args, "--write-profile", str(written)]) == 0
+    comment = written.read_text(encoding="utf-8").splitlines()[1]
+    match = re.search(r"predicted ([\d.,]+ (s|h)) \(band [\d.,]+ (s|h) – [\d.,]+ (s|h)\)", comment)
+    assert match is not None and len(set(match.groups()[1:])) == 1, comment
 
 
 def test_the_written_profile_keeps_recovery_and_the_ec2_waits(

@@ -233,5 +233,8 @@ def test_the_faster_configuration_note_reads_both_times_in_one_unit() -> None:
     note = _beaten_note([own, fast], own)
     assert note is not None and "(0.51 h against 6.65 h)" in note
     own, fast = candidate("local ×1 proc", 600, 0.01), candidate("local ×2 proc", 300, 0.01)
+    note = _beaten_note([own, fast], own)  # in the plan table's units: 0.17 h there too
+    assert note is not None and "(0.08 h against 0.17 h)" in note
+    own, fast = candidate("local ×1 proc", 300, 0.01), candidate("local ×2 proc", 100, 0.01)
     note = _beaten_note([own, fast], own)
-    assert note is not None and "(300 s against 600 s)" in note
+    assert note is not None and "(100 s against 300 s)" in note

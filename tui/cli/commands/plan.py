@@ -15,7 +15,7 @@ from remote.review.candidates import (
     hours_text,
 )
 from remote.review.datasize import MAX_PLAN_BYTES
-from remote.review.money_text import money
+from remote.review.money_text import duration_text, money
 from tui.cli.arguments import take_negative_values
 from tui.cli.commands import integer_at_least
 from tui.cli.commands.runs import add_run_sources
@@ -224,17 +224,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hours(seconds: float, unit_of: float | None = None) -> str:
-    """Seconds as "1.25 h" from 6 minutes up (of ``unit_of`` when given: a band's upper end, so a
-    prediction and its band read in one unit), else "69 s"."""
-    if (seconds if unit_of is None else unit_of) >= 360:
-        return f"{seconds / 3600:,.2f} h"
-    return f"{seconds:,.0f} s"
-
-
 def _span(low: float, high: float) -> str:
     """A band of seconds in one unit, its upper end's ("0.02 – 0.27 h", not "69 s – 0.27 h")."""
-    return f"{_hours(low, high).split()[0]} – {_hours(high)}"
+    return f"{duration_text(low, high).split()[0]} – {duration_text(high)}"
 
 
 def _amount(usd: float) -> str:
@@ -250,12 +242,14 @@ def _row(c: Any) -> list[str]:
         str(c.workers),
         c.market,
         f"{c.usd_per_hour:.4g}",
-        _hours(c.seconds, high),
+        duration_text(c.seconds, high),
         _span(low, high) if c.band > 1.0005 else "",
         _amount(c.usd),
         f"{_amount(c.usd_low)} – {_amount(c.usd_high)}" if c.band > 1.0005 else "",
         "estimate" if c.estimate else "measured",
-        f"{len(c.actual_s)} ({_hours(sum(c.actual_s) / len(c.actual_s))})" if c.actual_s else "",
+        f"{len(c.actual_s)} ({duration_text(sum(c.actual_s) / len(c.actual_s))})"
+        if c.actual_s
+        else "",
     ]
 
 
@@ -288,7 +282,7 @@ def render(plan: Any, *, top: int = TOP) -> None:
     also = f" + {money(paid[0].usd)} of {paid[0].runner.upper()} preprocessing" if paid else ""
     console.print(
         f"[bold]{escape(plan.profile)}[/bold]: {escape(t.label)} on {escape(t.hardware)}, "
-        f"{plan.epochs} epoch(s): predicted {_hours(t.seconds, t.seconds * t.band)} (band "
+        f"{plan.epochs} epoch(s): predicted {duration_text(t.seconds, t.seconds * t.band)} (band "
         f"{_span(t.seconds / t.band, t.seconds * t.band)}), {money(t.usd)} at "
         f"${t.usd_per_hour:.4g}/h ({kind})" + also
     )
@@ -302,7 +296,7 @@ def render(plan: Any, *, top: int = TOP) -> None:
     for p in plan.prep:
         console.print(
             f"  preprocessing ({escape(p.runner)} runner, {escape(p.machines)}, {p.cores} vCPUs): "
-            f"{_hours(p.seconds)}"
+            f"{duration_text(p.seconds)}"
             + (f", {money(p.usd)} at ${p.usd_per_hour:.4g}/h" if p.usd else "")
             + f" — {escape(p.basis)}"
         )
@@ -367,7 +361,7 @@ def render(plan: Any, *, top: int = TOP) -> None:
         )
         console.print(
             f"[green]{how} meeting the constraints: {escape(plan.pick.label)} "
-            f"({_hours(plan.pick.seconds)}, {money(plan.pick.usd)})[/green], {sure}"
+            f"({duration_text(plan.pick.seconds)}, {money(plan.pick.usd)})[/green], {sure}"
         )
         console.print(f"  basis: {escape(plan.pick.basis)}")
     for line in plan.notes:

@@ -88,8 +88,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"plot:   {path}")
     pick = report.pick
     if pick is not None:
-        took = f"{pick.hours:.2f} h" if pick.hours >= 0.1 else f"{pick.hours * 3600:,.0f} s"
         from remote.review.candidates import hours_text
+        from remote.review.money_text import duration_text
+
+        took = duration_text(pick.hours * 3600)
 
         print(
             f"cheapest within {hours_text(args.deadline)}: {pick.label} ({took}, ${pick.usd:.4g})"
