@@ -332,6 +332,35 @@ def test_a_fault_every_rank_finds_is_said_once_as_the_ranks_refusal(
     assert "bad dataset: " in err and "launch failed" not in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("stderr_first", [False, True])
+def test_a_refusal_said_once_whichever_pipe_is_read_first(
+    capsys: pytest.CaptureFixture[str], stderr_first: bool
+) -> None:
+    """A CI run printed the fault of the test above twice live: rank 1's stderr line reached
+    the printer before rank 1's `error` event (stdout and stderr are read by two threads), so
+    it was not yet known as a failed rank's."""
+    message = "/d/dataset.h5: /train/tokens row 700 holds token id 60,000"
+    event = {"type": "error", "message": message, "hint": "re-run", "title": "bad dataset"}
+    words = [f"bad dataset: {message}", "  hint: re-run"]  # what each rank writes to stderr
+    printer = _Printer(quiet=False)
+    if stderr_first:  # rank 1's words, then both events, then rank 0's words
+        order = [(1, w) for w in words] + [(0, event), (1, event)] + [(0, w) for w in words]
+    else:  # rank 0's event, then rank 1's words before its event
+        order = [(0, event)] + [(1, w) for w in words] + [(1, event)] + [(0, w) for w in words]
+    for rank, item in order:
+        if isinstance(item, dict):
+            printer(rank, "stdout", _line({**item, "rank": rank}))
+        else:
+            printer(rank, "stderr", item)
+    err = capsys.readouterr().err
+    assert err.count("row 700 holds token id 60,000") == 1, err
+    assert printer.failed == {0, 1} and printer.refusal is not None
+    printer(0, "stderr", "bad dataset: another file")  # other stderr lines still show
+    assert "another file" not in capsys.readouterr().err  # (rank 0 failed: its tail is not)
+    printer(2, "stderr", "a warning of rank 2")
+    assert "[rank 2] a warning of rank 2" in capsys.readouterr().err
+
+
 def test_a_new_run_keeps_a_killed_runs_events_apart(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -45,6 +45,18 @@ DIVERGED = DivergedError.title
 """The `title` of a rank's `error` event when the run diverged."""
 
 
+STDERR_KEPT = 10_000
+"""How many rank stderr lines the printer remembers to match a refusal's event against."""
+
+
+def refusal_line(event: dict[str, Any]) -> str | None:
+    """The first line a rank writes to its stderr for a refusal (`error` event with a title),
+    as SentitopError.user_message writes it; None for other errors."""
+    if not event.get("title"):
+        return None
+    return visible(f"{event['title']}: {event.get('message')}").split("\n", 1)[0]
+
+
 class _Printer:
     """Turns rank output into short progress lines (or keeps quiet for --json)."""
 
@@ -63,6 +75,12 @@ class _Printer:
         self.refusal: dict[str, Any] | None = None
         """The first `error` event of a sentitop error (it has a title): what a rank refused."""
         self.said_errors: set[Any] = set()
+        self.refusal_lines: set[str] = set()
+        """First lines ("bad dataset: …") of the refusals said: a rank writes the same to its
+        stderr, which may reach here before that rank's own event (two pipes, two readers)."""
+        self.stderr_said: set[str] = set()
+        """Rank stderr lines printed (the first STDERR_KEPT): a refusal one of them said first
+        is not said again when its event arrives."""
         self.plan: dict[str, Any] = {}
         """The `train_start` event: epochs and steps per epoch for the progress lines."""
         self.last_progress = time.monotonic()
@@ -78,11 +96,21 @@ class _Printer:
             self.diverged = self.diverged or event.get("title") == DIVERGED
             if event.get("title") and self.refusal is None:
                 self.refusal = event
-            if event.get("message") in self.said_errors:  # every rank found the same fault
+            first = refusal_line(event)
+            seen = event.get("message") in self.said_errors or first in self.stderr_said
+            self.said_errors.add(event.get("message"))  # every rank found the same fault:
+            if first:  # said once
+                self.refusal_lines.add(first)
+            if seen:
                 return
-            self.said_errors.add(event.get("message"))
-        if event is None and stream == "stderr" and rank in self.failed:
-            return
+        if event is None and stream == "stderr":
+            if rank in self.failed:
+                return
+            if line in self.refusal_lines:  # this rank's words of a fault said; its event follows
+                self.failed.add(rank)
+                return
+            if len(self.stderr_said) < STDERR_KEPT:
+                self.stderr_said.add(line)
         if self.quiet:
             if event is None and stream == "stderr":
                 print(f"[rank {rank}] {line}", file=sys.stderr)
