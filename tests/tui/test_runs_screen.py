@@ -332,6 +332,31 @@ async def test_v_shows_cost_vs_speed_of_the_selected_runs(tmp_path: Path) -> Non
         assert not view.display and screen.query_one("#overlay").display
 
 
+def offered(screen: Any) -> set[str]:
+    """Keys the screen's footer offers now (enabled bindings)."""
+    return {key for key, active in screen.active_bindings.items() if active.enabled}
+
+
+async def test_x_is_offered_only_while_the_loss_curves_show() -> None:
+    """`x` cycles the loss overlay's x-axis; in the $-vs-hours pane it was offered and did
+    nothing visible (that plot's axes are fixed)."""
+    app = build_app(start="runs")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert "x" in offered(screen)
+        await pilot.press("v")
+        await settle(pilot)
+        assert "x" not in offered(screen) and not screen.check_action("cycle_x", ())
+        before = screen.x_axis
+        await pilot.press("x")
+        await settle(pilot)
+        assert screen.x_axis == before  # not changed behind the hidden plot
+        await pilot.press("v")
+        await settle(pilot)
+        assert "x" in offered(screen)
+
+
 async def test_cost_view_of_runs_without_a_summary_says_why_it_is_empty() -> None:
     """Both fixture runs finished 3 epochs (events only, no summary.json), and the view said
     "select runs that finished at least one epoch"."""

@@ -387,7 +387,14 @@ class RunsScreen(SentitopScreen):
         self.view = "cost" if self.view == "loss" else "loss"
         self.query_one("#overlay", LinePlot).display = self.view == "loss"
         self.query_one("#cost-speed", CostSpeedView).display = self.view == "cost"
+        self.refresh_bindings()  # `x` is the loss plot's: not offered beside $ vs hours
         self._draw()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`x` (the overlay's x-axis) only while the loss curves show."""
+        if action == "cycle_x":
+            return self.view == "loss"
+        return super().check_action(action, parameters)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="cost")
     def _load_cost(self, paths: list[str]) -> None:
