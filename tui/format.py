@@ -139,3 +139,36 @@ def after_training_line(event: Mapping[str, Any]) -> str:
     extra = f" (companion on {fmt(rows, ',')} training rows)" if "companion" in fits else ""
     valid = fmt(event.get("valid_samples"), ",")
     return f"after training: fitting {what} on {valid} validation samples{extra}"
+
+
+SKIPS_SHOWN = 3
+"""Skip reasons named in the preprocess line (the largest; the rest are in stats.json)."""
+
+
+def preprocess_line(stats: Mapping[str, Any]) -> str:
+    """What preprocessing kept, in one line (a `summary` event of the preprocess stage; plain
+    text): lines read → reviews kept, duplicates and skips by reason, the split, the positive
+    share and the vocabulary."""
+    read, kept = stats.get("read"), stats.get("kept")
+    head = "preprocess (cached)" if stats.get("cached") else "preprocess"
+    dropped = []
+    if isinstance(stats.get("duplicates"), int):
+        dropped.append(f"{stats['duplicates']:,} duplicates")
+    skipped = stats.get("skipped_total")
+    if isinstance(skipped, int) and skipped:
+        reasons = stats.get("skipped") or {}
+        met = [(r, n) for r, n in reasons.items() if isinstance(n, int) and n]
+        top = sorted(met, key=lambda item: -item[1])  # ties in the stats' own order
+        named = ", ".join(f"{n:,} {str(r).replace('_', ' ')}" for r, n in top[:SKIPS_SHOWN])
+        more = ", …" if len(top) > SKIPS_SHOWN else ""
+        dropped.append(f"{skipped:,} skipped" + (f": {named}{more}" if named else ""))
+    line = f"{head}: {fmt(read, ',')} lines read → {fmt(kept, ',')} reviews kept"
+    if dropped:
+        line += f" ({', '.join(dropped)})"
+    line += f"; {fmt(stats.get('train'), ',')} train / {fmt(stats.get('test'), ',')} test"
+    pos, neg = stats.get("positive"), stats.get("negative")
+    if isinstance(pos, int) and isinstance(neg, int) and pos + neg:
+        line += f", {100 * pos / (pos + neg):.1f} % positive"
+    if stats.get("vocab_size") is not None:
+        line += f", vocabulary {fmt(stats.get('vocab_size'), ',')}"
+    return line

@@ -16,7 +16,14 @@ from engine.errors import peer_lost, visible
 from remote.run_record import last_evaluated_epoch
 from remote.streams import prefixed
 from tui.cli.console import tolerant
-from tui.format import after_training_line, companion_line, fmt, fmt_billed, fmt_usd
+from tui.format import (
+    after_training_line,
+    companion_line,
+    fmt,
+    fmt_billed,
+    fmt_usd,
+    preprocess_line,
+)
 
 
 class HeadlessProgress:
@@ -43,6 +50,8 @@ class HeadlessProgress:
         self.samples_per_s: float | None = None
         self.usd: float | None = None
         self.usd_per_hour: float | None = None
+        self.cached_said: set[str] = set()
+        """Stages whose summary said they reused a cached result."""
 
     def __enter__(self) -> HeadlessProgress:
         self.progress.start()
@@ -98,7 +107,7 @@ class HeadlessProgress:
         elif kind == "stage_end":
             status = event.get("status", "ok")
             self.progress.update(self.stage, description=escape(f"{event.get('stage')}: {status}"))
-            if event.get("cached"):
+            if event.get("cached") and event.get("stage") not in self.cached_said:
                 self.console.print(Text(f"{event.get('stage')}: reused cached result", "dim"))
         elif kind == "step":
             self.loss = event.get("loss", self.loss)
@@ -117,6 +126,10 @@ class HeadlessProgress:
                     f"  {fmt(event.get('seconds'), '.1f')} s"
                 )
             )
+        elif kind == "summary" and event.get("stage") == "preprocess":
+            self.console.print(Text(preprocess_line(event), style="dim"))
+            if event.get("cached"):  # "preprocess (cached): …" says it: not again at its end
+                self.cached_said.add("preprocess")
         elif kind == "after_training" and event.get("fits"):
             self.console.print(Text(after_training_line(event), style="dim"))
         elif kind == "cost":  # the running figure: accrued (the billed one sits at the minimum)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from remote.recovery import checkpoint_place
-from tui.format import fmt_duration
+from tui.format import fmt_duration, preprocess_line
 
 Said = tuple[str, str]
 """(text, level) of a log line; level is info | warn | error."""
@@ -110,6 +110,8 @@ def _rank_start(ev: Mapping[str, Any]) -> Said:
 
 
 def _summary(ev: Mapping[str, Any]) -> Said:
+    if ev.get("stage") == "preprocess":
+        return preprocess_line(ev), "info"
     return f"{ev.get('stage') or 'run'} summary: {ev.get('status') or 'written'}", "info"
 
 

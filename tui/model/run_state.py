@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.errors import peer_lost
 from engine.events import parse_event_line
-from tui.format import after_training_line, companion_line, fmt, fmt_duration
+from tui.format import after_training_line, companion_line, fmt, fmt_duration, preprocess_line
 from tui.model.event_text import checkpoint_where, readable_line, stage_ended, stage_started
 from tui.model.records import (
     EpochRow,
@@ -560,6 +560,8 @@ class RunState(RunViews):
 
     def _on_summary(self, ev: Mapping[str, Any], rel: float) -> None:
         self.summary.update({k: v for k, v in ev.items() if k not in ("type", "t")})
+        if ev.get("stage") == "preprocess":
+            self._log(rel, "preprocess", preprocess_line(ev))
         if ev.get("stage") != "train" or self.embeddings:
             return
         final_rate = _num(ev.get("samples_per_s"))
