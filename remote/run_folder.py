@@ -75,6 +75,21 @@ def resolve_run_dir(
     raise InputError(f"{ref}: no run folder with {want} (tried {shown})", hint=HINT)
 
 
+REASON_SHOWN = 120
+"""Characters of a failed run's reason quoted where it blocks a command (summary.json has all)."""
+
+
+def _first_words(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters where a word ends, marked " …" (an instance id or a
+    path is whole or left out); one word longer than the limit is cut inside it."""
+    import textwrap
+
+    if len(text) <= limit:
+        return text
+    cut = textwrap.shorten(text, limit, placeholder=" …")
+    return cut if cut != "…" else text[: limit - 1] + "…"
+
+
 def _ended_without(tried: list[Path], want: str) -> str | None:
     """`run X ended 'failed' (why) before it wrote model.pt` when one of the folders tried is a
     run that ended without ``want`` (it read "no run folder with …" for a run that is there)."""
@@ -88,7 +103,7 @@ def _ended_without(tried: list[Path], want: str) -> str | None:
         if not isinstance(summary, dict) or summary.get("status") in (None, "ok"):
             continue
         reason = str(summary.get("reason") or "").split("\n", 1)[0]
-        why = f" ({reason[:120]})" if reason else ""
+        why = f" ({_first_words(reason, REASON_SHOWN)})" if reason else ""
         return f"run {folder.name} ended {summary['status']!r}{why} before it wrote {want}"
     return None
 

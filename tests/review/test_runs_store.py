@@ -434,3 +434,34 @@ def test_a_run_on_mixed_or_spot_machines_is_labelled_by_its_groups(
                      profile=json.loads(json.dumps(g5.resolved())),
                      summary_extra={"provider": "ec2"})  # fmt: skip
     assert load_run(plain).label == "2×g5.xlarge"
+
+
+def test_a_long_failure_reason_is_cut_between_words(tmp_path: Path) -> None:
+    """The reason was cut at 120 characters: "… spot instance i-0a1b2c3d" lost the rest of the
+    id a user would look up, with nothing to say it was cut."""
+    from remote.run_folder import resolve_run_dir
+
+    folder = tmp_path / "20261201-010000-aws"
+    folder.mkdir()
+    reason = (
+        "launch failed: AWS refused the request for capacity in eu-west-1c after three tries; "
+        "the spot instance i-0a1b2c3d4e5f60718 was reclaimed with a two-minute notice"
+    )
+    (folder / "summary.json").write_text(json.dumps({"status": "failed", "reason": reason}))
+    with pytest.raises(InputError) as caught:
+        resolve_run_dir(folder, want="model.pt", part="train")
+    said = caught.value.message
+    cut = said.split("(", 1)[1].rsplit(")", 1)[0]
+    assert cut.endswith(" …") and reason.startswith(cut[: -len(" …")])
+    assert reason[len(cut) - 2] == " "  # cut where a word ends, never inside one
+    assert "i-0a1b2c3" not in said or "i-0a1b2c3d4e5f60718" in said
+
+
+def test_a_reason_of_one_long_word_is_cut_inside_it(tmp_path: Path) -> None:
+    from remote.run_folder import resolve_run_dir
+
+    folder = tmp_path / "20261201-010000-aws"
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps({"status": "failed", "reason": "x" * 300}))
+    with pytest.raises(InputError, match=r"ended 'failed' \(x{119}…\) before it wrote"):
+        resolve_run_dir(folder, want="model.pt", part="train")
