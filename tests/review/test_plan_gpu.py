@@ -55,6 +55,21 @@ def test_piped_output_keeps_headers(no_runs: Path, capsys: pytest.CaptureFixture
         assert col in header  # not cut to 80 columns when piped
 
 
+def test_the_process_count_column_says_ranks(
+    no_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The column read "GPUs/proc" and held every configuration's process count: 2 for local
+    CPU processes and for 2×g4dn.xlarge (one GPU per process each)."""
+    assert main(["plan", "profiles/local.yaml", "--runs-dir", str(no_runs)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if "configuration" in line)
+    assert "ranks" in header and "GPUs/proc" not in header
+    cells = [c.strip() for c in header.split("┃")]
+    at = cells.index("ranks")
+    two_t4 = next(line for line in lines if "2×g4dn.xlarge " in line)
+    assert [c.strip() for c in two_t4.split("│")][at] == "2"
+
+
 def test_unknown_instance_type_is_a_clear_error(
     tmp_path: Path, no_runs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -318,7 +318,7 @@ def render(plan: Any, *, top: int = TOP) -> None:
     for col in (
         "configuration",
         "hardware",
-        "GPUs/proc",
+        "ranks",
         "market",
         "$/h",
         "time",
