@@ -109,3 +109,39 @@ def test_a_narrow_terminal_loses_columns_not_run_ids(
         assert "accuracy / PIP" in header and "sweep" not in header  # no run has a sweep
         assert all(col not in header for col in gone)
         assert ("left out to fit 80 columns" in shown.err) == bool(gone)
+
+
+def test_json_lists_the_runs_without_a_summary_too(
+    make_run,
+    tmp_path: Path,
+    capsys,  # type: ignore[no-untyped-def]
+) -> None:
+    """`runs --json` left out every run without a summary.json (running, killed, summary lost)
+    and every folder it could not read: a script watching runs saw none of them, only the
+    table's stderr notes said so."""
+    from engine.events import JsonlFileSink
+
+    root = make_run("done", nproc=1, epoch_s=[5.0], sync_s=0.1).parent
+    _events(root / "run-lost", {"type": "run_start"}, {"type": "run_end", "status": "failed"})
+    _events(root / "run-killed", {"type": "run_start"})
+    _events(root / "run-live", {"type": "run_start"})
+    broken = make_run("broken", nproc=1, epoch_s=[5.0], sync_s=0.1)
+    (broken / "summary.json").write_text('{"status": "ok", "accu')
+    sink = JsonlFileSink(root / "run-live" / "events.jsonl")
+    try:
+        assert main(["runs", "--runs-dir", str(root), "--json"]) == 0
+    finally:
+        sink.close()
+    rows = {row["run"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["done"]["status"] == "ok" and rows["done"]["summary"] is True
+    assert {name: rows[name]["status"] for name in ("run-lost", "run-killed", "run-live")} == {
+        "run-lost": "failed",
+        "run-killed": "killed",
+        "run-live": "running",
+    }
+    for name in ("run-lost", "run-killed", "run-live", "broken"):
+        assert rows[name]["summary"] is False and rows[name]["accuracy"] is None
+        assert set(rows[name]) == set(rows["done"])  # one shape for every row
+    assert rows["broken"]["status"] == "unreadable"
+    assert "invalid JSON" in rows["broken"]["error"] and rows["done"]["error"] is None
+    assert rows["run-lost"]["path"] == str(root / "run-lost")

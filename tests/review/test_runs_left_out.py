@@ -93,7 +93,12 @@ def test_markup_in_a_summary_is_shown_literally(
     assert "accuracy: expected a number from 0 to 1, not '[bold red]BOOM[/]'" in err
     assert "BOOM" not in out and " b " not in out  # left out of the table, not listed as ok
     assert main(["runs", "--runs-dir", str(tmp_path / "runs"), "--json"]) == 0
-    assert [r["run"] for r in json.loads(capsys.readouterr().out)] == ["a"]
+    rows = json.loads(capsys.readouterr().out)  # b: listed as unreadable, never as ok
+    assert [(r["run"], r["status"], r["accuracy"] is None) for r in rows] == [
+        ("a", "ok", False),
+        ("b", "unreadable", True),
+    ]
+    assert "'[bold red]BOOM[/]'" in rows[1]["error"]
 
 
 def test_a_huge_wrong_value_is_quoted_short(make_run: Callable[..., Path]) -> None:

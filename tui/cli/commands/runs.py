@@ -35,15 +35,52 @@ def add_run_sources(parser: argparse.ArgumentParser, import_help: str) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+RUNNING, KILLED = "running", "killed"
+"""States of a run folder without a summary whose events do not say how it ended: a process
+still writes them, or none does (killed, crashed)."""
+
+
+def unfinished_states(root: Path, names: list[str]) -> dict[str, str]:
+    """Run folder name → how the run without a summary stands: :data:`RUNNING`, how it ended as
+    its events say (a lost summary: "ok", "failed", …), else :data:`KILLED`."""
+    from engine.events import has_live_writer
+
+    states = {}
+    for name in names:
+        events = root / name / "events.jsonl"
+        states[name] = RUNNING if has_live_writer(events) else (_ended_as(events) or KILLED)
+    return states
+
+
+def left_out_rows(
+    root: Path, records: list[Any], unfinished: list[str], unreadable: list[str]
+) -> list[dict[str, Any]]:
+    """`--json` rows of the folders the listing has no figures for, in the shape of
+    :func:`row` with every figure null: runs without a summary (``status`` running, killed or
+    how their events say they ended) and folders that cannot be read (``status`` unreadable,
+    ``error`` its message)."""
+    listed = {Path(r.path).name for r in records if r.source == "folder"}
+
+    def blank(folder: Path, status: str, error: str | None = None) -> dict[str, Any]:
+        said = {"run": folder.name, "source": "folder", "path": str(folder), "status": status}
+        return {**dict.fromkeys(ROW_FIELDS), **said, "resumed_by": [], "summary": False,
+                "error": error}  # fmt: skip
+
+    rows = [blank(root / n, state) for n, state in unfinished_states(root, unfinished).items()]
+    for folder in sorted(p for p in root.iterdir() if (p / "summary.json").is_file()):
+        if folder.name not in listed:
+            said = [m for m in unreadable if f"{folder.name}/" in m or m.startswith(folder.name)]
+            rows.append(blank(folder, "unreadable", said[0] if said else "cannot be read"))
+    return rows
+
+
 def note_unfinished(root: Path, names: list[str]) -> None:
     """Name on stderr the run folders without a summary yet (no final figures to list): still
     running (a process writes their events), or stopped before their end (killed, crashed)."""
-    from engine.events import has_live_writer
-
-    live = [n for n in names if has_live_writer(root / n / "events.jsonl")]
-    ended = {n: _ended_as(root / n / "events.jsonl") for n in names if n not in live}
-    stopped = {n: status for n, status in ended.items() if status}
-    dead = [n for n in ended if n not in stopped]
+    states = unfinished_states(root, names)
+    live = [n for n, state in states.items() if state == RUNNING]
+    dead = [n for n, state in states.items() if state == KILLED]
+    stopped = {n: state for n, state in states.items() if state not in (RUNNING, KILLED)}
 
     def shown(group: list[str]) -> str:
         more = f" (+{len(group) - 3} more)" if len(group) > 3 else ""
@@ -207,7 +244,50 @@ def row(r: Any, links: Links | None = None) -> dict[str, Any]:
         "chain_usd": round(chain.usd, 6) if chain else None,
         "chain_wall_s": round(chain.wall_s, 3) if chain else None,
         "chain_not_counted": chain.unpriced if chain else None,
+        "summary": True,
+        "error": None,
     }
+
+
+ROW_FIELDS = (
+    "run",
+    "source",
+    "path",
+    "profile",
+    "provider",
+    "status",
+    "outcome",
+    "accuracy_counts",
+    "configuration",
+    "hardware",
+    "workers",
+    "epochs",
+    "epoch_s",
+    "epoch_s_mean",
+    "wall_s",
+    "time_to_threshold_s",
+    "accuracy",
+    "samples_per_s",
+    "usd",
+    "usd_per_hour",
+    "sweep",
+    "mode",
+    "workload",
+    "words_per_s",
+    "pip_loss",
+    "recoveries",
+    "downtime_s",
+    "usd_lost",
+    "resumed_from",
+    "resumed_by",
+    "chain",
+    "chain_usd",
+    "chain_wall_s",
+    "chain_not_counted",
+    "summary",
+    "error",
+)
+"""The fields of every `--json` row, in :func:`row`'s order (tests hold the two together)."""
 
 
 SHOWN_UNREADABLE = 3
@@ -266,7 +346,10 @@ def run(args: argparse.Namespace) -> int:
         records.extend(import_csv(path))
     links = Links.of(records)
     if args.json:
-        print(json.dumps([row(r, links) for r in records], indent=2))
+        listed = [row(r, links) for r in records]
+        if runs_dir(args.runs_dir).is_dir():
+            listed += left_out_rows(runs_dir(args.runs_dir), records, unfinished, unreadable)
+        print(json.dumps(listed, indent=2))
         return 0
     from rich.table import Table
     from rich.text import Text
