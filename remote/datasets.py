@@ -42,10 +42,14 @@ class PreparedData:
 
 
 def synthetic_inputs(profile: Profile, emitter: Emitter) -> list[str]:
-    """The profile's input files, generating its synthetic reviews first when it asks for them."""
+    """The profile's input files, generating its synthetic reviews first when it asks for them;
+    a relative path made absolute from the folder this command runs in (as the README and the
+    check before the run read it: preprocessing runs in the run's node folder), a URL as given."""
     spec = profile.data.synthetic
     if spec is None:
-        return [os.path.expanduser(p) for p in profile.data.inputs]
+        return [
+            p if "://" in p else os.path.abspath(os.path.expanduser(p)) for p in profile.data.inputs
+        ]
     folder = cache_root() / "synthetic"
     folder.mkdir(parents=True, exist_ok=True)
     share = "" if spec.distinct is None else f"-distinct{spec.distinct:g}"

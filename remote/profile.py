@@ -324,8 +324,13 @@ class Profile(Section):
                 )
         for i, path in enumerate(self.data.inputs):  # relative to where `run` is started
             if "://" not in path and not os.path.exists(os.path.expanduser(path)):
-                out.append(f"data.inputs[{i}]: no such file or folder here ({path!r}): a run "
-                           "started here stops at preprocessing")  # fmt: skip
+                where = (
+                    ""
+                    if os.path.isabs(os.path.expanduser(path))
+                    else f", relative to {os.getcwd()}"
+                )
+                out.append(f"data.inputs[{i}]: no such file or folder here ({path!r}{where}): "
+                           "`sentitop run` started here refuses to start it")  # fmt: skip
         world = self.world_size(catalog)
         for rank in self.train.balance.straggle:
             if rank >= world:
