@@ -192,9 +192,13 @@ def check_inputs(paths: list[str]) -> list[int]:
 
 
 def is_gzip(path: str) -> bool:
-    """True when the file starts with the gzip magic bytes."""
-    with open(path, "rb") as fh:
-        return fh.read(2) == GZIP_MAGIC
+    """True when the file starts with the gzip magic bytes; InputError naming the file when it
+    cannot be read (eval and embed reach files here first: a PermissionError traceback)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == GZIP_MAGIC
+    except OSError as exc:
+        raise InputError(f"cannot read input {path}: {exc.strerror or exc}") from None
 
 
 SIZE_SAMPLE = 1 << 20

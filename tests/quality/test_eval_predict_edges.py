@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -384,3 +385,46 @@ def test_eval_of_a_file_that_is_not_gzip_under_a_gz_name_says_so(
     assert main(["eval", str(trained_run), "--input", str(packed)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert f"hint: {packed} is named .gz but is not gzip (no gzip header)" in err
+
+
+def _refuse_reading(monkeypatch: pytest.MonkeyPatch, refused: Path) -> None:
+    """Reading ``refused`` fails with EACCES, as a chmod 000 file does for a user (root, who
+    runs CI, reads it anyway): every reader module's ``open`` refuses that one path."""
+    import builtins
+    import errno
+
+    import engine.embeddings.sources
+    import engine.preprocess.readers
+
+    real = builtins.open
+
+    def guarded(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path) == str(refused):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    for module in (engine.preprocess.readers, engine.embeddings.sources):
+        monkeypatch.setattr(module, "open", guarded, raising=False)
+
+
+def test_an_unreadable_input_is_bad_input_not_a_traceback(
+    trained_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`eval` and `embed` on a file the user may not read ended in a PermissionError traceback
+    (in is_gzip), exit 1; preprocess, predict and run said "cannot read input …"."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _reviews(folder / "a.jsonl", [("great", 5.0), ("awful", 1.0)] * 5)
+    locked = _reviews(folder / "b.jsonl", [("fine", 4.0)] * 5)
+    _refuse_reading(monkeypatch, locked)
+    for argv in (
+        ["eval", str(trained_run), "--input", str(folder)],
+        ["eval", str(trained_run), "--input", str(locked)],
+        ["embed", "--input", str(locked), "--run-dir", str(tmp_path / "emb"), "--mode", "svd"],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"cannot read input {locked}: Permission denied" in err and "Traceback" not in err
