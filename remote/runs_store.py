@@ -315,7 +315,12 @@ def load_run(folder: str | Path, catalog: Catalog | None = None) -> RunRecord:
         straggle=_straggle(train.get("balance") or summary.get("balance")),
     )
     if (folder / "events.jsonl").is_file():
-        _add_events(record, folder / "events.jsonl")
+        try:
+            _add_events(record, folder / "events.jsonl")
+        except OSError as exc:  # (a listing leaves the folder out, saying this)
+            raise InputError(
+                f"{folder / 'events.jsonl'}: cannot be read: {exc.strerror or exc}"
+            ) from None
     return record
 
 

@@ -62,8 +62,11 @@ PROBE_BYTES = 4 << 20
 def check_has_events(path: Path) -> None:
     """InputError unless the file holds a sentitop event in its first PROBE_BYTES (garbage,
     an empty recording or some other JSON file would open an empty dashboard)."""
-    with open(path, "rb") as fh:
-        head = fh.read(PROBE_BYTES)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(PROBE_BYTES)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     if any(_event_of(raw) is not None for raw in head.splitlines()):
         return
     where = "in it" if len(head) < PROBE_BYTES else f"in its first {PROBE_BYTES >> 20} MB"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import tui.replay
 from engine.errors import InputError
 from remote.runs_store import list_runs, load_run
 from tui.cli import main
@@ -107,3 +108,49 @@ def test_a_huge_wrong_value_is_quoted_short(make_run: Callable[..., Path]) -> No
     with pytest.raises(InputError, match=r"samples_per_s: expected a number") as info:
         load_run(folder)
     assert len(info.value.message) < len(str(folder)) + 120
+
+
+def test_a_run_whose_events_cannot_be_read_is_left_out_not_a_traceback(
+    make_run: Callable[..., Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One run folder whose events.jsonl the user may not read (chmod 000; root, who runs CI,
+    reads it anyway, so reading it is refused here as the OS would) crashed `runs`, `runs
+    --json`, `report`, `plan` and `replay` with a PermissionError traceback."""
+    import builtins
+    import errno
+
+    import engine.events
+
+    make_run("a", nproc=1, epoch_s=[5.0], sync_s=0.1)
+    locked = make_run("b", nproc=1, epoch_s=[5.0], sync_s=0.1) / "events.jsonl"
+    real = builtins.open
+
+    def guarded(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path) == str(locked):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(engine.events, "open", guarded, raising=False)
+    monkeypatch.setattr(tui.replay, "open", guarded, raising=False)
+    runs = tmp_path / "runs"
+    assert main(["runs", "--runs-dir", str(runs)]) == 0
+    out, err = capsys.readouterr()
+    assert f"{locked}: cannot be read: Permission denied" in err and "│ a " in out
+    assert main(["runs", "--runs-dir", str(runs), "--json"]) == 0
+    rows = {r["run"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["a"]["status"] == "ok" and rows["b"]["status"] == "unreadable"
+    assert main(["plan", "profiles/local.yaml", "--runs-dir", str(runs)]) == 0
+    assert "left out 1 run folder(s) that cannot be read" in capsys.readouterr().err
+    assert main(["report", str(locked.parent), "--output", str(tmp_path / "rep")]) == 2
+    assert "cannot be read: Permission denied" in capsys.readouterr().err
+    assert main(["replay", str(locked.parent)]) == 2
+    assert f"{locked}: cannot be read: Permission denied" in capsys.readouterr().err
+    (locked.parent / "summary.json").unlink()  # no summary: only its events could say more
+    assert main(["runs", "--runs-dir", str(runs)]) == 0
+    assert "ended without a summary: b (unreadable)" in capsys.readouterr().err
+    assert main(["runs", "--runs-dir", str(runs), "--json"]) == 0
+    rows = {r["run"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["b"]["status"] == "unreadable" and rows["b"]["summary"] is False

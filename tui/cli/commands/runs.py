@@ -48,7 +48,10 @@ def unfinished_states(root: Path, names: list[str]) -> dict[str, str]:
     states = {}
     for name in names:
         events = root / name / "events.jsonl"
-        states[name] = RUNNING if has_live_writer(events) else (_ended_as(events) or KILLED)
+        try:
+            states[name] = RUNNING if has_live_writer(events) else (_ended_as(events) or KILLED)
+        except OSError:  # (`runs` lists the rest)
+            states[name] = "unreadable"
     return states
 
 
