@@ -91,6 +91,7 @@ class PreprocessConfig:
         )
         _check(0.0 <= self.test_fraction < 1.0, "test_fraction", "0 <= F < 1", self.test_fraction)
         _check(self.workers is None or self.workers >= 1, "workers", ">= 1", self.workers)
+        _check(self.max_line_bytes >= 1, "max_line_bytes", "bytes >= 1", self.max_line_bytes)
         _check(
             self.memory_budget is None or self.memory_budget > 0,
             "memory_budget",

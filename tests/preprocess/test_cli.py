@@ -54,6 +54,18 @@ def test_bad_option_value_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert rc == 2 and "test_fraction" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_a_line_limit_below_one_byte_is_refused(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--max-line-bytes -5 was taken: every line skipped as too_long "(-5 bytes …)"."""
+    rc = main(["preprocess", "-i", str(_input(tmp_path)), "-o", str(tmp_path / "o"),
+               "--max-line-bytes", value])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and f"max_line_bytes = {value} is not allowed" in err  # not "all too long"
+    assert not (tmp_path / "o").exists()
+
+
 def test_module_entry_point_emits_events(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "engine.preprocess", "--input", str(_input(tmp_path)),
