@@ -259,7 +259,7 @@ def read_labelled(
     run: LoadedRun,
     paths: Iterable[str],
     skipped: Counter[str] | None = None,
-    fields: dict[str, str | None] | None = None,
+    fields: dict[str, Any] | None = None,
     folder_warnings: list[dict[str, str]] | None = None,
     where: list[tuple[str, int]] | None = None,
     skipped_at: dict[str, list[str]] | None = None,
@@ -327,11 +327,23 @@ def read_labelled(
         raise InputError(
             f"no usable review in {', '.join(paths)}"
             + (f" ({'; '.join(causes)})" if causes else ""),
-            hint=layout_fix(skipped or {}, expanded.files)
+            hint=_too_long_fix(skipped or Counter(), settings)
+            or layout_fix(skipped or {}, expanded.files)
             or "the files need the text and rating fields the run was trained on, or "
             "--text-field / --rating-field / --format naming theirs",
         )
     return texts, np.asarray(labels, dtype=np.int64)
+
+
+def _too_long_fix(skipped: Counter[str], settings: dict[str, Any]) -> str | None:
+    """The hint when most lines skipped were longer than the limit they were read with."""
+    if not skipped or skipped.most_common(1)[0][0] != "too_long":
+        return None
+    limit = int(settings.get("max_line_bytes") or 1 << 20)
+    return (
+        f"the lines are longer than {limit:,} bytes (the run's preprocessing limit unless "
+        f"--max-line-bytes gave another): --max-line-bytes {max(limit * 64, 64 << 20)} reads them"
+    )
 
 
 def source_rate(run: LoadedRun) -> float:
@@ -439,7 +451,7 @@ def evaluate_files(
     run: LoadedRun,
     paths: Sequence[str],
     adapt_prior: bool = False,
-    fields: dict[str, str | None] | None = None,
+    fields: dict[str, Any] | None = None,
     misses: int = 0,
 ) -> dict[str, Any]:
     """accuracy, precision, recall, f1, ROC AUC, n, the confusion matrix and the majority

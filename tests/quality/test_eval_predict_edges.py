@@ -428,3 +428,20 @@ def test_an_unreadable_input_is_bad_input_not_a_traceback(
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert f"cannot read input {locked}: Permission denied" in err and "Traceback" not in err
+
+
+def test_lines_longer_than_the_runs_limit_name_the_option_that_reads_them(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file of reviews over 1 MB a line: "no usable review (skipped: 2 too_long)" with the hint
+    to name fields, and eval had no way to read them."""
+    long = _reviews(tmp_path / "long.jsonl", [("great " * 200_000, 5.0), ("bad " * 300_000, 1.0)])
+    argv = ["eval", str(trained_run), "--input", str(long)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "2 too_long" in err and "--max-line-bytes" in err and "--text-field" not in err
+    assert main([*argv, "--max-line-bytes", "4000000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 2
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--max-line-bytes", "0"])
+    assert exited.value.code == 2 and "--max-line-bytes" in capsys.readouterr().err

@@ -56,6 +56,13 @@ def register(subparsers: Any) -> None:
         help="also list N of the reviews the model got wrong, the most confident mistakes "
         "first, with file, line, true label and P(positive) (in --json: `misses`, full texts)",
     )
+    parser.add_argument(
+        "--max-line-bytes",
+        type=integer_at_least(1),
+        metavar="BYTES",
+        help="read lines up to this long (default: the run's preprocessing limit, 1,048,576 "
+        "unless it set another); longer ones are skipped as too_long",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -74,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     fields = {"format": args.format, "text_field": args.text_field}
     fields["rating_field"] = args.rating_field
     fields["label_field"] = args.label_field
+    fields["max_line_bytes"] = args.max_line_bytes
     run_folder = run_after_inputs(args) if args.run_dir is None else classifier_folder(args.run_dir)
     loaded = load_run(run_folder)
     notes = [loaded.from_checkpoint] if loaded.from_checkpoint else []
