@@ -91,9 +91,13 @@ def check_preprocess(
         each = "the one usable review is" if kept == 1 else f"all {kept:,} usable reviews are"
         dropped = int(stats.get("duplicates", 0))  # 500 identical lines read as one review
         also = f" ({dropped:,} more of the {read:,} lines repeated a text)" if dropped else ""
+        skipped = int(stats.get("skipped_total", 0))  # the other class may be among them
+        why = _skip_breakdown(stats, cfg, specs) if skipped else ""
+        lost = f"; {skipped:,} of the {read:,} lines were skipped: {why}" if why else ""
+        hint = "ratings up to --negative-max are negative; add reviews of the other class"
         raise InputError(
-            f"{files}: {each} {have}{also}; a classifier needs both classes",
-            hint="ratings up to --negative-max are negative; add reviews of the other class",
+            f"{files}: {each} {have}{also}{lost}; a classifier needs both classes",
+            hint=_fix(stats, cfg) + "; or " + hint if skipped * 2 > read else hint,
         )
     warnings = []
     empty = list(stats.get("empty_files") or [])

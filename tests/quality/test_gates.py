@@ -45,6 +45,24 @@ def test_preprocess_says_what_was_wrong(tmp_path: Path, capsys: pytest.CaptureFi
         assert reason in capsys.readouterr().err, kind
 
 
+def test_one_class_left_says_what_was_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """600 lines, 400 of them out of the rating range: "all 200 usable reviews are positive",
+    with nothing about the 400 lines skipped, the likelier cause (their ratings, 0 and 6)."""
+    path = tmp_path / "r.jsonl"
+    rows = [("good stuff number %d", 5), ("odd one %d", 6), ("zero %d", 0)]
+    path.write_text("".join(
+        json.dumps({"reviewText": text % i, "overall": stars}) + "\n"
+        for i in range(200) for text, stars in rows
+    ))  # fmt: skip
+    assert main(["preprocess", "-i", str(path), "-o", str(tmp_path / "o"), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "all 200 usable reviews are positive" in err
+    assert "400 of the 600 lines were skipped: 400 rating_out_of_range" in err
+    assert "outside 1..5" in err  # the reason, as the no-usable-review error gives it
+
+
 @pytest.mark.parametrize(
     ("line", "args", "hint"),
     [
