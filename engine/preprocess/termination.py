@@ -1,11 +1,13 @@
-"""SIGTERM and SIGHUP while preprocessing runs: an exception, so its clean-up runs as for Ctrl-C."""
+"""SIGTERM, SIGHUP and Ctrl-C while preprocessing runs: an exception never lost, clean-up run."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 from engine.signal_handlers import handlers_installed
 
@@ -28,35 +30,64 @@ class Terminated(SystemExit):
         return f"terminated ({signal.Signals(self.signum).name})"
 
 
+STOP_ERRORS = (KeyboardInterrupt, Terminated)
+"""What the guard's handler raises."""
+
+
 class TerminationGuard:
-    """The handler of :data:`TERMINATION_SIGNALS` while a run is inside
-    :func:`termination_raises`: the first signal raises :class:`Terminated` and is remembered;
-    later ones change nothing, so a stop under way (workers being stopped, scratch removed) is
-    not cut short."""
+    """The handler of :data:`TERMINATION_SIGNALS` and SIGINT while a run is inside
+    :func:`termination_raises`: the first termination signal raises :class:`Terminated` and is
+    remembered, later ones change nothing, so a stop under way (workers being stopped, scratch
+    removed) is not cut short; SIGINT raises KeyboardInterrupt each time (a second Ctrl-C is a
+    user insisting), the first remembered too."""
 
     def __init__(self) -> None:
         self.received: int | None = None
-        """The first termination signal received (None: none yet)."""
+        """The first stop signal received (None: none yet)."""
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
         """The signal handler."""
-        if self.received is None:
+        first = self.received is None
+        if first:
             self.received = signum
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if first:
             raise Terminated(signum)
 
     def check(self) -> None:
-        """Raise :class:`Terminated` again if a signal came: where Python drops the exception
-        (raised inside a finaliser, e.g. h5py's, it only prints "Exception ignored"), the next
-        check still stops the run."""
+        """Raise the signal's exception again if one came: where Python drops it (raised inside
+        a finaliser, e.g. h5py's), the next check still stops the run."""
+        if self.received == signal.SIGINT:
+            raise KeyboardInterrupt
         if self.received is not None:
             raise Terminated(self.received)
+
+    def unraisable(self, previous: Any) -> Any:
+        """A ``sys.unraisablehook`` that keeps quiet about this guard's own exceptions dropped in
+        a finaliser (they printed "Exception ignored in: … Traceback … KeyboardInterrupt" on the
+        user's terminal; :meth:`check` raises them again) and passes the rest to ``previous``."""
+
+        def hook(info: Any) -> None:
+            if not (self.received is not None and isinstance(info.exc_value, STOP_ERRORS)):
+                previous(info)
+
+        return hook
 
 
 @contextlib.contextmanager
 def termination_raises() -> Iterator[TerminationGuard]:
     """While inside (main thread only; elsewhere the guard only never fires), the termination
-    signals go to a :class:`TerminationGuard`; the previous handlers come back after. A signal
-    that was ignored (``nohup``) stays ignored."""
+    signals and SIGINT go to a :class:`TerminationGuard`, and their exceptions dropped in a
+    finaliser are not printed; the previous handlers and hook come back after. A signal that
+    was ignored (``nohup``) stays ignored."""
     guard = TerminationGuard()
-    with handlers_installed(TERMINATION_SIGNALS, guard.on_signal):
-        yield guard
+    previous = sys.unraisablehook
+    with handlers_installed((*TERMINATION_SIGNALS, signal.SIGINT), guard.on_signal) as mine:
+        if mine:
+            sys.unraisablehook = guard.unraisable(previous)
+        try:
+            yield guard
+        finally:
+            if mine:
+                sys.unraisablehook = previous
