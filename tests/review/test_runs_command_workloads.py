@@ -111,6 +111,26 @@ def test_a_narrow_terminal_loses_columns_not_run_ids(
         assert ("left out to fit 80 columns" in shown.err) == bool(gone)
 
 
+def test_a_very_narrow_terminal_loses_figures_not_ids_or_digits(
+    make_run,
+    monkeypatch,
+    capsys,  # type: ignore[no-untyped-def]
+) -> None:
+    """At 50-60 columns, with every optional column gone, the table still cut the run ids
+    ("20261202-081052-local…"), statuses ("interru…") and every $ ("0.00…", read as zero)."""
+    ids = ["20261202-081052-local-np1", "20261202-080811-local"]
+    root = make_run(ids[0], nproc=1, epoch_s=[5.0], sync_s=0.1).parent
+    make_run(ids[1], nproc=1, epoch_s=[5.0], sync_s=0.1, status="interrupted")
+    for width in (60, 50, 40):
+        monkeypatch.setenv("COLUMNS", str(width))
+        assert main(["runs", "--runs-dir", str(root)]) == 0
+        shown = capsys.readouterr()
+        lines = shown.out.splitlines()
+        assert all(any(f"│ {run} " in line for line in lines) for run in ids), width  # whole
+        assert not any("…" in line for line in lines if "│" in line or "┃" in line), width
+        assert "left out to fit" in shown.err
+
+
 def test_json_lists_the_runs_without_a_summary_too(
     make_run,
     tmp_path: Path,

@@ -408,7 +408,9 @@ def run(args: argparse.Namespace) -> int:
             justify="left"
             if col in ("run", "status", "workload", "configuration", "sweep")
             else "right",
-            no_wrap=col != "sweep",
+            no_wrap=col not in ("sweep", "status"),
+            overflow="fold" if col == "status" else "ellipsis",
+            min_width=_table_width(columns, rows, [i]) - 4 if col == "run" else None,
         )
     for cells in rows:
         table.add_row(*(cells[i] for i in shown))
@@ -442,9 +444,10 @@ def _median_epoch(r: Any, chain: Any) -> float:
 
 
 NARROW_DROPS = ("sweep", "recoveries", "median epoch s", "workload", "samples/s", "epochs",
-                "configuration", "wall s")  # fmt: skip
-"""Columns `sentitop runs` leaves out, in this order, until its table fits the terminal (run,
-status, accuracy and $ stay: a cut run id cannot be copied into `report` or `--resume`)."""
+                "configuration", "wall s", "$", "accuracy / PIP")  # fmt: skip
+"""Columns `sentitop runs` leaves out, in this order, until its table fits the terminal (the
+run ids and statuses stay: a cut id cannot be copied into `report` or `--resume`, and a figure
+cut to "0.00…" reads as another; a status too wide wraps)."""
 
 
 def _table_width(columns: tuple[str, ...], rows: list[tuple[Any, ...]], shown: list[int]) -> int:
