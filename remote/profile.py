@@ -486,6 +486,11 @@ def profiles_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "profiles"
 
 
+def shipped_example() -> Path:
+    """The default profile as sentitop ships it (a working example from any folder)."""
+    return Path(__file__).resolve().parent.parent / "profiles" / f"{DEFAULT_PROFILE}.yaml"
+
+
 def resolve_profile_path(name_or_path: str | Path) -> Path:
     """A path as given, or a bare name (``local``) looked up in :func:`profiles_dir`."""
     path = Path(name_or_path).expanduser()
@@ -529,7 +534,7 @@ def load_profile(path: str | Path) -> Profile:
     profile, problems = _problems(text)
     if profile is None:
         raise ProfileError(
-            _format(path, problems), hint=f"profiles/{DEFAULT_PROFILE}.yaml is a working example"
+            _format(path, problems), hint=f"{shipped_example()} is a working example"
         )
     profile._source = path
     return profile

@@ -152,6 +152,8 @@ def _read_weights(path: Path) -> dict[str, Any]:
     """The state_dict saved in model.pt (InputError naming it when it holds none)."""
     try:
         state = torch.load(path, map_location="cpu")
+    except PermissionError as exc:  # not damage: "train the run again" would not help
+        raise InputError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     except ckpt.UNREADABLE as exc:
         raise InputError(
             f"{path}: not readable as model weights (truncated, or not a torch save): "

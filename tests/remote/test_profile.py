@@ -300,6 +300,20 @@ def test_bad_profile_names_file_line_field_and_what_is_allowed(
     assert "Traceback" not in message
 
 
+def test_a_bad_profile_points_at_an_example_that_exists_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint read "profiles/local.yaml is a working example", a path that exists only in a
+    checkout's top folder."""
+    path = write(tmp_path, "name: x\nprovider: local\ndata: {synthetic: {size: 1MB}}\nbogus: 1\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    example = Path(str(caught.value.hint).split(" is a working example")[0])
+    assert example.is_absolute() and example.is_file()
+    assert load_profile(example).name == "local"
+
+
 def test_several_problems_are_reported_together(tmp_path: Path) -> None:
     path = write(
         tmp_path,

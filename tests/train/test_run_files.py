@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 from engine.config import ModelConfig, TrainConfig
 from engine.errors import DatasetError, InputError
@@ -288,3 +290,40 @@ def test_a_run_stopped_after_its_last_epoch_finishes_on_resume(
     assert (run / "model.pt").is_file() and (run / "summary.json").is_file()
     summary = Trainer(dataclasses.replace(cfg, epochs=2), env=DistEnv()).fit()
     assert [e["epoch"] for e in summary["per_epoch"]] == [0, 1]
+
+
+def test_weights_the_user_may_not_read_are_said_so(
+    trained_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chmod 000 model.pt read "not readable as model weights (truncated, or not a torch
+    save): PermissionError …", with the hint to train the run again: a permission, not damage
+    (refused here as the OS would for a user: root, who runs CI, reads any file)."""
+    import errno
+
+    run = _copy(trained_run, tmp_path)
+    real = torch.load
+
+    def refused(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path) == str(run / "model.pt"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", refused)
+    err = _predict(run, capsys)
+    assert f"{run / 'model.pt'}: cannot be read: Permission denied" in err
+    assert "truncated" not in err and "train" not in err
+
+
+def test_a_review_file_given_as_the_dataset_is_named_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`train --data reviews.jsonl` said "reviews.jsonl/dataset.h5 not found"."""
+    reviews = tmp_path / "reviews.jsonl"
+    reviews.write_text('{"reviewText": "good", "overall": 5}\n')
+    assert main(["train", "--data", str(reviews), "--run-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert f"{reviews}: a file, not a dataset folder" in err and "dataset.h5 not found" not in err
+    assert "sentitop preprocess --input" in err

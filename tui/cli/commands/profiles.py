@@ -16,7 +16,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "profiles",
         help="list and validate cluster profiles",
-        description="List the profiles of a folder (default: ./profiles), or validate the files "
+        description="List the profiles of a folder (default: $SENTITOP_PROFILES_DIR, else "
+        "./profiles, else the profiles sentitop ships), or validate the files "
         "given. Exits 2 when any profile is invalid. Prices come from the cache or the bundled "
         "catalog (no network).",
     )

@@ -414,6 +414,12 @@ def run(args: argparse.Namespace) -> int:
     crowded = oversubscription_warning(args.nproc) if not uses_cuda(cfg.device) else None
     if crowded:
         print(f"WARNING: {crowded}", file=sys.stderr)
+    if Path(cfg.data_dir).is_file():  # a review file given where its preprocessed set goes
+        raise InputError(
+            f"{cfg.data_dir}: a file, not a dataset folder (dataset.h5, vocab.json, stats.json)",
+            hint=f"preprocess it first: sentitop preprocess --input {cfg.data_dir} --output "
+            "DIR, then --data DIR",
+        )
     if not (Path(cfg.data_dir) / "dataset.h5").is_file():
         raise InputError(
             f"{cfg.data_dir}/dataset.h5 not found",
