@@ -221,6 +221,11 @@ def layout_fix(skipped: Mapping[str, int], inputs: Sequence[str]) -> str | None:
             "not a review file, or compressed in another format (zip, bz2, xz); check it with "
             "`file`"
         )
+    if commonest == "python_literal":
+        return (
+            "the lines are Python literals ({'reviewText': ...}, as McAuley's files are), not "
+            "JSON: --format auto (the default) or mcauley reads them"
+        )
     if commonest == "invalid_utf8":
         return (
             "the file is not UTF-8 text (Latin-1 or Windows-1252?): convert it first, e.g. "

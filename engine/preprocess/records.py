@@ -17,6 +17,7 @@ SKIP_REASONS: dict[str, str] = {
     "too_long": "line longer than max_line_bytes",
     "invalid_utf8": "line is not valid UTF-8",
     "malformed_json": "neither JSON nor a Python literal",
+    "python_literal": "a Python literal, not JSON: --format auto or mcauley reads it",
     "not_an_object": "JSON value is not an object",
     "missing_text": "text field absent or null",
     "text_not_string": "text field is not a string",
@@ -96,8 +97,10 @@ def parse_object(line: bytes, spec: RecordSpec) -> dict[str, Any] | str:
             line.decode()
         except UnicodeDecodeError:
             return "invalid_utf8"
-        if spec.format != "mcauley" or line.lstrip()[:1] != b"{":
+        if line.lstrip()[:1] != b"{":
             return "malformed_json"
+        if spec.format != "mcauley":  # strict JSON lines: name a line another format reads
+            return "python_literal" if _literal(line) is not None else "malformed_json"
         obj = _literal(line)
         if obj is None:
             return "malformed_json"

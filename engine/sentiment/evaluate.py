@@ -395,7 +395,9 @@ MISSING_SHARE = 0.99
 field left out of a few reviews: an InputError naming it and the fields the file has."""
 PROBE_LINES = 200
 """Lines read for the field names such an error lists."""
-_UNPARSED = ("empty_line", "too_long", "invalid_utf8", "malformed_json", "not_an_object")
+_UNPARSED = (
+    "empty_line", "too_long", "invalid_utf8", "malformed_json", "python_literal", "not_an_object"
+)  # fmt: skip
 """Skip reasons of lines that hold no record, so no field either."""
 _FIELD_KINDS = {
     "text_field": ("text", "review-text", ""),

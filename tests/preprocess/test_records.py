@@ -63,7 +63,7 @@ def test_numeric_ratings_accepted(rating: object) -> None:
 def test_python_literal_lines_are_read_for_mcauley_only() -> None:
     line = b"{'reviewText': 'It\\'s great', 'overall': 4.0, 'helpful': [0, 0]}"
     assert parse_line(line, MC) == (b"its great", 4)
-    assert parse_line(line, RecordSpec(format="jsonl")) == "malformed_json"
+    assert parse_line(line, RecordSpec(format="jsonl")) == "python_literal"  # skipped, named
     assert parse_line(b"{'reviewText': __import__('os')}", MC) == "malformed_json"
 
 
@@ -137,3 +137,27 @@ def test_a_byte_order_mark_before_the_first_line_is_ignored(tmp_path: Path) -> N
     cfg = PreprocessConfig(inputs=[str(path)], output=str(tmp_path / "o"))
     assert detect_spec(str(path), cfg).text_field == "Text"
     assert [r.text for r in iter_records(str(path), cfg)] == ["stale beans"]
+
+
+def test_a_python_literal_read_as_strict_json_lines_is_named_so() -> None:
+    """Under --format jsonl a McAuley line ({'reviewText': ...}) was skipped as malformed_json,
+    "neither JSON nor a Python literal": false, it is one; auto and mcauley read it."""
+    line = b"{'reviewText': 'Great strings', 'overall': 5.0}"
+    strict = RecordSpec(format="jsonl")
+    assert parse_line(line, strict) == "python_literal"
+    assert "--format auto" in SKIP_REASONS["python_literal"]
+    assert parse_line(line, MC) == (b"great strings", 5)
+    assert parse_line(b"{'reviewText': 'x', oops", strict) == "malformed_json"
+
+
+def test_a_file_of_python_literals_under_jsonl_gets_the_format_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tui.cli import main
+
+    path = tmp_path / "lit.jsonl"
+    path.write_text("".join(f"{{'reviewText': 'good {i}', 'overall': 5.0}}\n" for i in range(9)))
+    rc = main(["preprocess", "-i", str(path), "-o", str(tmp_path / "o"), "--format", "jsonl"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "9 python_literal" in err
+    assert "--format auto" in err and "neither JSON nor" not in err
