@@ -431,6 +431,12 @@ def _longest_text_field(records: list[dict[str, Any]], besides: str = "") -> str
     return max(lengths, key=lambda key: sum(lengths[key]) / len(records))
 
 
+RATING_NAMES = ("overall", "rating", "stars", "star_rating", "score")
+"""Usual names of a star-rating field, preferred when several numbers could be one."""
+LABEL_NAMES = ("label", "sentiment", "polarity", "positive")
+"""Usual names of a 0/1 label field."""
+
+
 def _field_hint(records: list[dict[str, Any]]) -> str:
     """How to name the fields, with the ones these records suggest."""
     text = _longest_text_field(records)
@@ -439,8 +445,18 @@ def _field_hint(records: list[dict[str, Any]]) -> str:
         for key, value in obj.items():
             if key != text and isinstance(value, int | float) and not isinstance(value, bool):
                 numbers.setdefault(key, set()).add(value)
-    label = next((k for k, v in numbers.items() if v <= {0, 1}), None)
-    stars = next((k for k, v in numbers.items() if k != label and v <= {1, 2, 3, 4, 5}), None)
+    held = {key: sum(key in obj for obj in records) for key in numbers}
+
+    def likeliest(keys: list[str], known: tuple[str, ...]) -> str | None:
+        """A field of a usual name first, then the one most records hold."""
+        return min(keys, key=lambda k: (k.lower() not in known, -held[k]), default=None)
+
+    label = likeliest([k for k, v in numbers.items() if v <= {0, 1}], LABEL_NAMES)
+    stars = likeliest(
+        [k for k, v in numbers.items() if k != label and v <= {1, 2, 3, 4, 5}], RATING_NAMES
+    )
+    if stars in RATING_NAMES and label not in LABEL_NAMES:
+        label = None  # a stray 0/1 number beside a rating field
     given = f"--text-field {text or 'NAME'} "
     if label and not stars:
         return f"pass {given}--label-field {label} (0 negative, 1 positive)"

@@ -228,6 +228,12 @@ def test_a_few_bad_labels_stay_skipped_lines(tmp_path: Path) -> None:
             "cannot tell the review text and rating fields apart (fields seen: body, id, stars)",
             "pass --text-field body --rating-field stars (1-5 stars)",
         ),
+        (  # a known rating name before stray numbers ("--rating-field b" was suggested)
+            [{"a": 1}, {"b": 2}, {"reviewText": "good"}, {"overall": 5}],
+            {},
+            "cannot tell the review text and rating fields apart (fields seen: a, b, overall,",
+            "pass --text-field reviewText --rating-field overall (1-5 stars)",
+        ),
         (  # the text field is the longest string one, not reviewText: the label is what is absent
             [{"text": "great stuff here", "sentiment": 1}, {"text": "awful", "sentiment": 0}],
             {"label_field": "label"},
