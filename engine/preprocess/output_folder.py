@@ -16,6 +16,7 @@ import ctypes.util
 import errno
 import os
 import shutil
+import stat
 from pathlib import Path
 
 from engine.errors import InputError, StorageError
@@ -81,6 +82,12 @@ def _check_replaceable(out: Path, flag: str) -> None:
         raise InputError(
             f"{flag} {out} is a mount point; the folder is replaced as a whole",
             hint=f"name a folder inside it, e.g. {out / 'dataset'}",
+        )
+    if out.is_dir() and not out.stat().st_mode & stat.S_IWUSR:  # the new set takes its mode
+        raise InputError(
+            f"{flag} {out} is read-only (mode {stat.filemode(out.stat().st_mode)}): its "
+            "dataset is kept as it is",
+            hint=f"to replace it: chmod u+w {out}; or name another {flag}",
         )
     foreign = foreign_entries(out) if out.is_dir() else []
     if foreign:

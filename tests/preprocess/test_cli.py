@@ -200,3 +200,24 @@ def test_a_refused_output_folder_draws_no_progress_bar(
     err = capsys.readouterr().err
     assert "holds files that are not a dataset's" in err
     assert "records/s" not in err and not err.startswith("\n")
+
+
+def test_a_read_only_output_is_refused_by_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A chmod 555 output holding an earlier set: the new folder took its mode, and writing into
+    it failed as "cannot write to the scratch folder out/.o.preprocess-new-7173" (for a user;
+    root writes anyway), an internal name, with the earlier set's protection unsaid."""
+    out = tmp_path / "o"
+    argv = ["preprocess", "-i", str(_input(tmp_path)), "-o", str(out), "--workers", "1"]
+    assert main(argv) == 0
+    before = (out / "stats.json").read_bytes()
+    out.chmod(0o555)
+    try:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"--output {out} is read-only" in err and "scratch" not in err
+        assert "chmod u+w" in err and (out / "stats.json").read_bytes() == before
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".o")] == []
+    finally:
+        out.chmod(0o755)
