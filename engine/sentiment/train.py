@@ -128,6 +128,12 @@ def launch_local(
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        blocker = next((p for p in (run_dir, *run_dir.parents) if p.is_file()), None)
+        if blocker is not None:  # mkdir says only "File exists" or "Not a directory"
+            raise InputError(
+                f"--run-dir {run_dir}: {blocker} is a file, not a folder",
+                hint="name a folder for the run (it is created when missing)",
+            ) from None
         raise InputError(
             f"--run-dir {run_dir}: cannot be created ({exc.strerror or exc})",
             hint="choose a folder you can write to",

@@ -327,3 +327,17 @@ def test_a_review_file_given_as_the_dataset_is_named_so(
     err = capsys.readouterr().err
     assert f"{reviews}: a file, not a dataset folder" in err and "dataset.h5 not found" not in err
     assert "sentitop preprocess --input" in err
+
+
+def test_a_file_given_as_the_run_folder_is_named_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`train --run-dir notes.txt` said "cannot be created (File exists)"."""
+    data = tmp_path / "data"
+    write_synthetic_dataset(data, 60, 20, seq_len=8, vocab_size=30)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("x")
+    for run_dir in (notes, notes / "run"):
+        assert main(["train", "--data", str(data), "--run-dir", str(run_dir)]) == 2
+        err = capsys.readouterr().err
+        assert f"--run-dir {run_dir}: {notes} is a file, not a folder" in err
