@@ -151,6 +151,26 @@ async def test_runs_screen_marks_the_chain(tmp_path: Path) -> None:
         assert app.run_screen.live_row is None
 
 
+async def test_a_chain_of_seconds_shows_its_hours_whole(tmp_path: Path) -> None:
+    """A local run stopped and resumed (28 s in all) read "Σ0.00": "Σ0.008" is six characters
+    and the hours column held five. The column says which hours it is: wall time (the $-vs-hours
+    pane plots training hours)."""
+    first = stopped_run(tmp_path / "20261127-100000-tiny", usd=0.5)
+    second = stopped_run(tmp_path / "20261127-110000-tiny", usd=0.3, resumed_from=first)
+    for folder, wall_s in ((first, 12.0), (second, 16.1)):
+        summary = json.loads((folder / "summary.json").read_text())
+        (folder / "summary.json").write_text(json.dumps(summary | {"wall_s": wall_s}))
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.runs_screen.query_one("#runs-table", DataTable)
+        labels = [str(c.label) for c in table.columns.values()]
+        at = labels.index("wall h")
+        width = list(table.columns.values())[at].width
+        cells = [str(table.get_row_at(i)[at]) for i in range(table.row_count)]
+        assert cells[1] == "Σ0.008" and all(len(cell) <= width for cell in cells)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_c_on_the_run_screen_resumes_with_the_real_runner(

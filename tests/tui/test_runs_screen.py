@@ -107,7 +107,7 @@ async def test_a_run_of_seconds_does_not_read_zero_hours(tmp_path: Path) -> None
         await settle(pilot)
         table = app.screen.query_one("#runs-table")
         labels = [str(c.label) for c in table.columns.values()]  # type: ignore[attr-defined]
-        hours = labels.index("hours")
+        hours = labels.index("wall h")
         cells = [table.get_row_at(i)[hours] for i in range(2)]  # type: ignore[attr-defined]
         assert cells == ["0.004", "0.50"]
 
@@ -385,3 +385,30 @@ def test_a_stopped_runs_note_fits_the_nav_bar_at_80_columns() -> None:
     note = stopped_note(row)
     assert note == "interrupted: acc of epoch 5, not a final model" and len(note) <= 48
     assert stopped_note(replace(row, accuracy_epoch=None)) == ""
+
+
+async def test_the_runs_note_and_keys_say_what_they_do(tmp_path: Path) -> None:
+    """The note kept "x changes the x-axis" beside $ vs hours (where `x` is not offered), a
+    filter of one backslash read "match '\\\\'" (Python's repr), and `p` on an empty list did
+    nothing while `c` and `t` said why."""
+    app = build_app(start="runs")
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        nav = lambda: str(screen.query_one("NavBar").note)  # type: ignore[attr-defined]  # noqa: E731
+        assert "x changes the x-axis" in nav()
+        await pilot.press("v")
+        await settle(pilot)
+        assert "x changes" not in nav() and "v: the loss curves" in nav()
+        await pilot.press("v")
+        await settle(pilot)
+        assert "x changes the x-axis" in nav()
+        screen.apply_filter("\\")
+        await settle(pilot)
+        assert "0 of 2 runs match '\\'" in nav()
+    empty = build_app(start="runs", runs_dir=tmp_path)
+    async with empty.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("p")
+        await settle(pilot)
+        assert "no run highlighted" in notes(empty)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import DataTable
 
+from engine.errors import visible
 from remote.review.views import CostSpeedData
 from tui.format import fmt, fmt_hours, fmt_usd, format_seconds, format_usd, nice_number
 from tui.model import RunState
@@ -36,10 +37,10 @@ from tui.widgets.line_plot import LinePlot
 COLUMNS = (
     Col("", 1),
     Col("run", 22, least=15, most=40),
-    Col("profile", 15, least=10, most=32),
+    Col("profile", 14, least=9, most=32),
     Col("ranks", 6, drop=4),
     Col("epochs", 6, drop=3),
-    Col("hours", 5),
+    Col("wall h", 6),
     Col("$", 8),
     Col("acc", 5),
     Col("F1", 5, drop=1),
@@ -228,6 +229,8 @@ class RunsScreen(SentitopScreen):
         self._cache_lock = threading.Lock()
         self._poll: Timer | None = None
         self._count_note = ""
+        self._count = ""
+        """The run count part of that note ("2 runs", "1 of 5 runs match 'x'")."""
         """The note line when the highlighted run is not part of a resume chain."""
 
     def compose_body(self) -> ComposeResult:
@@ -309,9 +312,9 @@ class RunsScreen(SentitopScreen):
         ]
         count = f"{len(self.rows)} run" + ("" if len(self.rows) == 1 else "s")
         if needle:  # the note counts what the table shows: "1 of 5 runs match …"
-            count = f"{len(self.shown)} of {count} match {text!r}"
-        self._count_note = f"{count} · space selects, x changes the x-axis"
-        self.set_note(self._count_note)
+            count = f"{len(self.shown)} of {count} match '{visible(text)}'"
+        self._count = count
+        self._say_count()
         table = self.query_one(FittedTable)
         self._fill(table, table.cursor_row)
         table.call_after_refresh(table.refit)  # a scroll bar may have come or gone
@@ -382,12 +385,19 @@ class RunsScreen(SentitopScreen):
         self.x_axis = X_AXES[(X_AXES.index(self.x_axis) + 1) % len(X_AXES)]
         self._draw()
 
+    def _say_count(self) -> None:
+        """The note of the run count, with what the keys of the pane shown do."""
+        keys = "x changes the x-axis" if self.view == "loss" else "v: the loss curves again"
+        self._count_note = f"{self._count} · space selects, {keys}"
+        self.set_note(self._count_note)
+
     def action_cycle_view(self) -> None:
         """Swap the lower pane: loss curves, or cost vs speed (the report's review, live)."""
         self.view = "cost" if self.view == "loss" else "loss"
         self.query_one("#overlay", LinePlot).display = self.view == "loss"
         self.query_one("#cost-speed", CostSpeedView).display = self.view == "cost"
         self.refresh_bindings()  # `x` is the loss plot's: not offered beside $ vs hours
+        self._say_count()
         self._draw()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -425,7 +435,9 @@ class RunsScreen(SentitopScreen):
 
     def action_replay(self) -> None:
         row = self.current()
-        if row is not None:
+        if row is None:
+            self.notify("no run highlighted", severity="warning")
+        else:
             self.post_message(ReplayRequested(Path(row.path)))
 
     def action_resume(self) -> None:
