@@ -150,6 +150,16 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def summary_problem(path: Path) -> str | None:
+    """Why the summary.json at ``path`` cannot be used, as `sentitop runs` says it (the message
+    of its InputError); None when it can."""
+    try:
+        check_summary(_read_json(path), path)
+    except InputError as exc:
+        return exc.message
+    return None
+
+
 _JSON_HINT = "a run stopped while writing it leaves it cut short: run it again, or leave it out"
 
 

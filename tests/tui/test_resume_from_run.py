@@ -137,7 +137,8 @@ async def test_runs_screen_marks_the_chain(tmp_path: Path) -> None:
         await settle(pilot)
         table = app.runs_screen.query_one("#runs-table", DataTable)
         cells = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
-        assert cells[0][-1] == "continued" and cells[1][5:7] == ["Σ1.00", "Σ$0.800"]
+        # how it ended, as `sentitop runs` says it ("continued" before), marked as resumed
+        assert cells[0][-1] == "interrupted ↪" and cells[1][5:7] == ["Σ1.00", "Σ$0.800"]
         table.move_cursor(row=1)
         await settle(pilot)
         note = str(app.runs_screen.query_one("NavBar").note)  # type: ignore[attr-defined]

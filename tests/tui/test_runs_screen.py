@@ -412,3 +412,27 @@ async def test_the_runs_note_and_keys_say_what_they_do(tmp_path: Path) -> None:
         await pilot.press("p")
         await settle(pilot)
         assert "no run highlighted" in notes(empty)  # type: ignore[arg-type]
+
+
+async def test_a_run_whose_summary_cannot_be_read_says_why(tmp_path: Path) -> None:
+    """A garbage summary.json: the status read "bad summary.js" (cut), hours "0.00" for no
+    figure at all, and highlighting it never showed the error `sentitop runs` names."""
+    folder = tmp_path / "20261122-090000-garbage"
+    folder.mkdir()
+    (folder / "summary.json").write_text("{not json")
+    good = stopped_cpu_run(tmp_path / "20261122-100000-local-cpu")
+    write_summary(good, status="ok")
+    app = build_app(start="runs", runs_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one("#runs-table")
+        labels = [str(c.label) for c in table.columns.values()]  # type: ignore[attr-defined]
+        row = [str(c) for c in table.get_row_at(0)]  # type: ignore[attr-defined]
+        width = table.width_of("status")  # type: ignore[attr-defined]
+        status = row[labels.index("status")]
+        assert status.startswith("bad summary") and len(status) <= width
+        assert row[labels.index("wall h")] == "—"
+        table.move_cursor(row=0)  # type: ignore[attr-defined]
+        await settle(pilot)
+        note = str(app.screen.query_one("NavBar").note)  # type: ignore[attr-defined]
+        assert "invalid JSON at line 1" in note

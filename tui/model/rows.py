@@ -18,6 +18,7 @@ from engine.events import has_live_writer
 from remote.review.outcome import summary_outcome
 from remote.review.summary_check import check_summary
 from remote.run_record import last_evaluated_epoch
+from remote.runs_store import summary_problem
 from tui.model.run_history import Stamp, device_kind, run_stamp, scan_events
 from tui.model.run_state import RunState
 
@@ -148,6 +149,8 @@ class RunRow:
     """A resumed run: runs of its chain whose $ is not counted (folder gone, no summary)."""
     resumed_by: str = ""
     """The run that continued this stopped one ("" when none): its $ counts in that chain."""
+    problem: str = ""
+    """Why its summary.json cannot be read ("" when it can, or there is none)."""
 
 
 def _node_count(profile: Any) -> int:
@@ -391,6 +394,8 @@ def link_chains(rows: list[RunRow]) -> list[RunRow]:
 
 UNREADABLE_SUMMARY = "bad summary.json"
 """Status of a run folder whose summary.json cannot be read (its figures come from events)."""
+UNREADABLE_BRIEF = "bad summary"
+"""That status where the column is narrower."""
 
 
 def run_row(run_dir: Path) -> RunRow | None:
@@ -445,7 +450,8 @@ def run_row(run_dir: Path) -> RunRow | None:
         samples_per_s=data.get("samples_per_s"),
         status=status,
         shown_status=shown.status,
-        brief_status=shown.brief,
+        brief_status=UNREADABLE_BRIEF if bad_summary else shown.brief,
         status_style=shown.style if shown.status != status else "",  # said in other words
         resumed_from=str(data.get("resumed_from") or ""),
+        problem=(summary_problem(summary_path) or "cannot be read") if bad_summary else "",
     )

@@ -300,7 +300,7 @@ class RunsScreen(SentitopScreen):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """A run of a resume chain says what the chain is and cost (Σ: the whole training)."""
         row = self.current()
-        said = (chain_note(row) or stopped_note(row)) if row is not None else ""
+        said = (visible(row.problem) or chain_note(row) or stopped_note(row)) if row else ""
         self.set_note(said or self._count_note)
 
     def apply_filter(self, text: str) -> None:
@@ -338,14 +338,14 @@ class RunsScreen(SentitopScreen):
                 Text(row.profile),
                 f"{row.gpus} {row.device}".rstrip() if row.gpus else row.device or "—",
                 str(row.epochs),
-                fmt_hours(row.hours)
+                (fmt_hours(row.hours) if row.hours else "—")
                 if row.chain_hours is None
                 else f"Σ{fmt_hours(row.chain_hours)}",
                 fmt_usd(row.usd) if row.chain_usd is None else f"Σ{fmt_usd(row.chain_usd)}",
                 Text(fmt(row.accuracy), style="dim" if row.accuracy_epoch else ""),
                 Text(fmt(row.f1), style="dim" if row.accuracy_epoch else ""),
                 nice_number(row.samples_per_s) if row.samples_per_s else "—",
-                Text("continued", style="dim")
+                Text(f"{row.status} ↪", style="dim")  # ↪ resumed by (the note names it)
                 if row.resumed_by
                 else status_text(row, status_width),
                 key=row.path,
