@@ -115,3 +115,18 @@ def test_a_flat_series_at_its_floor_does_not_go_below_it() -> None:
     assert "-" not in text.plain and "$0.00" in text.plain
     free = render_plot([PlotLine("v", x, np.full(10, 5.0))], 40, 8)  # no floor: padded both ways
     assert "4.5" in free.plain and "5.5" in free.plain
+
+
+def test_narrow_dollar_labels_stay_distinct() -> None:
+    """A cost plot at 80 columns cut its ticks to "$0.000…" and "$0.000…": two different values
+    read alike, so the chart had no scale."""
+    from tui.format import format_usd
+
+    x = np.arange(20, dtype=float)
+    for width in (14, 16, 20):
+        text = render_plot([PlotLine("$", x, x * 1.5e-5)], width, 8, y_format=format_usd, y_min=0)
+        labels = [line.split("┤")[0].strip() for line in text.plain.splitlines() if "┤" in line]
+        shown = [label for label in labels if label]
+        assert len(shown) == 3 and len(set(shown)) == 3, (width, shown)
+        assert not any("…" in label for label in shown), (width, shown)
+        assert all(label.startswith("$") for label in shown), (width, shown)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -96,6 +97,21 @@ def decimate(
     return lo, hi
 
 
+def _fit_label(label: str, value: float, room: int) -> str:
+    """``label`` in at most ``room`` characters: as it is, else its value in powers of ten
+    ("$1.5e-4" for "$0.00015", keeping a leading "$"), else cut with "…" (cut alone, two small
+    dollar ticks both read "$0.000…")."""
+    if len(label) <= room:
+        return label
+    unit = "$" if label.startswith("$") else ""
+    for digits in (1, 0):
+        mantissa, _, power = f"{value:.{digits}e}".partition("e")
+        short = f"{unit}{mantissa}e{int(power)}"
+        if len(short) <= room and math.isfinite(value):
+            return short
+    return label[: max(room - 1, 0)] + "…"
+
+
 def render_plot(
     lines: Sequence[PlotLine],
     width: int,
@@ -149,11 +165,12 @@ def render_plot(
             lo_y -= pad
     if floor is not None and lo_y < floor <= hi_y - 1e-12:  # a loss or a rate is never below 0
         lo_y = floor
-    labels = [y_format(hi_y), y_format((hi_y + lo_y) / 2), y_format(lo_y)]
+    ticks = (hi_y, (hi_y + lo_y) / 2, lo_y)
+    labels = [y_format(v) for v in ticks]
     gutter = max(max(len(s) for s in labels) + 1, gutter_guess)
-    if gutter > width // 2:  # huge labels: cut them rather than the plot or the border
+    if gutter > width // 2:  # huge labels: shorten them rather than the plot or the border
         gutter = width // 2
-        labels = [s if len(s) < gutter else s[: gutter - 2] + "…" for s in labels]
+        labels = [_fit_label(s, v, gutter - 1) for s, v in zip(labels, ticks, strict=True)]
     plot_w = max(width - gutter, 2)
     plot_h = max(height - (2 if legend else 1), 1)
     px_w, px_h = plot_w * 2, plot_h * 4
