@@ -52,3 +52,18 @@ async def test_reload_and_filter_keep_the_highlighted_profile() -> None:
         await pilot.press("escape")
         await settle(pilot)
         assert screen.selected().name == "two-t4-nodes"
+
+
+def test_a_profile_details_leave_out_the_emr_cluster_of_a_local_runner() -> None:
+    """The local profile's details listed `emr.instance_type m5.xlarge · emr.count 2 · emr.spot
+    fals…`: settings of a cluster its runner never starts."""
+    from remote.profile import load_profile
+    from tui.screens.profiles import _describe
+
+    local = _describe(load_profile("profiles/local.yaml"), 200).plain
+    assert "preprocess" in local and "runner local" in local and "emr." not in local
+    base = load_profile("profiles/local.yaml")
+    emr = base.model_copy(
+        update={"preprocess": base.preprocess.model_copy(update={"runner": "emr"})}
+    )
+    assert "emr.instance_type" in _describe(emr, 400).plain

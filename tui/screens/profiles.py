@@ -306,6 +306,8 @@ def _describe(profile: Any, room: int = DETAIL_WIDTH) -> Text:
     for key, value in dump(exclude_none=True).items():
         if key in ("name", "description", "provider"):
             continue  # shown above
+        if key == "preprocess" and isinstance(value, dict) and value.get("runner") != "emr":
+            value = {k: v for k, v in value.items() if k != "emr"}  # a cluster it never starts
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             lines += [(f"{key}[{i}]", _settings(v)) for i, v in enumerate(value)]
         elif value not in ([], {}, ""):
