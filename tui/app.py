@@ -234,9 +234,9 @@ class SentitopApp(App[int]):
 
         try:  # none, or no event in it: say so here, not on a Run screen left waiting
             check_has_events(events_path(message.path))
-        except SentitopError as exc:
-            hint = f"\n\nhint: {exc.hint}" if exc.hint else ""
-            self.push_screen(ErrorScreen(exc.title, readable_text(exc.message + hint)))
+        except SentitopError as exc:  # (the CLI's hint says which folder to pass: one was)
+            said = f"{exc.message}: nothing to replay"
+            self.push_screen(ErrorScreen(exc.title, readable_text(said)))
             return
         if not self.run_screen.live:
             await self._replay(message.path)

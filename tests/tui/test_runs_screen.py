@@ -162,6 +162,8 @@ async def test_replaying_a_run_without_events_says_so_and_stays_on_the_runs_scre
         await settle(pilot)
         assert isinstance(app.screen, ErrorScreen)
         assert f"{folder}: no events.jsonl here" in app.screen.message
+        assert "nothing to replay" in app.screen.message
+        assert "pass a run folder" not in app.screen.message  # the CLI's hint: it picked one
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, RunsScreen)
