@@ -32,7 +32,12 @@ from engine.preprocess.records import SKIP_REASONS, RecordSpec
 from engine.preprocess.reduce import PAD_ID, UNK_ID, LabelRule, token_dtype
 from engine.preprocess.run_local import LocalResult, run_local
 from engine.preprocess.spill import likely_to_spill, make_tmp, plan_spill, scratch_error
-from engine.preprocess.termination import Terminated, TerminationGuard, termination_raises
+from engine.preprocess.termination import (
+    STOP_ERRORS,
+    Terminated,
+    TerminationGuard,
+    termination_raises,
+)
 from engine.preprocess.text import stopwords
 from engine.preprocess.writer import (
     FORMAT_VERSION,
@@ -184,6 +189,9 @@ def _run_preprocess(
         out = out.resolve()
     stage: Path | None = None
     tmp: str | None = None
+    new_set: int | None = None
+    """The new set's folder (inode) once built: a stop signal after it was swapped in cannot
+    stop anything (the output is complete), before it the previous output stays."""
     try:
         if to_s3 and not remote:
             raise InputError(f"--output {cfg.output}: s3:// outputs need --runner emr or hadoop")
@@ -232,6 +240,7 @@ def _run_preprocess(
                 raise
             raise scratch_error(exc, tmp) from exc
         guard.check()  # a signal whose exception Python dropped: no output put in place
+        new_set = stage.stat().st_ino  # out is this folder once swapped in
         try:
             swap_in(stage, out)
         except OSError as exc:
@@ -244,17 +253,16 @@ def _run_preprocess(
 
             upload_output(str(out), cfg.output)
     except BaseException as exc:
-        if emitter:
-            stopped = isinstance(exc, (KeyboardInterrupt, Terminated))
-            status = "interrupted" if stopped else "failed"
-            emitter.emit(
-                "stage_end",
-                stage=STAGE,
-                status=status,
-                seconds=time.time() - start,
-                reason=str(exc)[:500],
-            )
-        raise
+        published = new_set is not None and not to_s3 and _holds(out, new_set)
+        if not (published and isinstance(exc, STOP_ERRORS)):
+            _say_ended(emitter, exc, start)
+            raise
+        stats["warnings"].append(  # too late to stop anything: the new output is complete
+            {
+                "code": "stopped_after_output",
+                "message": f"{_stop_name(exc)} came after {out} was complete: it is kept",
+            }
+        )
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -268,6 +276,37 @@ def _run_preprocess(
         emitter.emit("summary", stage=STAGE, **stats)
         emitter.emit("stage_end", stage=STAGE, status="ok", seconds=stats["seconds"])
     return stats
+
+
+def _holds(out: Path, folder: int) -> bool:
+    """Whether ``out`` is the folder of inode ``folder`` (the new set swapped in)."""
+    try:
+        return out.stat().st_ino == folder
+    except OSError:
+        return False
+
+
+def _say_ended(emitter: Emitter | None, exc: BaseException, start: float) -> None:
+    """The stage_end event of a run that did not finish: interrupted by a stop signal, or
+    failed."""
+    if emitter:
+        status = "interrupted" if isinstance(exc, STOP_ERRORS) else "failed"
+        emitter.emit(
+            "stage_end",
+            stage=STAGE,
+            status=status,
+            seconds=time.time() - start,
+            reason=str(exc)[:500],
+        )
+
+
+def _stop_name(exc: BaseException) -> str:
+    """The stop signal an exception stands for, as a user would name it."""
+    return (
+        str(exc).removeprefix("terminated (").rstrip(")")
+        if isinstance(exc, Terminated)
+        else "Ctrl-C"
+    )
 
 
 def _spill_warning(
