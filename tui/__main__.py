@@ -1,7 +1,5 @@
 """`python -m tui` runs the sentitop CLI."""
 
-import sys
+from tui.cli.main import entry
 
-from tui.cli import main
-
-sys.exit(main())
+entry()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -115,5 +118,21 @@ def _main(argv: Sequence[str] | None) -> int:
         return 141  # 128 + SIGPIPE
 
 
+def entry() -> None:
+    """The `sentitop` command: :func:`main`'s exit status. Once it is known (the command
+    finished and said so), a Ctrl-C in the interpreter's teardown exits at once with it: it
+    turned a finished command, its output in place, into exit 130 or a traceback."""
+    status = main()
+
+    def finish_now(signum: int, frame: object) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(status)
+
+    signal.signal(signal.SIGINT, finish_now)  # the command's own main thread
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
