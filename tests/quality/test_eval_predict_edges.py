@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -387,26 +386,6 @@ def test_eval_of_a_file_that_is_not_gzip_under_a_gz_name_says_so(
     assert f"hint: {packed} is named .gz but is not gzip (no gzip header)" in err
 
 
-def _refuse_reading(monkeypatch: pytest.MonkeyPatch, refused: Path) -> None:
-    """Reading ``refused`` fails with EACCES, as a chmod 000 file does for a user (root, who
-    runs CI, reads it anyway): every reader module's ``open`` refuses that one path."""
-    import builtins
-    import errno
-
-    import engine.embeddings.sources
-    import engine.preprocess.readers
-
-    real = builtins.open
-
-    def guarded(path: Any, *args: Any, **kwargs: Any) -> Any:
-        if str(path) == str(refused):
-            raise PermissionError(errno.EACCES, "Permission denied", str(path))
-        return real(path, *args, **kwargs)
-
-    for module in (engine.preprocess.readers, engine.embeddings.sources):
-        monkeypatch.setattr(module, "open", guarded, raising=False)
-
-
 def test_an_unreadable_input_is_bad_input_not_a_traceback(
     trained_run: Path,
     tmp_path: Path,
@@ -419,7 +398,11 @@ def test_an_unreadable_input_is_bad_input_not_a_traceback(
     folder.mkdir()
     _reviews(folder / "a.jsonl", [("great", 5.0), ("awful", 1.0)] * 5)
     locked = _reviews(folder / "b.jsonl", [("fine", 4.0)] * 5)
-    _refuse_reading(monkeypatch, locked)
+    import engine.embeddings.sources
+    import engine.preprocess.readers
+    from tests.unreadable import refuse_reading
+
+    refuse_reading(monkeypatch, locked, engine.preprocess.readers, engine.embeddings.sources)
     for argv in (
         ["eval", str(trained_run), "--input", str(folder)],
         ["eval", str(trained_run), "--input", str(locked)],

@@ -119,22 +119,12 @@ def test_a_run_whose_events_cannot_be_read_is_left_out_not_a_traceback(
     """One run folder whose events.jsonl the user may not read (chmod 000; root, who runs CI,
     reads it anyway, so reading it is refused here as the OS would) crashed `runs`, `runs
     --json`, `report`, `plan` and `replay` with a PermissionError traceback."""
-    import builtins
-    import errno
-
     import engine.events
+    from tests.unreadable import refuse_reading
 
     make_run("a", nproc=1, epoch_s=[5.0], sync_s=0.1)
     locked = make_run("b", nproc=1, epoch_s=[5.0], sync_s=0.1) / "events.jsonl"
-    real = builtins.open
-
-    def guarded(path: Any, *args: Any, **kwargs: Any) -> Any:
-        if str(path) == str(locked):
-            raise PermissionError(errno.EACCES, "Permission denied", str(path))
-        return real(path, *args, **kwargs)
-
-    monkeypatch.setattr(engine.events, "open", guarded, raising=False)
-    monkeypatch.setattr(tui.replay, "open", guarded, raising=False)
+    refuse_reading(monkeypatch, locked, engine.events, tui.replay)
     runs = tmp_path / "runs"
     assert main(["runs", "--runs-dir", str(runs)]) == 0
     out, err = capsys.readouterr()
