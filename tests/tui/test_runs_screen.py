@@ -437,4 +437,4 @@ async def test_a_run_whose_summary_cannot_be_read_says_why(tmp_path: Path) -> No
         table.move_cursor(row=0)  # type: ignore[attr-defined]
         await settle(pilot)
         note = str(app.screen.query_one("NavBar").note)  # type: ignore[attr-defined]
-        assert "invalid JSON at line 1" in note
+        assert note.startswith("summary.json: invalid JSON at line 1")  # its folder is the row's

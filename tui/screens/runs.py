@@ -300,7 +300,8 @@ class RunsScreen(SentitopScreen):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """A run of a resume chain says what the chain is and cost (Σ: the whole training)."""
         row = self.current()
-        said = (visible(row.problem) or chain_note(row) or stopped_note(row)) if row else ""
+        problem = visible(row.problem.replace(f"{row.path}/", "")) if row else ""  # fits the bar
+        said = (problem or chain_note(row) or stopped_note(row)) if row else ""
         self.set_note(said or self._count_note)
 
     def apply_filter(self, text: str) -> None:
