@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import replace
@@ -302,11 +303,7 @@ def _say_ended(emitter: Emitter | None, exc: BaseException, start: float) -> Non
 
 def _stop_name(exc: BaseException) -> str:
     """The stop signal an exception stands for, as a user would name it."""
-    return (
-        str(exc).removeprefix("terminated (").rstrip(")")
-        if isinstance(exc, Terminated)
-        else "Ctrl-C"
-    )
+    return signal.Signals(exc.signum).name if isinstance(exc, Terminated) else "Ctrl-C"
 
 
 def _spill_warning(
