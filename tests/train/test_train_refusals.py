@@ -181,7 +181,7 @@ def test_an_unwritable_run_dir_is_bad_input(
     (tmp_path / "file").write_text("x")
     run = tmp_path / "file" / "run"
     err = _refused(_train(data, run), run, capsys)
-    assert f"--run-dir {run}: cannot be created (Not a directory)" in err
+    assert f"--run-dir {run}: {tmp_path / 'file'} is a file, not a folder" in err
 
 
 def test_a_resumed_run_says_where_it_continues(capsys: pytest.CaptureFixture[str]) -> None:
